@@ -1,0 +1,3 @@
+from scaleright.cli.main import main
+
+main()
