@@ -1,0 +1,304 @@
+"""A decoder-only transformer's shape, read from a Hugging Face ``config.json``.
+
+``TransformerSpec`` knows nothing of GPUs, layouts or prices (STYLE habit 2). It is built from a config by
+``from_hf_config`` for the families llama, mistral, mixtral, qwen2, qwen2_moe, qwen3, qwen3_moe, gemma, gemma2,
+phi3, gpt2, gpt_neox, falcon (both the 2023 ``RefinedWebModel`` format and the in-library one) and deepseek_v3.
+Field names follow the ``transformers`` modelling code of each family; defaults are those of the family's
+``PretrainedConfig`` class (e.g. GPT-2 ties its embeddings, Falcon's MLP is 4 x hidden).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+from scaleright.errors import CatalogFileError, InputError
+
+__all__ = ["TransformerSpec", "MoESpec", "MLASpec", "from_hf_config", "SUPPORTED_FAMILIES"]
+
+
+@dataclass(frozen=True)
+class MoESpec:
+    """Mixture-of-experts feed-forward blocks."""
+
+    num_experts: int  # routed experts per MoE layer
+    top_k: int  # routed experts each token visits
+    expert_ffn_hidden: int  # intermediate size of one routed expert
+    num_shared_experts: int = 0  # always-on experts (DeepSeek, Qwen2-MoE)
+    shared_ffn_hidden: int = 0  # intermediate size of one shared expert
+    shared_expert_gate: bool = False  # Qwen2-MoE's sigmoid gate on the shared expert (hidden x 1)
+    router_bias: bool = False  # DeepSeek-V3's e_score_correction_bias (one per expert)
+    num_dense_layers: int = 0  # leading layers with a dense FFN instead of MoE (DeepSeek first_k_dense_replace)
+    moe_every: int = 1  # a MoE block every k-th layer (Qwen decoder_sparse_step); others are dense
+
+
+@dataclass(frozen=True)
+class MLASpec:
+    """DeepSeek multi-head latent attention (arXiv:2405.04434, section 2.1)."""
+
+    q_lora_rank: int  # 0 means queries are projected directly (no low-rank q)
+    kv_lora_rank: int  # compressed KV latent, the part that is cached
+    qk_nope_head_dim: int
+    qk_rope_head_dim: int  # decoupled RoPE key, cached beside the latent
+    v_head_dim: int
+
+
+@dataclass(frozen=True)
+class TransformerSpec:
+    """Shape of a decoder-only transformer. Counts are per model; sizes are in elements, not bytes."""
+
+    name: str  # catalog name or the config's model_type
+    family: str  # normalised model_type (llama, mixtral, gpt2, ...)
+    layers: int  # transformer blocks
+    hidden: int  # model width d_model
+    heads: int  # query heads
+    kv_heads: int  # key/value heads (= heads for MHA, 1 for MQA)
+    head_dim: int  # per-head width of q/k/v (may differ from hidden/heads, e.g. Gemma)
+    ffn_hidden: int  # intermediate size of a dense FFN
+    vocab: int  # vocabulary size
+    gated_mlp: bool  # SwiGLU/GeGLU: three matrices; otherwise two (GPT-2, NeoX, Falcon)
+    tied_embeddings: bool  # output head shares the input embedding matrix
+    qkv_bias: bool = False  # biases on q, k, v projections
+    out_bias: bool = False  # bias on the attention output projection
+    mlp_bias: bool = False  # biases on FFN matrices
+    norm: str = "rmsnorm"  # "rmsnorm" (weight) or "layernorm" (weight + bias)
+    norms_per_layer: int = 2  # Gemma 2 has 4 (pre/post attention and FFN); parallel-attention Falcon has 1
+    qk_norm: bool = False  # per-head RMSNorm on q and k (Qwen3)
+    learned_positions: int = 0  # rows of a learned position table (GPT-2); 0 for RoPE/ALiBi
+    parallel_attn: bool = False  # attention and MLP read the same input (GPT-J/NeoX/Falcon)
+    sliding_window: int = 0  # window of local-attention layers; 0 = none
+    sliding_every: int = 0  # every k-th layer is local (Gemma 2: 2); 1 = all layers; 0 = none
+    dropout: bool = False  # training stores dropout masks (any dropout probability > 0 in the config)
+    max_position: int = 0  # max_position_embeddings, informational
+    moe: MoESpec | None = None
+    mla: MLASpec | None = None
+
+    @property
+    def is_moe(self) -> bool:
+        return self.moe is not None
+
+    @property
+    def q_dim(self) -> int:
+        """Width of all query heads together."""
+        if self.mla:
+            return self.heads * (self.mla.qk_nope_head_dim + self.mla.qk_rope_head_dim)
+        return self.heads * self.head_dim
+
+    @property
+    def kv_dim(self) -> int:
+        """Width of all key heads together (equal to all value heads for non-MLA models)."""
+        return self.kv_heads * self.head_dim
+
+    def moe_layer_count(self) -> int:
+        """How many layers carry a MoE FFN."""
+        if not self.moe:
+            return 0
+        m = self.moe
+        return sum(
+            1 for i in range(self.layers) if i >= m.num_dense_layers and (i + 1) % m.moe_every == 0
+        )
+
+    def local_layer_count(self) -> int:
+        """How many layers use sliding-window attention."""
+        if not self.sliding_window or not self.sliding_every:
+            return 0
+        return sum(1 for i in range(self.layers) if i % self.sliding_every == 0)
+
+    def replace(self, **changes: Any) -> TransformerSpec:
+        return dataclasses.replace(self, **changes)
+
+
+SUPPORTED_FAMILIES = (
+    "llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "gemma", "gemma2",
+    "phi3", "gpt2", "gpt_neox", "falcon", "deepseek_v3",
+)  # fmt: skip
+
+_FAMILY_ALIASES = {"RefinedWebModel": "falcon", "RefinedWeb": "falcon", "deepseek_v2": "deepseek_v3"}
+
+
+class _Reader:
+    """Reads fields of one config, naming the file and field in every error."""
+
+    def __init__(self, cfg: dict[str, Any], source: str):
+        self.cfg, self.source = cfg, source
+
+    def get(self, *keys: str, default: Any = ...) -> Any:
+        for k in keys:
+            if k in self.cfg and self.cfg[k] is not None:
+                return self.cfg[k]
+        if default is ...:
+            raise CatalogFileError(
+                f"{self.source}: missing field {' or '.join(repr(k) for k in keys)} "
+                f"(required for model_type {self.cfg.get('model_type')!r})"
+            )
+        return default
+
+    def int(self, *keys: str, default: Any = ...) -> int:
+        v = self.get(*keys, default=default)
+        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+            raise CatalogFileError(
+                f"{self.source}: field {keys[0]!r} must be a non-negative integer, got {v!r}"
+            )
+        return v
+
+
+def _dropout(r: _Reader, *keys: str) -> bool:
+    return any(float(r.get(k, default=0.0) or 0.0) > 0 for k in keys)
+
+
+def from_hf_config(cfg: dict[str, Any], *, name: str | None = None, source: str = "config.json") -> TransformerSpec:
+    """Build a ``TransformerSpec`` from a Hugging Face config dict.
+
+    Raises ``CatalogFileError`` naming ``source`` and the missing or malformed field, and ``InputError`` for a
+    ``model_type`` outside ``SUPPORTED_FAMILIES``.
+    """
+    if not isinstance(cfg, dict):
+        raise CatalogFileError(f"{source}: expected a JSON object at the top level")
+    mt = cfg.get("model_type")
+    if mt is None:
+        raise CatalogFileError(f"{source}: missing field 'model_type' (one of {', '.join(SUPPORTED_FAMILIES)})")
+    family = _FAMILY_ALIASES.get(mt, mt)
+    if family not in SUPPORTED_FAMILIES:
+        raise InputError(
+            f"{source}: model_type {mt!r} is not supported; supported: {', '.join(SUPPORTED_FAMILIES)}"
+        )
+    r = _Reader(cfg, source)
+    label = name or cfg.get("_name_or_path") or family
+    builder = {
+        "gpt2": _gpt2, "gpt_neox": _gpt_neox, "falcon": _falcon, "deepseek_v3": _deepseek,
+    }.get(family, _llama_like)  # fmt: skip
+    spec = builder(r, family, label)
+    if spec.heads % max(spec.kv_heads, 1):
+        raise CatalogFileError(
+            f"{source}: num_attention_heads={spec.heads} is not a multiple of num_key_value_heads={spec.kv_heads}"
+        )
+    return spec
+
+
+def _llama_like(r: _Reader, family: str, name: str) -> TransformerSpec:
+    """Llama, Mistral, Mixtral, Qwen2/3 (+MoE), Gemma 1/2 and Phi-3: RMSNorm, RoPE, gated MLP."""
+    hidden = r.int("hidden_size")
+    heads = r.int("num_attention_heads")
+    kv = r.int("num_key_value_heads", default=heads)
+    head_dim = r.int("head_dim", default=hidden // heads)
+    layers = r.int("num_hidden_layers")
+    qwen = family.startswith("qwen")
+    gemma2 = family == "gemma2"
+    tied_default = family in ("gemma", "gemma2")
+    moe = None
+    if family == "mixtral":
+        moe = MoESpec(
+            num_experts=r.int("num_local_experts"), top_k=r.int("num_experts_per_tok"),
+            expert_ffn_hidden=r.int("intermediate_size"),
+        )  # fmt: skip
+    elif family in ("qwen2_moe", "qwen3_moe"):
+        shared = r.int("shared_expert_intermediate_size", default=0)
+        mlp_only = r.get("mlp_only_layers", default=[]) or []
+        if mlp_only:
+            raise InputError(f"{r.source}: mlp_only_layers={mlp_only} is not supported yet (must be empty)")
+        moe = MoESpec(
+            num_experts=r.int("num_experts"), top_k=r.int("num_experts_per_tok"),
+            expert_ffn_hidden=r.int("moe_intermediate_size"),
+            num_shared_experts=1 if shared else 0, shared_ffn_hidden=shared, shared_expert_gate=bool(shared),
+            moe_every=r.int("decoder_sparse_step", default=1),
+        )  # fmt: skip
+    window = r.get("sliding_window", default=0) or 0
+    use_window = r.get("use_sliding_window", default=True)
+    sliding_every = 0
+    if window and use_window is not False:
+        sliding_every = 2 if gemma2 else 1
+    return TransformerSpec(
+        name=name, family=family, layers=layers, hidden=hidden, heads=heads, kv_heads=kv, head_dim=head_dim,
+        ffn_hidden=r.int("intermediate_size"), vocab=r.int("vocab_size"), gated_mlp=True,
+        tied_embeddings=bool(r.get("tie_word_embeddings", default=tied_default)),
+        qkv_bias=bool(r.get("attention_bias", default=family == "qwen2" or family == "qwen2_moe")),
+        out_bias=bool(r.get("attention_bias", default=False)) and not qwen,
+        mlp_bias=bool(r.get("mlp_bias", default=False)),
+        norm="rmsnorm", norms_per_layer=4 if gemma2 else 2, qk_norm=family in ("qwen3", "qwen3_moe"),
+        sliding_window=int(window) if sliding_every else 0, sliding_every=sliding_every,
+        dropout=_dropout(r, "attention_dropout", "hidden_dropout", "resid_pdrop"),
+        max_position=r.int("max_position_embeddings", default=0), moe=moe,
+    )  # fmt: skip
+
+
+def _gpt2(r: _Reader, family: str, name: str) -> TransformerSpec:
+    """GPT-2 (Radford et al. 2019) and GPT-3-shaped configs: LayerNorm, learned positions, biases, 4h GELU MLP."""
+    hidden = r.int("n_embd", "hidden_size")
+    heads = r.int("n_head", "num_attention_heads")
+    inner = r.get("n_inner", default=None) or 4 * hidden
+    return TransformerSpec(
+        name=name, family=family, layers=r.int("n_layer", "num_hidden_layers"), hidden=hidden, heads=heads,
+        kv_heads=heads, head_dim=hidden // heads, ffn_hidden=int(inner), vocab=r.int("vocab_size"),
+        gated_mlp=False, tied_embeddings=bool(r.get("tie_word_embeddings", default=True)), qkv_bias=True,
+        out_bias=True, mlp_bias=True, norm="layernorm", learned_positions=r.int("n_positions", default=1024),
+        dropout=_dropout(r, "resid_pdrop", "attn_pdrop", "embd_pdrop"),
+        max_position=r.int("n_positions", default=1024),
+    )  # fmt: skip
+
+
+def _gpt_neox(r: _Reader, family: str, name: str) -> TransformerSpec:
+    """GPT-NeoX (Black et al. 2022): LayerNorm, biases everywhere, parallel residual, untied head by default."""
+    hidden = r.int("hidden_size")
+    heads = r.int("num_attention_heads")
+    return TransformerSpec(
+        name=name, family=family, layers=r.int("num_hidden_layers"), hidden=hidden, heads=heads, kv_heads=heads,
+        head_dim=hidden // heads, ffn_hidden=r.int("intermediate_size"), vocab=r.int("vocab_size"),
+        gated_mlp=False, tied_embeddings=bool(r.get("tie_word_embeddings", default=False)), qkv_bias=True,
+        out_bias=True, mlp_bias=True, norm="layernorm", parallel_attn=bool(r.get("use_parallel_residual", default=True)),
+        dropout=_dropout(r, "attention_dropout", "hidden_dropout", "attention_probs_dropout_prob", "hidden_dropout_prob"),
+        max_position=r.int("max_position_embeddings", default=0),
+    )  # fmt: skip
+
+
+def _falcon(r: _Reader, family: str, name: str) -> TransformerSpec:
+    """Falcon (Almazrouei et al. 2023), 2023 RefinedWeb and in-library formats: MQA/GQA, parallel attention."""
+    hidden = r.int("hidden_size")
+    heads = r.int("num_attention_heads", "n_head")
+    new_arch = bool(r.get("new_decoder_architecture", default=False))
+    if new_arch:
+        kv = r.int("num_kv_heads", "n_head_kv", default=heads)
+    else:
+        kv = 1 if r.get("multi_query", default=True) else heads
+    parallel = bool(r.get("parallel_attn", default=True))
+    bias = bool(r.get("bias", default=False))
+    return TransformerSpec(
+        name=name, family="falcon", layers=r.int("num_hidden_layers", "n_layer"), hidden=hidden, heads=heads,
+        kv_heads=kv, head_dim=hidden // heads, ffn_hidden=r.int("ffn_hidden_size", default=4 * hidden),
+        vocab=r.int("vocab_size"), gated_mlp=False,
+        tied_embeddings=bool(r.get("tie_word_embeddings", default=True)), qkv_bias=bias, out_bias=bias,
+        mlp_bias=bias, norm="layernorm", norms_per_layer=2 if new_arch or not parallel else 1,
+        parallel_attn=parallel, dropout=_dropout(r, "attention_dropout", "hidden_dropout"),
+        max_position=r.int("max_position_embeddings", default=2048),
+    )  # fmt: skip
+
+
+def _deepseek(r: _Reader, family: str, name: str) -> TransformerSpec:
+    """DeepSeek-V2/V3 (arXiv:2412.19437): MLA attention, shared + routed experts, leading dense layers.
+
+    The multi-token-prediction module (``num_nextn_predict_layers``) is not part of the main model and is left out,
+    as in the published 671 B count.
+    """
+    hidden = r.int("hidden_size")
+    heads = r.int("num_attention_heads")
+    mla = MLASpec(
+        q_lora_rank=r.int("q_lora_rank", default=0), kv_lora_rank=r.int("kv_lora_rank"),
+        qk_nope_head_dim=r.int("qk_nope_head_dim"), qk_rope_head_dim=r.int("qk_rope_head_dim"),
+        v_head_dim=r.int("v_head_dim"),
+    )  # fmt: skip
+    moe_ffn = r.int("moe_intermediate_size")
+    moe = MoESpec(
+        num_experts=r.int("n_routed_experts"), top_k=r.int("num_experts_per_tok"), expert_ffn_hidden=moe_ffn,
+        num_shared_experts=r.int("n_shared_experts", default=0), shared_ffn_hidden=moe_ffn,
+        router_bias=r.get("topk_method", default="") == "noaux_tc",
+        num_dense_layers=r.int("first_k_dense_replace", default=0), moe_every=r.int("moe_layer_freq", default=1),
+    )  # fmt: skip
+    return TransformerSpec(
+        name=name, family=family, layers=r.int("num_hidden_layers"), hidden=hidden, heads=heads,
+        kv_heads=heads, head_dim=mla.qk_nope_head_dim + mla.qk_rope_head_dim,
+        ffn_hidden=r.int("intermediate_size"), vocab=r.int("vocab_size"), gated_mlp=True,
+        tied_embeddings=bool(r.get("tie_word_embeddings", default=False)),
+        qkv_bias=bool(r.get("attention_bias", default=False)), norm="rmsnorm",
+        dropout=_dropout(r, "attention_dropout"), max_position=r.int("max_position_embeddings", default=0),
+        moe=moe, mla=mla,
+    )  # fmt: skip
