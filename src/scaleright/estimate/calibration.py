@@ -1,0 +1,123 @@
+"""Efficiency parameters of the performance model: a few numbers with a physical meaning.
+
+The model is physics (roofline compute, HBM bytes, α–β communication); these parameters say how close real
+kernels and collectives come to the datasheet. Defaults are fitted to ``../shared/reference/train_measured.csv``
+and ``infer_measured.csv`` by ``benchmarks/accuracy.py --fit`` and should stay near the values reported by
+independent microbenchmarks (quoted per field). A profile fitted to a user's own runs (``scaleright calibrate``)
+is stored as JSON and loaded by name.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, fields, replace
+from pathlib import Path
+
+from scaleright.errors import CatalogFileError, InputError
+
+__all__ = ["Calibration", "DEFAULT_CALIBRATION", "load_calibration", "save_calibration", "calibration_dir"]
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """Efficiency factors; every fraction is of the datasheet figure of the GPU or link in use."""
+
+    # Large 16-bit GEMMs reach 70-80 % of the dense peak on A100/H100 (cuBLAS microbenchmarks; e.g. NVIDIA's
+    # "Matrix Multiplication Background" guide and the 750-800 TFLOP/s bf16 reported for H100 SXM).
+    gemm_efficiency: float = 0.78
+    # GEMMs whose smallest dimension is d run at gemm_efficiency · d / (d + gemm_half_dim): tile and wave
+    # quantisation make thin GEMMs (high TP, small micro-batches, fine-grained experts) slower.
+    gemm_half_dim: float = 96.0
+    # FP8 / FP4 GEMMs reach a lower fraction of their (2x / 4x) peak: scaling factors, casts and the bf16
+    # parts of each layer (torchao and Transformer Engine report 1.3-1.6x end-to-end over bf16, not 2x).
+    fp8_gemm_efficiency: float = 0.55
+    fp4_gemm_efficiency: float = 0.40
+    # Flash attention forward/backward reach 35-75 % of peak (FlashAttention-2 paper: up to 73 % fwd on A100;
+    # FlashAttention-3: 75 % fwd on H100); the backward does 2.5x the forward's FLOPs.
+    attention_efficiency: float = 0.50
+    # Streaming kernels (norms, activations, optimizer) reach 80-90 % of HBM bandwidth (STREAM-like copies).
+    memory_efficiency: float = 0.80
+    # Elementwise traffic per token per layer in units of (h + f) 16-bit values read or written in the forward
+    # pass, relative to an unfused eager count (1.0); fused kernels and torch.compile lower it.
+    elementwise_factor: float = 1.0
+    # NCCL bus bandwidth as a fraction of the link's one-direction datasheet bandwidth (nccl-tests on NVLink 4:
+    # ~360-370 of 450 GB/s; over 400 Gb/s InfiniBand: ~45-48 of 50 GB/s per GPU).
+    intra_link_efficiency: float = 0.80
+    inter_link_efficiency: float = 0.85
+    # Latency per ring step of a collective (α): a few µs inside a node, ~5-10 µs across InfiniBand.
+    intra_latency_s: float = 5e-6
+    inter_latency_s: float = 10e-6
+    # Share of TP communication hidden behind GEMMs (0 = none; Megatron's --tp-comm-overlap / async TP hide more).
+    tp_overlap: float = 0.0
+    # Fixed time per optimizer step outside the model (data loading, logging, launch gaps, synchronisation).
+    step_overhead_s: float = 0.02
+    # Fixed time per decode iteration of an inference server (scheduling, sampling, launch gaps with CUDA graphs).
+    decode_overhead_s: float = 0.003
+    # Decode reads weights and KV cache at this fraction of HBM bandwidth (TensorRT-LLM/vLLM decode kernels).
+    decode_memory_efficiency: float = 0.75
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            v = getattr(self, f.name)
+            if not isinstance(v, (int, float)) or v < 0:
+                raise InputError(f"calibration {f.name}={v!r} must be a non-negative number")
+        for name in ("gemm_efficiency", "fp8_gemm_efficiency", "fp4_gemm_efficiency", "attention_efficiency",
+                     "memory_efficiency", "intra_link_efficiency", "inter_link_efficiency", "tp_overlap",
+                     "decode_memory_efficiency"):  # fmt: skip
+            if getattr(self, name) > 1:
+                raise InputError(f"calibration {name}={getattr(self, name)} must be at most 1")
+
+    def replace(self, **changes: float) -> Calibration:
+        return replace(self, **changes)
+
+    def as_dict(self) -> dict[str, float]:
+        return asdict(self)
+
+
+DEFAULT_CALIBRATION = Calibration()
+
+
+def calibration_dir() -> Path:
+    """Where named calibration profiles live (``$SCALERIGHT_CALIBRATION_DIR`` or the user data directory)."""
+    import os
+
+    import platformdirs
+
+    env = os.environ.get("SCALERIGHT_CALIBRATION_DIR")
+    return Path(env) if env else Path(platformdirs.user_data_dir("scaleright")) / "calibrations"
+
+
+def save_calibration(name: str, cal: Calibration, *, meta: dict | None = None, directory: Path | None = None) -> Path:
+    """Write ``cal`` as ``<dir>/<name>.json`` with optional metadata (fingerprint, runs used, fit error)."""
+    if not name or any(ch in name for ch in "/\\") or name.startswith("."):
+        raise InputError(f"calibration name {name!r} must be a plain file name")
+    d = directory or calibration_dir()
+    d.mkdir(parents=True, exist_ok=True)
+    path = d / f"{name}.json"
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps({"parameters": cal.as_dict(), "meta": meta or {}}, indent=2))
+    tmp.replace(path)
+    return path
+
+
+def load_calibration(name_or_path: str | None, *, directory: Path | None = None) -> Calibration:
+    """The default calibration (None or ``default``), a named profile, or a JSON file path."""
+    if name_or_path in (None, "", "default"):
+        return DEFAULT_CALIBRATION
+    p = Path(name_or_path)
+    if not p.suffix:
+        p = (directory or calibration_dir()) / f"{name_or_path}.json"
+    if not p.exists():
+        d = directory or calibration_dir()
+        known = sorted(x.stem for x in d.glob("*.json")) if d.exists() else []
+        raise InputError(f"calibration {name_or_path!r} not found; known: {', '.join(known) or 'none'} (in {d})")
+    try:
+        data = json.loads(p.read_text())
+        params = data["parameters"] if "parameters" in data else data
+        allowed = {f.name for f in fields(Calibration)}
+        unknown = set(params) - allowed
+        if unknown:
+            raise CatalogFileError(f"{p}: unknown calibration field(s) {sorted(unknown)}; allowed: {sorted(allowed)}")
+        return Calibration(**params)
+    except (json.JSONDecodeError, KeyError, TypeError) as exc:
+        raise CatalogFileError(f"{p}: not a calibration profile ({exc})") from None

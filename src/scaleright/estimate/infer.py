@@ -1,0 +1,277 @@
+"""Inference latency and throughput: prefill, decode, KV-cache capacity, and replicas vs tensor parallelism.
+
+A replica is ``tp · pp`` GPUs serving one copy of the model; ``gpus / (tp · pp)`` replicas share the load.
+- Prefill of ``n`` prompt tokens is compute-bound: the layer GEMMs with m = n rows (roofline, as in training),
+  the causal attention core, elementwise traffic, and two tensor-parallel all-reduces per layer.
+- A decode iteration for a batch of ``B`` sequences reads every local weight once and each sequence's KV cache
+  from HBM, and does 2·N_active·B FLOPs: its time is the larger of the memory and the compute time
+  (Pope et al. 2022, "Efficiently Scaling Transformer Inference", section 2), plus two small all-reduces per
+  layer (latency-bound) and a fixed per-iteration overhead. MoE layers read only the experts the batch touches:
+  E·(1 − (1 − k/E)^B) of E.
+- Continuous batching (Yu et al. 2022, Orca; vLLM) at concurrency ``B``: each iteration decodes B tokens and, in
+  steady state, prefills B/O new prompts, so the period per output token is
+  ``t_decode(B) + (B/O)·t_prefill(I)``. TPOT is that period, output throughput B / period per replica, TTFT a
+  prompt's prefill plus one iteration, end-to-end latency TTFT + (O − 1)·TPOT.
+- The largest batch is the largest B whose weights, KV cache for I + O tokens, activations and overheads fit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from scaleright.errors import InputError
+from scaleright.estimate.calibration import DEFAULT_CALIBRATION, Calibration
+from scaleright.estimate.comm import Cluster, collective_time_s, group_bandwidth
+from scaleright.estimate.layout import Layout, divisors
+from scaleright.estimate.memory import GB, Overheads, inference_memory_arrays, kv_cache_bytes
+from scaleright.estimate.train import _gemm_time, peak_flops
+from scaleright.workload.flops import attention_flops_per_token, decode_flops_per_token
+from scaleright.workload.params import count_params
+from scaleright.workload.precision import bytes_per_element
+from scaleright.workload.spec import TransformerSpec
+
+__all__ = ["InferEstimate", "infer_arrays", "estimate_infer", "max_batch", "compute_precision"]
+
+
+def compute_precision(gpu, precision: str) -> str:
+    """The tensor-core format the GEMMs run in: weight-only int4 runs in 16-bit; fp8/fp4/int8 natively if the
+    GPU has a rate for it, else in 16-bit after dequantisation."""
+    if precision in ("fp32",):
+        return "fp32"
+    if precision in ("fp8", "fp4", "int8") and gpu.dense_tflops.get(precision):
+        return precision
+    return "fp16" if not gpu.dense_tflops.get("bf16") else "bf16"
+
+
+def _prefill_time(spec, c, *, gpu, cluster, tokens, context, tp, precision, cal):
+    """Time to run ``tokens`` prompt tokens (each attending to ``context`` on average... causal) on one replica."""
+    cprec = compute_precision(gpu, precision)
+    peak = peak_flops(gpu, cprec)
+    peak16 = peak_flops(gpu, "bf16" if gpu.dense_tflops.get("bf16") else "fp16") if cprec != "fp32" else peak
+    eff = {"fp8": cal.fp8_gemm_efficiency, "fp4": cal.fp4_gemm_efficiency}.get(cprec, cal.gemm_efficiency)
+    hbm = gpu.hbm_bandwidth_tb_per_s * 1e12 * cal.memory_efficiency
+    gemm = dict(peak=peak, eff_max=eff, half_dim=cal.gemm_half_dim, hbm=hbm, bytes_per_el=bytes_per_element(precision))
+    t = np.asarray(tokens, dtype=float)
+    tp = np.asarray(tp, dtype=float)
+    h = spec.hidden
+    n_up = 2 if spec.gated_mlp else 1
+    kv_tp = np.maximum(spec.kv_dim / tp, spec.head_dim)
+    attn = _gemm_time(t, h, spec.q_dim / tp + 2 * kv_tp, **gemm) + _gemm_time(t, spec.q_dim / tp, h, **gemm)
+    if spec.moe:
+        m = spec.moe
+        frac = c.moe_layers / c.layers
+        tok_e = t * m.top_k / m.num_experts
+        moe = _gemm_time(tok_e, h, n_up * m.expert_ffn_hidden / tp, count=m.num_experts, **gemm)
+        moe = moe + _gemm_time(tok_e, m.expert_ffn_hidden / tp, h, count=m.num_experts, **gemm)
+        if m.num_shared_experts:
+            fs = m.shared_ffn_hidden * m.num_shared_experts
+            moe = moe + _gemm_time(t, h, n_up * fs / tp, **gemm) + _gemm_time(t, fs / tp, h, **gemm)
+        dense = _gemm_time(t, h, n_up * spec.ffn_hidden / tp, **gemm) + _gemm_time(t, spec.ffn_hidden / tp, h, **gemm)
+        ffn = (1 - frac) * dense + frac * moe
+    else:
+        ffn = _gemm_time(t, h, n_up * spec.ffn_hidden / tp, **gemm) + _gemm_time(t, spec.ffn_hidden / tp, h, **gemm)
+    core = t * attention_flops_per_token(spec, context, causal=True) / spec.layers / tp / (
+        peak16 * cal.attention_efficiency
+    )
+    elem = cal.elementwise_factor * t * (10 * h + (2 * (spec.q_dim + 2 * spec.kv_dim) + 3 * spec.ffn_hidden) / tp) * 2 / hbm
+    bw, a = group_bandwidth(cluster, cal, size=tp, stride=1)
+    comm = 2 * collective_time_s("all_reduce", t * h * 2.0, tp, bw, a)
+    head = _gemm_time(np.maximum(t / np.maximum(context, 1), 1), h, spec.vocab / tp, **gemm)
+    return spec.layers * (attn + ffn + core + elem + comm) + head
+
+
+def _decode_time(spec, c, *, gpu, cluster, batch, context, tp, pp, precision, kv_precision, cal):
+    """One decode iteration for ``batch`` sequences at ``context`` tokens on one replica."""
+    cprec = compute_precision(gpu, precision)
+    peak = peak_flops(gpu, cprec)
+    eff = {"fp8": cal.fp8_gemm_efficiency, "fp4": cal.fp4_gemm_efficiency}.get(cprec, cal.gemm_efficiency)
+    hbm = gpu.hbm_bandwidth_tb_per_s * 1e12 * cal.decode_memory_efficiency
+    B = np.asarray(batch, dtype=float)
+    tp = np.asarray(tp, dtype=float)
+    pp = np.asarray(pp, dtype=float)
+    bpe = bytes_per_element(precision)
+    non_expert = c.total - c.routed_experts_total - c.embedding - c.positions
+    if spec.tied_embeddings:
+        non_expert += c.embedding  # the head reads the tied table
+    w_bytes = non_expert * bpe
+    if spec.moe:
+        m = spec.moe
+        touched = m.num_experts * (1 - (1 - m.top_k / m.num_experts) ** B)
+        w_bytes = w_bytes + c.moe_layers * touched * c.expert_ffn * bpe
+    w_bytes = w_bytes / (tp * pp)
+    kv = kv_cache_bytes(spec, batch=B, context=context, tp=tp, pp=pp, kv_precision=kv_precision)
+    flops = B * decode_flops_per_token(spec, context) / (tp * pp)
+    compute = flops / (peak * eff)
+    mem = (w_bytes + kv) / hbm
+    bw, a = group_bandwidth(cluster, cal, size=tp, stride=1)
+    comm = spec.layers / pp * 2 * collective_time_s("all_reduce", B * spec.hidden * 2.0, tp, bw, a)
+    bw_pp, a_pp = group_bandwidth(cluster, cal, size=pp, stride=tp)
+    p2p = np.where(pp > 1, (pp - 1) * collective_time_s("p2p", B * spec.hidden * 2.0, 2, bw_pp, a_pp), 0.0)
+    # stages run one after another for a token: pp stage times add up
+    return pp * (np.maximum(compute, mem) + comm) + p2p + cal.decode_overhead_s
+
+
+def max_batch(spec, *, gpu, context, tp=1, pp=1, precision="bf16", kv_precision="bf16", overheads=Overheads(),
+              limit: int = 1 << 16) -> int:  # fmt: skip
+    """Largest batch whose memory per GPU fits ``gpu`` (0 if not even one sequence fits)."""
+
+    def fits(b: int) -> bool:
+        arrs = inference_memory_arrays(spec, batch=b, context=context, tp=tp, pp=pp, precision=precision,
+                                       kv_precision=kv_precision, overheads=overheads)  # fmt: skip
+        return float(sum(np.asarray(v) for v in arrs.values())) <= gpu.memory_gb * GB
+
+    if not fits(1):
+        return 0
+    lo, hi = 1, 2
+    while hi <= limit and fits(hi):
+        lo, hi = hi, hi * 2
+    hi = min(hi, limit + 1)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if fits(mid) else (lo, mid)
+    return lo
+
+
+def infer_arrays(spec, *, gpu, cluster, tp, pp, batch, input_len, output_len, precision="bf16",
+                 kv_precision="bf16", cal: Calibration = DEFAULT_CALIBRATION) -> dict[str, np.ndarray]:  # fmt: skip
+    """Latency and throughput of ONE replica at concurrency ``batch`` (array-friendly in batch and tp)."""
+    c = count_params(spec)
+    I = float(input_len)  # noqa: E741
+    O = float(output_len)  # noqa: E741
+    prefill_one = _prefill_time(spec, c, gpu=gpu, cluster=cluster, tokens=I, context=I, tp=tp, precision=precision,
+                                cal=cal)  # fmt: skip
+    t_dec = _decode_time(spec, c, gpu=gpu, cluster=cluster, batch=batch, context=I + O / 2, tp=tp, pp=pp,
+                         precision=precision, kv_precision=kv_precision, cal=cal)  # fmt: skip
+    prefill_one = np.asarray(prefill_one) * np.asarray(pp, dtype=float)
+    B = np.asarray(batch, dtype=float)
+    period = t_dec + B / O * prefill_one
+    ttft = prefill_one + t_dec
+    out_tps = B / period
+    return {
+        "prefill_s": prefill_one + 0 * period,
+        "decode_step_s": t_dec + 0 * period,
+        "ttft_s": ttft + 0 * period,
+        "tpot_s": period,
+        "e2e_latency_s": ttft + (O - 1) * period,
+        "output_tokens_per_s": out_tps,
+        "requests_per_s": out_tps / O,
+        "total_tokens_per_s": out_tps / O * (I + O),
+    }
+
+
+@dataclass(frozen=True)
+class InferEstimate:
+    """Inference prediction for all ``gpus`` together. ``as_dict`` keys are a stable contract."""
+
+    fits: bool
+    reason: str | None
+    layout: dict
+    memory_gb_per_gpu: float
+    memory_breakdown_gb: dict[str, float]
+    max_batch: int
+    batch: int
+    ttft_s: float
+    tpot_s: float
+    e2e_latency_s: float
+    output_tokens_per_s: float
+    total_tokens_per_s: float
+    requests_per_s: float
+    alternatives: tuple[dict, ...] = ()
+
+    def as_dict(self) -> dict:
+        return {k: getattr(self, k) for k in self.__dataclass_fields__ if k != "alternatives"} | {
+            "alternatives": list(self.alternatives)
+        }
+
+
+def _one_layout(spec, *, gpu, cluster, gpus, tp, pp, batch, input_len, output_len, precision, kv_precision, cal,
+                overheads):  # fmt: skip
+    context = input_len + output_len
+    mb = max_batch(spec, gpu=gpu, context=context, tp=tp, pp=pp, precision=precision, kv_precision=kv_precision,
+                   overheads=overheads)  # fmt: skip
+    replicas = gpus // (tp * pp)
+    layout = {"tp": tp, "pp": pp, "replicas": replicas}
+    if batch == "max":
+        b = mb
+    else:
+        b = int(batch)
+    per_replica_b = b if batch == "max" else max(int(np.ceil(b / replicas)), 1)
+    b_eval = max(per_replica_b, 1)
+    arrs = inference_memory_arrays(spec, batch=b_eval, context=context, tp=tp, pp=pp, precision=precision,
+                                   kv_precision=kv_precision, overheads=overheads)  # fmt: skip
+    mem = {k: float(v) / GB for k, v in arrs.items()}
+    total = sum(mem.values())
+    fits = mb >= 1 and per_replica_b <= mb
+    reason = None
+    if mb < 1:
+        reason = f"weights and one sequence of {context} tokens need {total:.1f} GB per GPU; {gpu.id} has {gpu.memory_gb:g} GB"
+    elif not fits:
+        reason = f"batch {per_replica_b} per replica exceeds the KV-cache capacity of {mb} sequences"
+    perf = infer_arrays(spec, gpu=gpu, cluster=cluster, tp=tp, pp=pp, batch=b_eval, input_len=input_len,
+                        output_len=output_len, precision=precision, kv_precision=kv_precision, cal=cal)  # fmt: skip
+    p = {k: float(v) for k, v in perf.items()}
+    return InferEstimate(
+        fits=fits, reason=reason, layout=layout, memory_gb_per_gpu=total, memory_breakdown_gb=mem, max_batch=mb,
+        batch=per_replica_b * replicas, ttft_s=p["ttft_s"], tpot_s=p["tpot_s"], e2e_latency_s=p["e2e_latency_s"],
+        output_tokens_per_s=p["output_tokens_per_s"] * replicas, total_tokens_per_s=p["total_tokens_per_s"] * replicas,
+        requests_per_s=p["requests_per_s"] * replicas,
+    )  # fmt: skip
+
+
+def estimate_infer(
+    spec: TransformerSpec,
+    *,
+    gpu,
+    gpus: int = 1,
+    input_len: int,
+    output_len: int,
+    batch: int | str = 1,
+    tp: int | None = None,
+    pp: int = 1,
+    cluster: Cluster | None = None,
+    precision: str = "bf16",
+    kv_precision: str | None = None,
+    cal: Calibration = DEFAULT_CALIBRATION,
+    overheads: Overheads = Overheads(),
+) -> InferEstimate:
+    """Predict serving ``spec`` on ``gpus`` GPUs at concurrency ``batch`` (total over replicas) or ``"max"``
+    (each replica at its KV-cache capacity). With ``tp`` None, every valid TP size (replicas = gpus / (tp·pp)) is
+    evaluated and the one with the highest output throughput that fits is returned; the others are listed in
+    ``alternatives`` (the seeds' replicas-vs-tensor-parallel question)."""
+    if input_len < 1 or output_len < 1:
+        raise InputError(f"input_len={input_len} and output_len={output_len} must be positive integers")
+    if gpus < 1:
+        raise InputError(f"gpus={gpus} must be a positive integer")
+    if batch != "max" and (not isinstance(batch, int) or batch < 1):
+        raise InputError(f"batch={batch!r} must be a positive integer or 'max'")
+    kv_precision = kv_precision or ("fp32" if precision == "fp32" else "bf16")
+    cluster = cluster or Cluster.for_gpu(gpu)
+    kw = dict(gpu=gpu, cluster=cluster, gpus=gpus, pp=pp, batch=batch, input_len=input_len, output_len=output_len,
+              precision=precision, kv_precision=kv_precision, cal=cal, overheads=overheads)  # fmt: skip
+    if tp is not None:
+        Layout(tp=tp, pp=pp, dp=gpus // (tp * pp) or 1).validate(spec)
+        if gpus % (tp * pp):
+            raise InputError(f"tp({tp}) * pp({pp}) = {tp * pp} does not divide gpus({gpus})")
+        return _one_layout(spec, tp=tp, **kw)
+    cands = []
+    for t in divisors(gpus // pp if gpus % pp == 0 else gpus):
+        try:
+            Layout(tp=t, pp=pp).validate(spec)
+        except InputError:
+            continue
+        if gpus % (t * pp):
+            continue
+        cands.append(_one_layout(spec, tp=t, **kw))
+    if not cands:
+        raise InputError(f"no tensor-parallel size divides both gpus({gpus}) and the model's heads({spec.heads})")
+    fitting = [e for e in cands if e.fits]
+    pool = fitting or cands
+    best = max(pool, key=lambda e: e.output_tokens_per_s)
+    alts = tuple(
+        {"layout": e.layout, "fits": e.fits, "output_tokens_per_s": e.output_tokens_per_s, "tpot_s": e.tpot_s,
+         "ttft_s": e.ttft_s, "max_batch": e.max_batch}  # fmt: skip
+        for e in cands
+    )
+    return InferEstimate(**{**best.__dict__, "alternatives": alts})

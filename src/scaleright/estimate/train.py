@@ -1,0 +1,397 @@
+"""Training step time, throughput, MFU and scaling efficiency on N GPUs with a parallel layout.
+
+Per micro-batch and pipeline stage, each GPU runs (Narayanan et al. 2021, "Efficient Large-Scale Language Model
+Training on GPU Clusters Using Megatron-LM"; Korthikanti et al. 2022):
+- GEMMs of its tensor-parallel shard, each timed by a roofline: max(2mkn / (peak · efficiency), bytes / HBM),
+  with an efficiency that falls for thin GEMMs (``Calibration.gemm_half_dim``); the backward pass runs two GEMMs
+  of the same size per forward GEMM (data and weight gradients), LoRA/QLoRA only the first;
+- the attention core (flash attention) at ``attention_efficiency`` of the 16-bit peak, backward 2.5x forward
+  (FlashAttention-2, Dao 2023: five matmuls backward against two forward);
+- memory-bound elementwise work (norms, residuals, rotary, activation functions, fp8 casts) at HBM bandwidth;
+- tensor-parallel all-reduces (two per layer forward, two backward; sequence parallelism replaces each with an
+  all-gather and a reduce-scatter of the same volume) on the critical path, context-parallel ring exchanges of
+  K/V overlapped with attention, expert-parallel all-to-alls (dispatch and combine) per MoE layer;
+- recomputation: selective adds the attention core's forward, full adds the whole forward of the layer.
+A step is ``m + (p − 1)/v`` micro-batch slots of the slowest stage (1F1B / interleaved bubble), plus the exposed
+part of data-parallel gradient synchronisation (bucketed and overlapped with the last backward; ZeRO-3/FSDP
+gathers weights every micro-batch with prefetch), the optimizer step (memory-bound), and a fixed overhead.
+
+Every function accepts numpy arrays for the layout axes and broadcasts (the planner evaluates millions at once).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from scaleright.errors import InputError
+from scaleright.estimate.calibration import DEFAULT_CALIBRATION, Calibration
+from scaleright.estimate.comm import Cluster, collective_time_s, group_bandwidth
+from scaleright.estimate.layout import Layout, divisors
+from scaleright.estimate.memory import (
+    GB,
+    LoraConfig,
+    Overheads,
+    _recompute_code,
+    lora_param_count,
+    training_memory_arrays,
+)
+from scaleright.workload.flops import attention_flops_per_token, train_flops_per_token
+from scaleright.workload.params import count_params
+from scaleright.workload.spec import TransformerSpec
+
+__all__ = ["TrainEstimate", "train_step_arrays", "estimate_train", "peak_flops", "TIME_KEYS"]
+
+TIME_KEYS = ("compute", "recompute", "tp_comm", "cp_comm", "ep_comm", "pp_comm", "bubble", "dp_comm", "optimizer",
+             "overhead")  # fmt: skip
+# Adam with fp32 master weights reads and writes master, m and v (4 B each), reads the gradient and writes the
+# 16-bit weight: 2·12 + 2 + 2 = 28 bytes per parameter of the local shard.
+_ADAM_STEP_BYTES = 28.0
+
+
+def peak_flops(gpu, precision: str) -> float:
+    """Dense peak FLOP/s of ``gpu`` at ``precision``; fp32 training uses the TF32 tensor-core rate where it exists."""
+    key = "tf32" if precision == "fp32" and gpu.dense_tflops.get("tf32") else precision
+    v = gpu.dense_tflops.get(key)
+    if not v:
+        have = [k for k, x in gpu.dense_tflops.items() if x]
+        raise InputError(f"precision={precision!r} has no dense TFLOP/s figure for gpu {gpu.id}; available: {have}")
+    return float(v) * 1e12
+
+
+def _gemm_time(m, k, n, *, peak, eff_max, half_dim, hbm, bytes_per_el, count=1.0):
+    """Roofline time of ``count`` GEMMs (m x k) · (k x n)."""
+    m, k, n = (np.asarray(x, dtype=float) for x in (m, k, n))
+    dmin = np.minimum(np.minimum(m, k), n)
+    eff = eff_max * dmin / (dmin + half_dim)
+    flops = 2.0 * m * k * n
+    byt = bytes_per_el * (m * k + k * n + m * n)
+    return count * np.maximum(flops / (peak * eff), byt / hbm)
+
+
+def train_step_arrays(
+    spec: TransformerSpec,
+    *,
+    gpu,
+    cluster: Cluster,
+    seq_len,
+    global_batch,
+    tp=1,
+    pp=1,
+    dp=1,
+    cp=1,
+    ep=1,
+    zero=0,
+    micro_batch=1,
+    recompute="none",
+    sequence_parallel=False,
+    virtual_stages=1,
+    precision: str = "bf16",
+    task: str = "pretrain",
+    lora: LoraConfig | None = None,
+    cal: Calibration = DEFAULT_CALIBRATION,
+    causal: bool = True,
+) -> dict[str, np.ndarray]:
+    """Time breakdown (s per optimizer step), throughput and FLOP rates, broadcast over the layout arrays."""
+    c = count_params(spec)
+    tp, pp, dp, cp, ep, b, v = (np.asarray(x, dtype=float) for x in (tp, pp, dp, cp, ep, micro_batch, virtual_stages))
+    zero = np.asarray(zero)
+    sp = np.asarray(sequence_parallel, dtype=bool)
+    rc = _recompute_code(recompute)
+    s = float(seq_len) if np.ndim(seq_len) == 0 else np.asarray(seq_len, dtype=float)
+    gb = np.asarray(global_batch, dtype=float)
+    n_micro = np.maximum(np.floor(gb / (dp * b)), 1.0)
+    lowp = precision in ("fp8", "fp4")
+    peak = peak_flops(gpu, precision)
+    peak16 = peak_flops(gpu, "bf16") if lowp or precision == "fp16" else peak
+    if precision == "fp16" and gpu.dense_tflops.get("fp16"):
+        peak16 = peak_flops(gpu, "fp16")
+    eff_gemm = {"fp8": cal.fp8_gemm_efficiency, "fp4": cal.fp4_gemm_efficiency}.get(precision, cal.gemm_efficiency)
+    hbm = gpu.hbm_bandwidth_tb_per_s * 1e12 * cal.memory_efficiency
+    bpv = 4.0 if precision == "fp32" else 2.0  # activation / weight bytes of 16-bit (or fp32) training
+    g_bytes = {"fp8": 1.0, "fp4": 0.5}.get(precision, bpv)
+    gemm = dict(peak=peak, eff_max=eff_gemm, half_dim=cal.gemm_half_dim, hbm=hbm, bytes_per_el=g_bytes)
+    frozen = task in ("lora", "qlora")
+    bwd_gemm = 1.0 if frozen else 2.0  # frozen weights: data gradients only
+
+    t = s * b / cp  # tokens per micro-batch on this GPU
+    h = spec.hidden
+    # ---- GEMMs of one layer (forward) ------------------------------------------------------------------------
+    if spec.mla:
+        m_ = spec.mla
+        attn_fwd = _gemm_time(t, h, m_.kv_lora_rank + m_.qk_rope_head_dim, **gemm)
+        if m_.q_lora_rank:
+            attn_fwd += _gemm_time(t, h, m_.q_lora_rank, **gemm) + _gemm_time(t, m_.q_lora_rank, spec.q_dim / tp, **gemm)
+        else:
+            attn_fwd += _gemm_time(t, h, spec.q_dim / tp, **gemm)
+        attn_fwd += _gemm_time(t, m_.kv_lora_rank, spec.heads * (m_.qk_nope_head_dim + m_.v_head_dim) / tp, **gemm)
+        attn_fwd += _gemm_time(t, spec.heads * m_.v_head_dim / tp, h, **gemm)
+        o_in = spec.heads * m_.v_head_dim
+    else:
+        kv_tp = np.maximum(spec.kv_dim / tp, spec.head_dim)
+        attn_fwd = _gemm_time(t, h, spec.q_dim / tp + 2 * kv_tp, **gemm) + _gemm_time(t, spec.q_dim / tp, h, **gemm)
+        o_in = spec.q_dim
+    n_up = 2 if spec.gated_mlp else 1
+
+    def ffn_time(tokens, f, count=1.0):
+        return _gemm_time(tokens, h, n_up * f / tp, count=count, **gemm) + _gemm_time(tokens, f / tp, h, count=count, **gemm)
+
+    dense_ffn = ffn_time(t, spec.ffn_hidden)
+    moe_frac = c.moe_layers / c.layers if c.layers else 0.0
+    ep_comm_fwd = 0.0
+    if spec.moe:
+        m = spec.moe
+        local_experts = m.num_experts / ep
+        tok_per_expert = t * m.top_k * ep / m.num_experts
+        moe_ffn = ffn_time(tok_per_expert, m.expert_ffn_hidden, count=local_experts)
+        if m.num_shared_experts:
+            moe_ffn = moe_ffn + ffn_time(t, m.shared_ffn_hidden * m.num_shared_experts)
+        moe_ffn = moe_ffn + _gemm_time(t, h, m.num_experts, **gemm)
+        bw_ep, a_ep = group_bandwidth(cluster, cal, size=ep, stride=tp)
+        a2a = collective_time_s("all_to_all", t * m.top_k * h * bpv, ep, bw_ep, a_ep)
+        ep_comm_fwd = 2 * a2a  # dispatch + combine
+        ffn_fwd = (1 - moe_frac) * dense_ffn + moe_frac * moe_ffn
+        f_eff = (1 - moe_frac) * spec.ffn_hidden + moe_frac * (
+            m.top_k * m.expert_ffn_hidden + m.num_shared_experts * m.shared_ffn_hidden
+        )
+        ep_comm_fwd = moe_frac * ep_comm_fwd
+    else:
+        ffn_fwd = dense_ffn
+        f_eff = spec.ffn_hidden
+    gemm_fwd = attn_fwd + ffn_fwd
+    if frozen and lora is not None:
+        r = lora.rank
+        n_targets = len(lora.targets)
+        gemm_fwd = gemm_fwd + 2 * _gemm_time(t, h, r, count=n_targets, **gemm)
+    # ---- attention core ----------------------------------------------------------------------------------------
+    attn_flops_tok_layer = attention_flops_per_token(spec, s, causal=causal) / spec.layers
+    core_fwd = t * attn_flops_tok_layer / tp / (peak16 * cal.attention_efficiency)
+    core_bwd = 2.5 * core_fwd
+    # ---- memory-bound elementwise work -------------------------------------------------------------------------
+    repl_vals = 10 * h  # norms and residual adds: replicated over tp unless sequence parallel
+    split_vals = 2 * (spec.q_dim + 2 * spec.kv_dim) + 3 * f_eff + 2 * o_in
+    elem_vals = np.where(sp, (repl_vals + split_vals) / tp, repl_vals + split_vals / tp)
+    elem_fwd = cal.elementwise_factor * t * elem_vals * bpv / hbm
+    if lowp:  # casts of GEMM inputs to fp8/fp4 (read 2 B, write 1 B) and amax reductions
+        cast_vals = (h + o_in / tp + h + f_eff / tp) * 3.0
+        elem_fwd = elem_fwd + t * cast_vals / hbm
+    if task == "qlora":  # dequantise NF4 block weights to bf16 in forward and backward: read 0.52 B, write 2 B
+        layer_w = (c.blocks / c.layers) / tp
+        elem_fwd = elem_fwd + layer_w * 2.52 / hbm
+    # ---- tensor-parallel communication ------------------------------------------------------------------------
+    bw_tp, a_tp = group_bandwidth(cluster, cal, size=tp, stride=1)
+    ar = collective_time_s("all_reduce", t * h * bpv, tp, bw_tp, a_tp)
+    tp_fwd = 2 * ar * (1 - cal.tp_overlap)
+    tp_bwd = tp_fwd
+    # ---- context-parallel ring attention: K and V chunks pass cp-1 times, overlapped with attention --------------
+    bw_cp, a_cp = group_bandwidth(cluster, cal, size=cp, stride=tp)
+    kv_chunk = 2 * t * (spec.kv_dim if not spec.mla else spec.heads * spec.head_dim) / tp * bpv
+    ring = np.where(cp > 1, (cp - 1) * (kv_chunk / bw_cp + a_cp), 0.0)
+    cp_fwd = np.maximum(ring - core_fwd, 0.0)
+    cp_bwd = np.maximum(2 * ring - core_bwd, 0.0)
+    # ---- one layer, one micro-batch ----------------------------------------------------------------------------
+    layer_fwd = gemm_fwd + core_fwd + elem_fwd
+    layer_bwd = bwd_gemm * gemm_fwd + core_bwd + 2 * elem_fwd
+    recomp = np.where(rc == 2, layer_fwd + tp_fwd + cp_fwd + ep_comm_fwd, np.where(rc == 1, core_fwd, 0.0))
+    layers_stage = np.ceil(spec.layers / pp)
+    # output head (last stage) and its loss: a (t x h)·(h x V/tp) GEMM plus the fp32 softmax traffic
+    head = _gemm_time(t, h, spec.vocab / tp, **gemm) * (1 + bwd_gemm) + 3 * t * spec.vocab / tp * 4.0 / hbm
+    compute_mb = layers_stage * (layer_fwd + layer_bwd) + head
+    recompute_mb = layers_stage * recomp
+    tp_mb = layers_stage * (tp_fwd + tp_bwd)
+    cp_mb = layers_stage * (cp_fwd + cp_bwd)
+    ep_mb = layers_stage * 2 * ep_comm_fwd
+    # ---- pipeline ------------------------------------------------------------------------------------------------
+    bw_pp, a_pp = group_bandwidth(cluster, cal, size=pp, stride=tp * cp * dp)
+    p2p = collective_time_s("p2p", t * h * bpv, pp, bw_pp, a_pp)
+    pp_mb = np.where(pp > 1, 2 * p2p, 0.0)
+    slot = compute_mb + recompute_mb + tp_mb + cp_mb + ep_mb + pp_mb
+    bubble = np.where(pp > 1, (pp - 1) / v * slot, 0.0)
+    # ---- data-parallel synchronisation -------------------------------------------------------------------------
+    dp_group = dp * cp
+    bw_dp, a_dp = group_bandwidth(cluster, cal, size=dp_group, stride=tp)
+    dense_local = (c.total - c.routed_experts_total) / (tp * pp)
+    expert_local = c.routed_experts_total / (tp * pp * ep)
+    if frozen:
+        trainable = lora_param_count(spec, lora or LoraConfig()) / (tp * pp)
+        dense_local, expert_local = trainable, 0.0 * expert_local
+    grad_bytes = bpv * dense_local
+    grad_bytes_e = bpv * expert_local
+    ar_dp = collective_time_s("all_reduce", grad_bytes, dp_group, bw_dp, a_dp) + collective_time_s(
+        "all_reduce", grad_bytes_e, dp_group / ep, bw_dp, a_dp
+    )
+    bwd_window = layers_stage * layer_bwd
+    fwd_window = layers_stage * layer_fwd
+    bucket = 25e6  # PyTorch DDP / Megatron default gradient bucket (25 MB): the last one cannot overlap
+    last_bucket = collective_time_s("all_reduce", np.minimum(bucket, grad_bytes), dp_group, bw_dp, a_dp)
+    exposed_z012 = np.maximum(ar_dp - bwd_window, 0.0) + last_bucket
+    # ZeRO-1/2: reduce-scatter + all-gather instead of all-reduce (same volume); the gather overlaps the next forward
+    rs = ar_dp / 2
+    exposed_z12 = np.maximum(rs - bwd_window, 0.0) + last_bucket / 2 + np.maximum(rs - fwd_window, 0.0)
+    # ZeRO-3 / FSDP: per micro-batch, gather weights in forward and backward, reduce-scatter gradients, prefetched
+    ag_layer = collective_time_s("all_gather", grad_bytes / layers_stage, dp_group, bw_dp, a_dp)
+    ag_all = ag_layer * layers_stage
+    exposed_z3 = n_micro * (
+        np.maximum(ag_all - fwd_window, 0.0) + np.maximum(ag_all + rs - bwd_window, 0.0) + ag_layer
+    )
+    dp_comm = np.where(zero >= 3, exposed_z3, np.where(zero >= 1, exposed_z12, exposed_z012))
+    dp_comm = np.where(dp_group > 1, dp_comm, 0.0)
+    # ---- optimizer -----------------------------------------------------------------------------------------------
+    opt_params = np.where(zero >= 1, (dense_local + expert_local * ep) / dp_group, dense_local + expert_local)
+    optimizer = opt_params * _ADAM_STEP_BYTES / hbm
+    # ---- total -----------------------------------------------------------------------------------------------
+    out = {
+        "compute": n_micro * compute_mb,
+        "recompute": n_micro * recompute_mb,
+        "tp_comm": n_micro * tp_mb,
+        "cp_comm": n_micro * cp_mb,
+        "ep_comm": n_micro * ep_mb,
+        "pp_comm": n_micro * pp_mb,
+        "bubble": bubble,
+        "dp_comm": dp_comm,
+        "optimizer": optimizer,
+        "overhead": np.full_like(optimizer, cal.step_overhead_s, dtype=float),
+    }
+    shape = np.broadcast(*out.values()).shape
+    out = {k: np.broadcast_to(np.asarray(x, dtype=float), shape) for k, x in out.items()}
+    step = sum(out.values())
+    gpus = tp * pp * dp * cp
+    tokens_step = n_micro * dp * b * s
+    model_fpt, hw_fpt = train_flops_per_token(spec, s, recompute="none", causal=causal)
+    _, hw_sel = train_flops_per_token(spec, s, recompute="selective", causal=causal)
+    _, hw_full = train_flops_per_token(spec, s, recompute="full", causal=causal)
+    if frozen:  # no weight gradients: forward + data-gradient backward = 2x forward for the matmuls
+        model_fpt = model_fpt * 2 / 3
+    hw_fpt = np.where(rc == 2, hw_full, np.where(rc == 1, hw_sel, hw_fpt)) * (2 / 3 if frozen else 1.0)
+    tok_s = tokens_step / step
+    res = {f"t_{k}": v for k, v in out.items()}
+    res.update(
+        step_time_s=step,
+        tokens_per_step=tokens_step + 0 * step,
+        tokens_per_s=tok_s,
+        tokens_per_s_per_gpu=tok_s / gpus,
+        model_tflops_per_gpu=model_fpt * tok_s / gpus / 1e12,
+        hardware_tflops_per_gpu=hw_fpt * tok_s / gpus / 1e12,
+        n_micro=n_micro + 0 * step,
+    )
+    res["mfu"] = res["model_tflops_per_gpu"] * 1e12 / peak
+    res["hfu"] = res["hardware_tflops_per_gpu"] * 1e12 / peak
+    return res
+
+
+@dataclass(frozen=True)
+class TrainEstimate:
+    """One layout's prediction. ``as_dict`` keys are a stable contract (see the CLI's ``estimate train``)."""
+
+    fits: bool
+    reason: str | None
+    memory_gb_per_gpu: float
+    memory_breakdown_gb: dict[str, float]
+    step_time_s: float
+    time_breakdown_s: dict[str, float]
+    tokens_per_s: float
+    tokens_per_s_per_gpu: float
+    model_tflops_per_gpu: float
+    hardware_tflops_per_gpu: float
+    mfu: float
+    hfu: float
+    scaling_efficiency: float | None
+    train_time_h: float | None
+    gpu_hours: float | None
+    layout: Layout
+    gpus: int
+    gpu: str
+    base_gpus: int | None = None
+    extra: dict[str, float] = field(default_factory=dict)
+
+    def as_dict(self) -> dict:
+        d = {
+            k: getattr(self, k)
+            for k in ("fits", "reason", "memory_gb_per_gpu", "memory_breakdown_gb", "step_time_s",
+                      "time_breakdown_s", "tokens_per_s", "tokens_per_s_per_gpu", "model_tflops_per_gpu",
+                      "hardware_tflops_per_gpu", "mfu", "hfu", "scaling_efficiency", "train_time_h", "gpu_hours",
+                      "gpus", "gpu", "base_gpus")  # fmt: skip
+        }
+        lay = self.layout
+        d["layout"] = {k: getattr(lay, k) for k in ("tp", "pp", "dp", "cp", "ep", "zero", "micro_batch",
+                                                    "global_batch", "recompute", "sequence_parallel",
+                                                    "virtual_stages")}  # fmt: skip
+        return d
+
+
+def _predict(spec, *, gpu, cluster, layout: Layout, seq_len, precision, task, lora, cal, optimizer, overheads):
+    gb = layout.global_batch or layout.micro_batch * layout.dp
+    perf = train_step_arrays(
+        spec, gpu=gpu, cluster=cluster, seq_len=seq_len, global_batch=gb, tp=layout.tp, pp=layout.pp,
+        dp=layout.dp, cp=layout.cp, ep=layout.ep, zero=layout.zero, micro_batch=layout.micro_batch,
+        recompute=layout.recompute, sequence_parallel=layout.sequence_parallel,
+        virtual_stages=layout.virtual_stages, precision=precision, task=task, lora=lora, cal=cal,
+    )  # fmt: skip
+    mem = training_memory_arrays(
+        spec, seq_len=seq_len, tp=layout.tp, pp=layout.pp, dp=layout.dp, cp=layout.cp, ep=layout.ep,
+        zero=layout.zero, micro_batch=layout.micro_batch, n_micro=layout.grad_accum, recompute=layout.recompute,
+        sequence_parallel=layout.sequence_parallel, virtual_stages=layout.virtual_stages, precision=precision,
+        optimizer=optimizer, task=task, lora=lora, overheads=overheads,
+    )  # fmt: skip
+    return {k: float(v) for k, v in perf.items()}, {k: float(v) / GB for k, v in mem.items()}
+
+
+def estimate_train(
+    spec: TransformerSpec,
+    *,
+    gpu,
+    layout: Layout,
+    seq_len: int,
+    cluster: Cluster | None = None,
+    precision: str = "bf16",
+    task: str = "pretrain",
+    lora: LoraConfig | None = None,
+    optimizer: str = "adamw",
+    tokens: float | None = None,
+    cal: Calibration = DEFAULT_CALIBRATION,
+    overheads: Overheads = Overheads(),
+) -> TrainEstimate:
+    """Predict one training layout on ``layout.gpus`` GPUs of type ``gpu`` (a catalog ``Accelerator``).
+
+    ``tokens`` (optional) is the training budget for ``train_time_h`` and ``gpu_hours``. Scaling efficiency is
+    speedup / (N / N_base) against the smallest GPU count that fits with the same model-parallel group
+    (tp · pp · cp) and global batch, as the seed articles define it.
+    """
+    layout.validate(spec)
+    if seq_len < 1:
+        raise InputError(f"seq_len={seq_len} must be a positive integer")
+    cluster = cluster or Cluster.for_gpu(gpu)
+    kw = dict(gpu=gpu, cluster=cluster, seq_len=seq_len, precision=precision, task=task, lora=lora, cal=cal,
+              optimizer=optimizer, overheads=overheads)  # fmt: skip
+    perf, mem = _predict(spec, layout=layout, **kw)
+    total = sum(mem.values())
+    fits = total <= gpu.memory_gb
+    reason = None if fits else f"needs {total:.1f} GB per GPU, {gpu.id} has {gpu.memory_gb:g} GB"
+    gb = layout.global_batch or layout.micro_batch * layout.dp
+    base_gpus = scaling = None
+    for d in divisors(layout.dp):
+        if (gb % (d * layout.micro_batch)) or (layout.dp * layout.cp) % layout.ep and d != layout.dp:
+            continue
+        if (d * layout.cp) % layout.ep:
+            continue
+        base = layout.replace(dp=d, global_batch=gb)
+        bperf, bmem = _predict(spec, layout=base, **kw)
+        if sum(bmem.values()) <= gpu.memory_gb:
+            base_gpus = base.gpus
+            speedup = bperf["step_time_s"] / perf["step_time_s"]
+            scaling = speedup / (layout.gpus / base_gpus)
+            break
+    train_time_h = gpu_hours = None
+    if tokens:
+        train_time_h = tokens / perf["tokens_per_s"] / 3600
+        gpu_hours = train_time_h * layout.gpus
+    return TrainEstimate(
+        fits=fits, reason=reason, memory_gb_per_gpu=total, memory_breakdown_gb=mem,
+        step_time_s=perf["step_time_s"], time_breakdown_s={k: perf[f"t_{k}"] for k in TIME_KEYS},
+        tokens_per_s=perf["tokens_per_s"], tokens_per_s_per_gpu=perf["tokens_per_s_per_gpu"],
+        model_tflops_per_gpu=perf["model_tflops_per_gpu"], hardware_tflops_per_gpu=perf["hardware_tflops_per_gpu"],
+        mfu=perf["mfu"], hfu=perf["hfu"], scaling_efficiency=scaling, train_time_h=train_time_h,
+        gpu_hours=gpu_hours, layout=layout, gpus=layout.gpus, gpu=gpu.id, base_gpus=base_gpus,
+        extra={"micro_batches_per_step": perf["n_micro"]},
+    )  # fmt: skip
