@@ -1,0 +1,78 @@
+"""An accelerator as the estimator sees it: memory, bandwidth, peak dense rates, its node and network.
+
+Facts come from ``/work/shared/reference/gpu_specs.csv`` (each entry keeps that row's ``source``): vendor datasheets
+and whitepapers, Google Cloud TPU and AWS Neuron docs, stas00/ml-engineering tables, MLPerf system JSONs. SI units
+throughout (1 GB = 1e9 B, 1 TB/s = 1e12 B/s); the unit is in every field name. Rates are dense (no structured
+sparsity): NVIDIA and AMD datasheets print sparse figures, which the csv halves. What the catalog adds (node size,
+intra-node bandwidth in one direction, NIC per GPU) is a typical value whose reason is in ``notes``; assumed or
+source-flagged fields are named in ``unverified``.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+__all__ = ["Accelerator", "PRECISIONS", "LINKS", "normalize_name"]
+
+PRECISIONS = ("fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp4")
+LINKS = ("nvlink", "pcie", "infinity-fabric", "ici", "neuronlink", "roce")
+
+_SEPARATORS = re.compile(r"[\s_\-]+")
+
+
+def normalize_name(name: str) -> str:
+    """Lookup key of a catalog name: case-insensitive, spaces, underscores and hyphens treated alike."""
+    return _SEPARATORS.sub("-", name.strip().lower()).strip("-")
+
+
+class Accelerator(BaseModel):
+    """One accelerator part and its typical node. Unknown keys are an error."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    id: str = Field(pattern=r"^[a-z0-9][a-z0-9.\-]*$")  # canonical id, e.g. "h100-sxm"
+    aliases: list[str] = []  # other names that resolve to this part (matched by ``normalize_name``)
+    name: str  # vendor's name as in the source table
+    vendor: str
+    architecture: str
+    memory_gb: float = Field(gt=0)  # device memory, 1e9 bytes
+    memory_type: str  # e.g. "HBM3"; "(32 GiB)" where the source states GiB (memory_gb is then converted)
+    hbm_bandwidth_tb_per_s: float = Field(gt=0)  # device-memory bandwidth, 1e12 B/s
+    dense_tflops: dict[str, float | None]  # dense peak per precision (int8 in TOPS); None: lacking or a source gap
+    tdp_w: float | None = Field(default=None, gt=0)  # board power (W); None where none is published
+    intra_node_link: Literal["nvlink", "pcie", "infinity-fabric", "ici", "neuronlink", "roce"]
+    intra_node_link_generation: str | None = None  # e.g. "NVLink 4"
+    intra_node_gb_per_s_per_gpu: float = Field(gt=0)  # one direction, per GPU, inside a node (GB/s)
+    pcie_gen: str | None = None  # host link, e.g. "5.0"
+    gpus_per_node: int = Field(ge=1)  # GPUs sharing the intra-node link in the vendor's standard system (see notes)
+    nic_gbps_per_gpu: float = Field(gt=0)  # typical inter-node NIC bandwidth per GPU (Gb/s, as NICs are sold)
+    launch_year: int | None = None
+    form_factor: str
+    unverified: list[str] = []  # fields assumed here or marked unverified by the sources
+    source: str  # where the facts were read
+    notes: str = ""  # caveats, derivations and the reasons for added values
+
+    @field_validator("dense_tflops")
+    @classmethod
+    def _all_precisions(cls, v: dict[str, float | None]) -> dict[str, float | None]:
+        if set(v) != set(PRECISIONS):
+            raise ValueError(f"keys must be exactly {', '.join(PRECISIONS)} (got {', '.join(v)})")
+        if any(x is not None and x <= 0 for x in v.values()):
+            raise ValueError("rates must be positive or null")
+        return v
+
+    @field_validator("unverified")
+    @classmethod
+    def _known_fields(cls, v: list[str]) -> list[str]:
+        known = set(cls.model_fields) | {f"dense_tflops.{p}" for p in PRECISIONS}
+        bad = [f for f in v if f not in known]
+        if bad:
+            raise ValueError(f"unknown field name(s) {bad}; allowed: field names or dense_tflops.<precision>")
+        return v
+
+    def names(self) -> list[str]:
+        """Every name this part answers to: id, vendor name and aliases."""
+        return [self.id, self.name, *self.aliases]

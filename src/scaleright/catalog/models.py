@@ -1,0 +1,87 @@
+"""The model catalog: Hugging Face ``config.json`` files with their provenance and published parameter counts.
+
+Configs are copied verbatim from ``/work/shared/reference/model_configs`` (its ``SOURCES.md`` gives each file's
+source and fidelity); ``gpt3-175b.json`` is written in the gpt2 format from Brown et al. 2020, Table 2.1. Published
+parameter counts are the model cards' or papers' figures, not counts derived from the configs; null where the
+source was not read. A model is named by its catalog name or alias (case-insensitive) or by a path to any
+``config.json``. No network.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from scaleright.errors import CatalogFileError
+
+if TYPE_CHECKING:
+    from importlib.resources.abc import Traversable
+
+    from scaleright.catalog.store import Catalog
+
+__all__ = ["ModelEntry", "get_model_entry", "load_model_config", "parse_config_json"]
+
+
+class ModelEntry(BaseModel):
+    """One catalog model. Unknown keys are an error."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str = Field(pattern=r"^[a-z0-9][a-z0-9.\-]*$")  # catalog name, e.g. "llama-3.1-70b"
+    aliases: list[str] = []  # other names, e.g. the Hugging Face repo id
+    family: str = Field(pattern=r"^[a-z0-9_]+$")  # architecture family (llama, mixtral, gpt2, ...)
+    file: str = Field(pattern=r"^[\w.\-]+\.json$")  # config file name inside the catalog's models/ directory
+    source: str  # where the config was read
+    fidelity: Literal["verbatim", "transcription", "derivative", "constructed"]
+    published_params_total_b: float | None = Field(default=None, gt=0)  # billions; None: not read
+    published_params_active_b: float | None = Field(default=None, gt=0)  # per token; = total for dense models
+    published_params_source: str  # where the counts were read, or "not read"
+
+    def names(self) -> list[str]:
+        """Every name this model answers to."""
+        return [self.name, *self.aliases]
+
+
+def parse_config_json(path: Path | Traversable) -> dict[str, Any]:
+    """A config.json as a dict; ``CatalogFileError`` naming the file and the JSON error position."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise CatalogFileError(f"{path}: file not found") from None
+    except json.JSONDecodeError as e:
+        raise CatalogFileError(f"{path}: invalid JSON at line {e.lineno} column {e.colno}: {e.msg}") from None
+    if not isinstance(data, dict):
+        raise CatalogFileError(f"{path}: expected a JSON object at the top level, got {type(data).__name__}")
+    return data
+
+
+def _catalog(catalog: Catalog | None) -> Catalog:
+    from scaleright.catalog.store import Catalog
+
+    return catalog if catalog is not None else Catalog.load()
+
+
+def get_model_entry(name: str, *, catalog: Catalog | None = None) -> ModelEntry:
+    """The catalog entry of a model name or alias; ``UnknownNameError`` lists the closest names."""
+    return _catalog(catalog).model_entry(name)
+
+
+def load_model_config(
+    name_or_path: str | Path, *, catalog: Catalog | None = None
+) -> tuple[dict[str, Any], ModelEntry | None]:
+    """``(config, entry)`` for a catalog name/alias, or ``(config, None)`` for a path to a ``config.json`` file
+    (or a directory holding one). The config is a fresh copy the caller may modify."""
+    path = Path(name_or_path)
+    if path.is_dir() and (path / "config.json").is_file():
+        path = path / "config.json"
+    if path.is_file():
+        return parse_config_json(path), None
+    if path.suffix == ".json":
+        raise CatalogFileError(f"{path}: file not found")
+    cat = _catalog(catalog)
+    entry = cat.model_entry(str(name_or_path))
+    return copy.deepcopy(cat.model_configs[entry.name]), entry

@@ -1,0 +1,222 @@
+"""The catalog as one immutable object: built-in GPUs, prices and models, plus a user's overrides.
+
+``Catalog.load(user_dir)`` reads the package's ``data/`` directory (via ``importlib.resources``), then, if a
+directory is given or ``$SCALERIGHT_CATALOG`` names one, the same files there, each optional: ``gpus.yaml``
+(a list of accelerators), ``prices.csv`` (columns as ``PRICE_COLUMNS``), ``models.yaml`` (a list of model entries)
+with ``models/<file>.json``. User files pass the same schema as the built-ins. A user GPU or model whose id/name
+exists replaces the built-in one, a new one is added; user price rows replace every built-in row of the same
+(gpu_id, kind). Any malformed file, unknown key or clashing alias raises ``CatalogFileError`` with one line,
+``<file>: <field>: <what is allowed>``. Loaded catalogs are cached per directory for the life of the process.
+"""
+
+from __future__ import annotations
+
+import csv
+import functools
+import io
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from importlib.resources import files
+from pathlib import Path
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from scaleright.catalog.gpus import Accelerator, normalize_name
+from scaleright.catalog.models import ModelEntry, parse_config_json
+from scaleright.catalog.prices import PRICE_COLUMNS, PriceRow
+from scaleright.errors import CatalogFileError, UnknownNameError
+
+if TYPE_CHECKING:
+    from importlib.resources.abc import Traversable
+
+__all__ = ["Catalog", "ENV_VAR", "get_gpu", "list_gpus"]
+
+ENV_VAR = "SCALERIGHT_CATALOG"
+M = TypeVar("M", bound=BaseModel)
+
+
+@dataclass(frozen=True, eq=False)
+class Catalog:
+    """GPUs by id, price rows, models by name and their parsed configs. Build it with ``Catalog.load``."""
+
+    gpus: Mapping[str, Accelerator]  # canonical id -> accelerator, in file order
+    prices: tuple[PriceRow, ...]
+    models: Mapping[str, ModelEntry]  # catalog name -> entry
+    model_configs: Mapping[str, Mapping[str, Any]]  # catalog name -> parsed config.json (do not modify)
+    _gpu_index: Mapping[str, str] = field(repr=False)  # normalized name -> id
+    _model_index: Mapping[str, str] = field(repr=False)  # normalized name -> model name
+
+    @classmethod
+    def load(cls, user_dir: Path | str | None = None) -> Catalog:
+        """Built-ins overlaid with ``user_dir`` (default: ``$SCALERIGHT_CATALOG`` if set)."""
+        user_dir = user_dir if user_dir is not None else os.environ.get(ENV_VAR) or None
+        return _load(Path(user_dir).expanduser().resolve() if user_dir is not None else None)
+
+    def gpu(self, name: str) -> Accelerator:
+        """An accelerator by id or alias (case-insensitive; spaces, underscores and hyphens alike)."""
+        gid = self._gpu_index.get(normalize_name(name))
+        if gid is None:
+            raise UnknownNameError("GPU", name, [n for g in self.gpus.values() for n in (g.id, *g.aliases)])
+        return self.gpus[gid]
+
+    def model_entry(self, name: str) -> ModelEntry:
+        """A model entry by catalog name or alias (case-insensitive)."""
+        key = self._model_index.get(normalize_name(name))
+        if key is None:
+            raise UnknownNameError("model", name, [n for m in self.models.values() for n in m.names()])
+        return self.models[key]
+
+
+def get_gpu(name: str, *, catalog: Catalog | None = None) -> Accelerator:
+    """An accelerator by id or alias from ``catalog`` (default: ``Catalog.load()``)."""
+    return (catalog if catalog is not None else Catalog.load()).gpu(name)
+
+
+def list_gpus(*, catalog: Catalog | None = None) -> list[Accelerator]:
+    """Every accelerator of ``catalog`` (default: ``Catalog.load()``), in catalog order."""
+    return list((catalog if catalog is not None else Catalog.load()).gpus.values())
+
+
+# ---- loading -------------------------------------------------------------------------------------------------
+
+
+def _validate(model: type[M], data: Any, file: object, where: str) -> M:
+    """``model(**data)``, or CatalogFileError naming the file, the entry and field, and what is allowed."""
+    if not isinstance(data, dict):
+        raise CatalogFileError(f"{file}: {where}: expected a mapping of fields, got {type(data).__name__}")
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        loc = ".".join(str(p) for p in err["loc"])
+        msg = err["msg"].removeprefix("Value error, ")
+        if err["type"] == "extra_forbidden":
+            msg = f"unknown key; allowed keys: {', '.join(model.model_fields)}"
+        elif err["type"] == "missing":
+            msg = "required field is missing"
+        raise CatalogFileError(f"{file}: {where}{'.' + loc if loc else ''}: {msg}") from None
+
+
+def _read_yaml_list(path: Traversable) -> list[Any]:
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1} column {mark.column + 1}: " if mark else ""
+        raise CatalogFileError(f"{path}: invalid YAML: {where}{getattr(exc, 'problem', None) or exc}") from None
+    if data is None:
+        return []
+    if not isinstance(data, list):
+        raise CatalogFileError(f"{path}: expected a list of entries at the top level, got {type(data).__name__}")
+    return data
+
+
+def _entry_label(data: Any, key: str, i: int) -> str:
+    value = data.get(key) if isinstance(data, dict) else None
+    return value if isinstance(value, str) and value else f"entry {i + 1}"
+
+
+def _read_gpus(path: Traversable) -> list[Accelerator]:
+    return [_validate(Accelerator, d, path, _entry_label(d, "id", i)) for i, d in enumerate(_read_yaml_list(path))]
+
+
+def _read_models(path: Traversable) -> list[ModelEntry]:
+    return [_validate(ModelEntry, d, path, _entry_label(d, "name", i)) for i, d in enumerate(_read_yaml_list(path))]
+
+
+def _read_prices(path: Traversable) -> list[tuple[str, PriceRow]]:
+    """(row label, row) per data row; empty cells take the field's default."""
+    reader = csv.DictReader(io.StringIO(path.read_text(encoding="utf-8")))
+    header = reader.fieldnames or []
+    unknown = [c for c in header if c not in PRICE_COLUMNS]
+    missing = [c for c in PRICE_COLUMNS if c not in header]
+    if unknown or missing:
+        what = f"unknown column(s) {unknown}" if unknown else f"missing column(s) {missing}"
+        raise CatalogFileError(f"{path}: header: {what}; allowed columns: {', '.join(PRICE_COLUMNS)}")
+    rows = []
+    for rec in reader:
+        label = f"row {reader.line_num}"
+        if None in rec or None in rec.values():
+            raise CatalogFileError(f"{path}: {label}: expected {len(PRICE_COLUMNS)} fields ({', '.join(header)})")
+        rows.append((label, _validate(PriceRow, {k: v for k, v in rec.items() if v != ""}, path, label)))
+    return rows
+
+
+def _by_key(entries: Iterable[M], key: str, file: object) -> dict[str, M]:
+    out: dict[str, M] = {}
+    for e in entries:
+        k = getattr(e, key)
+        if k in out:
+            raise CatalogFileError(f"{file}: {k}.{key}: duplicate {key} '{k}'; each must be unique")
+        out[k] = e
+    return out
+
+
+def _index(entries: Mapping[str, Any], origin: Mapping[str, object], field_name: str) -> dict[str, str]:
+    """Normalized name -> key; a name claimed by two entries is an error in the later entry's file."""
+    index: dict[str, str] = {}
+    for key, e in entries.items():
+        for n in e.names():
+            other = index.setdefault(normalize_name(n), key)
+            if other != key:
+                raise CatalogFileError(f"{origin[key]}: {key}.{field_name}: '{n}' already names '{other}'")
+    return index
+
+
+class _Layer:
+    """The files of one catalog directory (built-in or user), each optional, validated."""
+
+    def __init__(self, root: Traversable):
+        gpus, models, prices = root / "gpus.yaml", root / "models.yaml", root / "prices.csv"
+        self.gpus = _by_key(_read_gpus(gpus), "id", gpus) if gpus.is_file() else {}
+        self.models = _by_key(_read_models(models), "name", models) if models.is_file() else {}
+        self.prices = _read_prices(prices) if prices.is_file() else []
+        self.files = {"gpus": gpus, "models": models, "prices": prices}
+        self.configs = {name: parse_config_json(root / "models" / m.file) for name, m in self.models.items()}
+
+
+@functools.lru_cache(maxsize=1)
+def _builtin() -> _Layer:
+    return _Layer(files("scaleright.catalog") / "data")
+
+
+@functools.lru_cache(maxsize=16)
+def _load(user_dir: Path | None) -> Catalog:
+    layers = [_builtin()]
+    if user_dir is not None:
+        if not user_dir.is_dir():
+            raise CatalogFileError(f"{user_dir}: catalog directory not found (set by argument or ${ENV_VAR})")
+        layers.append(_Layer(user_dir))
+    gpus: dict[str, Accelerator] = {}
+    models: dict[str, ModelEntry] = {}
+    configs: dict[str, Any] = {}
+    prices: list[tuple[object, str, PriceRow]] = []
+    gpu_origin: dict[str, object] = {}
+    model_origin: dict[str, object] = {}
+    for layer in layers:
+        gpus.update(layer.gpus)
+        gpu_origin.update(dict.fromkeys(layer.gpus, layer.files["gpus"]))
+        models.update(layer.models)
+        configs.update(layer.configs)
+        model_origin.update(dict.fromkeys(layer.models, layer.files["models"]))
+        replaced = {(r.gpu_id, r.kind) for _, r in layer.prices}
+        prices = [p for p in prices if (p[2].gpu_id, p[2].kind) not in replaced]
+        prices += [(layer.files["prices"], label, r) for label, r in layer.prices]
+    for file, label, r in prices:
+        if not r.gpu_id.startswith("other:") and r.gpu_id not in gpus:
+            raise CatalogFileError(
+                f"{file}: {label}.gpu_id: unknown GPU '{r.gpu_id}'; allowed: a catalog GPU id, "
+                "or other:<name> for items outside the catalog"
+            )
+    return Catalog(
+        gpus=MappingProxyType(gpus),
+        prices=tuple(r for _, _, r in prices),
+        models=MappingProxyType(models),
+        model_configs=MappingProxyType(configs),
+        _gpu_index=MappingProxyType(_index(gpus, gpu_origin, "aliases")),
+        _model_index=MappingProxyType(_index(models, model_origin, "aliases")),
+    )

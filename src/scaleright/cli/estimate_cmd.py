@@ -1,0 +1,276 @@
+"""``scaleright estimate memory|train|infer``: one workload on one hardware choice, explained by component."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from scaleright.cli.common import CatalogOpt, JsonOpt, catalog_from, check_choice, console, emit_json, table
+from scaleright.errors import InputError
+
+estimate_app = typer.Typer(help="Estimate memory, training speed or inference latency/throughput for one setup.",
+                           no_args_is_help=True)  # fmt: skip
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(estimate_app, name="estimate")
+
+
+TASKS = ("pretrain", "full-finetune", "lora", "qlora", "inference")
+TRAIN_PRECISIONS = ("fp32", "bf16", "fp16", "fp8", "fp4")
+ALL_PRECISIONS = ("fp32", "bf16", "fp16", "fp8", "int8", "int4", "fp4")
+
+ModelOpt = typer.Option(..., "--model", help="Catalog model (e.g. llama-3.1-70b) or a path to a HF config.json.")
+GpuOpt = typer.Option("h100-sxm", "--gpu", help="Catalog GPU id or alias (scaleright catalog gpus).")
+GpusOpt = typer.Option(1, "--gpus", help="Number of GPUs.")
+TpOpt = typer.Option(1, "--tp", help="Tensor-parallel size.")
+PpOpt = typer.Option(1, "--pp", help="Pipeline-parallel stages.")
+CpOpt = typer.Option(1, "--cp", help="Context-parallel size.")
+EpOpt = typer.Option(1, "--ep", help="Expert-parallel size (MoE).")
+ZeroOpt = typer.Option(0, "--zero", help="ZeRO stage 0-3 over data parallel (3 = FSDP full shard).")
+SeqOpt = typer.Option(4096, "--seq-len", help="Sequence length in tokens (inference: context per sequence).")
+MbOpt = typer.Option(1, "--micro-batch", help="Sequences per micro-batch per data-parallel replica.")
+RecOpt = typer.Option("none", "--recompute", help="Activation recomputation: none, selective or full.")
+SpOpt = typer.Option(False, "--sequence-parallel", help="Megatron sequence parallelism with TP.")
+PrecOpt = typer.Option("bf16", "--precision", help="Compute / weight precision.")
+LoraOpt = typer.Option(16, "--lora-rank", help="LoRA / QLoRA adapter rank.")
+OptimOpt = typer.Option("adamw", "--optimizer", help="adamw, adam, adam8bit or sgd.")
+CalOpt = typer.Option(None, "--calibration", help="Calibration profile name or JSON path (scaleright calibrate).")
+
+
+def _load(model: str, gpu: str, catalog: Path | None):
+    from scaleright.workload import load_model
+
+    cat = catalog_from(catalog)
+    return load_model(model, catalog=cat), cat.gpu(gpu)
+
+
+def _positive(**kw: int) -> None:
+    for k, v in kw.items():
+        if v is None or v < 1:
+            raise InputError(f"--{k.replace('_', '-')}={v} must be a positive integer")
+
+
+def _dp(gpus: int, tp: int, pp: int, cp: int) -> int:
+    if gpus % (tp * pp * cp):
+        raise InputError(f"tp({tp}) * pp({pp}) * cp({cp}) = {tp * pp * cp} does not divide gpus({gpus})")
+    return gpus // (tp * pp * cp)
+
+
+def _memory_table(title: str, breakdown: dict[str, float], total: float, gpu_gb: float, caption: str) -> None:
+    rows = [[k, v] for k, v in breakdown.items()]
+    rows += [["total", total], ["GPU memory", gpu_gb], ["fits", total <= gpu_gb], ["headroom", gpu_gb - total]]
+    table(title, ["component", "GB per GPU"], rows)
+    console.print(caption, style="dim")
+
+
+@estimate_app.command("memory")
+def memory_cmd(
+    model: str = ModelOpt,
+    task: str = typer.Option("pretrain", "--task", help="pretrain, full-finetune, lora, qlora or inference."),
+    gpu: str = GpuOpt,
+    gpus: int = GpusOpt,
+    tp: int = TpOpt,
+    pp: int = PpOpt,
+    cp: int = CpOpt,
+    ep: int = EpOpt,
+    zero: int = ZeroOpt,
+    seq_len: int = SeqOpt,
+    micro_batch: int = MbOpt,
+    global_batch: int | None = typer.Option(None, "--global-batch", help="Sequences per step (pipeline in-flight)."),
+    recompute: str = RecOpt,
+    sequence_parallel: bool = SpOpt,
+    precision: str = PrecOpt,
+    kv_precision: str | None = typer.Option(None, "--kv-precision", help="KV-cache precision (inference)."),
+    batch: int = typer.Option(1, "--batch", help="Concurrent sequences per replica (inference)."),
+    lora_rank: int = LoraOpt,
+    optimizer: str = OptimOpt,
+    catalog: Path | None = CatalogOpt,
+    as_json: bool = JsonOpt,
+) -> None:
+    """Memory per GPU by component (weights, gradients, optimizer, activations, KV cache, overhead)."""
+    from scaleright.estimate.layout import Layout
+    from scaleright.estimate.memory import LoraConfig, inference_memory, training_memory
+
+    check_choice("--task", task, TASKS)
+    check_choice("--precision", precision, ALL_PRECISIONS if task == "inference" else TRAIN_PRECISIONS)
+    _positive(gpus=gpus, tp=tp, pp=pp, cp=cp, ep=ep, seq_len=seq_len, micro_batch=micro_batch, batch=batch)
+    spec, g = _load(model, gpu, catalog)
+    if task == "inference":
+        if gpus % (tp * pp):
+            raise InputError(f"tp({tp}) * pp({pp}) = {tp * pp} does not divide gpus({gpus})")
+        kvp = kv_precision or ("fp32" if precision == "fp32" else "bf16")
+        check_choice("--kv-precision", kvp, ALL_PRECISIONS)
+        mem = inference_memory(spec, batch=batch, context=seq_len, tp=tp, pp=pp, precision=precision,
+                               kv_precision=kvp, gpu_memory_gb=g.memory_gb)  # fmt: skip
+        caption = f"{spec.name} inference, {precision} weights, {kvp} KV cache, batch {batch} x {seq_len} tokens"
+    else:
+        dp = _dp(gpus, tp, pp, cp)
+        layout = Layout(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, zero=zero, micro_batch=micro_batch,
+                        global_batch=global_batch, recompute=recompute, sequence_parallel=sequence_parallel)
+        layout.validate(spec, gpus=gpus)
+        lora = LoraConfig(rank=lora_rank) if task in ("lora", "qlora") else None
+        mem = training_memory(spec, layout=layout, seq_len=seq_len, precision=precision, optimizer=optimizer,
+                              task=task, lora=lora, gpu_memory_gb=g.memory_gb)  # fmt: skip
+        caption = (f"{spec.name} {task}, {precision}, {optimizer}, tp={tp} pp={pp} dp={dp} cp={cp} zero={zero}, "
+                   f"micro-batch {micro_batch} x {seq_len} tokens, recompute {recompute}")  # fmt: skip
+    out = {
+        "fits": mem.fits, "total_gb": mem.total_gb, "gpu_memory_gb": g.memory_gb, "headroom_gb": mem.headroom_gb,
+        "memory_breakdown_gb": mem.as_dict(), "model": spec.name, "gpu": g.id, "task": task, **mem.details,
+    }  # fmt: skip
+    if as_json:
+        emit_json(out)
+        return
+    _memory_table(f"Memory per GPU on {g.id}", mem.as_dict(), mem.total_gb, g.memory_gb, caption)
+
+
+def _cluster(g, gpus_per_node, inter_node_gbps_per_gpu):
+    from scaleright.estimate.comm import Cluster
+
+    if gpus_per_node is not None:
+        _positive(gpus_per_node=gpus_per_node)
+    if inter_node_gbps_per_gpu is not None and inter_node_gbps_per_gpu <= 0:
+        raise InputError(f"--inter-node-gbps-per-gpu={inter_node_gbps_per_gpu} must be positive")
+    return Cluster.for_gpu(g, gpus_per_node=gpus_per_node, inter_node_gbps_per_gpu=inter_node_gbps_per_gpu)
+
+
+@estimate_app.command("train")
+def train_cmd(
+    model: str = ModelOpt,
+    gpu: str = GpuOpt,
+    gpus: int = GpusOpt,
+    tp: int = TpOpt,
+    pp: int = PpOpt,
+    cp: int = CpOpt,
+    ep: int = EpOpt,
+    dp: int | None = typer.Option(None, "--dp", help="Data-parallel size (default: gpus / (tp*pp*cp))."),
+    zero: int = ZeroOpt,
+    fsdp: bool = typer.Option(False, "--fsdp", help="FSDP full shard (same as --zero 3)."),
+    recompute: str = RecOpt,
+    sequence_parallel: bool = SpOpt,
+    virtual_stages: int = typer.Option(1, "--virtual-stages", help="Interleaved pipeline chunks per stage."),
+    seq_len: int = SeqOpt,
+    global_batch: int | None = typer.Option(None, "--global-batch",
+                                            help="Sequences per optimizer step (default: dp * micro-batch)."),
+    micro_batch: int = MbOpt,
+    precision: str = PrecOpt,
+    task: str = typer.Option("pretrain", "--task", help="pretrain, full-finetune, lora or qlora."),
+    lora_rank: int = LoraOpt,
+    optimizer: str = OptimOpt,
+    gpus_per_node: int | None = typer.Option(None, "--gpus-per-node", help="Default: the GPU's typical node."),
+    inter_node_gbps_per_gpu: float | None = typer.Option(None, "--inter-node-gbps-per-gpu",
+                                                         help="NIC Gb/s per GPU (default: the GPU's typical node)."),
+    tokens: float | None = typer.Option(None, "--tokens", help="Training tokens, for time and GPU-hours."),
+    calibration: str | None = CalOpt,
+    catalog: Path | None = CatalogOpt,
+    as_json: bool = JsonOpt,
+) -> None:
+    """Step time, tokens/s, MFU/HFU, memory and scaling efficiency of one training layout."""
+    from scaleright.estimate.calibration import load_calibration
+    from scaleright.estimate.layout import Layout
+    from scaleright.estimate.memory import LoraConfig
+    from scaleright.estimate.train import estimate_train
+
+    check_choice("--precision", precision, TRAIN_PRECISIONS)
+    check_choice("--task", task, ("pretrain", "full-finetune", "lora", "qlora"))
+    _positive(gpus=gpus, tp=tp, pp=pp, cp=cp, ep=ep, seq_len=seq_len, micro_batch=micro_batch,
+              virtual_stages=virtual_stages)  # fmt: skip
+    if tokens is not None and tokens <= 0:
+        raise InputError(f"--tokens={tokens} must be positive")
+    spec, g = _load(model, gpu, catalog)
+    dp = dp if dp is not None else _dp(gpus, tp, pp, cp)
+    layout = Layout(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, zero=3 if fsdp else zero, micro_batch=micro_batch,
+                    global_batch=global_batch, recompute=recompute, sequence_parallel=sequence_parallel,
+                    virtual_stages=virtual_stages)  # fmt: skip
+    layout.validate(spec, gpus=gpus)
+    est = estimate_train(
+        spec, gpu=g, layout=layout, seq_len=seq_len, cluster=_cluster(g, gpus_per_node, inter_node_gbps_per_gpu),
+        precision=precision, task=task, lora=LoraConfig(rank=lora_rank) if task in ("lora", "qlora") else None,
+        optimizer=optimizer, tokens=tokens, cal=load_calibration(calibration),
+    )  # fmt: skip
+    d = est.as_dict()
+    if as_json:
+        emit_json(d | {"model": spec.name})
+        return
+    head = f"{spec.name} {task} on {gpus} x {g.id}: tp={tp} pp={pp} dp={dp} cp={cp} ep={ep} zero={layout.zero}"
+    console.print(f"[bold]{head}[/bold]")
+    if not est.fits:
+        console.print(f"[red]does not fit:[/red] {est.reason}")
+    table("Throughput", ["metric", "value"], [
+        ["step time (s)", est.step_time_s], ["tokens/s", est.tokens_per_s], ["tokens/s per GPU", est.tokens_per_s_per_gpu],
+        ["model TFLOP/s per GPU", est.model_tflops_per_gpu], ["hardware TFLOP/s per GPU", est.hardware_tflops_per_gpu],
+        ["MFU", est.mfu], ["HFU", est.hfu],
+        ["scaling efficiency", est.scaling_efficiency], ["vs GPUs (smallest that fits)", est.base_gpus],
+        ["train time (h)", est.train_time_h], ["GPU-hours", est.gpu_hours],
+    ])  # fmt: skip
+    table("Step time breakdown", ["part", "seconds", "share"],
+          [[k, v, v / est.step_time_s] for k, v in est.time_breakdown_s.items() if v > 0])  # fmt: skip
+    _memory_table("Memory per GPU", est.memory_breakdown_gb, est.memory_gb_per_gpu, g.memory_gb,
+                  "GB = 1e9 bytes")  # fmt: skip
+
+
+@estimate_app.command("infer")
+def infer_cmd(
+    model: str = ModelOpt,
+    gpu: str = GpuOpt,
+    gpus: int = GpusOpt,
+    tp: int | None = typer.Option(None, "--tp", help="Tensor-parallel size (default: the best of all valid)."),
+    pp: int = PpOpt,
+    input_len: int = typer.Option(..., "--input-len", help="Prompt tokens per request."),
+    output_len: int = typer.Option(..., "--output-len", help="Generated tokens per request."),
+    batch: str | None = typer.Option(None, "--batch", help="Concurrent sequences in total, or 'max' (KV capacity)."),
+    concurrency: int | None = typer.Option(None, "--concurrency", help="Concurrent requests in total."),
+    precision: str = PrecOpt,
+    kv_precision: str | None = typer.Option(None, "--kv-precision", help="KV-cache precision (default bf16)."),
+    gpus_per_node: int | None = typer.Option(None, "--gpus-per-node", help="Default: the GPU's typical node."),
+    calibration: str | None = CalOpt,
+    catalog: Path | None = CatalogOpt,
+    as_json: bool = JsonOpt,
+) -> None:
+    """TTFT, TPOT, end-to-end latency and throughput for serving; replicas vs tensor parallel."""
+    from scaleright.estimate.calibration import load_calibration
+    from scaleright.estimate.infer import estimate_infer
+
+    check_choice("--precision", precision, ALL_PRECISIONS)
+    if kv_precision is not None:
+        check_choice("--kv-precision", kv_precision, ALL_PRECISIONS)
+    _positive(gpus=gpus, pp=pp, input_len=input_len, output_len=output_len)
+    if batch is not None and concurrency is not None:
+        raise InputError("--batch and --concurrency are alternatives; give one")
+    if batch is None:
+        b: int | str = concurrency if concurrency is not None else 1
+    elif batch == "max":
+        b = "max"
+    else:
+        try:
+            b = int(batch)
+        except ValueError:
+            raise InputError(f"--batch={batch!r} must be a positive integer or 'max'") from None
+    if b != "max":
+        _positive(batch=int(b))
+    spec, g = _load(model, gpu, catalog)
+    est = estimate_infer(
+        spec, gpu=g, gpus=gpus, tp=tp, pp=pp, input_len=input_len, output_len=output_len, batch=b,
+        cluster=_cluster(g, gpus_per_node, None), precision=precision, kv_precision=kv_precision,
+        cal=load_calibration(calibration),
+    )  # fmt: skip
+    d = est.as_dict()
+    if as_json:
+        emit_json(d | {"model": spec.name, "gpu": g.id})
+        return
+    lay = est.layout
+    console.print(f"[bold]{spec.name} on {gpus} x {g.id}: tp={lay['tp']} pp={lay['pp']} x {lay['replicas']} replicas,"
+                  f" {precision}, {input_len} in / {output_len} out, batch {est.batch}[/bold]")  # fmt: skip
+    if not est.fits:
+        console.print(f"[red]does not fit:[/red] {est.reason}")
+    table("Latency and throughput (all GPUs)", ["metric", "value"], [
+        ["TTFT (s)", est.ttft_s], ["TPOT (s)", est.tpot_s], ["end-to-end latency (s)", est.e2e_latency_s],
+        ["output tokens/s", est.output_tokens_per_s], ["total tokens/s", est.total_tokens_per_s],
+        ["requests/s", est.requests_per_s], ["max batch per replica (KV cache)", est.max_batch],
+        ["memory per GPU (GB)", est.memory_gb_per_gpu],
+    ])  # fmt: skip
+    if est.alternatives and tp is None:
+        table("Replicas vs tensor parallel", ["tp", "replicas", "fits", "output tokens/s", "TPOT (s)", "max batch"],
+              [[a["layout"]["tp"], a["layout"]["replicas"], a["fits"], a["output_tokens_per_s"], a["tpot_s"],
+                a["max_batch"]] for a in est.alternatives])  # fmt: skip

@@ -1,0 +1,420 @@
+"""The catalog against the reference data it was built from, and the user-override rules.
+
+Expected values are read from /work/shared/reference/ with the csv/json modules and mapped by hand here, never
+from the package's own data files, so a copying slip in gpus.yaml, prices.csv or models/ fails a test.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+from hypothesis import given
+from hypothesis import strategies as st
+
+import scaleright.catalog as catalog_pkg
+from scaleright.catalog import (
+    ENV_VAR,
+    Catalog,
+    find_price,
+    get_gpu,
+    get_model_entry,
+    list_gpus,
+    list_prices,
+    load_model_config,
+)
+from scaleright.errors import CatalogFileError, InputError, UnknownNameError
+
+REF = Path("/work/shared/reference")
+GIB_IN_GB = 1.073741824
+
+# the csv's `name` -> canonical id (an independent mapping: the test does not ask the catalog)
+CSV_NAME_TO_ID = {
+    "NVIDIA V100 32GB SXM2": "v100-32gb",
+    "NVIDIA A100 40GB SXM": "a100-40gb",
+    "NVIDIA A100 80GB SXM": "a100-80gb",
+    "NVIDIA A100 40GB PCIe": "a100-40gb-pcie",
+    "NVIDIA A100 80GB PCIe": "a100-80gb-pcie",
+    "NVIDIA H100 SXM": "h100-sxm",
+    "NVIDIA H100 PCIe": "h100-pcie",
+    "NVIDIA H100 NVL": "h100-nvl",
+    "NVIDIA H200 SXM": "h200-sxm",
+    "NVIDIA H200 NVL": "h200-nvl",
+    "NVIDIA B200 (HGX/DGX)": "b200",
+    "NVIDIA GB200 (per GPU)": "gb200",
+    "NVIDIA L40S": "l40s",
+    "NVIDIA L4": "l4",
+    "NVIDIA A10": "a10",
+    "NVIDIA A10G": "a10g",
+    "NVIDIA T4": "t4",
+    "NVIDIA RTX 3090": "rtx-3090",
+    "NVIDIA RTX 4090": "rtx-4090",
+    "NVIDIA RTX 5090": "rtx-5090",
+    "NVIDIA RTX 6000 Ada": "rtx-6000-ada",
+    "AMD Instinct MI250X": "mi250x",
+    "AMD Instinct MI300X": "mi300x",
+    "AMD Instinct MI325X": "mi325x",
+    "AMD Instinct MI355X": "mi355x",
+    "Intel Gaudi 2": "gaudi2",
+    "Intel Gaudi 3": "gaudi3",
+    "Google TPU v4": "tpu-v4",
+    "Google TPU v5e": "tpu-v5e",
+    "Google TPU v5p": "tpu-v5p",
+    "Google TPU v6e (Trillium)": "tpu-v6e",
+    "AWS Trainium (Trn1)": "trn1",
+    "AWS Trainium2 (Trn2)": "trn2",
+    "AWS Inferentia2": "inf2",
+}
+CANONICAL_IDS = (
+    "v100-32gb a100-40gb a100-80gb a100-40gb-pcie a100-80gb-pcie h100-sxm h100-pcie h100-nvl h200-sxm h200-nvl b200 "
+    "gb200 l40s l4 a10 a10g t4 rtx-3090 rtx-4090 rtx-5090 rtx-6000-ada mi250x mi300x mi325x mi355x gaudi2 gaudi3 "
+    "tpu-v4 tpu-v5e tpu-v5p tpu-v6e trn1 trn2 inf2"
+).split()
+
+
+def _spec_rows() -> list[dict[str, str]]:
+    with open(REF / "gpu_specs.csv", newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def _price_rows() -> list[dict[str, str]]:
+    with open(REF / "gpu_prices.csv", newline="") as f:
+        return list(csv.DictReader(f))
+
+
+@pytest.fixture(scope="module")
+def builtin() -> Catalog:
+    return Catalog.load()
+
+
+@pytest.fixture
+def no_env(monkeypatch):
+    monkeypatch.delenv(ENV_VAR, raising=False)
+
+
+def _write_gpus(d: Path, entries: list[dict]) -> Path:
+    d.mkdir(parents=True, exist_ok=True)
+    (d / "gpus.yaml").write_text(yaml.safe_dump(entries, sort_keys=False))
+    return d
+
+
+# ---- accelerators --------------------------------------------------------------------------------------------
+
+
+def test_public_api_is_exported():
+    for name in catalog_pkg.__all__:
+        assert hasattr(catalog_pkg, name), name
+
+
+def test_catalog_holds_exactly_the_34_canonical_ids(builtin):
+    assert sorted(builtin.gpus) == sorted(CANONICAL_IDS)
+    assert len(_spec_rows()) == 34 and set(CSV_NAME_TO_ID) == {r["name"] for r in _spec_rows()}
+
+
+@pytest.mark.parametrize("row", _spec_rows(), ids=lambda r: CSV_NAME_TO_ID[r["name"]])
+def test_memory_bandwidth_and_bf16_match_the_reference_csv(builtin, row):
+    gpu = builtin.gpu(CSV_NAME_TO_ID[row["name"]])
+    # capacities the csv marks as GiB are converted to SI GB; likewise a bandwidth its source gives in GiB/s
+    mem = float(row["memory_gb"]) * (GIB_IN_GB if "GiB" in row["memory_type"] else 1.0)
+    bw = float(row["mem_bandwidth_tbps"])
+    bw *= GIB_IN_GB if re.search(rf"\b{round(bw * 1000)} GiB/s", row["source"]) else 1.0
+    bf16 = float(row["bf16_dense_tflops"]) if row["bf16_dense_tflops"] else None
+    assert gpu.memory_gb == pytest.approx(mem, rel=1e-4)
+    assert gpu.hbm_bandwidth_tb_per_s == pytest.approx(bw, rel=1e-4)
+    assert gpu.dense_tflops["bf16"] == (pytest.approx(bf16) if bf16 is not None else None)
+    assert gpu.source == row["source"]
+    assert builtin.gpu(row["name"]).id == gpu.id  # the csv's own name is an alias
+
+
+def test_every_gpu_has_all_precisions_and_a_sane_node(builtin):
+    for g in builtin.gpus.values():
+        assert set(g.dense_tflops) == {"fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp4"}
+        assert g.intra_node_gb_per_s_per_gpu > 0 and g.nic_gbps_per_gpu > 0 and g.gpus_per_node >= 1
+        assert g.notes, g.id
+
+
+def test_sources_flagged_unverified_are_listed(builtin):
+    assert "dense_tflops.bf16" in builtin.gpu("h100-nvl").unverified
+    assert "dense_tflops.bf16" in builtin.gpu("h200-nvl").unverified
+    assert "dense_tflops.bf16" in builtin.gpu("l4").unverified and "dense_tflops.bf16" in builtin.gpu("l40s").unverified
+    a10g = builtin.gpu("a10g")
+    assert a10g.dense_tflops["bf16"] is None and "dense_tflops.bf16" in a10g.unverified
+    rtx3090 = builtin.gpu("rtx-3090")
+    assert rtx3090.dense_tflops["bf16"] is None and "accumulate" in rtx3090.notes
+
+
+def test_pcie_only_parts_use_the_pcie_generation_bandwidth(builtin):
+    assert builtin.gpu("t4").intra_node_gb_per_s_per_gpu == pytest.approx(15.75)
+    assert builtin.gpu("l40s").intra_node_gb_per_s_per_gpu == pytest.approx(31.5)
+    assert builtin.gpu("h100-pcie").intra_node_gb_per_s_per_gpu == pytest.approx(63.0)
+
+
+def test_bidirectional_link_figures_are_halved(builtin):
+    spec = {CSV_NAME_TO_ID[r["name"]]: r for r in _spec_rows()}
+    for gid in ("h100-nvl", "tpu-v5e", "tpu-v6e"):
+        assert spec[gid]["intra_node_bw_direction"].startswith("bidirectional")
+        half = float(spec[gid]["intra_node_bw_gbps_per_gpu"]) / 2
+        assert builtin.gpu(gid).intra_node_gb_per_s_per_gpu == pytest.approx(half)
+    assert builtin.gpu("h100-sxm").intra_node_gb_per_s_per_gpu == pytest.approx(450.0)  # csv: unidirectional
+
+
+@pytest.mark.parametrize(
+    "alias, gid",
+    [
+        ("H100", "h100-sxm"),
+        ("h100-sxm5-80gb", "h100-sxm"),
+        ("H100 SXM", "h100-sxm"),
+        ("A100-SXM4-80GB", "a100-80gb"),
+        ("A100", "a100-80gb"),
+        ("rtx 4090", "rtx-4090"),
+        ("4090", "rtx-4090"),
+        ("RTX_4090", "rtx-4090"),
+        ("MI300X", "mi300x"),
+        ("tpu v5e", "tpu-v5e"),
+    ],
+)
+def test_aliases_resolve(builtin, alias, gid):
+    assert builtin.gpu(alias).id == gid
+
+
+def test_get_gpu_and_list_gpus_use_the_default_catalog(no_env):
+    assert get_gpu("H100").id == "h100-sxm"
+    assert len(list_gpus()) == 34
+
+
+def test_unknown_gpu_names_the_closest(builtin):
+    with pytest.raises(UnknownNameError, match=r"unknown GPU 'H1OO'; closest: .*H100"):
+        builtin.gpu("H1OO")
+
+
+def test_no_alias_names_two_gpus(builtin):
+    seen: dict[str, str] = {}
+    for g in builtin.gpus.values():
+        for n in {catalog_pkg.normalize_name(x) for x in g.names()}:
+            assert seen.setdefault(n, g.id) == g.id, n
+
+
+@given(data=st.data())
+def test_case_and_separators_do_not_matter(data):
+    """Any name of any GPU, re-cased and with spaces/underscores/hyphens swapped, resolves to that GPU."""
+    cat = Catalog.load()
+    gpu = data.draw(st.sampled_from(list(cat.gpus.values())))
+    alias = data.draw(st.sampled_from(gpu.names()))
+    seps = data.draw(st.lists(st.sampled_from([" ", "_", "-", "  "]), min_size=20, max_size=20))
+    mutated = "".join(seps.pop() if c in " _-" else c for c in alias)
+    mutated = "".join(data.draw(st.sampled_from([c.lower(), c.upper()])) for c in mutated)
+    assert cat.gpu(mutated).id == gpu.id
+
+
+# ---- prices --------------------------------------------------------------------------------------------------
+
+
+def test_every_reference_price_row_is_kept(builtin):
+    ref = _price_rows()
+    assert len(builtin.prices) == len(ref)
+    for r, p in zip(ref, builtin.prices):
+        assert (p.provider, p.sku, p.source) == (r["provider_or_market"], r["sku_or_config"], r["source"])
+        if r["usd"]:
+            assert p.usd == pytest.approx(float(r["usd"]))
+        if r["unit"] == "usd_per_server":  # converted to per GPU
+            assert p.unit == "usd_per_gpu" and "derived: /8" in p.notes
+            assert p.usd_high == pytest.approx(float(r["usd_high"]) / 8)
+        if "reserved" in r["unit"]:
+            assert p.kind == "reserved" and "reserved term" in p.notes
+    assert {p.kind for p in builtin.prices} <= {"on-demand", "spot", "marketplace", "reserved", "purchase"}
+
+
+def test_seed_article_rtx_4090_marketplace_price_is_present(builtin):
+    rows = list_prices("RTX 4090", "marketplace", catalog=builtin)
+    seed = [r for r in rows if r.usd == 0.18]
+    assert seed and seed[0].unit == "usd_per_gpu_hour" and "Seed article" in seed[0].source
+
+
+def test_find_price_uses_the_most_recent_date(builtin):
+    h100 = {"H100", "H100 SXM", "H100 SXM5", "H100 80GB HGX"}
+    dates = [r["date_of_source"] for r in _price_rows() if r["gpu"] in h100 and r["kind"] == "rent_on_demand"]
+    newest = max(d for d in dates if re.fullmatch(r"\d{4}-\d{2}-\d{2}", d))
+    row = find_price("H100", "on-demand", catalog=builtin)
+    assert row.date == newest and row.gpu_id == "h100-sxm" and row.price_basis == "usd"
+    assert row.source  # reported with its source
+
+
+def _user_prices(d: Path, rows: list[tuple]) -> Path:
+    d.mkdir(parents=True, exist_ok=True)
+    head = "gpu_id,kind,usd,usd_low,usd_high,unit,provider,sku,date,source,notes\n"
+    body = "".join(",".join(map(str, r)) + ",src,\n" for r in rows)
+    (d / "prices.csv").write_text(head + body)
+    return d
+
+
+def test_find_price_picks_the_lower_median_of_the_newest_date(tmp_path):
+    d = _user_prices(tmp_path / "c", [
+        ("rtx-4090", "on-demand", 1.0, "", "", "usd_per_gpu_hour", "old", "", "2025-01"),
+        ("rtx-4090", "on-demand", 9.0, "", "", "usd_per_gpu_hour", "year-only", "", "2026"),
+        ("rtx-4090", "on-demand", 5.0, "", "", "usd_per_gpu_hour", "c", "", "2026-03"),
+        ("rtx-4090", "on-demand", 2.0, "", "", "usd_per_gpu_hour", "a", "", "2026-03"),
+        ("rtx-4090", "on-demand", 3.0, "", "", "usd_per_gpu_hour", "b", "", "2026-03"),
+        ("rtx-4090", "on-demand", 4.0, "", "", "usd_per_gpu_hour", "d", "", "2026-03"),
+        ("rtx-4090", "on-demand", 0.5, "", "", "usd_per_gpu", "wrong unit", "", "2027"),
+    ])
+    cat = Catalog.load(d)
+    row = find_price("4090", "on-demand", catalog=cat)
+    assert (row.usd, row.provider, row.date, row.price_basis) == (3.0, "b", "2026-03", "usd")
+    # user rows replace every built-in row of the same (gpu, kind); other kinds stay
+    assert all(r.source == "src" for r in list_prices("rtx-4090", "on-demand", catalog=cat))
+    assert list_prices("rtx-4090", "marketplace", catalog=cat)
+
+
+def test_find_price_midpoint_of_a_range_says_so(tmp_path):
+    d = _user_prices(tmp_path / "c", [("l4", "spot", "", 0.2, 0.4, "usd_per_gpu_hour", "p", "", "2026-01-02")])
+    row = find_price("L4", "spot", catalog=Catalog.load(d))
+    assert row.usd == pytest.approx(0.3) and row.price_basis == "midpoint of low/high"
+
+
+def test_find_price_without_a_row_lists_the_kinds_that_exist(builtin):
+    with pytest.raises(InputError, match=r"no spot price for GPU 'mi300x'; kinds with a price: purchase"):
+        find_price("MI300X", "spot", catalog=builtin)
+    with pytest.raises(InputError, match=r"price kind 'rent' is not one of"):
+        find_price("H100", "rent", catalog=builtin)
+    with pytest.raises(UnknownNameError, match="unknown GPU"):
+        find_price("H999", "on-demand", catalog=builtin)
+
+
+# ---- models --------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("path", sorted((REF / "model_configs").glob("*.json")), ids=lambda p: p.stem)
+def test_every_reference_model_config_loads_verbatim(builtin, path):
+    cfg, entry = load_model_config(path.stem, catalog=builtin)
+    assert cfg == json.loads(path.read_text()) and entry is not None and entry.name == path.stem
+
+
+def test_every_catalog_entry_loads(builtin):
+    assert len(builtin.models) == 24
+    for name, entry in builtin.models.items():
+        cfg, e = load_model_config(name.upper(), catalog=builtin)
+        assert e == entry and isinstance(cfg, dict)
+
+
+def test_gpt3_is_the_paper_shape(builtin):
+    cfg, entry = load_model_config("GPT-3-175B", catalog=builtin)
+    shape = (cfg["model_type"], cfg["n_layer"], cfg["n_embd"], cfg["n_head"], cfg["n_ctx"], cfg["n_inner"])
+    assert shape == ("gpt2", 96, 12288, 96, 2048, None)
+    assert entry.published_params_total_b == 175.0 and "Brown" in entry.published_params_source
+
+
+def test_model_aliases_and_published_counts(builtin):
+    assert get_model_entry("mistral-7b", catalog=builtin).name == "mistral-7b-v0.3"
+    assert get_model_entry("Phi-3-Mini", catalog=builtin).name == "phi-3-mini-4k"
+    mixtral = get_model_entry("mixtral-8x7b", catalog=builtin)
+    assert (mixtral.published_params_total_b, mixtral.published_params_active_b) == (47.0, 13.0)
+    assert get_model_entry("qwen2.5-14b", catalog=builtin).published_params_total_b is None  # "not read"
+    ds = get_model_entry("deepseek-ai/DeepSeek-V3", catalog=builtin)
+    assert (ds.published_params_total_b, ds.published_params_active_b) == (671.0, 37.0)
+
+
+def test_returned_config_is_a_copy(builtin):
+    cfg, _ = load_model_config("gpt2", catalog=builtin)
+    cfg["n_layer"] = -1
+    assert load_model_config("gpt2", catalog=builtin)[0]["n_layer"] == 12
+
+
+def test_config_path_loads_without_entry(tmp_path):
+    p = tmp_path / "config.json"
+    p.write_text('{"model_type": "llama", "hidden_size": 8}')
+    assert load_model_config(p) == ({"model_type": "llama", "hidden_size": 8}, None)
+    assert load_model_config(str(tmp_path))[1] is None  # a directory holding config.json
+
+
+def test_malformed_config_json_names_file_and_position(tmp_path):
+    p = tmp_path / "config.json"
+    p.write_text('{\n  "model_type": "llama",\n  "hidden_size": ,\n}')
+    with pytest.raises(CatalogFileError, match=r"config\.json: invalid JSON at line 3 column 18"):
+        load_model_config(p)
+
+
+def test_unknown_model_names_the_closest(builtin):
+    with pytest.raises(UnknownNameError, match=r"unknown model 'lama-3.1-70b'; closest: llama-3.1-70b"):
+        load_model_config("lama-3.1-70b", catalog=builtin)
+
+
+# ---- user overrides ------------------------------------------------------------------------------------------
+
+
+def test_user_dir_overrides_a_gpu_and_adds_one(tmp_path, builtin):
+    h100 = builtin.gpu("h100-sxm").model_dump()
+    new = dict(h100, id="h20", name="NVIDIA H20", aliases=["H20"], memory_gb=96.0, source="test")
+    d = _write_gpus(tmp_path / "cat", [dict(h100, memory_gb=96.0), new])
+    cat = Catalog.load(d)
+    assert cat.gpu("H100").memory_gb == 96.0 and cat.gpu("h20").name == "NVIDIA H20"
+    assert len(cat.gpus) == 35 and list(cat.gpus)[:34] == list(builtin.gpus)
+    assert Catalog.load().gpu("H100").memory_gb == 80.0  # the built-in catalog is untouched
+
+
+def test_env_var_names_the_user_dir(tmp_path, monkeypatch, builtin):
+    new = dict(builtin.gpu("l4").model_dump(), id="l4-test", name="L4 test", aliases=[])
+    monkeypatch.setenv(ENV_VAR, str(_write_gpus(tmp_path / "env", [new])))
+    assert get_gpu("l4 test").id == "l4-test"
+
+
+def test_user_model_is_added(tmp_path):
+    d = tmp_path / "cat"
+    (d / "models").mkdir(parents=True)
+    (d / "models" / "tiny.json").write_text('{"model_type": "llama", "hidden_size": 64}')
+    (d / "models.yaml").write_text(
+        "- {name: tiny, aliases: [my/tiny], family: llama, file: tiny.json, source: me, fidelity: verbatim,\n"
+        "   published_params_source: not read}\n"
+    )
+    cfg, entry = load_model_config("MY/TINY", catalog=Catalog.load(d))
+    assert cfg["hidden_size"] == 64 and entry.name == "tiny"
+
+
+def test_malformed_user_gpus_yaml_names_file_and_field(tmp_path, builtin):
+    bad = dict(builtin.gpu("h100-sxm").model_dump(), memory_gb="lots")
+    d = _write_gpus(tmp_path / "cat", [bad])
+    with pytest.raises(CatalogFileError, match=r"gpus\.yaml: h100-sxm\.memory_gb: Input should be a valid number"):
+        Catalog.load(d)
+
+
+def test_unknown_key_in_user_gpus_yaml_is_rejected(tmp_path, builtin):
+    d = _write_gpus(tmp_path / "cat", [dict(builtin.gpu("t4").model_dump(), hbm_gb=16)])
+    with pytest.raises(CatalogFileError, match=r"gpus\.yaml: t4\.hbm_gb: unknown key; allowed keys: id, aliases"):
+        Catalog.load(d)
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"intra_node_link": "infiniband"}, r"t4\.intra_node_link: Input should be 'nvlink'"),
+        ({"dense_tflops": {"bf16": 1.0}}, r"t4\.dense_tflops: keys must be exactly fp32, tf32"),
+        ({"aliases": ["H100"]}, r"t4\.aliases: 'H100' already names 'h100-sxm'"),
+    ],
+)
+def test_invalid_user_gpu_fields_are_one_line_errors(tmp_path, builtin, change, message):
+    d = _write_gpus(tmp_path / "cat", [dict(builtin.gpu("t4").model_dump(), **change)])
+    with pytest.raises(CatalogFileError, match=message) as err:
+        Catalog.load(d)
+    assert "\n" not in str(err.value)
+
+
+def test_malformed_user_files_are_errors(tmp_path):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "gpus.yaml").write_text("- id: [unclosed\n")
+    with pytest.raises(CatalogFileError, match=r"gpus\.yaml: invalid YAML: line"):
+        Catalog.load(tmp_path / "a")
+    d = _user_prices(tmp_path / "b", [("h100-sxm", "rent", 1, "", "", "usd_per_gpu_hour", "p", "", "2026")])
+    with pytest.raises(CatalogFileError, match=r"prices\.csv: row 2\.kind: Input should be 'on-demand'"):
+        Catalog.load(d)
+    d = _user_prices(tmp_path / "c", [("h100-sxmm", "spot", 1, "", "", "usd_per_gpu_hour", "p", "", "2026")])
+    with pytest.raises(CatalogFileError, match=r"prices\.csv: row 2\.gpu_id: unknown GPU 'h100-sxmm'"):
+        Catalog.load(d)
+    (tmp_path / "e").mkdir()
+    (tmp_path / "e" / "prices.csv").write_text("gpu_id,kind,usd,price\n")
+    with pytest.raises(CatalogFileError, match=r"prices\.csv: header: unknown column\(s\) \['price'\]"):
+        Catalog.load(tmp_path / "e")
+    with pytest.raises(CatalogFileError, match="catalog directory not found"):
+        Catalog.load(tmp_path / "missing")
