@@ -164,6 +164,19 @@ def lora_param_count(spec: TransformerSpec, lora: LoraConfig) -> int:
 # --------------------------------------------------------------------------------------------------------------
 
 
+def _end_params(c: ParamCounts, pp, *, tied: bool):
+    """Embedding / position / head / final-norm parameters on the fullest pipeline stage, before tp.
+
+    pp = 1: all of them (a tied head shares the embedding). pp > 1: the larger of the first stage's (embedding,
+    positions) and the last stage's (head, or a copy of the tied embedding, and the final norm).
+    """
+    head = c.embedding if tied else c.lm_head
+    first = c.embedding + c.positions
+    last = head + c.final_norm
+    single = first + (0 if tied else c.lm_head) + c.final_norm
+    return np.where(np.asarray(pp) > 1, np.maximum(first, last), single)
+
+
 def _stage_params(c: ParamCounts, tp, pp, ep, *, tied: bool):
     """(dense, expert) parameters held by the fullest pipeline stage of one GPU, before ZeRO sharding.
 
@@ -180,10 +193,7 @@ def _stage_params(c: ParamCounts, tp, pp, ep, *, tied: bool):
     dense_ffn = (1 - moe_frac) * c.dense_ffn_per_layer + moe_frac * (c.shared_ffn_per_layer + c.router_per_layer)
     blocks_dense = dense_layers_stage * (dense_per_layer + dense_ffn)
     blocks_expert = layers_stage * moe_frac * c.num_experts * c.expert_ffn
-    head = c.embedding if tied else c.lm_head
-    first = c.embedding + c.positions
-    last = head + c.final_norm
-    ends = np.where(pp > 1, np.maximum(first, last), first + (0 if tied else last) + (c.final_norm if tied else 0))
+    ends = _end_params(c, pp, tied=tied)
     dense = (blocks_dense + ends) / tp
     expert = blocks_expert / (tp * ep)
     return dense, expert
@@ -354,7 +364,7 @@ def training_memory_arrays(
         if task == "qlora":
             # 4-bit NF4 block weights; embeddings and the output head stay 16-bit (bitsandbytes quantises the
             # transformer blocks' Linear layers only).
-            emb = (c.embedding + c.positions + c.lm_head) / np.asarray(tp, dtype=float) / np.asarray(pp, dtype=float)
+            emb = (_end_params(c, pp, tied=spec.tied_embeddings) - c.final_norm) / np.asarray(tp, dtype=float)
             weights = (base - emb) * bytes_per_element("nf4") + emb * 2.0
         else:
             weights = base * bpv
@@ -468,7 +478,8 @@ def kv_cache_bytes(spec: TransformerSpec, *, batch, context, tp=1, pp=1, kv_prec
         per_token_layer = spec.mla.kv_lora_rank + spec.mla.qk_rope_head_dim + 0 * tp
     else:
         per_token_layer = 2 * np.maximum(spec.kv_heads / tp, 1.0) * spec.head_dim
-    return np.asarray(batch, dtype=float) * eff_tokens * per_token_layer * bpe / np.asarray(pp, dtype=float)
+    stage_share = np.ceil(spec.layers / np.asarray(pp, dtype=float)) / spec.layers  # the fullest stage's layers
+    return np.asarray(batch, dtype=float) * eff_tokens * per_token_layer * bpe * stage_share
 
 
 def _inference_weight_bytes(spec: TransformerSpec, c: ParamCounts, *, tp, pp, ep, precision: str):
@@ -476,8 +487,7 @@ def _inference_weight_bytes(spec: TransformerSpec, c: ParamCounts, *, tp, pp, ep
     bpe = bytes_per_element(precision)
     dense, expert = _stage_params(c, tp, pp, ep, tied=spec.tied_embeddings)
     hi = 4.0 if precision == "fp32" else 2.0
-    emb = (c.embedding + c.positions + (c.lm_head if not spec.tied_embeddings else 0)) / np.asarray(tp, dtype=float)
-    emb = np.where(np.asarray(pp) > 1, np.minimum(emb, dense), emb)
+    emb = (_end_params(c, pp, tied=spec.tied_embeddings) - c.final_norm) / np.asarray(tp, dtype=float)
     return (dense - emb + expert) * bpe + emb * hi
 
 

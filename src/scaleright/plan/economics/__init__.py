@@ -1,0 +1,74 @@
+"""Economics of a GPU plan: what a job, a token, a kWh and an owned GPU-hour cost, and rent vs buy vs API.
+
+Pure, numpy-friendly functions (scalars or arrays, broadcast), keyword-only, with units in every name. One concept
+per module:
+
+- ``job``               cost of a job, completion time, scaling efficiency (Single vs Multi-GPU Server Guide)
+- ``tokens``            $ per 1M tokens for training and serving; API break-even and parity utilisation
+- ``energy``            kWh from power x hours x PUE; electricity bill; CO2e from grid intensity
+- ``ownership``         ``OwnershipCosts``, TCO breakdown, owned cost per GPU-hour
+- ``rent_vs_buy``       break-even hours/day and months; the Capex vs Opex Decision Matrix as numbers
+- ``utilisation_curve`` the Utilisation Efficiency Curve and the cheapest GPU count meeting a deadline
+- ``fleet``             GPUs avoided by higher utilisation and longer service life
+
+User errors raise ``scaleright.errors.InputError`` naming the field and what is allowed. "Never" (no break-even,
+no parity) is ``inf``, for the explanation layer to put into words.
+"""
+
+from __future__ import annotations
+
+from scaleright.plan.economics.energy import co2e_kg, electricity_cost_usd, energy_kwh
+from scaleright.plan.economics.fleet import fleet_reduction_fraction
+from scaleright.plan.economics.job import cost_per_job_usd, job_time_h, scaling_efficiency
+from scaleright.plan.economics.ownership import (
+    OwnershipCosts,
+    net_capex_usd,
+    owned_cost_per_gpu_hour_usd,
+    owned_running_cost_usd_per_gpu_hour,
+    purchases,
+    tco_usd,
+)
+from scaleright.plan.economics.rent_vs_buy import (
+    break_even_hours_per_day,
+    break_even_months,
+    capex_opex_matrix,
+    rented_cost_usd,
+)
+from scaleright.plan.economics.tokens import (
+    api_break_even_usd_per_1m_tokens,
+    inference_cost_usd_per_1m_tokens,
+    training_cost_usd_per_1m_tokens,
+    utilisation_needed_for_api_parity,
+)
+from scaleright.plan.economics.utilisation_curve import utilisation_curve
+
+__all__ = [
+    # job
+    "cost_per_job_usd",
+    "job_time_h",
+    "scaling_efficiency",
+    # tokens
+    "training_cost_usd_per_1m_tokens",
+    "inference_cost_usd_per_1m_tokens",
+    "api_break_even_usd_per_1m_tokens",
+    "utilisation_needed_for_api_parity",
+    # energy
+    "energy_kwh",
+    "electricity_cost_usd",
+    "co2e_kg",
+    # ownership
+    "OwnershipCosts",
+    "purchases",
+    "net_capex_usd",
+    "owned_running_cost_usd_per_gpu_hour",
+    "tco_usd",
+    "owned_cost_per_gpu_hour_usd",
+    # rent vs buy
+    "rented_cost_usd",
+    "break_even_hours_per_day",
+    "break_even_months",
+    "capex_opex_matrix",
+    # curve and fleet
+    "utilisation_curve",
+    "fleet_reduction_fraction",
+]

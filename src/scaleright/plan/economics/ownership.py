@@ -1,0 +1,179 @@
+"""Total cost of owning GPUs over a horizon (TCO), and what an owned GPU-hour costs at a given daily use.
+
+The standard TCO definition (capital cost net of resale, plus operating cost over the period; e.g. Barroso,
+Clidaras & Hölzle, *The Datacenter as a Computer*, 3rd ed., 2018, chapter 6 "Modeling Costs"), counted as cash
+with the seed article's items (*Multi-GPU vs Single-GPU Scaling Economics: The 2026 Guide*, "Cost Economics -
+Capex vs Opex & Unit Economics": purchase, power-distribution and cooling upgrades, operational overhead per
+GPU-hour, electricity, and depreciation "e.g. selling a US$1,200 RTX 4090 for US$600 after two years"):
+
+    purchases          = ceil(horizon_years / depreciation_years)   (hardware bought again every service life)
+    capex_usd          = purchases x gpus x (purchase_usd_per_gpu + server_share_usd_per_gpu) + facility_upgrade_usd
+    resale_credit_usd  = purchases x resale_fraction x gpus x purchase_usd_per_gpu   (only the GPUs resell)
+    used_gpu_h         = gpus x hours_per_day x (365/12) x horizon_months
+    power_usd          = used_gpu_h x (tdp_w x load_fraction + server_overhead_w_per_gpu) / 1000 x $/kWh
+    cooling_usd        = power_usd x (pue - 1)       (PUE's overhead share: cooling and power distribution)
+    ops_usd            = used_gpu_h x ops_overhead_usd_per_gpu_hour
+    total_usd          = capex - resale_credit + power + cooling + ops
+
+``depreciation_years`` is the service life: at its end the GPUs are sold for ``resale_fraction`` of their price
+and replaced; GPUs still in service at the horizon are also sold for that fraction (conservative when they are
+younger). The facility upgrade is bought once and never resold; the host (server share) is replaced with the GPUs
+and not resold. Power, cooling and operations are charged per hour of use: a GPU is assumed off (or idle at
+negligible power) outside ``hours_per_day``. ``owned_cost_per_gpu_hour_usd`` = total_usd / used_gpu_h is the figure
+to compare with a rental price.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from scaleright.errors import InputError
+from scaleright.plan.economics._units import DAYS_PER_MONTH, HOURS_PER_DAY, MONTHS_PER_YEAR, W_PER_KW
+from scaleright.plan.economics._validate import checked, out
+
+__all__ = [
+    "OwnershipCosts",
+    "purchases",
+    "net_capex_usd",
+    "owned_running_cost_usd_per_gpu_hour",
+    "tco_usd",
+    "owned_cost_per_gpu_hour_usd",
+]
+
+_CEIL_SLACK = 1e-9  # 36 months / 1.5 years must count 2 purchases despite float rounding
+
+# field -> bounds passed to ``checked`` (ge / gt / le)
+_BOUNDS: dict[str, dict[str, float]] = {
+    "gpus": {"gt": 0},
+    "purchase_usd_per_gpu": {"ge": 0},
+    "server_share_usd_per_gpu": {"ge": 0},
+    "facility_upgrade_usd": {"ge": 0},
+    "electricity_usd_per_kwh": {"ge": 0},
+    "pue": {"ge": 1},
+    "load_fraction": {"ge": 0, "le": 1},
+    "tdp_w": {"ge": 0},
+    "server_overhead_w_per_gpu": {"ge": 0},
+    "ops_overhead_usd_per_gpu_hour": {"ge": 0},
+    "depreciation_years": {"gt": 0},
+    "resale_fraction": {"ge": 0, "le": 1},
+    "hours_per_day": {"ge": 0, "le": HOURS_PER_DAY},
+    "horizon_months": {"gt": 0},
+}
+
+
+@dataclass(frozen=True, kw_only=True)
+class OwnershipCosts:
+    """What owning GPUs costs. Every field takes a scalar or a numpy array (arrays broadcast together)."""
+
+    gpus: ArrayLike  # GPUs bought (count); facility_upgrade_usd is shared by all of them
+    purchase_usd_per_gpu: ArrayLike  # price of one GPU card or module, USD; the only part that resells
+    tdp_w: ArrayLike  # GPU board power rating (TDP / total graphics power), W
+    electricity_usd_per_kwh: ArrayLike  # electricity tariff, USD per kWh
+    depreciation_years: ArrayLike  # service life, years: GPUs and host are sold and bought again after it
+    hours_per_day: ArrayLike  # hours each GPU is in use per day, 0..24 (powered at load, paying ops)
+    horizon_months: ArrayLike  # period the TCO covers, months (> 0)
+    server_share_usd_per_gpu: ArrayLike = 0.0  # host per GPU (CPU, RAM, board, PSU, chassis), USD; 0 = none; no resale
+    facility_upgrade_usd: ArrayLike = 0.0  # one-off power-distribution and cooling upgrades, whole site, USD; 0 = none
+    pue: ArrayLike = 1.0  # facility energy / IT energy, >= 1; 1.0 = no cooling or distribution overhead (home lab)
+    load_fraction: ArrayLike = 1.0  # GPU power while in use as a fraction of tdp_w; 1.0 = at TDP
+    server_overhead_w_per_gpu: ArrayLike = 0.0  # host power per GPU while in use, W; 0 = GPU only (~100 W home lab)
+    ops_overhead_usd_per_gpu_hour: ArrayLike = 0.0  # staff, support, network per GPU-hour of use, USD; 0 = none
+    resale_fraction: ArrayLike = 0.0  # share of purchase_usd_per_gpu recovered per GPU sold (end of life or horizon)
+
+    def __post_init__(self) -> None:
+        for f in dataclasses.fields(self):
+            value = checked(f.name, getattr(self, f.name), **_BOUNDS[f.name])
+            object.__setattr__(self, f.name, out(value))
+
+    @classmethod
+    def from_mapping(cls, data: Mapping[str, Any]) -> OwnershipCosts:
+        """Build from a user's mapping (e.g. a YAML section); unknown or missing keys are an ``InputError``."""
+        names = [f.name for f in dataclasses.fields(cls)]
+        unknown = sorted(set(data) - set(names))
+        if unknown:
+            raise InputError(f"unknown ownership cost field(s) {', '.join(unknown)}; allowed: {', '.join(names)}")
+        required = [f.name for f in dataclasses.fields(cls) if f.default is dataclasses.MISSING]
+        missing = [n for n in required if n not in data]
+        if missing:
+            raise InputError(f"missing ownership cost field(s) {', '.join(missing)}")
+        return cls(**data)
+
+
+def _f(x: ArrayLike) -> NDArray[np.float64]:
+    return np.asarray(x, dtype=float)
+
+
+def purchases(*, costs: OwnershipCosts) -> float | NDArray[np.float64]:
+    """Hardware generations bought over the horizon: ``ceil(horizon_years / depreciation_years)`` (>= 1)."""
+    cycles = _f(costs.horizon_months) / MONTHS_PER_YEAR / _f(costs.depreciation_years)
+    return out(np.maximum(np.ceil(cycles - _CEIL_SLACK), 1.0))
+
+
+def net_capex_usd(*, costs: OwnershipCosts) -> float | NDArray[np.float64]:
+    """Capital spent over the horizon less resale: ``capex_usd - resale_credit_usd`` of ``tco_usd``."""
+    per_purchase = _f(costs.gpus) * (
+        _f(costs.purchase_usd_per_gpu) * (1.0 - _f(costs.resale_fraction)) + _f(costs.server_share_usd_per_gpu)
+    )
+    return out(_f(purchases(costs=costs)) * per_purchase + _f(costs.facility_upgrade_usd))
+
+
+def owned_running_cost_usd_per_gpu_hour(*, costs: OwnershipCosts) -> float | NDArray[np.float64]:
+    """Marginal cost of one owned GPU-hour of use: electricity incl. PUE overhead, plus operations.
+
+    ``(tdp_w x load_fraction + server_overhead_w_per_gpu) / 1000 x pue x electricity_usd_per_kwh
+    + ops_overhead_usd_per_gpu_hour``. Owning beats renting only where the rent exceeds this.
+    """
+    kw = (_f(costs.tdp_w) * _f(costs.load_fraction) + _f(costs.server_overhead_w_per_gpu)) / W_PER_KW
+    return out(kw * _f(costs.pue) * _f(costs.electricity_usd_per_kwh) + _f(costs.ops_overhead_usd_per_gpu_hour))
+
+
+def _used_gpu_h(costs: OwnershipCosts) -> NDArray[np.float64]:
+    return _f(costs.gpus) * _f(costs.hours_per_day) * DAYS_PER_MONTH * _f(costs.horizon_months)
+
+
+def tco_usd(*, costs: OwnershipCosts) -> dict[str, float | NDArray[np.float64]]:
+    """Total cost of ownership over ``horizon_months`` as a breakdown (formulas in the module docstring).
+
+    Keys: ``capex_usd`` (all purchases and the facility upgrade), ``resale_credit_usd`` (subtracted),
+    ``power_usd`` (IT electricity), ``cooling_usd`` (``power_usd x (pue - 1)``: the cooling and distribution
+    overhead PUE stands for), ``ops_usd``, ``total_usd``, ``used_gpu_h`` (GPU-hours of use the total buys) and
+    ``purchases`` (hardware generations bought).
+    """
+    n = _f(purchases(costs=costs))
+    g, price = _f(costs.gpus), _f(costs.purchase_usd_per_gpu)
+    capex = n * g * (price + _f(costs.server_share_usd_per_gpu)) + _f(costs.facility_upgrade_usd)
+    credit = n * g * price * _f(costs.resale_fraction)
+    used = _used_gpu_h(costs)
+    it_kwh = used * (_f(costs.tdp_w) * _f(costs.load_fraction) + _f(costs.server_overhead_w_per_gpu)) / W_PER_KW
+    power = it_kwh * _f(costs.electricity_usd_per_kwh)
+    cooling = power * (_f(costs.pue) - 1.0)
+    ops = used * _f(costs.ops_overhead_usd_per_gpu_hour)
+    total = capex - credit + power + cooling + ops
+    parts = {
+        "capex_usd": capex,
+        "resale_credit_usd": credit,
+        "power_usd": power,
+        "cooling_usd": cooling,
+        "ops_usd": ops,
+        "total_usd": total,
+        "used_gpu_h": used,
+        "purchases": n,
+    }
+    shape = np.broadcast_shapes(*(np.shape(v) for v in parts.values()))
+    return {k: out(np.broadcast_to(v, shape).copy()) for k, v in parts.items()}
+
+
+def owned_cost_per_gpu_hour_usd(*, costs: OwnershipCosts) -> float | NDArray[np.float64]:
+    """All-in cost of an owned GPU-hour at the stated use: ``tco_usd total / used GPU-hours``.
+
+    Compare with a rental price per GPU-hour. ``inf`` where ``hours_per_day`` is 0 (capex buys no use).
+    """
+    t = tco_usd(costs=costs)
+    total, used = _f(t["total_usd"]), _f(t["used_gpu_h"])
+    return out(np.divide(total, used, out=np.full(np.broadcast(total, used).shape, np.inf), where=used > 0))

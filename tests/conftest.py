@@ -1,0 +1,150 @@
+"""Shared fixtures: the core objects of the workload and memory tests (STYLE habit 12).
+
+Model specs come from the Hugging Face ``config.json`` files shipped in ``scaleright/catalog/data/models``. When the
+catalog's loader (``scaleright.catalog.models.load_model_config``) exists, specs are loaded through the public
+``scaleright.workload.load_model``; until then straight from the package files with ``from_hf_config``. The
+reference copies under ``../shared/reference/model_configs`` (relative to the repository) are a fallback only for a
+checkout whose package data has not been populated yet.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+import scaleright
+from scaleright.workload import TransformerSpec, from_hf_config
+
+PACKAGE_MODELS_DIR = Path(scaleright.__file__).parent / "catalog" / "data" / "models"
+REFERENCE_MODELS_DIR = Path(__file__).resolve().parents[1].parent / "shared" / "reference" / "model_configs"
+
+
+def _models_dir() -> Path:
+    if any(PACKAGE_MODELS_DIR.glob("*.json")):
+        return PACKAGE_MODELS_DIR
+    return REFERENCE_MODELS_DIR
+
+
+def _shipped_names() -> list[str]:
+    return sorted(p.stem for p in _models_dir().glob("*.json"))
+
+
+def _has_catalog_loader() -> bool:
+    try:
+        return importlib.util.find_spec("scaleright.catalog.models") is not None
+    except ImportError:
+        return False
+
+
+@functools.cache
+def _load(name: str) -> TransformerSpec:
+    if _has_catalog_loader():
+        from scaleright.catalog import models
+
+        if hasattr(models, "load_model_config"):
+            from scaleright.workload import load_model
+
+            return load_model(name)
+    path = _models_dir() / f"{name}.json"
+    return from_hf_config(json.loads(path.read_text()), name=name, source=str(path))
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Parametrize ``shipped_model_name`` over every config the package ships."""
+    if "shipped_model_name" in metafunc.fixturenames:
+        metafunc.parametrize("shipped_model_name", _shipped_names())
+
+
+@pytest.fixture(scope="session")
+def models_dir() -> Path:
+    """Directory the model configs are read from (the package data once populated)."""
+    return _models_dir()
+
+
+@pytest.fixture(scope="session")
+def shipped_names() -> list[str]:
+    """Catalog names (file stems) of every shipped config, for Hypothesis ``sampled_from``."""
+    return _shipped_names()
+
+
+@pytest.fixture(scope="session")
+def load_spec() -> Callable[[str], TransformerSpec]:
+    """Load a shipped model by catalog name (cached: specs are frozen)."""
+    return _load
+
+
+@pytest.fixture(scope="session")
+def llama_8b() -> TransformerSpec:
+    return _load("llama-3.1-8b")
+
+
+@pytest.fixture(scope="session")
+def llama_70b() -> TransformerSpec:
+    return _load("llama-3.1-70b")
+
+
+@pytest.fixture(scope="session")
+def llama2_7b() -> TransformerSpec:
+    return _load("llama-2-7b")
+
+
+@pytest.fixture(scope="session")
+def gpt2() -> TransformerSpec:
+    return _load("gpt2")
+
+
+@pytest.fixture(scope="session")
+def mixtral_8x7b() -> TransformerSpec:
+    return _load("mixtral-8x7b")
+
+
+@pytest.fixture(scope="session")
+def deepseek_v3() -> TransformerSpec:
+    return _load("deepseek-v3")
+
+
+@pytest.fixture(scope="session")
+def gpt3_175b() -> TransformerSpec:
+    """GPT-3 175B. Shape from Brown et al. 2020, Table 2.1: 96 layers, d_model 12288, 96 heads of 128, n_ctx 2048;
+    GPT-2 vocabulary (50257) and dropout 0.1 as in GPT-2. Uses the shipped ``gpt3-175b.json`` when present."""
+    if (_models_dir() / "gpt3-175b.json").exists():
+        return _load("gpt3-175b")
+    cfg = {
+        "model_type": "gpt2", "n_layer": 96, "n_embd": 12288, "n_head": 96, "n_positions": 2048,
+        "vocab_size": 50257, "resid_pdrop": 0.1, "attn_pdrop": 0.1, "embd_pdrop": 0.1,
+    }  # fmt: skip
+    return from_hf_config(cfg, name="gpt3-175b", source="Brown et al. 2020 Table 2.1")
+
+
+@pytest.fixture(scope="session")
+def llama_65b() -> TransformerSpec:
+    """LLaMA-65B (Touvron et al. 2023, arXiv:2302.13971), the model of the QLoRA paper's 48 GB claim.
+
+    Table 2: dimension 8192, 64 heads, 80 layers; section 2.2: SwiGLU with hidden 2/3·4d rounded up to a multiple of
+    256 (2/3·32768 = 21845.3 -> 22016); section 2.1: 32k-token BPE vocabulary (32000); untied output head.
+    """
+    cfg = {
+        "model_type": "llama", "hidden_size": 8192, "num_attention_heads": 64, "num_hidden_layers": 80,
+        "intermediate_size": 22016, "vocab_size": 32000, "tie_word_embeddings": False,
+    }  # fmt: skip
+    return from_hf_config(cfg, name="llama-65b", source="Touvron et al. 2023 Table 2")
+
+
+@pytest.fixture(scope="session")
+def llama_like_config() -> Callable[..., dict]:
+    """Factory for a minimal Llama-family ``config.json`` dict; keyword arguments override fields."""
+
+    def make(**overrides) -> dict:
+        cfg = {
+            "model_type": "llama", "hidden_size": 512, "num_attention_heads": 8, "num_key_value_heads": 8,
+            "num_hidden_layers": 4, "intermediate_size": 1376, "vocab_size": 1000, "tie_word_embeddings": False,
+        }  # fmt: skip
+        cfg.update(overrides)
+        return cfg
+
+    return make
