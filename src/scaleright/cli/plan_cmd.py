@@ -1,0 +1,124 @@
+"""``scaleright plan SCENARIO.yaml``: one GPU or many, which GPU, which layout, rent or buy — with reasons."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+from scaleright.cli.common import CatalogOpt, JsonOpt, catalog_from, console, emit_json, fmt, table
+
+
+def register(app: typer.Typer) -> None:
+    app.command("plan")(plan_cmd)
+
+
+class _DelayedProgress:
+    """A progress bar on stderr that appears only once the search has run for over a second."""
+
+    def __init__(self) -> None:
+        self.t0 = time.perf_counter()
+        self.bar: Progress | None = None
+        self.task = None
+
+    def __call__(self, i: int, n: int, label: str) -> None:
+        if self.bar is None and time.perf_counter() - self.t0 > 1.0 and i < n:
+            self.bar = Progress(TextColumn("searching {task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total} GPU types"),
+                                TimeElapsedColumn(), console=Console(stderr=True), transient=True)  # fmt: skip
+            self.bar.start()
+            self.task = self.bar.add_task(label, total=n)
+        if self.bar is not None:
+            self.bar.update(self.task, completed=i, description=label)
+            if i >= n:
+                self.bar.stop()
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+
+
+def plan_cmd(
+    scenario: Path = typer.Argument(..., help="Scenario YAML (see examples/)."),
+    html: Path | None = typer.Option(None, "--html", help="Also write a self-contained HTML report here."),
+    calibration: str | None = typer.Option(None, "--calibration", help="Calibration profile name or JSON path."),
+    catalog: Path | None = CatalogOpt,
+    as_json: bool = JsonOpt,
+) -> None:
+    """Search every allowed GPU type, count and parallel layout; recommend one option and say why."""
+    from scaleright.estimate.calibration import load_calibration
+    from scaleright.plan.planner import plan
+    from scaleright.plan.scenario import load_scenario
+
+    scn = load_scenario(scenario)
+    cat = catalog_from(catalog)
+    prog = _DelayedProgress()
+    try:
+        res = plan(scn, catalog=cat, cal=load_calibration(calibration), progress=prog)
+    finally:
+        prog.close()
+    d = res.as_dict()
+    if html is not None:
+        from scaleright.plan.report import write_html
+
+        write_html(d, html)
+    if as_json:
+        emit_json(d)
+        return
+    _print(d)
+    if html is not None:
+        console.print(f"report written to {html}")
+
+
+def _print(d: dict) -> None:
+    s = d["scenario"]
+    training = s["task"] != "inference"
+    console.print(f"[bold]{s['name']}[/bold]: {s['model']} ({s['model_params_total'] / 1e9:.1f} B params), {s['task']}, "
+                  f"pricing {s['pricing']['mode']}")  # fmt: skip
+    rec = d["recommendation"]
+    if rec is None:
+        inf = d["infeasible"] or {}
+        console.print(f"[red]No option meets the constraints[/red] ({inf.get('binding')}): {inf.get('message')}")
+    else:
+        lay = ", ".join(f"{k}={v}" for k, v in rec["layout"].items())
+        if training:
+            console.print(f"[green]Recommendation:[/green] {rec['gpus']} x {rec['gpu']} ({lay}): {rec['time_h']:.3g} h, "
+                          f"${rec['cost_usd']:,.0f} (${rec['cost_per_1m_tokens_usd']:.3g} per 1M tokens), "
+                          f"{rec['energy_kwh']:,.0f} kWh, {rec['co2e_kg']:,.0f} kg CO2e")  # fmt: skip
+        else:
+            console.print(f"[green]Recommendation:[/green] {rec['gpus']} x {rec['gpu']} ({lay}): "
+                          f"${rec['cost_usd']:,.0f}/month, ${rec['cost_per_1m_tokens_usd']:.3g} per 1M output tokens, "
+                          f"TTFT {rec['ttft_s'] * 1e3:.0f} ms, TPOT {rec['tpot_s'] * 1e3:.1f} ms")  # fmt: skip
+    if training:
+        cols = ["gpu", "gpus", "layout", "time h", "cost $", "$/1M tok", "MFU", "mem GB/GPU", "kWh", "price $/GPU-h"]
+        rows = [[o["gpu"], o["gpus"], _short(o["layout"]), o["time_h"], o["cost_usd"], o["cost_per_1m_tokens_usd"],
+                 o["mfu"], o["memory_gb_per_gpu"], o["energy_kwh"], o["price_usd_per_gpu_hour"]] for o in d["options"]]
+    else:
+        cols = ["gpu", "gpus", "layout", "$/month", "$/1M out tok", "TTFT s", "TPOT s", "util", "price $/GPU-h"]
+        rows = [[o["gpu"], o["gpus"], _short(o["layout"]), o["cost_usd"], o["cost_per_1m_tokens_usd"], o["ttft_s"],
+                 o["tpot_s"], o["utilisation"], o["price_usd_per_gpu_hour"]] for o in d["options"]]
+    table("Best option per GPU type", cols, rows[:20])
+    if d["pareto"]:
+        console.print("Pareto front (time vs cost): " + "; ".join(
+            f"{o['gpus']}x{o['gpu']} {fmt(o['time_h'])} h ${fmt(o['cost_usd'])}" for o in d["pareto"][:8]))
+    for e in d["explanations"]:
+        console.print(f"[bold]{e['title']}[/bold]: {e['text']}")
+    srch = d["search"]
+    console.print(f"searched {srch.get('layouts_evaluated', 0):,} layouts over {srch.get('gpu_types')} GPU types in "
+                  f"{srch.get('wall_s', 0):.2f} s; skipped: {len(srch.get('skipped', []))} GPU types "
+                  f"(see --json)", style="dim")  # fmt: skip
+    du = s.get("defaults_used", {})
+    if du:
+        console.print("defaults used: " + ", ".join(f"{k}={v}" for k, v in du.items()), style="dim")
+
+
+def _short(layout: dict) -> str:
+    keep = {k: v for k, v in layout.items() if v not in (1, 0, False, "none") or k in ("tp",)}
+    return " ".join(f"{k}={v}" for k, v in keep.items())
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(0)

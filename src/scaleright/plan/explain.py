@@ -1,0 +1,275 @@
+"""Reasons for a plan, in the seed articles' terms, each computed from the search's numbers.
+
+Training: the memory wall (smallest GPU count that fits, and the split it forces), the Parallelism Selector
+(best data / tensor / pipeline / hybrid layout at the recommended count, side by side), the interconnect check
+(share of the step spent in tensor-parallel all-reduce on PCIe-only vs NVLink GPUs), the Utilisation Efficiency
+Curve (scaling efficiency and cost per job against GPU count, economically optimal count marked), Capex vs Opex
+at the stated utilisation, and what would change the decision (price, deadline, hours per day).
+Inference: memory wall, replicas vs tensor parallelism, SLO headroom, Capex vs Opex, API break-even price.
+
+Each explanation is ``{"topic", "title", "text", "data"}``: ``text`` is one or two sentences with the numbers,
+``data`` the numbers themselves (for JSON users and the HTML report's charts).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from scaleright.plan import economics as econ
+
+__all__ = ["explain_training", "explain_inference"]
+
+
+def _x(topic: str, title: str, text: str, **data) -> dict:
+    return {"topic": topic, "title": title, "text": text, "data": data}
+
+
+def _lay(layout: dict) -> str:
+    parts = [f"{k}={layout[k]}" for k in ("tp", "pp", "dp", "cp", "ep") if layout.get(k, 1) != 1]
+    if layout.get("zero"):
+        parts.append(f"ZeRO-{layout['zero']}" if layout["zero"] < 3 else "ZeRO-3/FSDP")
+    if layout.get("recompute", "none") != "none":
+        parts.append(f"{layout['recompute']} recompute")
+    if layout.get("sequence_parallel"):
+        parts.append("SP")
+    if "micro_batch" in layout:
+        parts.append(f"micro-batch {layout['micro_batch']}")
+    return ", ".join(parts) or "single GPU"
+
+
+def _family(tp, pp, dp, zero) -> str:
+    if tp == 1 and pp == 1:
+        return "data parallel" + (" (sharded)" if zero else "") if dp > 1 else "single GPU"
+    if pp == 1:
+        return "tensor parallel" if dp == 1 else "tensor + data parallel"
+    if tp == 1:
+        return "pipeline parallel" if dp == 1 else "pipeline + data parallel"
+    return "3D hybrid (tensor + pipeline + data)"
+
+
+def _capex_opex(scn, gpu, n: int, cat, rent_price: float | None) -> dict | None:
+    from scaleright.plan.planner import _ownership, price_for
+
+    purchase, src = price_for(scn, gpu, cat, "purchase")
+    if purchase is None or rent_price is None or not gpu.tdp_w:
+        return None
+    costs = _ownership(scn, gpu, purchase, n)
+    owned_h = float(econ.owned_cost_per_gpu_hour_usd(costs=costs))
+    be_h = float(econ.break_even_hours_per_day(costs=costs, rent_usd_per_gpu_hour=rent_price))
+    hours = np.arange(1, 25, dtype=float)
+    grid = econ.capex_opex_matrix(costs=costs, rent_usd_per_gpu_hour=rent_price, hours_per_day=hours,
+                                  horizon_months=[scn.pricing.horizon_months])  # fmt: skip
+    tco = econ.tco_usd(costs=costs)
+    return {
+        "gpu": gpu.id, "gpus": n, "purchase_usd_per_gpu": purchase, "purchase_source": src,
+        "rent_usd_per_gpu_hour": rent_price, "owned_usd_per_gpu_hour": owned_h, "break_even_hours_per_day": be_h,
+        "hours_per_day": hours.tolist(), "own_usd": np.asarray(grid["own_usd"])[:, 0].tolist(),
+        "rent_usd": np.asarray(grid["rent_usd"])[:, 0].tolist(), "horizon_months": scn.pricing.horizon_months,
+        "tco_breakdown_usd": {k: float(np.asarray(v)) for k, v in tco.items()},
+        "stated_hours_per_day": scn.pricing.hours_per_day,
+    }  # fmt: skip
+
+
+def _capex_text(c: dict) -> str:
+    be = c["break_even_hours_per_day"]
+    h = c["stated_hours_per_day"]
+    verdict = "buying is cheaper" if math.isfinite(be) and h >= be else "renting is cheaper"
+    be_s = f"{be:.1f} h/day" if math.isfinite(be) else "never (rent below the owned running cost)"
+    return (f"Owning {c['gpus']} x {c['gpu']} at {h:g} h/day over {c['horizon_months']:g} months costs "
+            f"${c['owned_usd_per_gpu_hour']:.2f} per GPU-hour against ${c['rent_usd_per_gpu_hour']:.2f} to rent: "
+            f"{verdict}. Break-even: {be_s}.")  # fmt: skip
+
+
+def explain_training(res, scn, spec, cat, per_gpu) -> None:
+    """Append training explanations and the utilisation curve to ``res``."""
+    from scaleright.plan.planner import price_for
+
+    ex = res.explanations
+    rec = res.recommendation or (res.infeasible or {}).get("closest")
+    if rec is None or rec["gpu"] not in per_gpu:
+        ex.append(_x("memory_wall", "Memory wall", (res.infeasible or {}).get("message", "nothing fits")))
+        return
+    gpu, cand, rates, src = per_gpu[rec["gpu"]]
+    a = cand.arrays
+    tokens = res.scenario["tokens"]
+    hours = tokens / a["tokens_per_s"] / 3600.0
+    # ---- memory wall ------------------------------------------------------------------------------------------
+    n_min = int(a["gpus"].min())
+    at_min = np.flatnonzero(a["gpus"] == n_min)
+    j = int(at_min[np.argmin(hours[at_min])])
+    states_one = (a["mem_weights"][j] + a["mem_gradients"][j] + a["mem_optimizer"][j])
+    lay_min = {k: int(a[k][j]) for k in ("tp", "pp", "dp", "zero")}
+    if n_min == 1:
+        text = (f"{spec.name} fits on one {gpu.id} ({a['memory_gb'][j]:.1f} of {gpu.memory_gb:g} GB with "
+                f"{_lay({'zero': 0, 'recompute': ['none', 'selective', 'full'][int(a['rc'][j])]})}): no split is forced; more GPUs are a speed choice.")  # fmt: skip
+    else:
+        forced = _family(**lay_min)
+        text = (f"{spec.name} ({res.scenario['model_params_total'] / 1e9:.1f} B parameters, {scn.task}) does not fit "
+                f"on one {gpu.id} ({gpu.memory_gb:g} GB): the smallest count that fits is {n_min} GPUs, where the "
+                f"fastest fitting layout is {forced} ({_lay(lay_min | {'micro_batch': int(a['mb'][j])})}) with "
+                f"{states_one:.1f} GB of weights, gradients and optimizer states per GPU.")  # fmt: skip
+    ex.append(_x("memory_wall", "Memory wall", text, smallest_gpus=n_min, gpu=gpu.id, gpu_memory_gb=gpu.memory_gb,
+                 memory_gb_per_gpu_at_smallest=float(a["memory_gb"][j])))  # fmt: skip
+    # ---- parallelism selector ---------------------------------------------------------------------------------
+    n = rec["gpus"]
+    at_n = np.flatnonzero(a["gpus"] == n)
+    fams = {}
+    for i in at_n:
+        f = _family(int(a["tp"][i]), int(a["pp"][i]), int(a["dp"][i]), int(a["zero"][i]))
+        if f not in fams or hours[i] < hours[fams[f]]:
+            fams[f] = int(i)
+    table = [{"family": f, "layout": _lay({k: int(a[k][i]) for k in ("tp", "pp", "dp", "cp", "ep", "zero")}),
+              "time_h": float(hours[i]), "step_time_s": float(a["step_time_s"][i]), "mfu": float(a["mfu"][i])}
+             for f, i in sorted(fams.items(), key=lambda kv: hours[kv[1]])]  # fmt: skip
+    chosen = _family(rec["layout"]["tp"], rec["layout"]["pp"], rec["layout"]["dp"], rec["layout"]["zero"])
+    others = [t for t in table if t["family"] != chosen]
+    why = f"{chosen} ({_lay(rec['layout'])}) is the fastest way to use {n} x {gpu.id}"
+    if others:
+        o = others[0]
+        why += f"; the best alternative, {o['family']} ({o['layout']}), is {o['time_h'] / rec['time_h']:.2f}x slower"
+    tb = rec["time_breakdown_s"]
+    step = rec["step_time_s"]
+    comm = {k: v / step for k, v in tb.items() if k.endswith("comm") or k == "bubble"}
+    top = max(comm.items(), key=lambda kv: kv[1]) if comm else None
+    if top and top[1] > 0.005:
+        why += f". Its largest overhead is {top[0].replace('_', ' ')} at {top[1]:.0%} of the step"
+    ex.append(_x("parallelism_selector", "Parallelism Selector", why + ".", families=table))
+    # ---- interconnect check -----------------------------------------------------------------------------------
+    rows = []
+    for gid, (g2, c2, _r, _s) in per_gpu.items():
+        a2 = c2.arrays
+        tpm = a2["tp"] > 1
+        if not tpm.any():
+            continue
+        h2 = tokens / a2["tokens_per_s"] / 3600
+        k = int(np.flatnonzero(tpm)[np.argmin(h2[tpm])])
+        rows.append({"gpu": gid, "link": g2.intra_node_link, "intra_node_gb_per_s": g2.intra_node_gb_per_s_per_gpu,
+                     "tp": int(a2["tp"][k]), "tp_comm_share": float(a2["t_tp_comm"][k] / a2["step_time_s"][k])})
+    if rows:
+        pcie = [r for r in rows if r["link"] == "pcie"]
+        fast = [r for r in rows if r["link"] != "pcie"]
+        if pcie and fast:
+            p, f = max(pcie, key=lambda r: r["tp_comm_share"]), min(fast, key=lambda r: r["tp_comm_share"])
+            text = (f"Tensor parallelism pays for its all-reduces on the intra-node link: on PCIe-only {p['gpu']} "
+                    f"({p['intra_node_gb_per_s']:g} GB/s) the best tp={p['tp']} layout spends "
+                    f"{p['tp_comm_share']:.0%} of each step in TP communication, against {f['tp_comm_share']:.0%} on "
+                    f"{f['gpu']} ({f['link']}, {f['intra_node_gb_per_s']:g} GB/s).")  # fmt: skip
+        else:
+            r = max(rows, key=lambda r: r["tp_comm_share"])
+            text = (f"With tensor parallelism, up to {r['tp_comm_share']:.0%} of a step goes to TP all-reduce "
+                    f"({r['gpu']}, {r['link']} {r['intra_node_gb_per_s']:g} GB/s, tp={r['tp']}).")
+        ex.append(_x("interconnect", "Interconnect check", text, rows=rows))
+    # ---- utilisation efficiency curve -------------------------------------------------------------------------
+    counts = sorted({int(x) for x in a["gpus"]})
+    best_t = []
+    for c in counts:
+        idx = np.flatnonzero(a["gpus"] == c)
+        best_t.append(float(hours[idx].min()))
+    base_n, base_t = counts[0], best_t[0]
+    price = np.asarray([rates[c] for c in counts])
+    curve = econ.utilisation_curve(gpus=np.asarray(counts, dtype=float) / base_n,
+                                   speedup=base_t / np.asarray(best_t), single_gpu_time_h=base_t,
+                                   price_usd_per_gpu_hour=price * base_n, deadline_h=scn.constraints.deadline_h)
+    opt = curve["optimal_index"]
+    res.curve = [
+        {"gpus": c, "time_h": t, "speedup": float(curve["speedup"][i]),
+         "scaling_efficiency": float(curve["scaling_efficiency"][i]), "cost_usd": float(curve["cost_usd"][i]),
+         "meets_deadline": bool(curve["meets_deadline"][i]), "optimal": i == opt}
+        for i, (c, t) in enumerate(zip(counts, best_t, strict=True))
+    ]  # fmt: skip
+    last = res.curve[-1]
+    text = (f"On {gpu.id}, going from {base_n} to {last['gpus']} GPUs gives {last['speedup']:.1f}x "
+            f"(scaling efficiency {last['scaling_efficiency']:.0%}); cost per job goes from "
+            f"${res.curve[0]['cost_usd']:,.0f} to ${last['cost_usd']:,.0f}.")  # fmt: skip
+    if opt is not None:
+        o = res.curve[opt]
+        dl = scn.constraints.deadline_h
+        text += (f" The economically optimal count{' meeting the ' + format(dl, 'g') + ' h deadline' if dl else ''} "
+                 f"is {o['gpus']} GPUs (${o['cost_usd']:,.0f}, {o['time_h']:.3g} h).")  # fmt: skip
+    ex.append(_x("utilisation_curve", "Utilisation Efficiency Curve", text, gpu=gpu.id, base_gpus=base_n,
+                 points=res.curve))  # fmt: skip
+    # ---- capex vs opex ------------------------------------------------------------------------------------------
+    rent, _ = price_for(scn, gpu, cat, "on-demand") if scn.pricing.mode in ("own",) else (rec["price_usd_per_gpu_hour"], "")
+    cap = _capex_opex(scn, gpu, n, cat, rent)
+    if cap:
+        ex.append(_x("capex_opex", "Capex vs Opex", _capex_text(cap), **cap))
+    # ---- what would change the decision -------------------------------------------------------------------------
+    if res.recommendation:
+        changes = []
+        alts = [o for o in res.options if o["gpu"] != rec["gpu"]]
+        ok_alts = [o for o in alts if scn.constraints.deadline_h is None or o["time_h"] <= scn.constraints.deadline_h]
+        if ok_alts:
+            r2 = min(ok_alts, key=lambda o: o["cost_usd"])
+            p_star = r2["cost_usd"] / (rec["gpus"] * rec["time_h"])
+            changes.append(f"{r2['gpus']} x {r2['gpu']} (${r2['cost_usd']:,.0f}, {r2['time_h']:.3g} h) becomes "
+                           f"cheaper if {rec['gpu']} costs over ${p_star:.2f}/GPU-hour "
+                           f"(now ${rec['price_usd_per_gpu_hour']:.2f})")  # fmt: skip
+        faster = [o for o in res.all_options if o["time_h"] < rec["time_h"] * 0.9]
+        if faster:
+            f = min(faster, key=lambda o: o["cost_usd"])
+            changes.append(f"a deadline under {rec['time_h']:.3g} h needs e.g. {f['gpus']} x {f['gpu']} "
+                           f"({f['time_h']:.3g} h, ${f['cost_usd']:,.0f})")  # fmt: skip
+        if cap and math.isfinite(cap["break_even_hours_per_day"]):
+            changes.append(f"buying beats renting above {cap['break_even_hours_per_day']:.1f} h/day of use")
+        ex.append(_x("what_would_change", "What would change the decision",
+                     "; ".join(changes) + "." if changes else "No nearby alternative changes the choice.",
+                     changes=changes))  # fmt: skip
+    ex.append(_x("eco", "Eco-Efficiency Scorecard",
+                 f"The recommended job uses {rec['energy_kwh']:,.0f} kWh ({rec['co2e_kg']:,.0f} kg CO2e at "
+                 f"{scn.pricing.grid_kg_co2e_per_kwh:g} kg/kWh, PUE {scn.pricing.pue:g}).",
+                 rows=[{"gpu": o["gpu"], "energy_kwh": o["energy_kwh"], "co2e_kg": o["co2e_kg"],
+                        "kwh_per_1m_tokens": o["energy_kwh"] / tokens * 1e6} for o in res.options]))  # fmt: skip
+
+
+def explain_inference(res, scn, spec, cat, evaluated, rate) -> None:
+    """Append inference explanations to ``res``."""
+    from scaleright.plan.planner import price_for
+
+    ex = res.explanations
+    rec = res.recommendation or (res.infeasible or {}).get("closest")
+    if rec is None:
+        ex.append(_x("memory_wall", "Memory wall", (res.infeasible or {}).get("message", "nothing fits")))
+        return
+    cands = evaluated[rec["gpu"]]
+    fitting_tp = [c.tp for c in cands if c.max_batch >= 1]
+    min_tp = min(fitting_tp) if fitting_tp else None
+    gpu = cat.gpu(rec["gpu"])
+    ex.append(_x("memory_wall", "Memory wall",
+                 f"{spec.name} with {scn.inference.precision} weights "
+                 + ("fits on one " + gpu.id if min_tp == 1 else f"needs tp={min_tp} on {gpu.id}")
+                 + f"; at tp={rec['layout']['tp']} each replica holds up to {rec['max_batch']} sequences of "
+                   f"{scn.inference.input_len + scn.inference.output_len} tokens in its KV cache.",
+                 smallest_tp=min_tp))  # fmt: skip
+    rows = [{"tp": c.tp, "fits": c.fits, "replicas": c.replicas, "gpus": c.gpus,
+             "requests_per_s_per_gpu": (c.capacity_requests_per_s / c.gpus) if c.gpus else 0.0,
+             "tpot_s": c.tpot_s, "ttft_s": c.ttft_s, "reason": c.reason} for c in cands]  # fmt: skip
+    ok = [r for r in rows if r["gpus"]]
+    if ok:
+        best = max(ok, key=lambda r: r["requests_per_s_per_gpu"])
+        text = (f"Per GPU, tp={best['tp']} carries the most load ({best['requests_per_s_per_gpu']:.3g} req/s per GPU "
+                f"within the SLOs); the plan uses {rec['layout']['replicas']} replica(s) of tp={rec['layout']['tp']}. "
+                "Replicas add throughput when the model fits; tensor parallelism is for models that do not fit or "
+                "for latency.")  # fmt: skip
+        ex.append(_x("replicas_vs_tp", "Replicas vs tensor parallelism", text, rows=rows))
+    slo = []
+    if scn.inference.ttft_slo_s:
+        slo.append(f"TTFT {rec['ttft_s'] * 1e3:.0f} ms of {scn.inference.ttft_slo_s * 1e3:.0f} ms")
+    if scn.inference.tpot_slo_s:
+        slo.append(f"TPOT {rec['tpot_s'] * 1e3:.1f} ms of {scn.inference.tpot_slo_s * 1e3:.1f} ms")
+    ex.append(_x("slo", "Latency SLOs",
+                 (", ".join(slo) if slo else "No SLO set") + f"; the deployment runs at {rec['utilisation']:.0%} of "
+                 f"its capacity ({rec['capacity_requests_per_s']:.3g} req/s for {rate:.3g} req/s offered).",
+                 utilisation=rec["utilisation"]))  # fmt: skip
+    out_tps = rate * scn.inference.output_len
+    be = float(econ.api_break_even_usd_per_1m_tokens(tokens_per_s=out_tps, usd_per_hour=rec["usd_per_hour"],
+                                                      utilisation=1.0))  # fmt: skip
+    ex.append(_x("api_break_even", "Self-host vs API",
+                 f"Self-hosting costs ${be:.2f} per 1M output tokens at this load: an API priced above that is "
+                 f"dearer; below it, the API wins unless the GPUs serve more traffic.",
+                 api_break_even_usd_per_1m_tokens=be))  # fmt: skip
+    rent, _ = price_for(scn, gpu, cat, "on-demand") if scn.pricing.mode == "own" else (rec["price_usd_per_gpu_hour"], "")
+    cap = _capex_opex(scn, gpu, rec["gpus"], cat, rent)
+    if cap:
+        ex.append(_x("capex_opex", "Capex vs Opex", _capex_text(cap), **cap))

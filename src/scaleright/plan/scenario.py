@@ -1,0 +1,173 @@
+"""A planning scenario: the workload, its constraints and how the hardware would be paid for, from YAML.
+
+Every field is validated; unknown keys are rejected with their name. Defaults are documented per field and are
+printed with every plan (``Scenario.defaults_used``) so a reader sees what was assumed.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from scaleright.errors import CatalogFileError, InputError
+
+__all__ = ["Scenario", "Training", "Inference", "Constraints", "Pricing", "load_scenario", "PRICING_MODES"]
+
+PRICING_MODES = ("on-demand", "spot", "marketplace", "own")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Training(_Strict):
+    """What to train. Give ``tokens``, or ``dataset_tokens`` and ``epochs``."""
+
+    tokens: float | None = Field(None, gt=0)  # tokens processed by the whole job
+    dataset_tokens: float | None = Field(None, gt=0)  # tokens in the dataset (with epochs)
+    epochs: float = Field(1.0, gt=0)  # passes over dataset_tokens
+    seq_len: int = Field(4096, ge=1)  # tokens per sequence
+    global_batch: int = Field(256, ge=1)  # sequences per optimizer step (rounded to the layout's dp · micro-batch)
+    precision: Literal["fp32", "bf16", "fp16", "fp8", "fp4"] = "bf16"
+    optimizer: Literal["adamw", "adam", "adam8bit", "sgd"] = "adamw"
+    lora_rank: int = Field(16, ge=1)  # LoRA / QLoRA adapter rank
+
+    @model_validator(mode="after")
+    def _tokens(self) -> Training:
+        if self.tokens is None and self.dataset_tokens is None:
+            raise ValueError("give training.tokens, or training.dataset_tokens with training.epochs")
+        if self.tokens is not None and self.dataset_tokens is not None:
+            raise ValueError("give training.tokens or training.dataset_tokens, not both")
+        return self
+
+    @property
+    def total_tokens(self) -> float:
+        return self.tokens if self.tokens is not None else self.dataset_tokens * self.epochs
+
+
+class Inference(_Strict):
+    """What to serve. Give ``requests_per_s`` or ``requests_per_day``."""
+
+    requests_per_s: float | None = Field(None, gt=0)  # mean arrival rate at peak
+    requests_per_day: float | None = Field(None, gt=0)  # converted to a rate over ``Pricing.hours_per_day`` hours
+    input_len: int = Field(1024, ge=1)  # prompt tokens per request
+    output_len: int = Field(256, ge=1)  # generated tokens per request
+    ttft_slo_s: float | None = Field(None, gt=0)  # time-to-first-token limit (None: no limit)
+    tpot_slo_s: float | None = Field(None, gt=0)  # time-per-output-token limit (None: no limit)
+    precision: Literal["fp32", "bf16", "fp16", "fp8", "int8", "int4", "fp4"] = "bf16"
+    kv_precision: Literal["fp32", "bf16", "fp16", "fp8", "int8"] = "bf16"
+
+    @model_validator(mode="after")
+    def _rate(self) -> Inference:
+        if (self.requests_per_s is None) == (self.requests_per_day is None):
+            raise ValueError("give exactly one of inference.requests_per_s and inference.requests_per_day")
+        return self
+
+
+class Constraints(_Strict):
+    """Limits the recommendation must respect."""
+
+    deadline_h: float | None = Field(None, gt=0)  # wall-clock limit for a training job
+    budget_usd: float | None = Field(None, gt=0)  # cost limit for the job (training) or per month (inference)
+    gpu_types: list[str] | None = None  # allowed GPU ids/aliases (None: every catalog GPU with a price)
+    max_gpus: int = Field(512, ge=1)  # most GPUs one option may use
+    gpus_per_node: int | None = Field(None, ge=1)  # override the GPU's typical node size
+    interconnect: Literal["any", "nvlink", "pcie"] = "any"  # only GPUs whose intra-node link is of this kind
+
+
+class Pricing(_Strict):
+    """How GPU time is paid for, and the facts needed for total cost of ownership and carbon."""
+
+    mode: Literal["on-demand", "spot", "marketplace", "own"] = "on-demand"
+    price_usd_per_gpu_hour: dict[str, float] = {}  # rent prices by GPU id overriding the catalog
+    purchase_usd_per_gpu: dict[str, float] = {}  # purchase prices by GPU id overriding the catalog
+    hours_per_day: float = Field(24.0, gt=0, le=24)  # hours a day the hardware is used (utilisation)
+    horizon_months: float = Field(36.0, gt=0)  # period over which owning and renting are compared
+    electricity_usd_per_kwh: float = Field(0.12, ge=0)  # assumption: a typical US commercial tariff
+    pue: float = Field(1.3, ge=1.0)  # power usage effectiveness of the facility
+    grid_kg_co2e_per_kwh: float = Field(0.4, ge=0)  # assumption: roughly a world-average grid
+    load_fraction: float = Field(0.8, gt=0, le=1)  # average board power as a fraction of TDP while busy
+    ops_overhead_usd_per_gpu_hour: float = Field(0.0, ge=0)  # staff, space, support per owned GPU-hour
+    server_share_usd_per_gpu: float = Field(0.0, ge=0)  # CPU, RAM, chassis, network per owned GPU
+    facility_upgrade_usd: float = Field(0.0, ge=0)  # one-off power/cooling work for owned hardware
+    depreciation_years: float = Field(4.0, gt=0)  # accounting life of owned hardware
+    resale_fraction: float = Field(0.2, ge=0, le=1)  # resale value at the end of the horizon, of purchase
+
+
+class Scenario(_Strict):
+    """One planning question."""
+
+    name: str = "scenario"
+    model: str  # catalog name or path to a HF config.json
+    task: Literal["pretrain", "full-finetune", "lora", "qlora", "inference"]
+    training: Training | None = None
+    inference: Inference | None = None
+    constraints: Constraints = Constraints()
+    pricing: Pricing = Pricing()
+
+    @model_validator(mode="after")
+    def _task_section(self) -> Scenario:
+        if self.task == "inference":
+            if self.inference is None:
+                raise ValueError("task 'inference' needs an 'inference' section")
+            if self.training is not None:
+                raise ValueError("task 'inference' takes no 'training' section")
+        else:
+            if self.training is None:
+                raise ValueError(f"task {self.task!r} needs a 'training' section")
+            if self.inference is not None:
+                raise ValueError(f"task {self.task!r} takes no 'inference' section")
+        return self
+
+    def defaults_used(self) -> dict[str, object]:
+        """Every field the file did not set, with the default that was used."""
+        out: dict[str, object] = {}
+
+        def walk(obj: BaseModel, prefix: str) -> None:
+            for name in type(obj).model_fields:
+                val = getattr(obj, name)
+                key = f"{prefix}{name}"
+                if isinstance(val, BaseModel):
+                    walk(val, key + ".")
+                elif name not in obj.model_fields_set and val not in (None, {}, []):
+                    out[key] = val
+
+        walk(self, "")
+        return out
+
+
+def _first_error(exc: ValidationError, source: str) -> str:
+    err = exc.errors()[0]
+    loc = ".".join(str(x) for x in err["loc"]) or "(top level)"
+    msg = err["msg"]
+    if err["type"] == "extra_forbidden":
+        msg = "unknown key"
+    elif err["type"] == "literal_error":
+        msg = f"must be one of {err['ctx']['expected']}" if "ctx" in err else msg
+    return f"{source}: {loc}: {msg.removeprefix('Value error, ')}"
+
+
+def parse_scenario(data: object, *, source: str = "scenario") -> Scenario:
+    if not isinstance(data, dict):
+        raise CatalogFileError(f"{source}: expected a mapping at the top level")
+    try:
+        return Scenario.model_validate(data)
+    except ValidationError as exc:
+        raise CatalogFileError(_first_error(exc, source)) from None
+
+
+def load_scenario(path: str | Path) -> Scenario:
+    """Read and validate a YAML scenario; one-line ``CatalogFileError`` naming the file and field on error."""
+    p = Path(path)
+    if not p.is_file():
+        raise InputError(f"scenario file {str(p)!r} not found")
+    try:
+        data = yaml.safe_load(p.read_text())
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark else ""
+        raise CatalogFileError(f"{p}:{where} not valid YAML ({getattr(exc, 'problem', exc)})") from None
+    return parse_scenario(data, source=str(p))
