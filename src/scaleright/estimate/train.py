@@ -104,9 +104,8 @@ def train_step_arrays(
     n_micro = np.maximum(np.floor(gb / (dp * b)), 1.0)
     lowp = precision in ("fp8", "fp4")
     peak = peak_flops(gpu, precision)
-    peak16 = peak_flops(gpu, "bf16") if lowp or precision == "fp16" else peak
-    if precision == "fp16" and gpu.dense_tflops.get("fp16"):
-        peak16 = peak_flops(gpu, "fp16")
+    # the attention core runs in 16-bit even in fp8/fp4 training
+    peak16 = peak_flops(gpu, "bf16" if gpu.dense_tflops.get("bf16") else "fp16") if lowp else peak
     eff_gemm = {"fp8": cal.fp8_gemm_efficiency, "fp4": cal.fp4_gemm_efficiency}.get(precision, cal.gemm_efficiency)
     hbm = gpu.hbm_bandwidth_tb_per_s * 1e12 * cal.memory_efficiency
     bpv = 4.0 if precision == "fp32" else 2.0  # activation / weight bytes of 16-bit (or fp32) training

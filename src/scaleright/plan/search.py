@@ -191,8 +191,10 @@ def evaluate_inference(spec: TransformerSpec, *, gpu, cluster: Cluster, tp: int,
     if mb < 1:
         return InferCandidate(gpu.id, tp, False, f"model and one {input_len + output_len}-token sequence do not fit")
     batches = np.unique(np.concatenate([np.asarray(_pow2_upto(mb)), [mb]]))
-    arr = infer_arrays(spec, gpu=gpu, cluster=cluster, tp=tp, pp=1, batch=batches, input_len=input_len,
-                       output_len=output_len, precision=precision, kv_precision=kv_precision, cal=cal)  # fmt: skip
+    try:
+        arr = _infer(spec, gpu, cluster, tp, batches, input_len, output_len, precision, kv_precision, cal)
+    except InputError as exc:
+        return InferCandidate(gpu.id, tp, False, str(exc), max_batch=mb)
     ok = np.ones(batches.shape, dtype=bool)
     if ttft_slo_s is not None:
         ok &= arr["ttft_s"] <= ttft_slo_s
@@ -218,3 +220,8 @@ def evaluate_inference(spec: TransformerSpec, *, gpu, cluster: Cluster, tp: int,
         capacity_requests_per_s=cap * replicas, ttft_s=float(arr["ttft_s"][i]), tpot_s=float(arr["tpot_s"][i]),
         e2e_latency_s=float(arr["e2e_latency_s"][i]), utilisation=rate_rps / (cap * replicas), curve=curve,
     )  # fmt: skip
+
+
+def _infer(spec, gpu, cluster, tp, batches, input_len, output_len, precision, kv_precision, cal):
+    return infer_arrays(spec, gpu=gpu, cluster=cluster, tp=tp, pp=1, batch=batches, input_len=input_len,
+                        output_len=output_len, precision=precision, kv_precision=kv_precision, cal=cal)

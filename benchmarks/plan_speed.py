@@ -1,0 +1,102 @@
+"""How fast the planner searches: Llama 3.1 70B full fine-tune over the whole GPU catalog.
+
+Prints layouts evaluated per second by the vectorised search, the end-to-end wall time of ``plan()`` (catalog and
+model loading, search, explanations), and the same layouts evaluated one at a time by a plain Python loop over
+``estimate.memory.training_memory`` + ``estimate.train.estimate_train`` (timed on a random sample and reported per
+layout), as a ratio measured in this run. Last line: ``layouts_per_s=<n> wall_s=<s> loop_ratio=<r>``.
+Target (issue #4): >= 1,000,000 layouts/s and under 2 s end to end on a 2-core machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+
+from scaleright.catalog import Catalog
+from scaleright.estimate.comm import Cluster
+from scaleright.estimate.layout import Layout
+from scaleright.estimate.memory import training_memory
+from scaleright.estimate.train import train_step_arrays
+from scaleright.plan.planner import plan
+from scaleright.plan.scenario import parse_scenario
+from scaleright.plan.search import RECOMPUTE_NAMES, gpu_counts, train_layout_grid
+from scaleright.workload import load_model
+
+SCENARIO = {
+    "name": "plan speed: 70B full fine-tune, whole catalog",
+    "model": "llama-3.1-70b",
+    "task": "full-finetune",
+    "training": {"tokens": 2e9, "seq_len": 4096, "global_batch": 512},
+    "constraints": {"max_gpus": 512},
+    # every GPU gets a price so none is skipped before the search
+    "pricing": {"mode": "on-demand", "price_usd_per_gpu_hour": {}},
+}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sample", type=int, default=300, help="layouts timed in the per-layout Python loop")
+    ap.add_argument("--repeat", type=int, default=3, help="runs of plan(); the median is reported")
+    args = ap.parse_args()
+
+    cat = Catalog.load()
+    scn = parse_scenario(SCENARIO | {"pricing": {"mode": "on-demand",
+                                                 "price_usd_per_gpu_hour": {g: 1.0 for g in cat.gpus}}})
+    walls, rates, n_eval = [], [], 0
+    for _ in range(args.repeat):
+        t0 = time.perf_counter()
+        res = plan(scn, catalog=cat)
+        walls.append(time.perf_counter() - t0)
+        s = res.search
+        n_eval = s["layouts_evaluated"]
+        rates.append(n_eval / s["wall_s"])
+    wall = float(np.median(walls))
+    vec_rate = float(np.median(rates))
+    print(f"gpu types: {res.search['gpu_types']}  layouts evaluated: {n_eval:,}  fit in memory: "
+          f"{res.search['layouts_fit']:,}")
+    print(f"vectorised search: {vec_rate:,.0f} layouts/s (median of {args.repeat}); plan() end to end: "
+          f"{wall:.3f} s (runs: {', '.join(f'{w:.3f}' for w in walls)})")
+
+    # The same kind of layouts through a plain per-layout loop (memory, then the performance model).
+    spec = load_model("llama-3.1-70b", catalog=cat)
+    g = cat.gpu("h100-sxm")
+    cluster = Cluster.for_gpu(g)
+    grid = train_layout_grid(spec, counts=gpu_counts(cluster.gpus_per_node, 512), gpus_per_node=8, seq_len=4096,
+                             global_batch=512, task="full-finetune")
+    rng = np.random.default_rng(0)
+    idx = rng.choice(grid["tp"].size, size=min(args.sample, grid["tp"].size), replace=False)
+    t0 = time.perf_counter()
+    for i in idx:
+        lay = Layout(tp=int(grid["tp"][i]), pp=int(grid["pp"][i]), dp=int(grid["dp"][i]), cp=int(grid["cp"][i]),
+                     ep=int(grid["ep"][i]), zero=int(grid["zero"][i]), micro_batch=int(grid["mb"][i]),
+                     global_batch=512, recompute=RECOMPUTE_NAMES[int(grid["rc"][i])],
+                     sequence_parallel=bool(grid["sp"][i]))
+        training_memory(spec, layout=lay, seq_len=4096, task="full-finetune")
+        train_step_arrays(spec, gpu=g, cluster=cluster, seq_len=4096, global_batch=512, tp=lay.tp, pp=lay.pp,
+                          dp=lay.dp, cp=lay.cp, ep=lay.ep, zero=lay.zero, micro_batch=lay.micro_batch,
+                          recompute=lay.recompute, sequence_parallel=lay.sequence_parallel, task="full-finetune")
+    loop_rate = len(idx) / (time.perf_counter() - t0)
+    print(f"per-layout Python loop: {loop_rate:,.0f} layouts/s on a sample of {len(idx)}")
+    # End to end as a user runs it: a fresh process, YAML in, JSON out.
+    import subprocess
+    import sys
+    import tempfile
+    from pathlib import Path
+
+    import yaml
+
+    with tempfile.TemporaryDirectory() as d:
+        f = Path(d) / "scenario.yaml"
+        f.write_text(yaml.safe_dump(scn.model_dump(exclude_none=True)))
+        t0 = time.perf_counter()
+        subprocess.run([sys.executable, "-m", "scaleright", "plan", str(f), "--json"], check=True,
+                       stdout=subprocess.DEVNULL)
+        cli_wall = time.perf_counter() - t0
+    print(f"CLI end to end (new process, YAML in, JSON out): {cli_wall:.3f} s")
+    print(f"layouts_per_s={vec_rate:.0f} wall_s={cli_wall:.3f} loop_ratio={vec_rate / loop_rate:.0f}")
+
+
+if __name__ == "__main__":
+    main()
