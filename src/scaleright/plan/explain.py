@@ -22,6 +22,15 @@ from scaleright.plan import economics as econ
 __all__ = ["explain_training", "explain_inference"]
 
 
+def _usd(x: float) -> str:
+    """Dollars with cents below $100, whole dollars above."""
+    return f"${x:,.2f}" if abs(x) < 100 else f"{_usd(x)}"
+
+
+def _gpus(n: int) -> str:
+    return f"{n} GPU" if n == 1 else f"{n} GPUs"
+
+
 def _x(topic: str, title: str, text: str, **data) -> dict:
     return {"topic": topic, "title": title, "text": text, "data": data}
 
@@ -72,6 +81,22 @@ def _capex_opex(scn, gpu, n: int, cat, rent_price: float | None) -> dict | None:
     }  # fmt: skip
 
 
+def _capex_entry(cap: dict | None, scn, gpu, cat, rent) -> dict:
+    """The Capex vs Opex explanation, or why it cannot be computed."""
+    from scaleright.plan.planner import price_for
+
+    if cap:
+        return _x("capex_opex", "Capex vs Opex", _capex_text(cap), **cap)
+    purchase, why = price_for(scn, gpu, cat, "purchase")
+    if purchase is None:
+        reason = f"no purchase price for {gpu.id} ({why}); add pricing.purchase_usd_per_gpu"
+    elif rent is None:
+        reason = f"no on-demand rent price for {gpu.id} to compare with; add pricing.price_usd_per_gpu_hour"
+    else:
+        reason = f"{gpu.id} has no TDP in the catalog, so its power cost is unknown"
+    return _x("capex_opex", "Capex vs Opex", f"Not computed: {reason}.", unavailable=reason)
+
+
 def _capex_text(c: dict) -> str:
     be = c["break_even_hours_per_day"]
     h = c["stated_hours_per_day"]
@@ -102,8 +127,10 @@ def explain_training(res, scn, spec, cat, per_gpu) -> None:
     states_one = (a["mem_weights"][j] + a["mem_gradients"][j] + a["mem_optimizer"][j])
     lay_min = {k: int(a[k][j]) for k in ("tp", "pp", "dp", "zero")}
     if n_min == 1:
-        text = (f"{spec.name} fits on one {gpu.id} ({a['memory_gb'][j]:.1f} of {gpu.memory_gb:g} GB with "
-                f"{_lay({'zero': 0, 'recompute': ['none', 'selective', 'full'][int(a['rc'][j])]})}): no split is forced; more GPUs are a speed choice.")  # fmt: skip
+        rc = ["none", "selective", "full"][int(a["rc"][j])]
+        how = "" if rc == "none" else f" with {rc} recomputation"
+        text = (f"{spec.name} fits on one {gpu.id} ({a['memory_gb'][j]:.1f} of {gpu.memory_gb:g} GB{how}): no "
+                "split is forced; more GPUs are a speed choice.")  # fmt: skip
     else:
         forced = _family(**lay_min)
         text = (f"{spec.name} ({res.scenario['model_params_total'] / 1e9:.1f} B parameters, {scn.task}) does not fit "
@@ -174,7 +201,7 @@ def explain_training(res, scn, spec, cat, per_gpu) -> None:
                                    price_usd_per_gpu_hour=price * base_n, deadline_h=scn.constraints.deadline_h)
     opt = curve["optimal_index"]
     res.curve = [
-        {"gpus": c, "time_h": t, "speedup": float(curve["speedup"][i]),
+        {"gpu": gpu.id, "gpus": c, "time_h": t, "speedup": float(curve["speedup"][i]),
          "scaling_efficiency": float(curve["scaling_efficiency"][i]), "cost_usd": float(curve["cost_usd"][i]),
          "meets_deadline": bool(curve["meets_deadline"][i]), "optimal": i == opt}
         for i, (c, t) in enumerate(zip(counts, best_t, strict=True))
@@ -182,19 +209,18 @@ def explain_training(res, scn, spec, cat, per_gpu) -> None:
     last = res.curve[-1]
     text = (f"On {gpu.id}, going from {base_n} to {last['gpus']} GPUs gives {last['speedup']:.1f}x "
             f"(scaling efficiency {last['scaling_efficiency']:.0%}); cost per job goes from "
-            f"${res.curve[0]['cost_usd']:,.0f} to ${last['cost_usd']:,.0f}.")  # fmt: skip
+            f"{_usd(res.curve[0]['cost_usd'])} to {_usd(last['cost_usd'])}.")  # fmt: skip
     if opt is not None:
         o = res.curve[opt]
         dl = scn.constraints.deadline_h
         text += (f" The economically optimal count{' meeting the ' + format(dl, 'g') + ' h deadline' if dl else ''} "
-                 f"is {o['gpus']} GPUs (${o['cost_usd']:,.0f}, {o['time_h']:.3g} h).")  # fmt: skip
+                 f"is {_gpus(o['gpus'])} ({_usd(o['cost_usd'])}, {o['time_h']:.3g} h).")  # fmt: skip
     ex.append(_x("utilisation_curve", "Utilisation Efficiency Curve", text, gpu=gpu.id, base_gpus=base_n,
                  points=res.curve))  # fmt: skip
     # ---- capex vs opex ------------------------------------------------------------------------------------------
     rent, _ = price_for(scn, gpu, cat, "on-demand") if scn.pricing.mode in ("own",) else (rec["price_usd_per_gpu_hour"], "")
     cap = _capex_opex(scn, gpu, n, cat, rent)
-    if cap:
-        ex.append(_x("capex_opex", "Capex vs Opex", _capex_text(cap), **cap))
+    ex.append(_capex_entry(cap, scn, gpu, cat, rent))
     # ---- what would change the decision -------------------------------------------------------------------------
     if res.recommendation:
         changes = []
@@ -203,14 +229,14 @@ def explain_training(res, scn, spec, cat, per_gpu) -> None:
         if ok_alts:
             r2 = min(ok_alts, key=lambda o: o["cost_usd"])
             p_star = r2["cost_usd"] / (rec["gpus"] * rec["time_h"])
-            changes.append(f"{r2['gpus']} x {r2['gpu']} (${r2['cost_usd']:,.0f}, {r2['time_h']:.3g} h) becomes "
+            changes.append(f"{r2['gpus']} x {r2['gpu']} ({_usd(r2['cost_usd'])}, {r2['time_h']:.3g} h) becomes "
                            f"cheaper if {rec['gpu']} costs over ${p_star:.2f}/GPU-hour "
                            f"(now ${rec['price_usd_per_gpu_hour']:.2f})")  # fmt: skip
         faster = [o for o in res.all_options if o["time_h"] < rec["time_h"] * 0.9]
         if faster:
             f = min(faster, key=lambda o: o["cost_usd"])
             changes.append(f"a deadline under {rec['time_h']:.3g} h needs e.g. {f['gpus']} x {f['gpu']} "
-                           f"({f['time_h']:.3g} h, ${f['cost_usd']:,.0f})")  # fmt: skip
+                           f"({f['time_h']:.3g} h, {_usd(f['cost_usd'])})")  # fmt: skip
         if cap and math.isfinite(cap["break_even_hours_per_day"]):
             changes.append(f"buying beats renting above {cap['break_even_hours_per_day']:.1f} h/day of use")
         ex.append(_x("what_would_change", "What would change the decision",
@@ -271,5 +297,4 @@ def explain_inference(res, scn, spec, cat, evaluated, rate) -> None:
                  api_break_even_usd_per_1m_tokens=be))  # fmt: skip
     rent, _ = price_for(scn, gpu, cat, "on-demand") if scn.pricing.mode == "own" else (rec["price_usd_per_gpu_hour"], "")
     cap = _capex_opex(scn, gpu, rec["gpus"], cat, rent)
-    if cap:
-        ex.append(_x("capex_opex", "Capex vs Opex", _capex_text(cap), **cap))
+    ex.append(_capex_entry(cap, scn, gpu, cat, rent))

@@ -43,7 +43,9 @@ HOURS_PER_MONTH = 365.0 / 12 * 24
 @dataclass
 class PlanResult:
     """Everything a plan found. ``as_dict`` keys are a stable contract: scenario, recommendation, options,
-    pareto, explanations (plus curve, search)."""
+    pareto, explanations, curve (Utilisation Efficiency Curve points, each with its gpu), search (counts, wall time,
+    skipped GPU types), infeasible (binding constraint and closest option, or None) and all_options (the best
+    option per GPU type and count)."""
 
     scenario: dict
     recommendation: dict | None
@@ -122,10 +124,10 @@ def _energy(scn: Scenario, gpu, gpus, hours):
     return kwh, econ.co2e_kg(energy_kwh=kwh, grid_kg_per_kwh=p.grid_kg_co2e_per_kwh)
 
 
-def _pareto(opts: list[dict]) -> list[dict]:
-    """Options not beaten on both time and cost (sorted by time)."""
+def _pareto(opts: list[dict], key: str = "time_h") -> list[dict]:
+    """Options not beaten on both ``key`` (time, or TPOT for serving) and cost, sorted by ``key``."""
     front, best_cost = [], math.inf
-    for o in sorted(opts, key=lambda o: (o["time_h"], o["cost_usd"])):
+    for o in sorted(opts, key=lambda o: (o[key], o["cost_usd"])):
         if o["cost_usd"] < best_cost - 1e-9:
             front.append(o)
             best_cost = o["cost_usd"]
@@ -291,18 +293,20 @@ def _plan_inference(scn, spec, cat, cal, progress) -> PlanResult:
             options_all.append({
                 "gpu": g.id, "gpus": c.gpus, "layout": {"tp": c.tp, "pp": 1, "replicas": c.replicas,
                                                         "batch_per_replica": c.batch_per_replica},
-                "time_h": hours_month, "cost_usd": cost_month,
+                "time_h": hours_month, "service_hours_per_month": hours_month, "cost_usd": cost_month,
                 "cost_per_1m_tokens_usd": float(econ.inference_cost_usd_per_1m_tokens(
                     tokens_per_s=out_tps, usd_per_hour=usd_h, utilisation=1.0)),
                 "energy_kwh": float(kwh), "co2e_kg": float(co2), "price_usd_per_gpu_hour": price,
                 "price_source": src, "usd_per_hour": usd_h, "ttft_s": c.ttft_s, "tpot_s": c.tpot_s,
                 "e2e_latency_s": c.e2e_latency_s, "utilisation": c.utilisation,
                 "capacity_requests_per_s": c.capacity_requests_per_s, "max_batch": c.max_batch,
-                "gpu_memory_gb": g.memory_gb,
+                "gpu_memory_gb": g.memory_gb, "memory_gb_per_gpu": sum(c.memory_breakdown_gb.values()),
+                "memory_breakdown_gb": c.memory_breakdown_gb,
             })  # fmt: skip
         if not any(c.fits for c in evaluated[g.id]) and evaluated[g.id]:
             skipped.append({"gpu": g.id, "reason": evaluated[g.id][-1].reason})
     wall = time.perf_counter() - t0
+    n_eval = sum(len(c.curve.get("batch", [])) or 1 for v in evaluated.values() for c in v)
     budget = scn.constraints.budget_usd
     ok = [o for o in options_all if budget is None or o["cost_usd"] <= budget]
     rec = min(ok, key=lambda o: (o["cost_usd"], o["tpot_s"])) if ok else None
@@ -321,12 +325,12 @@ def _plan_inference(scn, spec, cat, cal, progress) -> PlanResult:
         if o["gpu"] not in best or (o["cost_usd"], o["tpot_s"]) < (best[o["gpu"]]["cost_usd"], best[o["gpu"]]["tpot_s"]):
             best[o["gpu"]] = o
     options = sorted(best.values(), key=lambda o: o["cost_usd"])
-    pareto = _pareto([o | {"time_h": o["tpot_s"]} for o in options_all])
+    pareto = _pareto(options_all, key="tpot_s")
     res = PlanResult(
         scenario=_scenario_dict(scn, spec, {"requests_per_s": rate}), recommendation=rec, options=options,
         pareto=pareto, explanations=[], infeasible=infeasible, all_options=options_all,
-        search={"layouts_evaluated": sum(len(v) for v in evaluated.values()), "wall_s": wall, "skipped": skipped,
-                "gpu_types": len(gpus_allowed)},  # fmt: skip
+        search={"layouts_evaluated": n_eval, "layouts_fit": len(options_all), "wall_s": wall, "skipped": skipped,
+                "gpu_types": len(gpus_allowed), "layouts_per_s": n_eval / wall if wall > 0 else None},  # fmt: skip
     )
     explain_inference(res, scn, spec, cat, evaluated, rate)
     return res

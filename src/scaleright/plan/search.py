@@ -23,7 +23,7 @@ from scaleright.errors import InputError
 from scaleright.estimate.calibration import DEFAULT_CALIBRATION, Calibration
 from scaleright.estimate.comm import Cluster
 from scaleright.estimate.infer import infer_arrays, max_batch
-from scaleright.estimate.memory import GB, LoraConfig, training_memory_arrays
+from scaleright.estimate.memory import GB, LoraConfig, inference_memory_arrays, training_memory_arrays
 from scaleright.estimate.train import TIME_KEYS, train_step_arrays
 from scaleright.workload.spec import TransformerSpec
 
@@ -176,6 +176,7 @@ class InferCandidate:
     e2e_latency_s: float = math.inf
     utilisation: float = 0.0
     curve: dict[str, list] = field(default_factory=dict)  # batch -> throughput/latency of one replica
+    memory_breakdown_gb: dict[str, float] = field(default_factory=dict)  # per GPU at batch_per_replica
 
 
 def evaluate_inference(spec: TransformerSpec, *, gpu, cluster: Cluster, tp: int, rate_rps: float, input_len: int,
@@ -214,11 +215,14 @@ def evaluate_inference(spec: TransformerSpec, *, gpu, cluster: Cluster, tp: int,
     replicas = max(math.ceil(rate_rps / cap - 1e-12), 1)
     gpus = replicas * tp
     fits = gpus <= max_gpus
+    mem = inference_memory_arrays(spec, batch=int(batches[i]), context=input_len + output_len, tp=tp,
+                                  precision=precision, kv_precision=kv_precision)  # fmt: skip
     return InferCandidate(
         gpu.id, tp, fits, None if fits else f"needs {gpus} GPUs > max_gpus {max_gpus}",
         batch_per_replica=int(batches[i]), max_batch=mb, replicas=replicas, gpus=gpus,
         capacity_requests_per_s=cap * replicas, ttft_s=float(arr["ttft_s"][i]), tpot_s=float(arr["tpot_s"][i]),
         e2e_latency_s=float(arr["e2e_latency_s"][i]), utilisation=rate_rps / (cap * replicas), curve=curve,
+        memory_breakdown_gb={k: float(v) / GB for k, v in mem.items()},
     )  # fmt: skip
 
 
