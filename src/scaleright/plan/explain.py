@@ -24,7 +24,7 @@ __all__ = ["explain_training", "explain_inference"]
 
 def _usd(x: float) -> str:
     """Dollars with cents below $100, whole dollars above."""
-    return f"${x:,.2f}" if abs(x) < 100 else f"{_usd(x)}"
+    return f"${x:,.2f}" if abs(x) < 100 else f"${x:,.0f}"
 
 
 def _gpus(n: int) -> str:
