@@ -82,8 +82,10 @@ def _assert_balanced(doc: str) -> None:
 
 def _charts_expected(res: dict) -> int:
     training = res["scenario"]["task"] != "inference"
-    has_capex = any(e["topic"] == "capex_opex" for e in res["explanations"])
-    return 2 * training + 2 + has_capex  # curve + memory (training), pareto + radar, rent vs buy
+    has_capex = any(e["topic"] == "capex_opex" and "own_usd" in e["data"] for e in res["explanations"])
+    has_memory = bool((res["recommendation"] or {}).get("memory_breakdown_gb"))
+    # scaling curve (training), memory breakdown, Pareto + radar, rent vs buy
+    return training + has_memory + 2 + has_capex
 
 
 @pytest.mark.parametrize("which", ["training", "inference", "infeasible"])
@@ -113,9 +115,9 @@ def test_training_report_has_curve_pareto_memory_and_radar(training) -> None:
     assert any(t.startswith("Radar") for t in titles)
 
 
-def test_inference_report_skips_memory_chart_with_a_note(inference) -> None:
+def test_inference_report_draws_memory_but_no_scaling_curve(inference) -> None:
     doc = render_html(inference)
-    assert "Memory breakdown: not available" in doc
+    assert "kv_cache" in doc or "KV cache" in doc
     assert "Scaling curve" not in doc
     assert "time per output token (ms, log)" in doc
 
