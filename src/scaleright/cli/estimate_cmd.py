@@ -20,6 +20,7 @@ def register(app: typer.Typer) -> None:
 TASKS = ("pretrain", "full-finetune", "lora", "qlora", "inference")
 TRAIN_PRECISIONS = ("fp32", "bf16", "fp16", "fp8", "fp4")
 ALL_PRECISIONS = ("fp32", "bf16", "fp16", "fp8", "int8", "int4", "fp4")
+KV_PRECISIONS = ("fp32", "bf16", "fp16", "fp8", "int8")
 
 ModelOpt = typer.Option(..., "--model", help="Catalog model (e.g. llama-3.1-70b) or a path to a HF config.json.")
 GpuOpt = typer.Option("h100-sxm", "--gpu", help="Catalog GPU id or alias (scaleright catalog gpus).")
@@ -101,7 +102,7 @@ def memory_cmd(
         if gpus % (tp * pp):
             raise InputError(f"tp({tp}) * pp({pp}) = {tp * pp} does not divide gpus({gpus})")
         kvp = kv_precision or ("fp32" if precision == "fp32" else "bf16")
-        check_choice("--kv-precision", kvp, ALL_PRECISIONS)
+        check_choice("--kv-precision", kvp, KV_PRECISIONS)
         mem = inference_memory(spec, batch=batch, context=seq_len, tp=tp, pp=pp, precision=precision,
                                kv_precision=kvp, gpu_memory_gb=g.memory_gb)  # fmt: skip
         caption = f"{spec.name} inference, {precision} weights, {kvp} KV cache, batch {batch} x {seq_len} tokens"
@@ -234,7 +235,7 @@ def infer_cmd(
 
     check_choice("--precision", precision, ALL_PRECISIONS)
     if kv_precision is not None:
-        check_choice("--kv-precision", kv_precision, ALL_PRECISIONS)
+        check_choice("--kv-precision", kv_precision, KV_PRECISIONS)
     _positive(gpus=gpus, pp=pp, input_len=input_len, output_len=output_len)
     if batch is not None and concurrency is not None:
         raise InputError("--batch and --concurrency are alternatives; give one")

@@ -111,8 +111,9 @@ def _rate(scn: Scenario, gpu, cat: Catalog, gpus):
 def _allowed_gpus(scn: Scenario, cat: Catalog):
     c = scn.constraints
     gpus = [cat.gpu(n) for n in c.gpu_types] if c.gpu_types else list(cat.gpus.values())
+    gpus = list({g.id: g for g in gpus}.values())  # an id and its alias name one GPU
     if c.interconnect != "any":
-        gpus = [g for g in gpus if (g.intra_node_link == "pcie") == (c.interconnect == "pcie")]
+        gpus = [g for g in gpus if g.intra_node_link == c.interconnect]
     if not gpus:
         raise InputError(f"constraints: no GPU left after gpu_types={c.gpu_types} and interconnect={c.interconnect}")
     return gpus
@@ -211,6 +212,9 @@ def _plan_training(scn, spec, cat, cal, progress) -> PlanResult:
         progress(len(gpus_allowed), len(gpus_allowed), "done")
     wall = time.perf_counter() - t0
     rec, infeasible = _choose(options_all, scn)
+    if not options_all and skipped and all(x["reason"].startswith("no ") and " price" in x["reason"] for x in skipped):
+        infeasible = {"binding": "price", "message": f"no allowed GPU has a {scn.pricing.mode} price; add "
+                      "pricing.price_usd_per_gpu_hour (or purchase_usd_per_gpu for mode own)"}  # fmt: skip
     best_per_gpu = {}
     for o in options_all:
         cur = best_per_gpu.get(o["gpu"])

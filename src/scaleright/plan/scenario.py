@@ -30,7 +30,7 @@ class Training(_Strict):
     dataset_tokens: float | None = Field(None, gt=0)  # tokens in the dataset (with epochs)
     epochs: float = Field(1.0, gt=0)  # passes over dataset_tokens
     seq_len: int = Field(4096, ge=1)  # tokens per sequence
-    global_batch: int = Field(256, ge=1)  # sequences per optimizer step (rounded to the layout's dp · micro-batch)
+    global_batch: int = Field(256, ge=1)  # sequences per optimizer step; layouts whose dp · micro-batch does not divide it are skipped
     precision: Literal["fp32", "bf16", "fp16", "fp8", "fp4"] = "bf16"
     optimizer: Literal["adamw", "adam", "adam8bit", "sgd"] = "adamw"
     lora_rank: int = Field(16, ge=1)  # LoRA / QLoRA adapter rank
@@ -111,6 +111,9 @@ class Scenario(_Strict):
     @model_validator(mode="after")
     def _task_section(self) -> Scenario:
         if self.task == "inference":
+            if self.constraints.deadline_h is not None:
+                raise ValueError("constraints.deadline_h applies to training; for serving use inference.ttft_slo_s "
+                                 "and inference.tpot_slo_s")
             if self.inference is None:
                 raise ValueError("task 'inference' needs an 'inference' section")
             if self.training is not None:
