@@ -1,0 +1,143 @@
+"""``run_train_bench``: one torchrun job per world size, each stored as soon as it finishes, then scaling efficiency.
+
+Combining ranks (``bench/worker.py`` gives raw per-rank timings): a synchronous step takes as long as its slowest
+rank, so step i's time is the max over ranks; the median and spread are taken over steps. tokens/s = world_size x
+micro_batch x seq_len / median step time (global throughput). Peak memory is reported per rank and as the max.
+A failed world size is stored with ``status="failed"`` and its error, then ``BenchRunError`` is raised; world sizes
+that finished before it stay stored.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from scaleright.bench._torch import check_torch
+from scaleright.bench.config import TrainBenchConfig
+from scaleright.bench.db import RunStore
+from scaleright.bench.errors import BenchRunError
+from scaleright.bench.fingerprint import hardware_info, software_info
+from scaleright.bench.launch import REMOTE, Launch, run_ranks, worker_config
+from scaleright.bench.scaling import scaling_curve
+from scaleright.bench.stats import elementwise_max, summarize
+from scaleright.bench.validate import validated
+from scaleright.bench.worker import COMM_METHOD
+
+__all__ = ["run_train_bench", "train_launch", "train_metrics", "train_layout"]
+
+WORKER = "scaleright.bench.worker"
+
+
+def _threads_env(nproc_per_node: int) -> tuple[tuple[str, str], ...]:
+    """OMP threads per rank = usable CPUs / ranks on the node, unless the user set OMP_NUM_THREADS."""
+    if "OMP_NUM_THREADS" in os.environ:
+        return ()
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return (("OMP_NUM_THREADS", str(max(1, cpus // nproc_per_node))),)
+
+
+def train_launch(cfg: TrainBenchConfig, nproc_per_node: int) -> Launch:
+    """The torchrun launch of the training worker at one world size."""
+    return Launch(WORKER, nproc_per_node, cfg.launch, env=_threads_env(nproc_per_node))
+
+
+def train_metrics(ranks: list[dict], *, micro_batch: int, seq_len: int) -> dict[str, Any]:
+    """Every measured number of one run from the ranks' raw timings (see module doc)."""
+    n = len(ranks)
+    step = elementwise_max([r["step_times_s"] for r in ranks])
+    data = elementwise_max([r["data_times_s"] for r in ranks])
+    m: dict[str, Any] = summarize(step, "step_time_s")
+    median = m["step_time_s_median"]
+    m["tokens_per_s"] = n * micro_batch * seq_len / median
+    m["tokens_per_s_per_rank"] = m["tokens_per_s"] / n
+    m["data_time_s_median"] = float(np.median(data))
+    comm = 0.0
+    if ranks[0]["synced_backward_s"]:
+        synced = elementwise_max([r["synced_backward_s"] for r in ranks])
+        unsynced = elementwise_max([r["unsynced_backward_s"] for r in ranks])
+        comm = max(0.0, float(np.median(synced) - np.median(unsynced)))
+        m["backward_synced_s_median"] = float(np.median(synced))
+        m["backward_unsynced_s_median"] = float(np.median(unsynced))
+    m["comm_time_s_median"] = comm
+    m["comm_method"] = COMM_METHOD if ranks[0]["synced_backward_s"] else "no communication (one rank)"
+    m["compute_time_s_median"] = max(0.0, median - comm - m["data_time_s_median"])
+    m["comm_fraction"] = comm / median
+    per_rank = [r["peak_memory_bytes"] / 1e9 for r in ranks]
+    m["peak_memory_gb"] = max(per_rank)
+    m["peak_memory_gb_per_rank"] = per_rank
+    m["peak_memory_method"] = ranks[0]["peak_memory_method"]
+    m["steps"] = len(step)
+    return m
+
+
+def train_layout(cfg: TrainBenchConfig, nproc_per_node: int, rank0: dict | None) -> dict[str, Any]:
+    """How the run was laid out: strategy, sizes, precision, recompute, device."""
+    world = nproc_per_node * cfg.launch.nnodes
+    return {
+        "strategy": cfg.strategy.value,
+        "world_size": world,
+        "nproc_per_node": nproc_per_node,
+        "nnodes": cfg.launch.nnodes,
+        "micro_batch": cfg.micro_batch,
+        "global_batch": cfg.micro_batch * world,
+        "precision": cfg.precision,
+        "activation_checkpointing": cfg.activation_checkpointing,
+        "device_type": rank0["device_type"] if rank0 else cfg.device,
+        "device_name": rank0["device_name"] if rank0 else None,
+        "backend": rank0["backend"] if rank0 else None,
+        "cpu_threads_per_rank": rank0["cpu_threads"] if rank0 else None,
+        "warmup_steps": cfg.warmup,
+        "seed": cfg.seed,
+    }
+
+
+def run_train_bench(config: TrainBenchConfig | dict, *, store: RunStore | None = None,
+                    on_run: Callable[[dict], None] | None = None) -> dict[str, Any]:
+    """Run the sweep; store each world size in ``store`` (if given) as it finishes.
+
+    Returns ``{"sweep_id", "runs": [...], "scaling_efficiency": {"N": eff}, "speedup": {"N": s}}``; each run has
+    ``run_id, world_size, status`` and every metric of ``train_metrics``. ``on_run`` is called per finished run.
+    Raises ``BenchRunError`` (after storing the failed run) when a world size fails.
+    """
+    cfg = validated(TrainBenchConfig, config, what="train config")
+    check_torch()
+    sweep_id = uuid.uuid4().hex[:12]
+    model = {**cfg.model.as_dict(), "preset": cfg.preset}
+    runs: list[dict[str, Any]] = []
+    for nproc in cfg.nproc:
+        launch = train_launch(cfg, nproc)
+        try:
+            ranks = run_ranks(launch, worker_config(cfg, nproc))
+        except BenchRunError as exc:
+            if store is not None:
+                store.add(kind="train", model=model, layout=train_layout(cfg, nproc, None), metrics={},
+                          hardware=hardware_info(), software=software_info(), status="failed", error=str(exc),
+                          sweep_id=sweep_id)
+            raise
+        if ranks == REMOTE:
+            runs.append({"run_id": None, "world_size": launch.world_size, "status": "remote"})
+            continue
+        r0 = ranks[0]
+        metrics = train_metrics(ranks, micro_batch=cfg.micro_batch, seq_len=cfg.model.seq_len)
+        layout = train_layout(cfg, nproc, r0)
+        run_id = None
+        if store is not None:
+            run_id = store.add(kind="train", model=model, layout=layout, metrics=metrics, sweep_id=sweep_id,
+                               hardware=hardware_info(r0["cuda_devices"]),
+                               software=software_info(torch_cuda=r0["torch_cuda"], backend=r0["backend"]))
+        run = {"run_id": run_id, "world_size": launch.world_size, "status": "ok", "strategy": cfg.strategy.value,
+               "precision": cfg.precision, "device_type": r0["device_type"], **metrics}
+        runs.append(run)
+        if on_run is not None:
+            on_run(run)
+    curve = scaling_curve({r["world_size"]: r["tokens_per_s"] for r in runs if r["status"] == "ok"})
+    return {
+        "sweep_id": sweep_id,
+        "runs": runs,
+        "scaling_efficiency": {str(n): c["scaling_efficiency"] for n, c in curve.items()},
+        "speedup": {str(n): c["speedup"] for n, c in curve.items()},
+    }

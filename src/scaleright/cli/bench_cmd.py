@@ -1,0 +1,340 @@
+"""``scaleright bench train|comm|infer|report`` and ``scaleright runs list|show|export``: a thin layer over
+``scaleright.bench``. torch is imported only when a benchmark actually runs (never for ``--dry-run``, ``report`` or
+``runs``). Every table printed is also available as ``--json``.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+
+__all__ = ["register"]
+
+bench_app = typer.Typer(help="Measure training steps, collectives and inference; report scaling.",
+                        no_args_is_help=True)
+runs_app = typer.Typer(help="List, show and export stored benchmark runs.", no_args_is_help=True)
+
+
+class Precision(str, Enum):
+    fp32 = "fp32"
+    bf16 = "bf16"
+
+
+class Device(str, Enum):
+    auto = "auto"
+    cpu = "cpu"
+    cuda = "cuda"
+
+
+class Format(str, Enum):
+    csv = "csv"
+    json = "json"
+
+
+DbOpt = Annotated[Optional[Path], typer.Option("--db", help="Run database (default: user data dir/runs.sqlite).")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
+DryOpt = Annotated[bool, typer.Option("--dry-run", help="Print the torchrun command and per-rank config; run nothing.")]
+DeviceOpt = Annotated[Device, typer.Option("--device", help="auto = cuda when available, else cpu.")]
+PresetOpt = Annotated[str, typer.Option("--model", help="Model preset: tiny or small (GPT-2 small).")]
+LayersOpt = Annotated[Optional[int], typer.Option("--layers", help="Override the preset's layer count.")]
+HiddenOpt = Annotated[Optional[int], typer.Option("--hidden", help="Override the preset's hidden size.")]
+HeadsOpt = Annotated[Optional[int], typer.Option("--heads", help="Override the preset's head count.")]
+VocabOpt = Annotated[Optional[int], typer.Option("--vocab", help="Override the preset's vocabulary size.")]
+SeqOpt = Annotated[Optional[int], typer.Option("--seq-len", help="Override the preset's sequence length.")]
+TimeoutOpt = Annotated[float, typer.Option("--timeout-s", help="Kill a world size's job after this many seconds.")]
+NnodesOpt = Annotated[int, typer.Option("--nnodes", help="Nodes (run the same command on each).")]
+NodeRankOpt = Annotated[int, typer.Option("--node-rank", help="This node's index (0..nnodes-1).")]
+EndpointOpt = Annotated[Optional[str], typer.Option("--rdzv-endpoint", help="HOST:PORT of the c10d rendezvous.")]
+RdzvIdOpt = Annotated[str, typer.Option("--rdzv-id", help="Rendezvous job id, the same on every node.")]
+
+
+def _store(db: Path | None):
+    from scaleright.bench.db import RunStore
+
+    return RunStore(db)
+
+
+def _launch(nnodes: int, node_rank: int, endpoint: str | None, rdzv_id: str, timeout_s: float) -> dict[str, Any]:
+    return {"nnodes": nnodes, "node_rank": node_rank, "rdzv_endpoint": endpoint, "rdzv_id": rdzv_id,
+            "timeout_s": timeout_s}
+
+
+def _echo_json(data: Any) -> None:
+    typer.echo(json.dumps(data, indent=2))
+
+
+def _dry_run(launches: list, cfg: Any, as_json: bool) -> None:
+    from scaleright.bench.launch import rank_configs, torchrun_command, worker_config
+    from scaleright.bench.rank import DIR_ENV
+
+    out = []
+    for launch in launches:
+        cmd = torchrun_command(launch)
+        env = {**dict(launch.env), DIR_ENV: "<temporary run directory>"}
+        out.append({"world_size": launch.world_size, "nproc_per_node": launch.nproc_per_node, "command": cmd,
+                    "command_line": shlex.join(cmd), "env": env,
+                    "ranks": rank_configs(launch, worker_config(cfg, launch.nproc_per_node))})
+    if as_json:
+        _echo_json({"dry_run": True, "launches": out})
+        return
+    for item in out:
+        typer.echo(f"# world_size={item['world_size']}")
+        typer.echo("env: " + " ".join(f"{k}={v}" for k, v in item["env"].items()))
+        typer.echo(item["command_line"])
+        typer.echo(json.dumps(item["ranks"], indent=2))
+
+
+@bench_app.command("train")
+def train(
+    nproc: Annotated[str, typer.Option("--nproc", help="Processes per node, one run each, e.g. 1,2,4.")] = "1",
+    strategy: Annotated[str, typer.Option(
+        "--strategy", help="single, ddp, fsdp-full (alias fsdp), fsdp-grad-op.")] = "ddp",
+    model: PresetOpt = "tiny",
+    layers: LayersOpt = None,
+    hidden: HiddenOpt = None,
+    heads: HeadsOpt = None,
+    vocab: VocabOpt = None,
+    seq_len: SeqOpt = None,
+    micro_batch: Annotated[int, typer.Option("--micro-batch", help="Sequences per rank per step.")] = 8,
+    precision: Annotated[Precision, typer.Option("--precision", help="fp32 or bf16 mixed precision.")] = Precision.fp32,
+    activation_checkpointing: Annotated[bool, typer.Option(
+        "--activation-checkpointing/--no-activation-checkpointing", help="Recompute block activations.")] = False,
+    device: DeviceOpt = Device.auto,
+    warmup: Annotated[int, typer.Option("--warmup", help="Untimed steps first.")] = 3,
+    steps: Annotated[int, typer.Option("--steps", help="Timed steps.")] = 10,
+    seed: Annotated[int, typer.Option("--seed", help="Seed for weights and tokens.")] = 0,
+    timeout_s: TimeoutOpt = 600.0,
+    nnodes: NnodesOpt = 1,
+    node_rank: NodeRankOpt = 0,
+    rdzv_endpoint: EndpointOpt = None,
+    rdzv_id: RdzvIdOpt = "scaleright",
+    db: DbOpt = None,
+    as_json: JsonOpt = False,
+    dry_run: DryOpt = False,
+) -> None:
+    """Time training steps of a GPT at each world size (torchrun), store them, print scaling efficiency."""
+    from scaleright.bench.config import TrainBenchConfig, parse_int_list, parse_strategy
+    from scaleright.bench.spec import gpt_spec
+    from scaleright.bench.train import run_train_bench, train_launch
+    from scaleright.bench.validate import validated
+
+    spec = gpt_spec(model, layers=layers, hidden=hidden, heads=heads, vocab=vocab, seq_len=seq_len)
+    cfg = validated(TrainBenchConfig, {
+        "model": spec, "preset": model, "strategy": parse_strategy(strategy), "nproc": parse_int_list(nproc, "--nproc"),
+        "micro_batch": micro_batch, "precision": precision.value, "activation_checkpointing": activation_checkpointing,
+        "device": device.value, "warmup": warmup, "steps": steps, "seed": seed,
+        "launch": _launch(nnodes, node_rank, rdzv_endpoint, rdzv_id, timeout_s)}, what="train config")
+    if dry_run:
+        _dry_run([train_launch(cfg, n) for n in cfg.nproc], cfg, as_json)
+        return
+    store = _store(db)
+    if as_json:
+        _echo_json({**run_train_bench(cfg, store=store), "db": str(store.path)})
+        return
+    from rich.console import Console
+
+    console = Console(markup=False, highlight=False)
+    console.print(f"model {spec.params:,} params ({model}), {cfg.strategy.value}, {cfg.precision}, "
+                  f"micro batch {cfg.micro_batch}; db {store.path}")
+
+    def show(run: dict) -> None:
+        console.print(
+            f"world_size={run['world_size']}: step {run['step_time_s_median'] * 1e3:.2f} ms "
+            f"(p10 {run['step_time_s_p10'] * 1e3:.2f}, p90 {run['step_time_s_p90'] * 1e3:.2f}), "
+            f"{run['tokens_per_s']:,.0f} tokens/s, comm {run['comm_time_s_median'] * 1e3:.2f} ms, "
+            f"data {run['data_time_s_median'] * 1e3:.3f} ms, peak {run['peak_memory_gb']:.3f} GB "
+            f"[{run['peak_memory_method']}], run id {run['run_id']}")
+
+    result = run_train_bench(cfg, store=store, on_run=show)
+    for run in result["runs"]:
+        if run["status"] == "remote":
+            console.print(f"world_size={run['world_size']}: this node's ranks finished; the node hosting global "
+                          "rank 0 stores the run")
+    eff = ", ".join(f"N={n}: {e:.0%}" for n, e in result["scaling_efficiency"].items())
+    console.print(f"scaling efficiency (speedup / (N / N_base)): {eff}")
+
+
+@bench_app.command("comm")
+def comm(
+    nproc: Annotated[str, typer.Option("--nproc", help="Processes per node, one run each, e.g. 2,4.")] = "2",
+    sizes: Annotated[str, typer.Option(
+        "--sizes", help="Message sizes, e.g. 1KB,1MB,64MB (KB=1e3, KiB=1024).")] = "1KB,1MB,64MB",
+    ops: Annotated[str, typer.Option(
+        "--ops", help="Comma-separated collectives.")] = "all-reduce,all-gather,reduce-scatter",
+    dtype: Annotated[str, typer.Option("--dtype", help="float32 or bfloat16.")] = "float32",
+    device: DeviceOpt = Device.auto,
+    warmup: Annotated[int, typer.Option("--warmup", help="Untimed calls per op and size.")] = 2,
+    iters: Annotated[int, typer.Option("--iters", help="Timed calls per op and size.")] = 10,
+    timeout_s: TimeoutOpt = 600.0,
+    nnodes: NnodesOpt = 1,
+    node_rank: NodeRankOpt = 0,
+    rdzv_endpoint: EndpointOpt = None,
+    rdzv_id: RdzvIdOpt = "scaleright",
+    db: DbOpt = None,
+    as_json: JsonOpt = False,
+    dry_run: DryOpt = False,
+) -> None:
+    """Time collectives over message sizes; report time, algbw and busbw (nccl-tests definitions)."""
+    from scaleright.bench.comm import comm_launch, run_comm_bench
+    from scaleright.bench.config import CommBenchConfig, parse_int_list, parse_ops, parse_sizes
+    from scaleright.bench.validate import validated
+
+    cfg = validated(CommBenchConfig, {
+        "nproc": parse_int_list(nproc, "--nproc"), "sizes_bytes": parse_sizes(sizes), "ops": parse_ops(ops),
+        "dtype": dtype, "device": device.value, "warmup": warmup, "iters": iters,
+        "launch": _launch(nnodes, node_rank, rdzv_endpoint, rdzv_id, timeout_s)}, what="comm config")
+    if dry_run:
+        _dry_run([comm_launch(cfg, n) for n in cfg.nproc], cfg, as_json)
+        return
+    store = _store(db)
+    result = run_comm_bench(cfg, store=store)
+    if as_json:
+        _echo_json({**result, "db": str(store.path)})
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    for run in result["runs"]:
+        t = Table(title=f"world_size={run['world_size']} ({run.get('backend', '?')}), run id {run['run_id']}",
+                  title_justify="left")
+        for col in ("op", "bytes", "time us (median)", "p10", "p90", "algbw GB/s", "busbw GB/s"):
+            t.add_column(col, justify="right", no_wrap=col == "op")
+        for r in run["rows"]:
+            t.add_row(r["op"], f"{r['size_bytes']:,}", f"{r['time_s_median'] * 1e6:,.1f}",
+                      f"{r['time_s_p10'] * 1e6:,.1f}", f"{r['time_s_p90'] * 1e6:,.1f}",
+                      f"{r['algbw_gb_per_s']:.3f}", f"{r['busbw_gb_per_s']:.3f}")
+        Console().print(t)
+
+
+@bench_app.command("infer")
+def infer(
+    model: PresetOpt = "tiny",
+    layers: LayersOpt = None,
+    hidden: HiddenOpt = None,
+    heads: HeadsOpt = None,
+    vocab: VocabOpt = None,
+    seq_len: SeqOpt = None,
+    batch_sizes: Annotated[str, typer.Option("--batch-sizes", help="Batch sizes, e.g. 1,4,16.")] = "1,4,16",
+    prompt_len: Annotated[int, typer.Option("--prompt-len", help="Prompt tokens (prefill).")] = 32,
+    gen_len: Annotated[int, typer.Option("--gen-len", help="Generated tokens (decode steps).")] = 16,
+    precision: Annotated[Precision, typer.Option("--precision", help="fp32 or bf16 weights.")] = Precision.fp32,
+    device: DeviceOpt = Device.auto,
+    warmup: Annotated[int, typer.Option("--warmup", help="Untimed repetitions per batch size.")] = 1,
+    repeats: Annotated[int, typer.Option("--repeats", help="Timed repetitions per batch size.")] = 3,
+    seed: Annotated[int, typer.Option("--seed", help="Seed for weights and prompts.")] = 0,
+    db: DbOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Prefill and KV-cache decode throughput (tokens/s) against batch size, random weights, one device."""
+    from scaleright.bench.config import InferBenchConfig, parse_int_list
+    from scaleright.bench.infer import run_infer_bench
+    from scaleright.bench.spec import gpt_spec
+    from scaleright.bench.validate import validated
+
+    spec = gpt_spec(model, layers=layers, hidden=hidden, heads=heads, vocab=vocab, seq_len=seq_len)
+    cfg = validated(InferBenchConfig, {
+        "model": spec, "preset": model, "batch_sizes": parse_int_list(batch_sizes, "--batch-sizes"),
+        "prompt_len": prompt_len, "gen_len": gen_len, "precision": precision.value, "device": device.value,
+        "warmup": warmup, "repeats": repeats, "seed": seed}, what="infer config")
+    store = _store(db)
+    result = run_infer_bench(cfg, store=store)
+    if as_json:
+        _echo_json({**result, "db": str(store.path)})
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    t = Table(title=f"{model}: {spec.params:,} params, prompt {prompt_len}, generate {gen_len}", title_justify="left")
+    for col in ("batch", "prefill tok/s", "prefill ms", "decode tok/s", "ms / output token", "peak GB", "run id"):
+        t.add_column(col, justify="right")
+    for r in result["runs"]:
+        t.add_row(str(r["batch_size"]), f"{r['prefill_tokens_per_s']:,.0f}", f"{r['prefill_time_s_median'] * 1e3:.2f}",
+                  f"{r['decode_tokens_per_s']:,.0f}", f"{r['time_per_output_token_s'] * 1e3:.3f}",
+                  f"{r['peak_memory_gb']:.3f}", str(r["run_id"]))
+    Console().print(t)
+
+
+@bench_app.command("report")
+def report(
+    db: DbOpt = None,
+    price: Annotated[Optional[float], typer.Option(
+        "--price-usd-per-gpu-hour", help="Price per GPU-hour, for cost per job.")] = None,
+    job_tokens: Annotated[float, typer.Option("--job-tokens", help="Tokens in one job, for job time and cost.")] = 1e9,
+    html_out: Annotated[Optional[Path], typer.Option("--html", help="Also write a self-contained HTML report.")] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Speedup, scaling efficiency and cost per job against world size, from stored train runs."""
+    from scaleright.bench.report import render_html, render_table, scaling_report
+
+    groups = scaling_report(_store(db).list("train", status="ok"), price_usd_per_gpu_hour=price,
+                            job_tokens=job_tokens)
+    if html_out is not None:
+        html_out.write_text(render_html(groups))
+    if as_json:
+        _echo_json(groups)
+        return
+    from rich.console import Console
+
+    console = Console()
+    console.print(render_table(groups) if groups else "no ok train runs in the database")
+    if html_out is not None:
+        console.print(f"wrote {html_out}")
+
+
+@runs_app.command("list")
+def runs_list(
+    db: DbOpt = None,
+    kind: Annotated[Optional[str], typer.Option("--kind", help="train, comm or infer.")] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Stored runs, oldest first."""
+    runs = _store(db).list(kind)
+    if as_json:
+        _echo_json(runs)
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    t = Table()
+    for col in ("id", "time (UTC)", "kind", "status", "hardware", "model", "layout", "headline"):
+        t.add_column(col)
+    for r in runs:
+        m, lay, met = r["model"], r["layout"], r["metrics"]
+        model = f"L{m['layers']} h{m['hidden']}" if "layers" in m else m.get("dtype", "")
+        layout = " ".join(str(lay[k]) for k in ("strategy", "precision") if k in lay)
+        layout += f" N={lay.get('world_size', '?')}" + (f" B={lay['batch_size']}" if "batch_size" in lay else "")
+        head = (f"{met['tokens_per_s']:,.0f} tok/s" if "tokens_per_s" in met else
+                f"{met['decode_tokens_per_s']:,.0f} decode tok/s" if "decode_tokens_per_s" in met else
+                f"{len(met.get('rows', []))} rows" if r["status"] == "ok" else (r["error"] or "")[:60])
+        t.add_row(str(r["id"]), r["time_utc"], r["kind"], r["status"], r["fingerprint"], model, layout, head)
+    Console().print(t)
+
+
+@runs_app.command("show")
+def runs_show(run_id: Annotated[int, typer.Argument(help="Run id.")], db: DbOpt = None) -> None:
+    """One stored run, as JSON."""
+    _echo_json(_store(db).get(run_id))
+
+
+@runs_app.command("export")
+def runs_export(
+    fmt: Annotated[Format, typer.Option("--format", help="csv or json.")] = Format.json,
+    out: Annotated[Optional[Path], typer.Option("--out", help="Write to this file instead of stdout.")] = None,
+    kind: Annotated[Optional[str], typer.Option("--kind", help="train, comm or infer.")] = None,
+    db: DbOpt = None,
+) -> None:
+    """Every stored run as CSV (nested fields flattened) or JSON."""
+    text = _store(db).export(fmt.value, out, kind=kind)
+    if out is None:
+        typer.echo(text, nl=False)
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``bench`` and ``runs`` command groups to ``app``."""
+    app.add_typer(bench_app, name="bench")
+    app.add_typer(runs_app, name="runs")
