@@ -33,11 +33,15 @@ WORKER = "scaleright.bench.worker"
 
 
 def _threads_env(nproc_per_node: int) -> tuple[tuple[str, str], ...]:
-    """OMP threads per rank = usable CPUs / ranks on the node, unless the user set OMP_NUM_THREADS."""
+    """One OMP thread per rank (torchrun's own default for several ranks), unless the user set OMP_NUM_THREADS.
+
+    Every world size then gets the same resources per rank, so speedup and scaling efficiency compare like with
+    like. Giving a lone rank all cores instead was measured here to be up to 100x slower on a 2-core, quota-limited
+    machine (OpenMP spin-waiting on a throttled core), which made world size 2 look 58x faster than 1.
+    """
     if "OMP_NUM_THREADS" in os.environ:
         return ()
-    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    return (("OMP_NUM_THREADS", str(max(1, cpus // nproc_per_node))),)
+    return (("OMP_NUM_THREADS", "1"),)
 
 
 def train_launch(cfg: TrainBenchConfig, nproc_per_node: int) -> Launch:

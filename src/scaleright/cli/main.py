@@ -46,6 +46,7 @@ _GROUPS = (
     "scaleright.cli.estimate_cmd",
     "scaleright.cli.plan_cmd",
     "scaleright.cli.bench_cmd",
+    "scaleright.cli.calibrate_cmd",
 )
 
 for _mod in _GROUPS:

@@ -1,0 +1,130 @@
+"""Calibration closes the loop: fit the model's efficiency factors to stored runs, compare predicted vs measured."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from scaleright.bench.calibrate import fit_calibration, predict_run, run_inputs, select_runs
+from scaleright.bench.db import RunStore
+from scaleright.catalog import Catalog
+from scaleright.errors import InputError
+from scaleright.estimate.calibration import DEFAULT_CALIBRATION, load_calibration
+
+CPU_ENTRY = """\
+- id: test-cpu
+  name: test CPU
+  vendor: generic
+  architecture: x86-64
+  memory_gb: 16
+  memory_type: DDR
+  hbm_bandwidth_tb_per_s: 0.02
+  dense_tflops: {fp32: 0.1, tf32: null, bf16: 0.05, fp16: null, fp8: null, int8: null, fp4: null}
+  tdp_w: 100
+  intra_node_link: pcie
+  intra_node_gb_per_s_per_gpu: 5
+  gpus_per_node: 2
+  nic_gbps_per_gpu: 10
+  form_factor: cpu
+  unverified: [dense_tflops, hbm_bandwidth_tb_per_s]
+  source: assumed figures describing the test machine
+"""
+
+
+@pytest.fixture
+def cpu_catalog(tmp_path):
+    d = tmp_path / "catalog"
+    d.mkdir()
+    (d / "gpus.yaml").write_text(CPU_ENTRY)
+    return d
+
+
+def _synthetic_runs(make_run, gpu, truth):
+    """Runs whose measured step time is what the model predicts under ``truth`` (a recovery test of the fitter)."""
+    store_rows = []
+    for i, (ws, mb, hidden) in enumerate([(1, 4, 64), (1, 8, 128), (2, 8, 64), (2, 4, 128), (1, 16, 256)]):
+        r = make_run(i, world_size=ws)
+        r["id"] = i + 1
+        r["fingerprint"] = "abc"
+        r["model"].update(hidden=hidden, heads=4)
+        r["layout"].update(micro_batch=mb, nproc_per_node=ws, global_batch=mb * ws)
+        ri = run_inputs(r)
+        r["metrics"]["step_time_s_median"] = predict_run(ri, gpu=gpu, cal=truth)["step_time_s"]
+        store_rows.append(r)
+    return store_rows
+
+
+def test_fit_recovers_known_efficiencies(make_run, cpu_catalog):
+    gpu = Catalog.load(cpu_catalog).gpu("test-cpu")
+    truth = DEFAULT_CALIBRATION.replace(gemm_efficiency=0.3, step_overhead_s=0.05)
+    runs = _synthetic_runs(make_run, gpu, truth)
+    inputs = [run_inputs(r) for r in runs]
+    cal, report = fit_calibration(inputs, gpu=gpu, params=("gemm_efficiency", "step_overhead_s"))
+    assert cal.gemm_efficiency == pytest.approx(0.3, rel=0.05)
+    assert cal.step_overhead_s == pytest.approx(0.05, rel=0.05)
+    assert report["rms_log_error_after"] < 0.01 < report["rms_log_error_before"]
+
+
+def test_runs_of_several_machines_need_a_fingerprint(make_run):
+    a, b = make_run(0), make_run(1)
+    a.update(id=1, fingerprint="aaa")
+    b.update(id=2, fingerprint="bbb")
+    with pytest.raises(InputError, match="choose one with --fingerprint: aaa, bbb"):
+        select_runs([a, b], None)
+    fp, chosen = select_runs([a, b], "bbb")
+    assert fp == "bbb" and [r["id"] for r in chosen] == [2]
+    with pytest.raises(InputError, match="no successful train runs"):
+        select_runs([], None)
+
+
+def test_strategy_maps_to_zero_stage(make_run):
+    r = make_run(0, world_size=2)
+    r.update(id=7, fingerprint="abc")
+    for strategy, stage in (("ddp", 0), ("fsdp-grad-op", 2), ("fsdp-full", 3)):
+        r["layout"]["strategy"] = strategy
+        assert run_inputs(r).layout.zero == stage
+    r["layout"]["strategy"] = "tp"
+    with pytest.raises(InputError, match="strategy 'tp' not known"):
+        run_inputs(r)
+
+
+@pytest.mark.slow
+def test_calibrate_and_compare_on_real_runs(cli, tmp_path, cpu_catalog):
+    """Measure ws 1 and 2 with torchrun/gloo, fit, and check the fit does not make predictions worse."""
+    db = tmp_path / "runs.sqlite"
+    env = {"SCALERIGHT_CALIBRATION_DIR": str(tmp_path / "cals")}
+    r = cli("bench", "train", "--nproc", "1,2", "--strategy", "ddp", "--model", "tiny", "--device", "cpu",
+            "--steps", "4", "--db", db, "--json")
+    assert r.returncode == 0, r.stderr
+    assert len(RunStore(db).list(kind="train", status="ok")) == 2
+
+    before = cli("compare", "--gpu", "test-cpu", "--catalog", cpu_catalog, "--db", db, "--json", env=env)
+    assert before.returncode == 0, before.stderr
+    rows = json.loads(before.stdout)["rows"]
+    assert {(x["world_size"], x["metric"]) for x in rows} == {
+        (ws, m) for ws in (1, 2) for m in ("step_time_s", "tokens_per_s", "peak_memory_gb")}
+
+    fit = cli("calibrate", "--name", "ci-test", "--gpu", "test-cpu", "--catalog", cpu_catalog, "--db", db, "--json",
+              env=env)
+    assert fit.returncode == 0, fit.stderr
+    out = json.loads(fit.stdout)
+    assert out["rms_log_error_after"] <= out["rms_log_error_before"] + 1e-12
+    cal = load_calibration(str(tmp_path / "cals" / "ci-test.json"))
+    assert cal.as_dict() == out["parameters"]
+
+    after = cli("compare", "--gpu", "test-cpu", "--catalog", cpu_catalog, "--db", db, "--calibration", "ci-test",
+                "--json", env=env)
+    assert after.returncode == 0, after.stderr
+
+    def rms(rows):
+        errs = [math.log(1 + x["error_pct"] / 100) for x in rows if x["metric"] == "step_time_s"]
+        return math.sqrt(sum(e * e for e in errs) / len(errs))
+
+    assert rms(json.loads(after.stdout)["rows"]) <= rms(rows) + 1e-9
+    est = cli("estimate", "train", "--model", "llama-3.2-1b", "--gpu", "h100", "--calibration", "ci-test", "--json",
+              env=env)
+    assert est.returncode == 0, est.stderr
+    missing = cli("estimate", "train", "--model", "llama-3.2-1b", "--calibration", "nope", env=env)
+    assert missing.returncode == 2 and "calibration 'nope' not found" in missing.stderr
