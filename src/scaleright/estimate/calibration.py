@@ -24,37 +24,43 @@ class Calibration:
 
     # Large 16-bit GEMMs reach 70-80 % of the dense peak on A100/H100 (cuBLAS microbenchmarks; e.g. NVIDIA's
     # "Matrix Multiplication Background" guide and the 750-800 TFLOP/s bf16 reported for H100 SXM).
-    gemm_efficiency: float = 0.78
+    # The fitted default lies below that range: fitted to end-to-end runs, it also absorbs the training
+    # frameworks' losses the model does not time (launch gaps, clocks below boost, unfused ops).
+    gemm_efficiency: float = 0.687
     # GEMMs whose smallest dimension is d run at gemm_efficiency · d / (d + gemm_half_dim): tile and wave
     # quantisation make thin GEMMs (high TP, small micro-batches, fine-grained experts) slower.
     gemm_half_dim: float = 96.0
     # FP8 / FP4 GEMMs reach a lower fraction of their (2x / 4x) peak: scaling factors, casts and the bf16
     # parts of each layer (torchao and Transformer Engine report 1.3-1.6x end-to-end over bf16, not 2x).
-    fp8_gemm_efficiency: float = 0.55
-    fp4_gemm_efficiency: float = 0.40
+    fp8_gemm_efficiency: float = 0.675
+    fp4_gemm_efficiency: float = 0.408
     # Flash attention forward/backward reach 35-75 % of peak (FlashAttention-2 paper: up to 73 % fwd on A100;
     # FlashAttention-3: 75 % fwd on H100); the backward does 2.5x the forward's FLOPs.
-    attention_efficiency: float = 0.50
+    # The fitted default sits below that range, at the fit's lower bound (0.3): the long-sequence reference runs
+    # (llm-foundry 2023, torchtitan) used pre-FlashAttention-3 kernels on H100.
+    attention_efficiency: float = 0.3
     # Streaming kernels (norms, activations, optimizer) reach 80-90 % of HBM bandwidth (STREAM-like copies).
     memory_efficiency: float = 0.80
     # Elementwise traffic per token per layer in units of (h + f) 16-bit values read or written in the forward
     # pass, relative to an unfused eager count (1.0); fused kernels and torch.compile lower it.
-    elementwise_factor: float = 1.0
+    # The fitted default is above 1: it also absorbs per-layer costs that weigh most on small models.
+    elementwise_factor: float = 1.72
     # NCCL bus bandwidth as a fraction of the link's one-direction datasheet bandwidth (nccl-tests on NVLink 4:
     # ~360-370 of 450 GB/s; over 400 Gb/s InfiniBand: ~45-48 of 50 GB/s per GPU).
-    intra_link_efficiency: float = 0.80
-    inter_link_efficiency: float = 0.85
+    # The fitted intra-node default lies below that range (~0.8); the inter-node one is at the fit's upper bound.
+    intra_link_efficiency: float = 0.655
+    inter_link_efficiency: float = 0.95
     # Latency per ring step of a collective (α): a few µs inside a node, ~5-10 µs across InfiniBand.
     intra_latency_s: float = 5e-6
     inter_latency_s: float = 10e-6
     # Share of TP communication hidden behind GEMMs (0 = none; Megatron's --tp-comm-overlap / async TP hide more).
-    tp_overlap: float = 0.0
+    tp_overlap: float = 0.434
     # Fixed time per optimizer step outside the model (data loading, logging, launch gaps, synchronisation).
-    step_overhead_s: float = 0.02
+    step_overhead_s: float = 0.0568
     # Fixed time per decode iteration of an inference server (scheduling, sampling, launch gaps with CUDA graphs).
-    decode_overhead_s: float = 0.003
+    decode_overhead_s: float = 0.000411
     # Decode reads weights and KV cache at this fraction of HBM bandwidth (TensorRT-LLM/vLLM decode kernels).
-    decode_memory_efficiency: float = 0.75
+    decode_memory_efficiency: float = 0.612
 
     def __post_init__(self) -> None:
         for f in fields(self):

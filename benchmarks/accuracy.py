@@ -1,0 +1,370 @@
+"""Accuracy of scaleright's performance model against published measurements, and the fit of its calibration.
+
+Every row of ``../shared/reference/{train,infer}_measured.csv`` that ``scaleright.estimate.reference`` can map
+becomes a prediction; the error of a row is predicted / measured − 1 in the source's own unit and convention
+(TFLOP/s per GPU — model or hardware, causal or not — tokens/s per GPU, output tokens/s of the system, or TPOT).
+Printed per source table: rows used and skipped, median and 90th-percentile absolute error, the median signed
+error (bias) and the worst rows; then the overall medians against the targets (training ≤ 10 %, inference
+throughput ≤ 15 %), the skipped rows by reason, and a check of each source's FLOP convention against the FLOPs per
+token its own TFLOP/s ÷ tokens/s imply.
+
+    python benchmarks/accuracy.py                 # errors with the default calibration
+    python benchmarks/accuracy.py --fit           # fit the Calibration on all rows jointly, plus a held-out check
+    python benchmarks/accuracy.py --fit --write   # also write the fitted values as the defaults of calibration.py
+
+The fit (scipy ``least_squares``, trust-region reflective, soft-L1 loss) minimises log(predicted / measured) over
+training and inference rows together, one parameter set for everything; each row is weighted so that every
+table on its side (training, inference) weighs the same and the two sides weigh the same in total. Parameters are
+bounded to physical ranges (``FIT_BOUNDS``). Left at their defaults: the α latencies, ``memory_efficiency``
+(degenerate with ``elementwise_factor``) and ``gemm_half_dim``, which these rows cannot identify: fitted, it runs
+to either end of [0, 512] depending on whether prefill is timed per prompt or batched. Tables whose hardware is
+not the catalog part they are mapped to (``NOT_FITTED``: power-capped GPUs) are reported but not fitted.
+Held-out check: the tables are split in two halves (alternating, by table, never by row); we fit on one half,
+report the error on the other, and swap.
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing
+import os
+import re
+import sys
+import time
+from collections import Counter, defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from scipy.optimize import least_squares
+
+from scaleright.estimate import reference as ref
+from scaleright.estimate.calibration import DEFAULT_CALIBRATION, Calibration
+
+TRAIN_TARGET = 0.10  # median |error| of training TFLOP/s (and tokens/s) per GPU
+INFER_TARGET = 0.15  # median |error| of inference throughput
+# (low, high) of each fitted parameter: the physical range, not a free knob
+FIT_BOUNDS: dict[str, tuple[float, float]] = {
+    "gemm_efficiency": (0.5, 0.9),
+    "fp8_gemm_efficiency": (0.3, 0.9),
+    "fp4_gemm_efficiency": (0.2, 0.9),
+    "attention_efficiency": (0.3, 0.8),
+    "elementwise_factor": (0.25, 3.0),
+    "intra_link_efficiency": (0.5, 0.95),
+    "inter_link_efficiency": (0.5, 0.95),
+    "tp_overlap": (0.0, 0.9),
+    "step_overhead_s": (0.0, 0.1),
+    "decode_overhead_s": (0.0, 0.02),
+    "decode_memory_efficiency": (0.5, 0.95),
+}
+# Tables reported but left out of the fit: their hardware is not the catalog part the rows are mapped to.
+NOT_FITTED = {
+    "torchtitan H100 (500 W)": "H100 96GB HBM2e capped at 500 W, mapped to the 700 W h100-sxm",
+    "torchtitan/torchao B200": "power-limited B200, mapped to the datasheet b200",
+}
+CALIBRATION_PY = Path(__file__).resolve().parents[1] / "src" / "scaleright" / "estimate" / "calibration.py"
+
+
+# ---- data and predictions ------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Data:
+    train: list[ref.TrainCase]
+    infer: list[ref.InferCase]  # throughput and latency rows
+    skipped: list[ref.Skipped]
+    fpt: list[float | None]  # source FLOPs per token of each training case (calibration-free)
+
+    @property
+    def cases(self) -> list:
+        return [*self.train, *self.infer]
+
+
+def load_data() -> Data:
+    train, s1 = ref.load_train_cases()
+    infer, s2 = ref.load_infer_cases()
+    fpt = [None if c.metric == "tokens_per_s_per_gpu" else ref.source_flops_per_token(c) for c in train]
+    return Data(train=train, infer=infer, skipped=[*s1, *s2], fpt=fpt)
+
+
+def predict(data: Data, cal: Calibration, groups: frozenset[str] | None = None) -> np.ndarray:
+    """Predicted value of every case (NaN where a case is outside ``groups`` or the model says it does not fit)."""
+    out = np.full(len(data.train) + len(data.infer), np.nan)
+    for i, c in enumerate(data.train):
+        if groups is None or c.group in groups:
+            out[i] = ref.predict_train(c, cal, flops_per_token=data.fpt[i])["predicted"]
+    n = len(data.train)
+    for j, c in enumerate(data.infer):
+        if groups is None or c.group in groups:
+            out[n + j] = ref.predict_infer(c, cal)["predicted"]
+    return out
+
+
+def measured(data: Data) -> np.ndarray:
+    return np.array([c.measured for c in data.cases], dtype=float)
+
+
+def _is_train(c) -> bool:
+    return isinstance(c, ref.TrainCase)
+
+
+def _kind(c) -> str:
+    if _is_train(c):
+        return "train"
+    return "latency" if c.metric == "tpot_s" else "infer"
+
+
+def _pct(x: float) -> str:
+    return "   n/a" if not np.isfinite(x) else f"{100 * x:5.1f}%"
+
+
+def _stats(err: np.ndarray) -> tuple[float, float, float]:
+    """(median |e|, p90 |e|, median e) over finite errors."""
+    e = err[np.isfinite(err)]
+    if not len(e):
+        return float("nan"), float("nan"), float("nan")
+    return float(np.median(np.abs(e))), float(np.percentile(np.abs(e), 90)), float(np.median(e))
+
+
+_METRIC_NAME = {
+    "model_tflops_per_gpu": "model TFLOP/s/GPU", "hardware_tflops_per_gpu": "hardware TFLOP/s/GPU",
+    "tokens_per_s_per_gpu": "tokens/s/GPU", "output_tokens_per_s": "output tok/s (system)", "tpot_s": "TPOT s",
+}  # fmt: skip
+
+
+# ---- report --------------------------------------------------------------------------------------------------------
+
+
+def report(data: Data, cal: Calibration, title: str, *, worst: int = 5) -> dict[str, float]:
+    """Print the per-table and overall errors of ``cal``; return the overall medians."""
+    pred = predict(data, cal)
+    err = pred / measured(data) - 1
+    cases = data.cases
+    by_group: dict[str, list[int]] = defaultdict(list)
+    for i, c in enumerate(cases):
+        by_group[c.group].append(i)
+    skipped = Counter(s.group for s in data.skipped)
+    print(f"\n=== {title} ===")
+    print("error = predicted / measured - 1, in the source's unit and convention\n")
+    head = f"{'table':38s} {'used':>4s} {'skip':>4s} {'med|e|':>7s} {'p90|e|':>7s} {'bias':>7s}  metric"
+    for kind, label in (("train", "Training"), ("infer", "Inference throughput"), ("latency", "Inference latency "
+                        "(TPOT at the Little's-law concurrency; reported separately)")):  # fmt: skip
+        groups = sorted({c.group for c in cases if _kind(c) == kind} | {s.group for s in data.skipped if (
+            ("TensorRT" not in s.group) == (kind == "train")) and (("TPOT" in s.group) == (kind == "latency"))})
+        print(f"{label}\n{head}")
+        for g in groups:
+            idx = by_group.get(g, [])
+            med, p90, bias = _stats(err[idx]) if idx else (float("nan"),) * 3
+            metrics = sorted({_METRIC_NAME[cases[i].metric] for i in idx})
+            print(f"{g:38s} {len(idx):4d} {skipped.get(g, 0):4d} {_pct(med):>7s} {_pct(p90):>7s} {_pct(bias):>7s}  "
+                  f"{', '.join(metrics)}")  # fmt: skip
+            ranked = sorted((i for i in idx if np.isfinite(err[i])), key=lambda i: -abs(err[i]))[:worst]
+            for i in ranked:
+                c = cases[i]
+                print(f"      {100 * err[i]:+7.1f}%  line {c.line:3d}  {c.label[:80]}  measured {c.measured:.4g}, "
+                      f"predicted {pred[i]:.4g}")  # fmt: skip
+            nofit = [cases[i] for i in idx if not np.isfinite(pred[i])]
+            if nofit:
+                print(f"      ({len(nofit)} rows the model says do not fit in memory: lines "
+                      f"{', '.join(str(c.line) for c in nofit[:12])}{' ...' if len(nofit) > 12 else ''})")
+        print()
+    out = {}
+    for kind in ("train", "infer", "latency"):
+        idx = [i for i, c in enumerate(cases) if _kind(c) == kind]
+        out[kind] = _stats(err[idx])[0]
+        out[kind + "_p90"] = _stats(err[idx])[1]
+        out[kind + "_n"] = int(np.isfinite(err[idx]).sum())
+    tf = [i for i, c in enumerate(cases) if _is_train(c) and c.metric != "tokens_per_s_per_gpu"]
+    out["train_tflops"] = _stats(err[tf])[0]
+    print("Overall")
+    met = {k: "met" if out[k] <= t else "NOT met" for k, t in (("train", TRAIN_TARGET), ("infer", INFER_TARGET))}
+    print(f"  training, all rows          median |e| {_pct(out['train'])}  p90 {_pct(out['train_p90'])}  "
+          f"({out['train_n']} rows; target <= {TRAIN_TARGET:.0%}: {met['train']})")
+    print(f"  training, TFLOP/s rows only median |e| {_pct(out['train_tflops'])}  ({len(tf)} rows)")
+    print(f"  inference throughput        median |e| {_pct(out['infer'])}  p90 {_pct(out['infer_p90'])}  "
+          f"({out['infer_n']} rows; target <= {INFER_TARGET:.0%}: {met['infer']})")
+    print(f"  inference TPOT (separate)   median |e| {_pct(out['latency'])}  p90 {_pct(out['latency_p90'])}  "
+          f"({out['latency_n']} rows)")
+    return out
+
+
+def report_skipped(data: Data) -> None:
+    print("\nSkipped rows by reason")
+    for (src, reason), n in sorted(Counter((s.source, s.reason) for s in data.skipped).items(), key=lambda x: -x[1]):
+        print(f"  {n:4d}  {src}: {reason}")
+    print(f"  {len(data.skipped):4d}  total (used: {len(data.train)} training, {len(data.infer)} inference)")
+
+
+def report_conventions(data: Data) -> None:
+    """Implied FLOPs/token (source TFLOP/s ÷ source tokens/s) over ours in the declared convention, per table."""
+    print("\nFLOP-convention check (source TFLOP/s / source tokens/s, over our FLOPs/token in that convention)")
+    ratios: dict[str, list[float]] = defaultdict(list)
+    for c, f in zip(data.train, data.fpt, strict=True):
+        implied = ref.implied_flops_per_token(c)
+        if implied and f:
+            ratios[c.group].append(implied / f)
+    for g, r in sorted(ratios.items()):
+        r = np.array(r)
+        print(f"  {g:38s} {len(r):4d} rows  median {np.median(r):.3f}  range {r.min():.3f}-{r.max():.3f}  "
+              f"({data.train[[c.group for c in data.train].index(g)].convention})")
+
+
+# ---- fit -----------------------------------------------------------------------------------------------------------
+
+_POOL_DATA: Data | None = None  # set before forking the worker pool
+_NAMES = tuple(FIT_BOUNDS)
+_LO = np.array([FIT_BOUNDS[n][0] for n in _NAMES])
+_HI = np.array([FIT_BOUNDS[n][1] for n in _NAMES])
+
+
+def _cal_of(u: np.ndarray, base: Calibration) -> Calibration:
+    """Calibration at normalised parameters u in [0, 1] (values within 1e-6 of a bound snap to it)."""
+    u = np.clip(u, 0, 1)
+    u = np.where(u < 1e-6, 0.0, np.where(u > 1 - 1e-6, 1.0, u))
+    x = _LO + u * (_HI - _LO)
+    return base.replace(**{n: float(v) for n, v in zip(_NAMES, x, strict=True)})
+
+
+def _residuals(u: np.ndarray, base: Calibration, groups: frozenset[str], weights: np.ndarray) -> np.ndarray:
+    data = _POOL_DATA
+    pred = predict(data, _cal_of(u, base), groups)
+    r = np.log(pred / measured(data)) * weights
+    return np.where(np.isfinite(r), r, 0.0)
+
+
+def _residuals_star(args):
+    return _residuals(*args)
+
+
+def fit(data: Data, base: Calibration, groups: frozenset[str], pool) -> tuple[Calibration, dict]:
+    """Least squares on weighted log errors of the rows in ``groups``; a forward-difference Jacobian in parallel."""
+    counts = Counter(c.group for c in data.cases if c.group in groups)  # rows per table
+    side_of = {c.group: _is_train(c) for c in data.cases if c.group in groups}
+    tables = Counter(side_of.values())  # tables per side (training, inference)
+    # every table of a side weighs the same, and training and inference weigh the same in total
+    weights = np.array([1 / np.sqrt(counts[c.group] * tables[_is_train(c)]) if c.group in groups else 0.0
+                        for c in data.cases])  # fmt: skip
+    x0 = np.array([getattr(base, n) for n in _NAMES])
+    u0 = np.clip((x0 - _LO) / (_HI - _LO), 0.0, 1.0)
+    h = 1e-3
+    cache: dict[bytes, np.ndarray] = {}
+
+    def fun(u):
+        key = u.tobytes()
+        if key not in cache:
+            cache.clear()
+            cache[key] = _residuals(u, base, groups, weights)
+        return cache[key]
+
+    def jac(u):
+        f0 = fun(u)
+        steps = [u + np.where(np.arange(len(u)) == i, h if u[i] + h <= 1 else -h, 0.0) for i in range(len(u))]
+        cols = pool.map(_residuals_star, [(s, base, groups, weights) for s in steps])
+        return np.stack([(c - f0) / (s[i] - u[i]) for i, (c, s) in enumerate(zip(cols, steps, strict=True))], axis=1)
+
+    t0 = time.time()
+    res = least_squares(fun, u0, jac=jac, bounds=(0.0, 1.0), loss="soft_l1", f_scale=0.1, x_scale=1.0,
+                        max_nfev=100, xtol=1e-6, ftol=1e-8)  # fmt: skip
+    cal = _cal_of(res.x, base)
+    return cal, {"nfev": res.nfev, "seconds": time.time() - t0, "cost": float(res.cost), "status": res.status}
+
+
+def held_out_split(data: Data) -> tuple[frozenset[str], frozenset[str]]:
+    """Alternate the tables (sorted by name, training and inference separately) into two halves."""
+    halves: tuple[set[str], set[str]] = (set(), set())
+    for kind in ("train", "infer", "latency"):
+        groups = sorted({c.group for c in data.cases if _kind(c) == kind and c.group not in NOT_FITTED})
+        for k, g in enumerate(groups):
+            halves[k % 2].add(g)
+    return frozenset(halves[0]), frozenset(halves[1])
+
+
+def _median_abs(err: np.ndarray, idx: list[int]) -> float:
+    e = err[idx]
+    e = e[np.isfinite(e)]
+    return float(np.median(np.abs(e))) if len(e) else float("nan")
+
+
+def held_out(data: Data, base: Calibration, pool) -> None:
+    a, b = held_out_split(data)
+    print("\nHeld-out check (fit on half of the tables, error on the other half)")
+    meas = measured(data)
+    for fit_on, test_on, name in ((a, b, "A->B"), (b, a, "B->A")):
+        cal, info = fit(data, base, fit_on, pool)
+        err = predict(data, cal, test_on) / meas - 1
+        tr = [i for i, c in enumerate(data.cases) if c.group in test_on and _kind(c) == "train"]
+        inf = [i for i, c in enumerate(data.cases) if c.group in test_on and _kind(c) == "infer"]
+        lat = [i for i, c in enumerate(data.cases) if c.group in test_on and _kind(c) == "latency"]
+        print(f"  {name}: fitted on {len(fit_on)} tables ({info['seconds']:.0f} s); held-out tables: "
+              f"{', '.join(sorted(test_on))}")
+        print(f"        held-out median |e|: training {_pct(_median_abs(err, tr))} ({len(tr)} rows), "
+              f"inference throughput {_pct(_median_abs(err, inf))} ({len(inf)} rows), "
+              f"TPOT {_pct(_median_abs(err, lat))} ({len(lat)} rows)")
+        print("        fitted: " + ", ".join(f"{n}={getattr(cal, n):.3g}" for n in _NAMES))
+
+
+def print_parameters(fitted: Calibration, default: Calibration) -> None:
+    print("\nFitted calibration (all training + inference rows jointly)")
+    print(f"  {'parameter':26s} {'default':>10s} {'fitted':>10s}  bounds")
+    for n in _NAMES:
+        lo, hi = FIT_BOUNDS[n]
+        v = getattr(fitted, n)
+        flag = "  <- at bound" if min(v - lo, hi - v) <= 1e-3 * (hi - lo) else ""
+        print(f"  {n:26s} {getattr(default, n):10.4g} {v:10.4g}  [{lo:g}, {hi:g}]{flag}")
+
+
+def _fmt(v: float) -> str:
+    s = f"{v:.3g}"
+    return s if any(ch in s for ch in ".e") else s + ".0"
+
+
+def write_defaults(cal: Calibration, path: Path = CALIBRATION_PY) -> None:
+    """Replace the default value (only the value) of every fitted field in ``calibration.py``."""
+    text = path.read_text()
+    for n in _NAMES:
+        text, k = re.subn(rf"^(    {n}: float = )([^\s#]+)", lambda m, n=n: m.group(1) + _fmt(getattr(cal, n)), text,
+                          flags=re.M)  # fmt: skip
+        if k != 1:
+            raise SystemExit(f"{path}: expected one default for {n}, found {k}")
+    path.write_text(text)
+    print(f"\nwrote fitted defaults to {path} (check that each field's comment still states its range)")
+
+
+# ---- main ----------------------------------------------------------------------------------------------------------
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--fit", action="store_true", help="fit the calibration on all rows and run the held-out check")
+    ap.add_argument("--write", action="store_true", help="with --fit: write the fitted defaults into calibration.py")
+    ap.add_argument("--worst", type=int, default=5, help="worst rows printed per table (default 5)")
+    ap.add_argument("--no-held-out", action="store_true", help="with --fit: skip the held-out check")
+    args = ap.parse_args(argv)
+    if args.write and not args.fit:
+        ap.error("--write needs --fit")
+    t0 = time.time()
+    data = load_data()
+    report(data, DEFAULT_CALIBRATION, "default calibration", worst=args.worst)
+    report_skipped(data)
+    report_conventions(data)
+    if args.fit:
+        global _POOL_DATA
+        _POOL_DATA = data
+        ctx = multiprocessing.get_context("fork")
+        with ctx.Pool(max(1, min(2, os.cpu_count() or 1))) as pool:
+            all_groups = frozenset(c.group for c in data.cases if c.group not in NOT_FITTED)
+            print("\nNot fitted (reported only): " + "; ".join(f"{g}: {why}" for g, why in NOT_FITTED.items()))
+            cal, info = fit(data, DEFAULT_CALIBRATION, all_groups, pool)
+            print_parameters(cal, DEFAULT_CALIBRATION)
+            print(f"  ({info['nfev']} evaluations, {info['seconds']:.0f} s, status {info['status']})")
+            report(data, cal, "fitted calibration", worst=args.worst)
+            if not args.no_held_out:
+                held_out(data, DEFAULT_CALIBRATION, pool)
+        if args.write:
+            write_defaults(cal)
+    print(f"\n({time.time() - t0:.1f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
