@@ -48,7 +48,8 @@ FIT_BOUNDS: dict[str, tuple[float, float]] = {
     "gemm_efficiency": (0.5, 0.9),
     "fp8_gemm_efficiency": (0.3, 0.9),
     "fp4_gemm_efficiency": (0.2, 0.9),
-    "attention_efficiency": (0.3, 0.8),
+    "attention_efficiency": (0.25, 0.75),
+    "attention_bwd_efficiency": (0.2, 0.65),
     "elementwise_factor": (0.25, 3.0),
     "intra_link_efficiency": (0.5, 0.95),
     "inter_link_efficiency": (0.5, 0.95),
@@ -56,6 +57,8 @@ FIT_BOUNDS: dict[str, tuple[float, float]] = {
     "step_overhead_s": (0.0, 0.1),
     "decode_overhead_s": (0.0, 0.02),
     "decode_memory_efficiency": (0.5, 0.95),
+    "tensor_scale_ampere": (0.8, 1.4),
+    "tensor_scale_blackwell": (0.6, 1.4),
 }
 # Tables reported but left out of the fit: their hardware is not the catalog part the rows are mapped to.
 NOT_FITTED = {

@@ -4,7 +4,8 @@ Ring algorithms on ``n`` ranks moving ``S`` bytes per rank (Thakur et al. 2005; 
 all-reduce 2(n−1)/n · S / B + 2(n−1)·α; all-gather, reduce-scatter and all-to-all (n−1)/n · S / B + (n−1)·α;
 point-to-point S / B + α. ``S`` is the full buffer (all-gather: the gathered output; reduce-scatter: the input).
 ``B`` is the bus bandwidth of the slowest tier the group crosses: the GPU's one-direction link inside a node
-(NVLink/NVSwitch, or PCIe), the per-GPU NIC between nodes, each times its achievable fraction.
+(NVLink/NVSwitch, or PCIe), or between nodes the NICs of the group's members on one node (one rail each), each
+times its achievable fraction.
 
 Groups are laid out Megatron-style, tensor-parallel innermost: ranks of a group of size ``n`` whose members are
 ``stride`` ranks apart stay inside one node when ``n · stride ≤ gpus_per_node``.
@@ -52,7 +53,11 @@ def group_bandwidth(cluster: Cluster, cal: Calibration, *, size, stride):
     stride = np.asarray(stride, dtype=float)
     inside = size * stride <= cluster.gpus_per_node
     intra = cluster.intra_node_gb_per_s * 1e9 * cal.intra_link_efficiency
-    inter = min(cluster.inter_node_gb_per_s * 1e9 * cal.inter_link_efficiency, intra)
+    # A group with r members per node spreads its rings over r NICs (NCCL uses one channel per NIC rail), so the
+    # bus bandwidth across nodes is r NICs' worth per rank, never more than the intra-node link (nccl-tests on
+    # DGX A100: ~190 GB/s all-reduce busbw across nodes with 8 x 200 Gb/s HDR).
+    per_node = np.clip(np.floor(cluster.gpus_per_node / stride), 1.0, size)
+    inter = np.minimum(cluster.inter_node_gb_per_s * 1e9 * cal.inter_link_efficiency * per_node, intra)
     bw = np.where(inside, intra, inter)
     alpha = np.where(inside, cal.intra_latency_s, cal.inter_latency_s)
     return bw, alpha

@@ -9,8 +9,8 @@ A replica is ``tp · pp`` GPUs serving one copy of the model; ``gpus / (tp · pp
   layer (latency-bound) and a fixed per-iteration overhead. MoE layers read only the experts the batch touches:
   E·(1 − (1 − k/E)^B) of E.
 - Continuous batching (Yu et al. 2022, Orca; vLLM) at concurrency ``B``: each iteration decodes B tokens and, in
-  steady state, prefills B/O new prompts, so the period per output token is
-  ``t_decode(B) + (B/O)·t_prefill(I)``. TPOT is that period, output throughput B / period per replica, TTFT a
+  steady state, prefills B/O new prompts in one batched prefill (or one prompt every O/B iterations when B < O),
+  so the period per output token is ``t_decode(B) + min(B/O, 1)·t_prefill(max(B/O, 1)·I)``. TPOT is that period, output throughput B / period per replica, TTFT a
   prompt's prefill plus one iteration, end-to-end latency TTFT + (O − 1)·TPOT.
 - The largest batch is the largest B whose weights, KV cache for I + O tokens, activations and overheads fit.
 """
@@ -52,7 +52,9 @@ def _prefill_time(spec, c, *, gpu, cluster, tokens, context, tp, precision, cal)
     peak16 = peak_flops(gpu, "bf16" if gpu.dense_tflops.get("bf16") else "fp16") if cprec != "fp32" else peak
     eff = {"fp8": cal.fp8_gemm_efficiency, "fp4": cal.fp4_gemm_efficiency}.get(cprec, cal.gemm_efficiency)
     hbm = gpu.hbm_bandwidth_tb_per_s * 1e12 * cal.memory_efficiency
-    gemm = dict(peak=peak, eff_max=eff, half_dim=cal.gemm_half_dim, hbm=hbm, bytes_per_el=bytes_per_element(precision))
+    scale = cal.tensor_scale(gpu)
+    gemm = dict(peak=peak * scale, eff_max=eff, half_dim=cal.gemm_half_dim, hbm=hbm,
+                bytes_per_el=bytes_per_element(precision))  # fmt: skip
     t = np.asarray(tokens, dtype=float)
     tp = np.asarray(tp, dtype=float)
     h = spec.hidden
@@ -73,7 +75,7 @@ def _prefill_time(spec, c, *, gpu, cluster, tokens, context, tp, precision, cal)
     else:
         ffn = _gemm_time(t, h, n_up * spec.ffn_hidden / tp, **gemm) + _gemm_time(t, spec.ffn_hidden / tp, h, **gemm)
     core = t * attention_flops_per_token(spec, context, causal=True) / spec.layers / tp / (
-        peak16 * cal.attention_efficiency
+        peak16 * scale * cal.attention_efficiency
     )
     elem = cal.elementwise_factor * t * (10 * h + (2 * (spec.q_dim + 2 * spec.kv_dim) + 3 * spec.ffn_hidden) / tp) * 2 / hbm
     bw, a = group_bandwidth(cluster, cal, size=tp, stride=1)
@@ -103,7 +105,18 @@ def _decode_time(spec, c, *, gpu, cluster, batch, context, tp, pp, precision, kv
     w_bytes = w_bytes / (tp * pp)
     kv = kv_cache_bytes(spec, batch=B, context=context, tp=tp, pp=pp, kv_precision=kv_precision)
     flops = B * decode_flops_per_token(spec, context) / (tp * pp)
-    compute = flops / (peak * eff)
+    # GEMMs of one decode step have B rows (dense layers) or B·k/E rows per expert (MoE): thin GEMMs run below
+    # the large-GEMM efficiency (the same shape law as prefill and training).
+    rows = lambda m: m / (m + cal.gemm_half_dim)  # noqa: E731
+    peak_eff = peak * cal.tensor_scale(gpu) * eff
+    if spec.moe:
+        m = spec.moe
+        expert_flops = B * 2.0 * c.moe_layers * m.top_k * c.expert_ffn / (tp * pp)
+        compute = (flops - expert_flops) / (peak_eff * rows(B)) + expert_flops / (
+            peak_eff * rows(B * m.top_k / m.num_experts)
+        )
+    else:
+        compute = flops / (peak_eff * rows(B))
     mem = (w_bytes + kv) / hbm
     bw, a = group_bandwidth(cluster, cal, size=tp, stride=1)
     comm = spec.layers / pp * 2 * collective_time_s("all_reduce", B * spec.hidden * 2.0, tp, bw, a)
@@ -146,7 +159,12 @@ def infer_arrays(spec, *, gpu, cluster, tp, pp, batch, input_len, output_len, pr
                          precision=precision, kv_precision=kv_precision, cal=cal)  # fmt: skip
     prefill_one = np.asarray(prefill_one) * np.asarray(pp, dtype=float)
     B = np.asarray(batch, dtype=float)
-    period = t_dec + B / O * prefill_one
+    # B/O prompts arrive per iteration in steady state; at least one of them is prefilled together (one batched
+    # prefill reads the weights once), fewer than one means one prefill every O/B iterations.
+    n_new = B / O
+    prefill_batch = _prefill_time(spec, c, gpu=gpu, cluster=cluster, tokens=np.maximum(n_new, 1.0) * I, context=I,
+                                  tp=tp, precision=precision, cal=cal) * np.asarray(pp, dtype=float)  # fmt: skip
+    period = t_dec + np.minimum(n_new, 1.0) * prefill_batch
     ttft = prefill_one + t_dec
     out_tps = B / period
     return {

@@ -368,6 +368,8 @@ def training_memory_arrays(
             weights = (base - emb) * bytes_per_element("nf4") + emb * 2.0
         else:
             weights = base * bpv
+        # FSDP (zero=3) shards the frozen base over the data-parallel group too (NeMo Automodel, torchtune)
+        weights = weights / np.where(np.asarray(zero) >= 3, np.asarray(dp, dtype=float) * np.asarray(cp, dtype=float), 1.0)
         n_adapters = lora_param_count(spec, lora) / (np.asarray(tp, dtype=float) * np.asarray(pp, dtype=float))
         if task == "qlora":
             # bf16 adapters and gradients, 32-bit paged AdamW moments (Dettmers et al. 2023)
@@ -389,13 +391,14 @@ def training_memory_arrays(
     layers_stage = np.ceil(spec.layers / np.asarray(pp, dtype=float))
     first = per_layer * layers_stage * _inflight_microbatches(pp, virtual_stages, n_micro)
     rc = _recompute_code(recompute)
-    if np.any(rc == 2):
-        # full recompute: one layer's activations are rebuilt at a time during backward
-        one_layer = activation_bytes_per_layer(
-            spec, seq_len=seq_len, micro_batch=micro_batch, tp=tp, cp=cp, sequence_parallel=sequence_parallel,
-            recompute="none", flash_attention=flash_attention, bytes_per_value=bpv,
-        )  # fmt: skip
-        first = first + np.where(rc == 2, one_layer, 0.0)
+    if np.any(rc > 0):
+        # Recomputation rebuilds one layer at a time during backward: full recompute that layer's activations,
+        # selective the attention core's score matrices (zero with flash attention, which never stores them).
+        kw = dict(seq_len=seq_len, micro_batch=micro_batch, tp=tp, cp=cp, sequence_parallel=sequence_parallel,
+                  flash_attention=flash_attention, bytes_per_value=bpv)  # fmt: skip
+        one_layer = activation_bytes_per_layer(spec, recompute="none", **kw)
+        one_sel = activation_bytes_per_layer(spec, recompute="selective", **kw)
+        first = first + np.where(rc == 2, one_layer, np.where(rc == 1, one_layer - one_sel, 0.0))
     # Output head: bf16 logits and their fp32 copy for the cross-entropy (Korthikanti et al. 2022 appendix: 4sbv/t
     # for the loss), on the last stage.
     s_local = np.asarray(seq_len, dtype=float) / np.asarray(cp, dtype=float)

@@ -5,8 +5,9 @@ Training on GPU Clusters Using Megatron-LM"; Korthikanti et al. 2022):
 - GEMMs of its tensor-parallel shard, each timed by a roofline: max(2mkn / (peak · efficiency), bytes / HBM),
   with an efficiency that falls for thin GEMMs (``Calibration.gemm_half_dim``); the backward pass runs two GEMMs
   of the same size per forward GEMM (data and weight gradients), LoRA/QLoRA only the first;
-- the attention core (flash attention) at ``attention_efficiency`` of the 16-bit peak, backward 2.5x forward
-  (FlashAttention-2, Dao 2023: five matmuls backward against two forward);
+- the attention core (flash attention) at ``attention_efficiency`` of the 16-bit peak forward and
+  ``attention_bwd_efficiency`` backward, the backward doing 2.5x the forward's FLOPs (FlashAttention-2, Dao 2023:
+  five matmuls backward against two forward);
 - memory-bound elementwise work (norms, residuals, rotary, activation functions, fp8 casts) at HBM bandwidth;
 - tensor-parallel all-reduces (two per layer forward, two backward; sequence parallelism replaces each with an
   all-gather and a reduce-scatter of the same volume) on the critical path, context-parallel ring exchanges of
@@ -39,6 +40,7 @@ from scaleright.estimate.memory import (
 )
 from scaleright.workload.flops import attention_flops_per_token, train_flops_per_token
 from scaleright.workload.params import count_params
+from scaleright.workload.precision import bytes_per_element
 from scaleright.workload.spec import TransformerSpec
 
 __all__ = ["TrainEstimate", "train_step_arrays", "estimate_train", "peak_flops", "TIME_KEYS"]
@@ -92,8 +94,13 @@ def train_step_arrays(
     lora: LoraConfig | None = None,
     cal: Calibration = DEFAULT_CALIBRATION,
     causal: bool = True,
+    tp_comm_overlap: bool = True,
 ) -> dict[str, np.ndarray]:
-    """Time breakdown (s per optimizer step), throughput and FLOP rates, broadcast over the layout arrays."""
+    """Time breakdown (s per optimizer step), throughput and FLOP rates, broadcast over the layout arrays.
+
+    ``causal`` is the FLOP convention of the reported TFLOP/s (kernels always run causal attention);
+    ``tp_comm_overlap`` says whether the framework overlaps TP communication with GEMMs (Megatron-Core's
+    ``--tp-comm-overlap``, torch async TP): then ``cal.tp_overlap`` of it is hidden, otherwise none."""
     c = count_params(spec)
     tp, pp, dp, cp, ep, b, v = (np.asarray(x, dtype=float) for x in (tp, pp, dp, cp, ep, micro_batch, virtual_stages))
     zero = np.asarray(zero)
@@ -110,7 +117,8 @@ def train_step_arrays(
     hbm = gpu.hbm_bandwidth_tb_per_s * 1e12 * cal.memory_efficiency
     bpv = 4.0 if precision == "fp32" else 2.0  # activation / weight bytes of 16-bit (or fp32) training
     g_bytes = {"fp8": 1.0, "fp4": 0.5}.get(precision, bpv)
-    gemm = dict(peak=peak, eff_max=eff_gemm, half_dim=cal.gemm_half_dim, hbm=hbm, bytes_per_el=g_bytes)
+    scale = cal.tensor_scale(gpu)  # sustained fraction of the datasheet peak, relative to Hopper
+    gemm = dict(peak=peak * scale, eff_max=eff_gemm, half_dim=cal.gemm_half_dim, hbm=hbm, bytes_per_el=g_bytes)
     frozen = task in ("lora", "qlora")
     bwd_gemm = 1.0 if frozen else 2.0  # frozen weights: data gradients only
 
@@ -164,9 +172,10 @@ def train_step_arrays(
         n_targets = len(lora.targets)
         gemm_fwd = gemm_fwd + 2 * _gemm_time(t, h, r, count=n_targets, **gemm)
     # ---- attention core ----------------------------------------------------------------------------------------
-    attn_flops_tok_layer = attention_flops_per_token(spec, s, causal=causal) / spec.layers
-    core_fwd = t * attn_flops_tok_layer / tp / (peak16 * cal.attention_efficiency)
-    core_bwd = 2.5 * core_fwd
+    # kernels run causal attention whatever FLOP convention the caller reports in (``causal`` below)
+    attn_flops_tok_layer = attention_flops_per_token(spec, s, causal=True) / spec.layers
+    core_fwd = t * attn_flops_tok_layer / tp / (peak16 * scale * cal.attention_efficiency)
+    core_bwd = 2.5 * core_fwd * cal.attention_efficiency / cal.attention_bwd_efficiency
     # ---- memory-bound elementwise work -------------------------------------------------------------------------
     repl_vals = 10 * h  # norms and residual adds: replicated over tp unless sequence parallel
     split_vals = 2 * (spec.q_dim + 2 * spec.kv_dim) + 3 * f_eff + 2 * o_in
@@ -181,7 +190,7 @@ def train_step_arrays(
     # ---- tensor-parallel communication ------------------------------------------------------------------------
     bw_tp, a_tp = group_bandwidth(cluster, cal, size=tp, stride=1)
     ar = collective_time_s("all_reduce", t * h * bpv, tp, bw_tp, a_tp)
-    tp_fwd = 2 * ar * (1 - cal.tp_overlap)
+    tp_fwd = 2 * ar * (1 - (cal.tp_overlap if tp_comm_overlap else 0.0))
     tp_bwd = tp_fwd
     # ---- context-parallel ring attention: K and V chunks pass cp-1 times, overlapped with attention --------------
     bw_cp, a_cp = group_bandwidth(cluster, cal, size=cp, stride=tp)
@@ -212,6 +221,8 @@ def train_step_arrays(
     bw_dp, a_dp = group_bandwidth(cluster, cal, size=dp_group, stride=tp)
     dense_local = (c.total - c.routed_experts_total) / (tp * pp)
     expert_local = c.routed_experts_total / (tp * pp * ep)
+    # bytes of the local weights that ZeRO-3/FSDP gathers (for LoRA/QLoRA: the frozen base, NF4 for QLoRA)
+    gather_bytes = (dense_local + expert_local) * (bytes_per_element("nf4") if task == "qlora" else bpv)
     if frozen:
         trainable = lora_param_count(spec, lora or LoraConfig()) / (tp * pp)
         dense_local, expert_local = trainable, 0.0 * expert_local
@@ -229,7 +240,7 @@ def train_step_arrays(
     rs = ar_dp / 2
     exposed_z12 = np.maximum(rs - bwd_window, 0.0) + last_bucket / 2 + np.maximum(rs - fwd_window, 0.0)
     # ZeRO-3 / FSDP: per micro-batch, gather weights in forward and backward, reduce-scatter gradients, prefetched
-    ag_layer = collective_time_s("all_gather", grad_bytes / layers_stage, dp_group, bw_dp, a_dp)
+    ag_layer = collective_time_s("all_gather", gather_bytes / layers_stage, dp_group, bw_dp, a_dp)
     ag_all = ag_layer * layers_stage
     exposed_z3 = n_micro * (
         np.maximum(ag_all - fwd_window, 0.0) + np.maximum(ag_all + rs - bwd_window, 0.0) + ag_layer

@@ -63,7 +63,7 @@ def train_layout_grid(spec: TransformerSpec, *, counts: list[int], gpus_per_node
     pps = [p for p in (1, 2, 4, 8, 16, 32) if p <= spec.layers]
     cps = [1, 2, 4, 8] if seq_len >= 32768 else [1]
     eps = [e for e in _pow2_upto(min(spec.moe.num_experts, 64)) if spec.moe.num_experts % e == 0] if spec.moe else [1]
-    zeros = [0] if frozen else [0, 1, 2, 3]
+    zeros = [0, 3] if frozen else [0, 1, 2, 3]  # LoRA: the frozen base is either replicated or FSDP-sharded
     mbs = [m for m in (1, 2, 4, 8) if m <= global_batch]
     axes = dict(gpus=counts, tp=tps, pp=pps, cp=cps, ep=eps, zero=zeros, mb=mbs, rc=[0, 1, 2], sp=[0, 1])
     grids = np.meshgrid(*[np.asarray(v, dtype=np.int64) for v in axes.values()], indexing="ij")
