@@ -125,7 +125,7 @@ def _golden(f, lo: float, hi: float, iters: int = 30) -> float:
 
 
 def fit_calibration(inputs: list[RunInputs], *, gpu, start: Calibration = DEFAULT_CALIBRATION,
-                    params: tuple[str, ...] | None = None, sweeps: int = 3) -> tuple[Calibration, dict]:  # fmt: skip
+                    params: tuple[str, ...] | None = None, sweeps: int = 25) -> tuple[Calibration, dict]:  # fmt: skip
     """Fit ``params`` (default: compute, memory and overhead; plus link parameters when several world sizes are
     present) to the runs' median step times. Returns the calibration and a report with the errors before/after."""
     if not inputs:
@@ -137,12 +137,17 @@ def fit_calibration(inputs: list[RunInputs], *, gpu, start: Calibration = DEFAUL
             params += ("intra_link_efficiency", "intra_latency_s")
     cal = start
     before = _loss(inputs, gpu, cal)
-    for _ in range(sweeps):
+    cur = before
+    for _ in range(sweeps):  # coordinate descent until a sweep gains less than 1e-10 in loss
+        start_sweep = cur
         for p in params:
             lo, hi = FIT_BOUNDS[p]
             best = _golden(lambda v, p=p: _loss(inputs, gpu, cal.replace(**{p: v})), lo, hi)
-            if _loss(inputs, gpu, cal.replace(**{p: best})) < _loss(inputs, gpu, cal):
-                cal = cal.replace(**{p: best})
+            trial = _loss(inputs, gpu, cal.replace(**{p: best}))
+            if trial < cur:
+                cal, cur = cal.replace(**{p: best}), trial
+        if start_sweep - cur < 1e-10:
+            break
     after = _loss(inputs, gpu, cal)
 
     def pct(c: Calibration) -> list[float]:
