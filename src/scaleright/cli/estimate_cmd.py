@@ -36,6 +36,16 @@ RecOpt = typer.Option("none", "--recompute", help="Activation recomputation: non
 SpOpt = typer.Option(False, "--sequence-parallel", help="Megatron sequence parallelism with TP.")
 PrecOpt = typer.Option("bf16", "--precision", help="Compute / weight precision.")
 LoraOpt = typer.Option(16, "--lora-rank", help="LoRA / QLoRA adapter rank.")
+LoraTargetsOpt = typer.Option("q,k,v,o,gate,up,down", "--lora-targets",
+                              help="Comma-separated projections carrying adapters: q, k, v, o, gate, up, down.")
+
+
+def _lora(task: str, rank: int, targets: str):
+    from scaleright.estimate.memory import LoraConfig
+
+    if task not in ("lora", "qlora"):
+        return None
+    return LoraConfig(rank=rank, targets=tuple(t.strip() for t in targets.split(",") if t.strip()))
 OptimOpt = typer.Option("adamw", "--optimizer", help="adamw, adam, adam8bit or sgd.")
 CalOpt = typer.Option(None, "--calibration", help="Calibration profile name or JSON path (scaleright calibrate).")
 
@@ -86,13 +96,14 @@ def memory_cmd(
     kv_precision: str | None = typer.Option(None, "--kv-precision", help="KV-cache precision (inference)."),
     batch: int = typer.Option(1, "--batch", help="Concurrent sequences per replica (inference)."),
     lora_rank: int = LoraOpt,
+    lora_targets: str = LoraTargetsOpt,
     optimizer: str = OptimOpt,
     catalog: Path | None = CatalogOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """Memory per GPU by component (weights, gradients, optimizer, activations, KV cache, overhead)."""
     from scaleright.estimate.layout import Layout
-    from scaleright.estimate.memory import LoraConfig, inference_memory, training_memory
+    from scaleright.estimate.memory import inference_memory, training_memory
 
     check_choice("--task", task, TASKS)
     check_choice("--precision", precision, ALL_PRECISIONS if task == "inference" else TRAIN_PRECISIONS)
@@ -111,7 +122,7 @@ def memory_cmd(
         layout = Layout(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, zero=zero, micro_batch=micro_batch,
                         global_batch=global_batch, recompute=recompute, sequence_parallel=sequence_parallel)
         layout.validate(spec, gpus=gpus)
-        lora = LoraConfig(rank=lora_rank) if task in ("lora", "qlora") else None
+        lora = _lora(task, lora_rank, lora_targets)
         mem = training_memory(spec, layout=layout, seq_len=seq_len, precision=precision, optimizer=optimizer,
                               task=task, lora=lora, gpu_memory_gb=g.memory_gb)  # fmt: skip
         caption = (f"{spec.name} {task}, {precision}, {optimizer}, tp={tp} pp={pp} dp={dp} cp={cp} zero={zero}, "
@@ -158,6 +169,7 @@ def train_cmd(
     precision: str = PrecOpt,
     task: str = typer.Option("pretrain", "--task", help="pretrain, full-finetune, lora or qlora."),
     lora_rank: int = LoraOpt,
+    lora_targets: str = LoraTargetsOpt,
     optimizer: str = OptimOpt,
     gpus_per_node: int | None = typer.Option(None, "--gpus-per-node", help="Default: the GPU's typical node."),
     inter_node_gbps_per_gpu: float | None = typer.Option(None, "--inter-node-gbps-per-gpu",
@@ -170,7 +182,6 @@ def train_cmd(
     """Step time, tokens/s, MFU/HFU, memory and scaling efficiency of one training layout."""
     from scaleright.estimate.calibration import load_calibration
     from scaleright.estimate.layout import Layout
-    from scaleright.estimate.memory import LoraConfig
     from scaleright.estimate.train import estimate_train
 
     check_choice("--precision", precision, TRAIN_PRECISIONS)
@@ -187,7 +198,7 @@ def train_cmd(
     layout.validate(spec, gpus=gpus)
     est = estimate_train(
         spec, gpu=g, layout=layout, seq_len=seq_len, cluster=_cluster(g, gpus_per_node, inter_node_gbps_per_gpu),
-        precision=precision, task=task, lora=LoraConfig(rank=lora_rank) if task in ("lora", "qlora") else None,
+        precision=precision, task=task, lora=_lora(task, lora_rank, lora_targets),
         optimizer=optimizer, tokens=tokens, cal=load_calibration(calibration),
     )  # fmt: skip
     d = est.as_dict()

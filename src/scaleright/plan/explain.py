@@ -295,6 +295,46 @@ def explain_inference(res, scn, spec, cat, evaluated, rate) -> None:
                  f"Self-hosting costs ${be:.2f} per 1M output tokens at this load: an API priced above that is "
                  f"dearer; below it, the API wins unless the GPUs serve more traffic.",
                  api_break_even_usd_per_1m_tokens=be))  # fmt: skip
+    ex.append(_efficiency_ladder(scn, spec, gpu, rec, rate))
     rent, _ = price_for(scn, gpu, cat, "on-demand") if scn.pricing.mode == "own" else (rec["price_usd_per_gpu_hour"], "")
     cap = _capex_opex(scn, gpu, rec["gpus"], cat, rent)
     ex.append(_capex_entry(cap, scn, gpu, cat, rent))
+
+
+def _efficiency_ladder(scn, spec, gpu, rec, rate) -> dict:
+    """The seeds' Inference Efficiency Ladder on the recommended GPU, each rung computed: cost per 1M output tokens
+    and GPUs needed for the offered rate, climbing from one request at a time in 16-bit to batching, 8-bit weights,
+    an 8-bit KV cache and 4-bit weights (rungs the GPU cannot run are skipped with the reason)."""
+    from scaleright.errors import InputError
+    from scaleright.estimate.comm import Cluster
+    from scaleright.plan.search import evaluate_inference
+
+    inf = scn.inference
+    cluster = Cluster.for_gpu(gpu, gpus_per_node=scn.constraints.gpus_per_node)
+    eight = "fp8" if gpu.dense_tflops.get("fp8") else "int8"
+    rungs = [("one request at a time, 16-bit", "bf16", "bf16", 1), ("+ continuous batching", "bf16", "bf16", None),
+             (f"+ {eight} weights", eight, "bf16", None), (f"+ {eight} KV cache", eight, eight, None),
+             ("+ int4 weights", "int4", eight, None)]  # fmt: skip
+    price = rec["price_usd_per_gpu_hour"]
+    rows = []
+    for label, wp, kvp, cap in rungs:
+        try:
+            c = evaluate_inference(spec, gpu=gpu, cluster=cluster, tp=rec["layout"]["tp"], rate_rps=rate,
+                                   input_len=inf.input_len, output_len=inf.output_len, precision=wp, kv_precision=kvp,
+                                   ttft_slo_s=inf.ttft_slo_s, tpot_slo_s=inf.tpot_slo_s, max_gpus=1 << 30,
+                                   batch_limit=cap)  # fmt: skip
+        except InputError as exc:
+            rows.append({"rung": label, "gpus": None, "usd_per_1m_output_tokens": None, "reason": str(exc)})
+            continue
+        if not c.gpus:
+            rows.append({"rung": label, "gpus": None, "usd_per_1m_output_tokens": None, "reason": c.reason})
+            continue
+        usd_h = c.gpus * price
+        rows.append({"rung": label, "gpus": c.gpus, "batch_per_replica": c.batch_per_replica,
+                     "usd_per_1m_output_tokens": usd_h * 1e6 / (rate * inf.output_len * 3600), "reason": None})
+    done = [r for r in rows if r["gpus"]]
+    text = "; ".join(f"{r['rung']}: {r['gpus']} GPU{'s' if r['gpus'] != 1 else ''}, "
+                     f"${r['usd_per_1m_output_tokens']:.3g}/1M tokens" for r in done)  # fmt: skip
+    return _x("efficiency_ladder", "Inference Efficiency Ladder",
+              f"On {gpu.id} (tp={rec['layout']['tp']}) for {rate:.3g} req/s: {text}." if done else
+              "No rung of the ladder carries the load within the SLOs.", rungs=rows)  # fmt: skip

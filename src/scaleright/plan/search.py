@@ -181,9 +181,9 @@ class InferCandidate:
 
 def evaluate_inference(spec: TransformerSpec, *, gpu, cluster: Cluster, tp: int, rate_rps: float, input_len: int,
                        output_len: int, precision: str, kv_precision: str, ttft_slo_s: float | None,
-                       tpot_slo_s: float | None, max_gpus: int,
-                       cal: Calibration = DEFAULT_CALIBRATION) -> InferCandidate:  # fmt: skip
-    """Largest SLO-meeting batch per replica, then replicas = ceil(rate / replica capacity)."""
+                       tpot_slo_s: float | None, max_gpus: int, cal: Calibration = DEFAULT_CALIBRATION,
+                       batch_limit: int | None = None) -> InferCandidate:  # fmt: skip
+    """Largest SLO-meeting batch per replica (at most ``batch_limit``), then replicas = ceil(rate / capacity)."""
     try:
         mb = max_batch(spec, gpu=gpu, context=input_len + output_len, tp=tp, precision=precision,
                        kv_precision=kv_precision, limit=4096)  # fmt: skip
@@ -191,6 +191,8 @@ def evaluate_inference(spec: TransformerSpec, *, gpu, cluster: Cluster, tp: int,
         return InferCandidate(gpu.id, tp, False, str(exc))
     if mb < 1:
         return InferCandidate(gpu.id, tp, False, f"model and one {input_len + output_len}-token sequence do not fit")
+    if batch_limit is not None:
+        mb = min(mb, batch_limit)
     batches = np.unique(np.concatenate([np.asarray(_pow2_upto(mb)), [mb]]))
     try:
         arr = _infer(spec, gpu, cluster, tp, batches, input_len, output_len, precision, kv_precision, cal)
