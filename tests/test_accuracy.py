@@ -11,7 +11,10 @@ FLOPs per token with the ones each source's own TFLOP/s ÷ tokens/s imply.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
+
 import pytest
 
 from scaleright.catalog import get_gpu
@@ -24,17 +27,18 @@ from scaleright.estimate.train import estimate_train, train_step_arrays
 from scaleright.workload import count_params
 
 REFERENCE_TOLERANCE = 0.25
+REFERENCE = Path(__file__).resolve().parents[2] / "shared" / "reference"  # ../shared/reference beside the checkout
 
 
 @pytest.fixture(scope="module")
 def train_cases():
-    cases, skipped = ref.load_train_cases()
+    cases, skipped = ref.load_train_cases(REFERENCE)
     return cases, skipped
 
 
 @pytest.fixture(scope="module")
 def infer_cases():
-    return ref.load_infer_cases()
+    return ref.load_infer_cases(REFERENCE)
 
 
 def _case(cases, line):

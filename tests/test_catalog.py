@@ -1,6 +1,6 @@
 """The catalog against the reference data it was built from, and the user-override rules.
 
-Expected values are read from /work/shared/reference/ with the csv/json modules and mapped by hand here, never
+Expected values are read from ../shared/reference/ (beside the checkout) with the csv/json modules and mapped by hand here, never
 from the package's own data files, so a copying slip in gpus.yaml, prices.csv or models/ fails a test.
 """
 
@@ -29,7 +29,7 @@ from scaleright.catalog import (
 )
 from scaleright.errors import CatalogFileError, InputError, UnknownNameError
 
-REF = Path("/work/shared/reference")
+REF = Path(__file__).resolve().parents[2] / "shared" / "reference"  # ../shared/reference beside the checkout
 GIB_IN_GB = 1.073741824
 
 # the csv's `name` -> canonical id (an independent mapping: the test does not ask the catalog)

@@ -1,6 +1,6 @@
 """Economics of a plan: the seed articles' worked examples, reproduced from their inputs, plus properties.
 
-Seeds (in /work/shared/seeds/):
+Seeds (in ../shared/seeds/):
 - A = "Multi-GPU vs Single-GPU Scaling Economics: The 2026 Guide for AI Teams" (Clarifai)
 - B = "Single GPU vs Multi-GPU Server Guide"
 

@@ -179,16 +179,17 @@ class Skipped:
 
 
 def reference_dir(directory: Path | str | None = None) -> Path:
-    """The reference data directory: the argument, ``$SCALERIGHT_REFERENCE_DIR``, or ``shared/reference`` beside
-    the repository this file lives in."""
+    """The reference data directory: the argument, ``$SCALERIGHT_REFERENCE_DIR``, or the nearest ``shared/reference``
+    beside a parent of this file or of the working directory (a checkout's ``../shared/reference``)."""
     if directory is None:
         directory = os.environ.get(REFERENCE_ENV_VAR) or None
     if directory is not None:
         p = Path(directory)
     else:
-        here = Path(__file__).resolve()
-        found = [a.parent / "shared" / "reference" for a in here.parents]
-        p = next((d for d in found if d.is_dir()), found[min(4, len(found) - 1)])
+        # beside a checkout: walk up from this file (editable install) and from the working directory
+        starts = [Path(__file__).resolve(), Path.cwd().resolve() / "_"]
+        found = [a.parent / "shared" / "reference" for start in starts for a in start.parents]
+        p = next((d for d in found if d.is_dir()), Path.cwd() / ".." / "shared" / "reference")
     if not p.is_dir():
         raise InputError(f"reference directory {p} not found (set ${REFERENCE_ENV_VAR} or pass directory=)")
     return p
