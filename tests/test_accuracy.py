@@ -19,7 +19,6 @@ import pytest
 
 from scaleright.catalog import get_gpu
 from scaleright.estimate import reference as ref
-from scaleright.estimate.calibration import DEFAULT_CALIBRATION
 from scaleright.estimate.comm import Cluster
 from scaleright.estimate.infer import estimate_infer, infer_arrays
 from scaleright.estimate.layout import Layout
@@ -74,15 +73,15 @@ def test_llm_foundry_mpt_7b_on_8_a100_80gb(train_cases):
     assert ref.predict_train(case)["predicted"] == pytest.approx(200, rel=REFERENCE_TOLERANCE)
 
 
+@pytest.mark.xfail(strict=True, reason="known miss: the model is +28 % here (compute-bound decode of a small model "
+                   "at max load), outside the 25 % these reference points hold; the table's median is 14 %")
 def test_trtllm_llama31_8b_fp8_h100_128_128(infer_cases):
     # TensorRT-LLM perf overview: Llama 3.1 8B FP8 on one H100 SXM, 128 in / 128 out, max load: 28,312 output tok/s
     case = _case(infer_cases[0], 311)
     assert (case.gpus, case.tp, case.batch, case.input_len, case.output_len) == (1, 1, "max", 128, 128)
     assert case.measured == 28312
     pred = ref.predict_infer(case)["predicted"]
-    # At max load this small model is compute-bound in decode; the model puts it at about +29 %, inside the
-    # TensorRT-LLM table's p90 (35 %, benchmarks/accuracy.py) but outside the 25 % used for training points.
-    assert pred == pytest.approx(28312, rel=0.30)
+    assert pred == pytest.approx(28312, rel=REFERENCE_TOLERANCE)
 
 
 def test_predict_infer_is_what_estimate_infer_says(infer_cases):
@@ -164,15 +163,16 @@ def test_no_tensor_parallel_traffic_at_tp1(llama_8b, pp, dp, zero):
 @pytest.mark.parametrize("gpu_name,precision", [("h100-sxm", "bf16"), ("a100-80gb", "bf16"), ("h200-sxm", "fp8")])
 def test_decode_at_batch_one_is_weight_bandwidth_bound(llama_8b, gpu_name, precision):
     gpu = get_gpu(gpu_name)
-    cal = DEFAULT_CALIBRATION
     c = count_params(llama_8b)
-    w_bytes = (c.total - c.embedding) * (1.0 if precision == "fp8" else 2.0)  # the head is read, the table gathered
+    # block weights at the precision, the 16-bit output head; the embedding table is only gathered
+    w_bytes = (c.total - c.embedding - c.lm_head) * (1.0 if precision == "fp8" else 2.0) + c.lm_head * 2.0
     hbm = gpu.hbm_bandwidth_tb_per_s * 1e12
     r = infer_arrays(llama_8b, gpu=gpu, cluster=Cluster.for_gpu(gpu), tp=1, pp=1, batch=np.array([1, 2]),
                      input_len=128, output_len=128, precision=precision, kv_precision=precision)  # fmt: skip
     t1, t2 = (float(x) for x in r["decode_step_s"])
     assert t1 >= w_bytes / hbm  # no faster than the datasheet bandwidth allows
-    assert t1 == pytest.approx(w_bytes / (hbm * cal.decode_memory_efficiency), rel=0.30)
+    # and no slower than decode kernels reaching half of it (published decode kernels reach 60-90 %)
+    assert t1 <= w_bytes / (0.5 * hbm)
     assert t2 / t1 < 1.05  # a second sequence costs (almost) nothing more: memory-bound
 
 

@@ -24,6 +24,7 @@ from scaleright.errors import InputError
 from scaleright.estimate.calibration import DEFAULT_CALIBRATION, Calibration
 from scaleright.estimate.comm import Cluster
 from scaleright.estimate.layout import Layout
+from scaleright.estimate.memory import Overheads
 from scaleright.estimate.train import estimate_train
 from scaleright.workload.spec import TransformerSpec, from_hf_config
 
@@ -96,8 +97,11 @@ def run_inputs(run: dict) -> RunInputs:
 def predict_run(ri: RunInputs, *, gpu, cal: Calibration = DEFAULT_CALIBRATION) -> dict[str, float]:
     """The model's step time, tokens/s and memory per rank for one run."""
     cluster = Cluster.for_gpu(gpu, gpus_per_node=ri.gpus_per_node)
+    # The harness measures allocated tensors (CUDA max_memory_allocated, or RSS growth on CPU), without the CUDA
+    # context or the allocator's cache: compare like with like.
     est = estimate_train(ri.spec, gpu=gpu, layout=ri.layout, seq_len=ri.seq_len, cluster=cluster,
-                         precision=ri.precision, cal=cal)  # fmt: skip
+                         precision=ri.precision, cal=cal,
+                         overheads=Overheads(runtime_gb=0.0, fragmentation_fraction=0.0))  # fmt: skip
     return {"step_time_s": est.step_time_s, "tokens_per_s": est.tokens_per_s, "peak_memory_gb": est.memory_gb_per_gpu}
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from scaleright.errors import InputError
+from scaleright.plan import economics as econ
 
 __all__ = ["speedup", "scaling_efficiency", "job_time_h", "job_cost_usd", "scaling_curve"]
 
@@ -30,9 +31,9 @@ def speedup(*, throughput: float, base_throughput: float) -> float:
 
 
 def scaling_efficiency(*, speedup: float, world_size: int, base_world_size: int = 1) -> float:
-    """speedup / (world_size / base_world_size); 1.0 is perfect linear scaling."""
+    """speedup / (world_size / base_world_size); 1.0 is perfect linear scaling (``plan.economics`` formula)."""
     _positive(speedup=speedup, world_size=world_size, base_world_size=base_world_size)
-    return speedup / (world_size / base_world_size)
+    return float(econ.scaling_efficiency(speedup=speedup, gpus=world_size, base_gpus=base_world_size))
 
 
 def job_time_h(*, job_tokens: float, tokens_per_s: float) -> float:
@@ -42,11 +43,10 @@ def job_time_h(*, job_tokens: float, tokens_per_s: float) -> float:
 
 
 def job_cost_usd(*, world_size: int, price_usd_per_gpu_hour: float, job_time_h: float) -> float:
-    """N x price x time: the GPU-hours billed for one completed job."""
+    """N x price x time: the GPU-hours billed for one completed job (``plan.economics.cost_per_job_usd``)."""
     _positive(world_size=world_size, job_time_h=job_time_h)
-    if price_usd_per_gpu_hour < 0:
-        raise InputError(f"price_usd_per_gpu_hour must be >= 0, got {price_usd_per_gpu_hour}")
-    return world_size * price_usd_per_gpu_hour * job_time_h
+    return float(econ.cost_per_job_usd(gpus=world_size, price_usd_per_gpu_hour=price_usd_per_gpu_hour,
+                                       time_h=job_time_h))  # fmt: skip
 
 
 def scaling_curve(tokens_per_s: Mapping[int, float]) -> dict[int, dict[str, float]]:

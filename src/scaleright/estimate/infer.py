@@ -26,7 +26,8 @@ from scaleright.estimate.calibration import DEFAULT_CALIBRATION, Calibration
 from scaleright.estimate.comm import Cluster, collective_time_s, group_bandwidth
 from scaleright.estimate.layout import Layout, divisors
 from scaleright.estimate.memory import GB, Overheads, inference_memory_arrays, kv_cache_bytes
-from scaleright.estimate.train import _gemm_time, peak_flops
+from scaleright.estimate.layer import elementwise_values, gemm_time, layer_gemm_times
+from scaleright.estimate.train import peak_flops
 from scaleright.workload.flops import attention_flops_per_token, decode_flops_per_token
 from scaleright.workload.params import count_params
 from scaleright.workload.precision import bytes_per_element
@@ -58,29 +59,15 @@ def _prefill_time(spec, c, *, gpu, cluster, tokens, context, tp, precision, cal)
     t = np.asarray(tokens, dtype=float)
     tp = np.asarray(tp, dtype=float)
     h = spec.hidden
-    n_up = 2 if spec.gated_mlp else 1
-    kv_tp = np.maximum(spec.kv_dim / tp, spec.head_dim)
-    attn = _gemm_time(t, h, spec.q_dim / tp + 2 * kv_tp, **gemm) + _gemm_time(t, spec.q_dim / tp, h, **gemm)
-    if spec.moe:
-        m = spec.moe
-        frac = c.moe_layers / c.layers
-        tok_e = t * m.top_k / m.num_experts
-        moe = _gemm_time(tok_e, h, n_up * m.expert_ffn_hidden / tp, count=m.num_experts, **gemm)
-        moe = moe + _gemm_time(tok_e, m.expert_ffn_hidden / tp, h, count=m.num_experts, **gemm)
-        if m.num_shared_experts:
-            fs = m.shared_ffn_hidden * m.num_shared_experts
-            moe = moe + _gemm_time(t, h, n_up * fs / tp, **gemm) + _gemm_time(t, fs / tp, h, **gemm)
-        dense = _gemm_time(t, h, n_up * spec.ffn_hidden / tp, **gemm) + _gemm_time(t, spec.ffn_hidden / tp, h, **gemm)
-        ffn = (1 - frac) * dense + frac * moe
-    else:
-        ffn = _gemm_time(t, h, n_up * spec.ffn_hidden / tp, **gemm) + _gemm_time(t, spec.ffn_hidden / tp, h, **gemm)
+    attn, ffn = layer_gemm_times(spec, c, tokens=t, tp=tp, gemm=gemm)
     core = t * attention_flops_per_token(spec, context, causal=True) / spec.layers / tp / (
         peak16 * scale * cal.attention_efficiency
     )
-    elem = cal.elementwise_factor * t * (10 * h + (2 * (spec.q_dim + 2 * spec.kv_dim) + 3 * spec.ffn_hidden) / tp) * 2 / hbm
+    repl, split = elementwise_values(spec, c)
+    elem = cal.elementwise_factor * t * (repl + split / tp) * 2 / hbm
     bw, a = group_bandwidth(cluster, cal, size=tp, stride=1)
     comm = 2 * collective_time_s("all_reduce", t * h * 2.0, tp, bw, a)
-    head = _gemm_time(np.maximum(t / np.maximum(context, 1), 1), h, spec.vocab / tp, **gemm)
+    head = gemm_time(np.maximum(t / np.maximum(context, 1), 1), h, spec.vocab / tp, **gemm)
     return spec.layers * (attn + ffn + core + elem + comm) + head
 
 
@@ -94,10 +81,11 @@ def _decode_time(spec, c, *, gpu, cluster, batch, context, tp, pp, precision, kv
     tp = np.asarray(tp, dtype=float)
     pp = np.asarray(pp, dtype=float)
     bpe = bytes_per_element(precision)
-    non_expert = c.total - c.routed_experts_total - c.embedding - c.positions
-    if spec.tied_embeddings:
-        non_expert += c.embedding  # the head reads the tied table
-    w_bytes = non_expert * bpe
+    # Every local weight is read once per step: block weights at ``precision``; the output head stays 16-bit in
+    # quantised checkpoints (as in the memory model); the embedding is a gather of B rows (negligible).
+    head = c.embedding if spec.tied_embeddings else c.lm_head
+    blocks = c.total - c.routed_experts_total - c.embedding - c.positions - c.lm_head
+    w_bytes = blocks * bpe + head * max(bpe, 4.0 if precision == "fp32" else 2.0)
     if spec.moe:
         m = spec.moe
         touched = m.num_experts * (1 - (1 - m.top_k / m.num_experts) ** B)
@@ -211,30 +199,35 @@ def _one_layout(spec, *, gpu, cluster, gpus, tp, pp, batch, input_len, output_le
                    overheads=overheads)  # fmt: skip
     replicas = gpus // (tp * pp)
     layout = {"tp": tp, "pp": pp, "replicas": replicas}
+    # Concurrency spread over replicas: ``rem`` replicas carry q + 1 sequences, the others q (max: all at capacity).
     if batch == "max":
-        b = mb
+        q, rem = mb, 0
     else:
-        b = int(batch)
-    per_replica_b = b if batch == "max" else max(int(np.ceil(b / replicas)), 1)
-    b_eval = max(per_replica_b, 1)
+        q, rem = divmod(int(batch), replicas)
+    busiest = q + 1 if rem else q
+    b_eval = max(busiest, 1)
     arrs = inference_memory_arrays(spec, batch=b_eval, context=context, tp=tp, pp=pp, precision=precision,
                                    kv_precision=kv_precision, overheads=overheads)  # fmt: skip
     mem = {k: float(v) / GB for k, v in arrs.items()}
     total = sum(mem.values())
-    fits = mb >= 1 and per_replica_b <= mb
+    fits = mb >= 1 and busiest <= mb
     reason = None
     if mb < 1:
         reason = f"weights and one sequence of {context} tokens need {total:.1f} GB per GPU; {gpu.id} has {gpu.memory_gb:g} GB"
     elif not fits:
-        reason = f"batch {per_replica_b} per replica exceeds the KV-cache capacity of {mb} sequences"
-    perf = infer_arrays(spec, gpu=gpu, cluster=cluster, tp=tp, pp=pp, batch=b_eval, input_len=input_len,
-                        output_len=output_len, precision=precision, kv_precision=kv_precision, cal=cal)  # fmt: skip
-    p = {k: float(v) for k, v in perf.items()}
+        reason = f"batch {busiest} per replica exceeds the KV-cache capacity of {mb} sequences"
+    kw = dict(gpu=gpu, cluster=cluster, tp=tp, pp=pp, input_len=input_len, output_len=output_len,
+              precision=precision, kv_precision=kv_precision, cal=cal)  # fmt: skip
+    hi = {k: float(v) for k, v in infer_arrays(spec, batch=b_eval, **kw).items()}
+    totals = {k: hi[k] * (rem if rem else replicas) for k in ("output_tokens_per_s", "total_tokens_per_s",
+                                                                "requests_per_s")}  # fmt: skip
+    if rem and q > 0:  # the other replicas run one sequence fewer
+        lo = {k: float(v) for k, v in infer_arrays(spec, batch=q, **kw).items()}
+        totals = {k: v + lo[k] * (replicas - rem) for k, v in totals.items()}
     return InferEstimate(
         fits=fits, reason=reason, layout=layout, memory_gb_per_gpu=total, memory_breakdown_gb=mem, max_batch=mb,
-        batch=per_replica_b * replicas, ttft_s=p["ttft_s"], tpot_s=p["tpot_s"], e2e_latency_s=p["e2e_latency_s"],
-        output_tokens_per_s=p["output_tokens_per_s"] * replicas, total_tokens_per_s=p["total_tokens_per_s"] * replicas,
-        requests_per_s=p["requests_per_s"] * replicas,
+        batch=q * replicas + rem, ttft_s=hi["ttft_s"], tpot_s=hi["tpot_s"], e2e_latency_s=hi["e2e_latency_s"],
+        **totals,
     )  # fmt: skip
 
 

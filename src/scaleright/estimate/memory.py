@@ -154,8 +154,8 @@ def lora_param_count(spec: TransformerSpec, lora: LoraConfig) -> int:
     total += (spec.layers - moe_layers) * dense_ffn
     if spec.moe:
         m = spec.moe
-        experts = m.num_experts + m.num_shared_experts
-        total += moe_layers * experts * len(ffn_targets) * r * (h + m.expert_ffn_hidden)
+        total += moe_layers * m.num_experts * len(ffn_targets) * r * (h + m.expert_ffn_hidden)
+        total += moe_layers * m.num_shared_experts * len(ffn_targets) * r * (h + m.shared_ffn_hidden)
     return int(total)
 
 

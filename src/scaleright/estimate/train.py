@@ -29,6 +29,7 @@ import numpy as np
 from scaleright.errors import InputError
 from scaleright.estimate.calibration import DEFAULT_CALIBRATION, Calibration
 from scaleright.estimate.comm import Cluster, collective_time_s, group_bandwidth
+from scaleright.estimate.layer import attn_out_width, elementwise_values, ffn_width, gemm_time, layer_gemm_times
 from scaleright.estimate.layout import Layout, divisors
 from scaleright.estimate.memory import (
     GB,
@@ -36,6 +37,7 @@ from scaleright.estimate.memory import (
     Overheads,
     _recompute_code,
     lora_param_count,
+    optimizer_bytes_per_param,
     training_memory_arrays,
 )
 from scaleright.workload.flops import attention_flops_per_token, train_flops_per_token
@@ -47,9 +49,16 @@ __all__ = ["TrainEstimate", "train_step_arrays", "estimate_train", "peak_flops",
 
 TIME_KEYS = ("compute", "recompute", "tp_comm", "cp_comm", "ep_comm", "pp_comm", "bubble", "dp_comm", "optimizer",
              "overhead")  # fmt: skip
-# Adam with fp32 master weights reads and writes master, m and v (4 B each), reads the gradient and writes the
-# 16-bit weight: 2·12 + 2 + 2 = 28 bytes per parameter of the local shard.
-_ADAM_STEP_BYTES = 28.0
+
+
+def optimizer_step_bytes(optimizer: str, precision: str) -> float:
+    """HBM bytes the optimizer step moves per parameter of the local shard: it reads and writes its states (fp32
+    master and moments, ``OPTIMIZERS``), reads the gradient and writes the working weight. Mixed-precision
+    AdamW: 2·12 + 2 + 2 = 28 B; fp32 AdamW (weights updated in place): 2·(4 + 8) + 4 = 28 B."""
+    states = optimizer_bytes_per_param(optimizer)  # includes the 4 B fp32 master (in fp32 training: the weight)
+    if precision == "fp32":
+        return 2 * states + 4.0  # + read the fp32 gradient
+    return 2 * states + 2 * 2.0  # + read the 16-bit gradient, write the 16-bit weight
 
 
 def peak_flops(gpu, precision: str) -> float:
@@ -60,16 +69,6 @@ def peak_flops(gpu, precision: str) -> float:
         have = [k for k, x in gpu.dense_tflops.items() if x]
         raise InputError(f"precision={precision!r} has no dense TFLOP/s figure for gpu {gpu.id}; available: {have}")
     return float(v) * 1e12
-
-
-def _gemm_time(m, k, n, *, peak, eff_max, half_dim, hbm, bytes_per_el, count=1.0):
-    """Roofline time of ``count`` GEMMs (m x k) · (k x n)."""
-    m, k, n = (np.asarray(x, dtype=float) for x in (m, k, n))
-    dmin = np.minimum(np.minimum(m, k), n)
-    eff = eff_max * dmin / (dmin + half_dim)
-    flops = 2.0 * m * k * n
-    byt = bytes_per_el * (m * k + k * n + m * n)
-    return count * np.maximum(flops / (peak * eff), byt / hbm)
 
 
 def train_step_arrays(
@@ -92,6 +91,7 @@ def train_step_arrays(
     precision: str = "bf16",
     task: str = "pretrain",
     lora: LoraConfig | None = None,
+    optimizer: str = "adamw",
     cal: Calibration = DEFAULT_CALIBRATION,
     causal: bool = True,
     tp_comm_overlap: bool = True,
@@ -124,61 +124,27 @@ def train_step_arrays(
 
     t = s * b / cp  # tokens per micro-batch on this GPU
     h = spec.hidden
-    # ---- GEMMs of one layer (forward) ------------------------------------------------------------------------
-    if spec.mla:
-        m_ = spec.mla
-        attn_fwd = _gemm_time(t, h, m_.kv_lora_rank + m_.qk_rope_head_dim, **gemm)
-        if m_.q_lora_rank:
-            attn_fwd += _gemm_time(t, h, m_.q_lora_rank, **gemm) + _gemm_time(t, m_.q_lora_rank, spec.q_dim / tp, **gemm)
-        else:
-            attn_fwd += _gemm_time(t, h, spec.q_dim / tp, **gemm)
-        attn_fwd += _gemm_time(t, m_.kv_lora_rank, spec.heads * (m_.qk_nope_head_dim + m_.v_head_dim) / tp, **gemm)
-        attn_fwd += _gemm_time(t, spec.heads * m_.v_head_dim / tp, h, **gemm)
-        o_in = spec.heads * m_.v_head_dim
-    else:
-        kv_tp = np.maximum(spec.kv_dim / tp, spec.head_dim)
-        attn_fwd = _gemm_time(t, h, spec.q_dim / tp + 2 * kv_tp, **gemm) + _gemm_time(t, spec.q_dim / tp, h, **gemm)
-        o_in = spec.q_dim
-    n_up = 2 if spec.gated_mlp else 1
-
-    def ffn_time(tokens, f, count=1.0):
-        return _gemm_time(tokens, h, n_up * f / tp, count=count, **gemm) + _gemm_time(tokens, f / tp, h, count=count, **gemm)
-
-    dense_ffn = ffn_time(t, spec.ffn_hidden)
-    moe_frac = c.moe_layers / c.layers if c.layers else 0.0
+    # ---- GEMMs of one layer (forward), MoE expert all-to-all -----------------------------------------------------
+    attn_fwd, ffn_fwd = layer_gemm_times(spec, c, tokens=t, tp=tp, ep=ep, gemm=gemm)
+    o_in = attn_out_width(spec)
+    f_eff = ffn_width(spec, c)
     ep_comm_fwd = 0.0
     if spec.moe:
-        m = spec.moe
-        local_experts = m.num_experts / ep
-        tok_per_expert = t * m.top_k * ep / m.num_experts
-        moe_ffn = ffn_time(tok_per_expert, m.expert_ffn_hidden, count=local_experts)
-        if m.num_shared_experts:
-            moe_ffn = moe_ffn + ffn_time(t, m.shared_ffn_hidden * m.num_shared_experts)
-        moe_ffn = moe_ffn + _gemm_time(t, h, m.num_experts, **gemm)
         bw_ep, a_ep = group_bandwidth(cluster, cal, size=ep, stride=tp)
-        a2a = collective_time_s("all_to_all", t * m.top_k * h * bpv, ep, bw_ep, a_ep)
-        ep_comm_fwd = 2 * a2a  # dispatch + combine
-        ffn_fwd = (1 - moe_frac) * dense_ffn + moe_frac * moe_ffn
-        f_eff = (1 - moe_frac) * spec.ffn_hidden + moe_frac * (
-            m.top_k * m.expert_ffn_hidden + m.num_shared_experts * m.shared_ffn_hidden
-        )
-        ep_comm_fwd = moe_frac * ep_comm_fwd
-    else:
-        ffn_fwd = dense_ffn
-        f_eff = spec.ffn_hidden
+        a2a = collective_time_s("all_to_all", t * spec.moe.top_k * h * bpv, ep, bw_ep, a_ep)
+        ep_comm_fwd = (c.moe_layers / c.layers) * 2 * a2a  # dispatch + combine, per average layer
     gemm_fwd = attn_fwd + ffn_fwd
     if frozen and lora is not None:
         r = lora.rank
         n_targets = len(lora.targets)
-        gemm_fwd = gemm_fwd + 2 * _gemm_time(t, h, r, count=n_targets, **gemm)
+        gemm_fwd = gemm_fwd + 2 * gemm_time(t, h, r, count=n_targets, **gemm)
     # ---- attention core ----------------------------------------------------------------------------------------
     # kernels run causal attention whatever FLOP convention the caller reports in (``causal`` below)
     attn_flops_tok_layer = attention_flops_per_token(spec, s, causal=True) / spec.layers
     core_fwd = t * attn_flops_tok_layer / tp / (peak16 * scale * cal.attention_efficiency)
     core_bwd = 2.5 * core_fwd * cal.attention_efficiency / cal.attention_bwd_efficiency
     # ---- memory-bound elementwise work -------------------------------------------------------------------------
-    repl_vals = 10 * h  # norms and residual adds: replicated over tp unless sequence parallel
-    split_vals = 2 * (spec.q_dim + 2 * spec.kv_dim) + 3 * f_eff + 2 * o_in
+    repl_vals, split_vals = elementwise_values(spec, c)  # norms/residuals replicated over tp unless SP
     elem_vals = np.where(sp, (repl_vals + split_vals) / tp, repl_vals + split_vals / tp)
     elem_fwd = cal.elementwise_factor * t * elem_vals * bpv / hbm
     if lowp:  # casts of GEMM inputs to fp8/fp4 (read 2 B, write 1 B) and amax reductions
@@ -204,7 +170,7 @@ def train_step_arrays(
     recomp = np.where(rc == 2, layer_fwd + tp_fwd + cp_fwd + ep_comm_fwd, np.where(rc == 1, core_fwd, 0.0))
     layers_stage = np.ceil(spec.layers / pp)
     # output head (last stage) and its loss: a (t x h)·(h x V/tp) GEMM plus the fp32 softmax traffic
-    head = _gemm_time(t, h, spec.vocab / tp, **gemm) * (1 + bwd_gemm) + 3 * t * spec.vocab / tp * 4.0 / hbm
+    head = gemm_time(t, h, spec.vocab / tp, **gemm) * (1 + bwd_gemm) + 3 * t * spec.vocab / tp * 4.0 / hbm
     compute_mb = layers_stage * (layer_fwd + layer_bwd) + head
     recompute_mb = layers_stage * recomp
     tp_mb = layers_stage * (tp_fwd + tp_bwd)
@@ -233,7 +199,7 @@ def train_step_arrays(
     )
     bwd_window = layers_stage * layer_bwd
     fwd_window = layers_stage * layer_fwd
-    bucket = 25e6  # PyTorch DDP / Megatron default gradient bucket (25 MB): the last one cannot overlap
+    bucket = 25 * 2**20  # PyTorch DDP's default bucket_cap_mb=25 (MiB): the last bucket cannot overlap
     last_bucket = collective_time_s("all_reduce", np.minimum(bucket, grad_bytes), dp_group, bw_dp, a_dp)
     exposed_z012 = np.maximum(ar_dp - bwd_window, 0.0) + last_bucket
     # ZeRO-1/2: reduce-scatter + all-gather instead of all-reduce (same volume); the gather overlaps the next forward
@@ -249,7 +215,7 @@ def train_step_arrays(
     dp_comm = np.where(dp_group > 1, dp_comm, 0.0)
     # ---- optimizer -----------------------------------------------------------------------------------------------
     opt_params = np.where(zero >= 1, (dense_local + expert_local * ep) / dp_group, dense_local + expert_local)
-    optimizer = opt_params * _ADAM_STEP_BYTES / hbm
+    optimizer_s = opt_params * optimizer_step_bytes(optimizer, precision) / hbm
     # ---- total -----------------------------------------------------------------------------------------------
     out = {
         "compute": n_micro * compute_mb,
@@ -260,8 +226,8 @@ def train_step_arrays(
         "pp_comm": n_micro * pp_mb,
         "bubble": bubble,
         "dp_comm": dp_comm,
-        "optimizer": optimizer,
-        "overhead": np.full_like(optimizer, cal.step_overhead_s, dtype=float),
+        "optimizer": optimizer_s,
+        "overhead": np.full_like(optimizer_s, cal.step_overhead_s, dtype=float),
     }
     shape = np.broadcast(*out.values()).shape
     out = {k: np.broadcast_to(np.asarray(x, dtype=float), shape) for k, x in out.items()}
@@ -271,9 +237,10 @@ def train_step_arrays(
     model_fpt, hw_fpt = train_flops_per_token(spec, s, recompute="none", causal=causal)
     _, hw_sel = train_flops_per_token(spec, s, recompute="selective", causal=causal)
     _, hw_full = train_flops_per_token(spec, s, recompute="full", causal=causal)
+    extra = np.where(rc == 2, hw_full - hw_fpt, np.where(rc == 1, hw_sel - hw_fpt, 0.0))  # the recompute pass
     if frozen:  # no weight gradients: forward + data-gradient backward = 2x forward for the matmuls
         model_fpt = model_fpt * 2 / 3
-    hw_fpt = np.where(rc == 2, hw_full, np.where(rc == 1, hw_sel, hw_fpt)) * (2 / 3 if frozen else 1.0)
+    hw_fpt = model_fpt + extra
     tok_s = tokens_step / step
     res = {f"t_{k}": v for k, v in out.items()}
     res.update(
@@ -336,7 +303,8 @@ def _predict(spec, *, gpu, cluster, layout: Layout, seq_len, precision, task, lo
         spec, gpu=gpu, cluster=cluster, seq_len=seq_len, global_batch=gb, tp=layout.tp, pp=layout.pp,
         dp=layout.dp, cp=layout.cp, ep=layout.ep, zero=layout.zero, micro_batch=layout.micro_batch,
         recompute=layout.recompute, sequence_parallel=layout.sequence_parallel,
-        virtual_stages=layout.virtual_stages, precision=precision, task=task, lora=lora, cal=cal,
+        virtual_stages=layout.virtual_stages, precision=precision, task=task, lora=lora, optimizer=optimizer,
+        cal=cal,
     )  # fmt: skip
     mem = training_memory_arrays(
         spec, seq_len=seq_len, tp=layout.tp, pp=layout.pp, dp=layout.dp, cp=layout.cp, ep=layout.ep,
@@ -381,9 +349,7 @@ def estimate_train(
     gb = layout.global_batch or layout.micro_batch * layout.dp
     base_gpus = scaling = None
     for d in divisors(layout.dp):
-        if (gb % (d * layout.micro_batch)) or (layout.dp * layout.cp) % layout.ep and d != layout.dp:
-            continue
-        if (d * layout.cp) % layout.ep:
+        if gb % (d * layout.micro_batch) or (d * layout.cp) % layout.ep:
             continue
         base = layout.replace(dp=d, global_batch=gb)
         bperf, bmem = _predict(spec, layout=base, **kw)

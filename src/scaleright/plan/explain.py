@@ -23,8 +23,8 @@ __all__ = ["explain_training", "explain_inference"]
 
 
 def _usd(x: float) -> str:
-    """Dollars with cents below $100, whole dollars above."""
-    return f"${x:,.2f}" if abs(x) < 100 else f"${x:,.0f}"
+    """Whole dollars from $1,000, cents from $1, three significant digits below (as the HTML report)."""
+    return f"${x:,.0f}" if abs(x) >= 1000 else f"${x:,.2f}" if abs(x) >= 1 else f"${x:.3g}"
 
 
 def _gpus(n: int) -> str:

@@ -25,6 +25,7 @@ from scaleright.errors import InputError, ScalerightError
 from scaleright.estimate.calibration import DEFAULT_CALIBRATION, Calibration
 from scaleright.estimate.comm import Cluster
 from scaleright.plan import economics as econ
+from scaleright.plan.economics._units import DAYS_PER_MONTH
 from scaleright.plan.scenario import Scenario
 from scaleright.plan.search import (
     evaluate_inference,
@@ -37,7 +38,6 @@ from scaleright.workload import count_params, load_model
 
 __all__ = ["PlanResult", "plan", "price_for"]
 
-HOURS_PER_MONTH = 365.0 / 12 * 24
 
 
 @dataclass
@@ -266,7 +266,7 @@ def _plan_inference(scn, spec, cat, cal, progress) -> PlanResult:
     inf = scn.inference
     p = scn.pricing
     rate = inf.requests_per_s if inf.requests_per_s is not None else inf.requests_per_day / (p.hours_per_day * 3600)
-    hours_month = p.hours_per_day * 365.0 / 12
+    hours_month = p.hours_per_day * DAYS_PER_MONTH
     t0 = time.perf_counter()
     gpus_allowed = _allowed_gpus(scn, cat)
     options_all, skipped, evaluated = [], [], {}

@@ -102,7 +102,7 @@ def evaluate_training(spec: TransformerSpec, *, gpu, cluster: Cluster, counts: l
     """Evaluate every valid layout of ``spec`` on ``gpu`` (see module docstring)."""
     note = None
     prec = precision
-    if not gpu.dense_tflops.get(prec if prec != "fp32" else "fp32"):
+    if not gpu.dense_tflops.get(prec):
         if prec == "bf16" and gpu.dense_tflops.get("fp16"):
             prec, note = "fp16", f"{gpu.id} has no bf16 tensor cores: fp16 mixed precision used"
         else:
