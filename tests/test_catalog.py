@@ -118,8 +118,9 @@ def test_catalog_holds_exactly_the_34_canonical_ids(builtin):
 @pytest.mark.parametrize("row", _spec_rows(), ids=lambda r: CSV_NAME_TO_ID[r["name"]])
 def test_memory_bandwidth_and_bf16_match_the_reference_csv(builtin, row):
     gpu = builtin.gpu(CSV_NAME_TO_ID[row["name"]])
-    # capacities the csv marks as GiB are converted to SI GB; likewise a bandwidth its source gives in GiB/s
-    mem = float(row["memory_gb"]) * (GIB_IN_GB if "GiB" in row["memory_type"] else 1.0)
+    # device capacities are binary (datasheet "80 GB" = 80 GiB: powers-of-two HBM stacks and GDDR chips), so every
+    # capacity is converted to SI GB; a bandwidth its source gives in GiB/s likewise
+    mem = float(row["memory_gb"]) * GIB_IN_GB
     bw = float(row["mem_bandwidth_tbps"])
     bw *= GIB_IN_GB if re.search(rf"\b{round(bw * 1000)} GiB/s", row["source"]) else 1.0
     bf16 = float(row["bf16_dense_tflops"]) if row["bf16_dense_tflops"] else None
@@ -352,7 +353,7 @@ def test_user_dir_overrides_a_gpu_and_adds_one(tmp_path, builtin):
     cat = Catalog.load(d)
     assert cat.gpu("H100").memory_gb == 96.0 and cat.gpu("h20").name == "NVIDIA H20"
     assert len(cat.gpus) == 35 and list(cat.gpus)[:34] == list(builtin.gpus)
-    assert Catalog.load().gpu("H100").memory_gb == 80.0  # the built-in catalog is untouched
+    assert Catalog.load().gpu("H100").memory_gb == pytest.approx(80 * GIB_IN_GB, rel=1e-4)  # built-in untouched
 
 
 def test_env_var_names_the_user_dir(tmp_path, monkeypatch, builtin):

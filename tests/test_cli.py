@@ -55,7 +55,7 @@ def test_catalog_gpus_json_lists_every_accelerator_with_units_in_the_keys():
     ids = [g["id"] for g in gpus]
     assert len(ids) == len(set(ids))
     h100 = next(g for g in gpus if g["id"] == "h100-sxm")
-    assert h100["memory_gb"] == 80  # H100 SXM5 datasheet: 80 GB HBM3
+    assert h100["memory_gb"] == pytest.approx(80 * 2**30 / 1e9, rel=1e-4)  # datasheet "80 GB" HBM3 = 80 GiB, in SI GB
     assert "bf16" in h100["dense_tflops"]
 
 
@@ -94,7 +94,7 @@ def test_estimate_memory_json_total_is_the_sum_of_its_breakdown():
     b = d["memory_breakdown_gb"]
     assert set(b) == BREAKDOWN
     assert d["total_gb"] == pytest.approx(sum(b.values()), rel=1e-9)
-    assert d["gpu_memory_gb"] == 80
+    assert d["gpu_memory_gb"] == pytest.approx(80 * 2**30 / 1e9, rel=1e-4)  # 80 GiB in SI GB
     assert d["headroom_gb"] == pytest.approx(d["gpu_memory_gb"] - d["total_gb"], rel=1e-9)
     # seed: ~16 bytes per parameter for mixed-precision Adam (2 weights + 2 gradients + 12 optimizer)
     assert b["weights"] + b["gradients"] + b["optimizer"] == pytest.approx(16 * 8.03, rel=0.01)
@@ -148,7 +148,7 @@ def test_estimate_train_of_a_layout_that_does_not_fit_is_a_result_not_an_error()
     d = json.loads(result.stdout)
     assert d["fits"] is False
     assert d["reason"]
-    assert "24" in d["reason"]  # names the GPU's memory
+    assert "25.8 GB" in d["reason"]  # names the GPU's memory: 24 GiB = 25.8 GB
     # 70 B x 16 bytes ~ 1.1 TB (seed: "over 1.1 TB of GPU memory") against 24 GB
     assert d["memory_gb_per_gpu"] > 16 * 70
 
@@ -283,6 +283,136 @@ BAD_INPUT = {
                       r"--precision='fp7' not allowed; allowed: .*bf16"),
     "batch foo": ([*INFER, "--batch", "foo"], r"--batch='foo' must be a positive integer or 'max'"),
     "catalog not a directory": (["catalog", "gpus", "--catalog", "/nonexistent/catalog"], r"not a directory"),
+    # tracebacks that became one line
+    "tp=0 (infer)": ([*INFER, "--gpus", "8", "--tp", "0"], r"--tp=0 must be a positive integer"),
+    "html is a directory": (["plan", str(EXAMPLES_DIR / "lora-7b-one-gpu.yaml"), "--html", str(EXAMPLES_DIR)],
+                            r"--html=.*examples: is a directory; give a file path"),
+    "html in a missing directory": (["plan", str(EXAMPLES_DIR / "lora-7b-one-gpu.yaml"), "--html",
+                                     "/nonexistent/x.html"],
+                                    r"--html=/nonexistent/x\.html: directory '/nonexistent' does not exist"),
+    "bench report html in a missing directory": (
+        ["bench", "report", "--db", "/nonexistent/runs.sqlite", "--html", "/nonexistent/x.html"],
+        r"--html=/nonexistent/x\.html: directory '/nonexistent' does not exist"),
+    "runs db is a directory": (["runs", "list", "--db", str(EXAMPLES_DIR)],
+                               r"examples is a directory; a run database is a file"),
+    # silently accepted values that are now rejected
+    "tokens nan": (["estimate", "train", "--model", "llama-3.1-8b", "--tokens", "nan"],
+                   r"--tokens=nan must be a finite positive number"),
+    "tokens inf": (["estimate", "train", "--model", "llama-3.1-8b", "--tokens", "inf"],
+                   r"--tokens=inf must be a finite positive number"),
+    "inter-node bandwidth nan": (["estimate", "train", "--model", "llama-3.1-8b", "--inter-node-gbps-per-gpu", "nan"],
+                                 r"--inter-node-gbps-per-gpu=nan must be a finite positive number"),
+    "empty lora targets": (["estimate", "train", "--model", "llama-3.1-8b", "--task", "lora", "--lora-targets", ""],
+                           r"--lora-targets='' names no projection; give at least one of q, k, v, o, gate, up, down"),
+    "fsdp with zero 1": (["estimate", "train", "--model", "llama-3.1-8b", "--fsdp", "--zero", "1"],
+                         r"--fsdp is ZeRO-3; drop --zero or set --zero 3"),
+    "seq-len too large": (["estimate", "train", "--model", "llama-3.1-8b", "--seq-len", "100000000"],
+                          r"--seq-len=100000000 is out of range; allowed: 1 to 10,000,000 tokens"),
+    "input-len too large": (["estimate", "infer", "--model", "llama-3.1-8b", "--input-len", "100000000",
+                             "--output-len", "10"], r"--input-len=100000000 is out of range"),
+    "gpus too many": (["estimate", "train", "--model", "llama-3.1-8b", "--gpus", str(10**24)],
+                      r"--gpus=1000000000000000000000000 is out of range; allowed: 1 to 1,000,000 GPUs"),
+    # misleading messages, now naming what is wrong
+    "pp does not divide gpus (infer)": ([*INFER, "--gpus", "4", "--pp", "3"], r"^error: pp\(3\) does not divide gpus\(4\)$"),
+    "pp above layers (infer)": ([*INFER, "--gpus", "64", "--pp", "64"], r"pp\(64\) > num_hidden_layers\(32\)"),
+    "plan a directory": (["plan", str(EXAMPLES_DIR)], r"is a directory, expected a YAML file"),
+    "concurrency 0": ([*INFER, "--concurrency", "0"], r"--concurrency=0 must be a positive integer"),
+    "zero with inference": (["estimate", "memory", "--model", "llama-3.1-8b", "--task", "inference", "--zero", "3"],
+                            r"--zero=3 applies to training; --task inference does not use it"),
+    "ep with inference": (["estimate", "memory", "--model", "llama-3.1-8b", "--task", "inference", "--ep", "2"],
+                          r"--ep=2 applies to training"),
+    "micro-batch with inference": (["estimate", "memory", "--model", "llama-3.1-8b", "--task", "inference",
+                                    "--micro-batch", "4"], r"--micro-batch=4 applies to training"),
+    "recompute with inference": (["estimate", "memory", "--model", "llama-3.1-8b", "--task", "inference",
+                                  "--recompute", "full"], r"--recompute=full applies to training"),
+    "batch with training": (["estimate", "memory", "--model", "llama-3.1-8b", "--batch", "4"],
+                            r"--batch=4 applies to --task inference; --task pretrain does not use it"),
+}  # fmt: skip
+
+
+_GPU_FIELDS = """\
+- id: my-gpu
+  name: My GPU
+  vendor: me
+  architecture: hopper
+  memory_gb: {memory_gb}
+  memory_type: HBM3
+  hbm_bandwidth_tb_per_s: 3.35
+  dense_tflops: {{fp32: 67, tf32: 495, bf16: 989, fp16: 989, fp8: 1979, int8: 1979, fp4: null}}
+  intra_node_link: nvlink
+  intra_node_gb_per_s_per_gpu: 450
+  gpus_per_node: 8
+  nic_gbps_per_gpu: 400
+  form_factor: SXM
+  source: a test
+"""
+
+
+def _config(tmp_path: Path, **fields) -> str:
+    """A copy of the catalog's llama-3.1-8b config.json with ``fields`` changed; its path."""
+    from scaleright.catalog.models import load_model_config
+
+    cfg, _ = load_model_config("llama-3.1-8b")
+    p = tmp_path / "config.json"
+    p.write_text(json.dumps({**cfg, **fields}))
+    return str(p)
+
+
+def _file(tmp_path: Path, name: str, content: str | bytes) -> Path:
+    p = tmp_path / name
+    p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_bytes(content if isinstance(content, bytes) else content.encode())
+    return p
+
+
+BINARY = b"\xff\xfe\x00\x01 not text"
+SCENARIO = "model: llama-3.1-8b\ntask: lora\n"
+
+# name -> (tmp_path -> args, pattern): bad files written to tmp_path
+BAD_FILES = {
+    "binary scenario": (lambda t: ["plan", str(_file(t, "bin.yaml", BINARY))],
+                        r"bin\.yaml: not a UTF-8 text file"),
+    "binary model config": (lambda t: ["estimate", "memory", "--model", str(_file(t, "bin.json", BINARY))],
+                            r"bin\.json: not a UTF-8 text file"),
+    "binary prices.csv": (lambda t: ["catalog", "prices", "--catalog", str(_file(t, "cat/prices.csv", BINARY).parent)],
+                          r"prices\.csv: not a UTF-8 text file"),
+    "binary gpus.yaml": (lambda t: ["catalog", "gpus", "--catalog", str(_file(t, "cat/gpus.yaml", BINARY).parent)],
+                         r"gpus\.yaml: not a UTF-8 text file"),
+    "zero heads": (lambda t: ["estimate", "memory", "--model", _config(t, num_attention_heads=0)],
+                   r"config\.json: field 'num_attention_heads' must be an integer from 1 to 10,000,000, got 0"),
+    "dropout not a number": (lambda t: ["estimate", "memory", "--model", _config(t, attention_dropout="x")],
+                             r"config\.json: field 'attention_dropout' must be a number from 0 to 1, got 'x'"),
+    "hidden size 1e30": (lambda t: ["estimate", "memory", "--model", _config(t, hidden_size=10**30)],
+                         r"config\.json: field 'hidden_size' must be an integer from 1 to 10,000,000"),
+    "string boolean": (lambda t: ["estimate", "memory", "--model", _config(t, tie_word_embeddings="false")],
+                       r"config\.json: field 'tie_word_embeddings' must be true or false, got 'false'"),
+    "calibration efficiency 0": (
+        lambda t: ["estimate", "train", "--model", "gpt2", "--calibration",
+                   str(_file(t, "cal.json", '{"gemm_efficiency": 0}'))],
+        r"cal\.json: calibration gemm_efficiency=0 must be greater than 0 and at most 1"),
+    "calibration efficiency nan": (
+        lambda t: ["estimate", "train", "--model", "gpt2", "--calibration",
+                   str(_file(t, "cal.json", '{"memory_efficiency": NaN}'))],
+        r"cal\.json: calibration memory_efficiency=nan must be a finite non-negative number"),
+    "gpu memory .inf": (lambda t: ["catalog", "gpus", "--catalog",
+                                   str(_file(t, "cat/gpus.yaml", _GPU_FIELDS.format(memory_gb=".inf")).parent)],
+                        r"gpus\.yaml: my-gpu\.memory_gb: Input should be a finite number"),
+    "gpu memory .nan": (lambda t: ["catalog", "gpus", "--catalog",
+                                   str(_file(t, "cat/gpus.yaml", _GPU_FIELDS.format(memory_gb=".nan")).parent)],
+                        r"gpus\.yaml: my-gpu\.memory_gb: Input should be a finite number"),
+    "scenario tokens .inf": (lambda t: ["plan", str(_file(t, "s.yaml", SCENARIO + "training: {tokens: .inf}\n"))],
+                             r"s\.yaml: training\.tokens: Input should be a finite number"),
+    "scenario empty gpu_types": (
+        lambda t: ["plan", str(_file(t, "s.yaml", SCENARIO + "training: {tokens: 1.0e8}\nconstraints: {gpu_types: []}\n"))],
+        r"s\.yaml: constraints\.gpu_types: empty list; give at least one GPU or omit the key"),
+    "scenario negative price": (
+        lambda t: ["plan", str(_file(t, "s.yaml", SCENARIO + "training: {tokens: 1.0e8}\n"
+                                     "pricing: {price_usd_per_gpu_hour: {h100-sxm: -1}}\n"))],
+        r"s\.yaml: pricing\.price_usd_per_gpu_hour\.h100-sxm: Input should be greater than or equal to 0"),
+    "scenario infinite purchase": (
+        lambda t: ["plan", str(_file(t, "s.yaml", SCENARIO + "training: {tokens: 1.0e8}\n"
+                                     "pricing: {purchase_usd_per_gpu: {h100-sxm: .inf}}\n"))],
+        r"s\.yaml: pricing\.purchase_usd_per_gpu\.h100-sxm: Input should be a finite number"),
 }  # fmt: skip
 
 
@@ -302,6 +432,24 @@ def _assert_one_line_error(code: int, out: str, err: str, pattern: str) -> None:
 def test_bad_input_is_one_line_on_stderr_and_exit_2(case, monkeypatch, capsys):
     args, pattern = BAD_INPUT[case]
     _assert_one_line_error(*_main(args, monkeypatch, capsys), pattern)
+
+
+@pytest.mark.parametrize("case", list(BAD_FILES), ids=list(BAD_FILES))
+def test_a_bad_file_is_one_line_on_stderr_and_exit_2(case, tmp_path, monkeypatch, capsys):
+    make_args, pattern = BAD_FILES[case]
+    _assert_one_line_error(*_main(make_args(tmp_path), monkeypatch, capsys), pattern)
+
+
+def test_kv_precision_help_states_the_fp32_default():
+    result = runner.invoke(app, ["estimate", "infer", "--help"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0
+    assert "default: fp32 with --precision fp32, else bf16" in " ".join(result.output.split())
+
+
+def test_runs_show_and_export_offer_json(monkeypatch):
+    for cmd in ("show", "export"):
+        result = runner.invoke(app, ["runs", cmd, "--help"], env={"COLUMNS": "200"})
+        assert result.exit_code == 0 and "--json" in result.output
 
 
 def test_a_scenario_with_an_unknown_key_is_one_line_naming_file_and_key(unknown_key_scenario, monkeypatch, capsys):

@@ -23,6 +23,8 @@ from scaleright.catalog import Catalog
 from scaleright.plan.planner import PlanResult, plan
 from scaleright.plan.scenario import load_scenario, parse_scenario
 
+EIGHTY_GIB_GB = 80 * 2**30 / 1e9  # an "80 GB" datasheet part holds 80 GiB = 85.9 GB
+
 EXAMPLES_DIR = Path(__file__).resolve().parents[1] / "examples"
 DAYS_PER_MONTH = 365.0 / 12  # the seeds' calendar: $64 a month = 0.55 kW x 730 h x $0.16
 REL = 1e-9  # float slack for identities that should hold exactly
@@ -270,9 +272,9 @@ def test_13b_full_finetune_hits_the_memory_wall_on_one_80gb_gpu():
     assert states_gb == pytest.approx(208, rel=0.01)
     wall = _topic(res, "memory_wall")
     assert "does not fit on one" in wall["text"]
-    assert wall["data"]["gpu_memory_gb"] == 80
+    assert wall["data"]["gpu_memory_gb"] == pytest.approx(EIGHTY_GIB_GB)
     assert wall["data"]["smallest_gpus"] >= math.ceil(states_gb / 80) == 3
-    eighty = [o for o in res.all_options if o["gpu_memory_gb"] == 80]
+    eighty = [o for o in res.all_options if o["gpu_memory_gb"] == EIGHTY_GIB_GB]
     assert eighty, "expected 80 GB options (h100-sxm, h100-pcie, a100-80gb)"
     assert min(o["gpus"] for o in eighty) >= 3
 
@@ -288,10 +290,10 @@ def test_7b_lora_has_a_single_gpu_option_on_an_80gb_gpu():
     res = _example("lora-7b-one-gpu.yaml")
     # frozen bf16 weights: 7.25 B x 2 bytes ~ 14.5 GB, far below 80 GB
     assert 2 * res.scenario["model_params_total"] / 1e9 < 20
-    singles = [o for o in res.all_options if o["gpus"] == 1 and o["gpu_memory_gb"] == 80]
+    singles = [o for o in res.all_options if o["gpus"] == 1 and o["gpu_memory_gb"] == EIGHTY_GIB_GB]
     assert singles, "no single-GPU option on an 80 GB GPU"
     for o in singles:
-        assert o["memory_gb_per_gpu"] <= 80
+        assert o["memory_gb_per_gpu"] <= EIGHTY_GIB_GB
 
 
 def test_interconnect_pcie_keeps_only_pcie_gpus():

@@ -139,11 +139,35 @@ def test_unknown_key_in_a_file_names_the_file_and_the_key(tmp_path):
         ("pricing.resale_fraction", -0.1, "pricing.resale_fraction"),
         ("pricing.electricity_usd_per_kwh", -0.1, "pricing.electricity_usd_per_kwh"),
         ("pricing.price_usd_per_gpu_hour", {"h100-sxm": "cheap"}, "pricing.price_usd_per_gpu_hour.h100-sxm"),
+        ("pricing.price_usd_per_gpu_hour", {"h100-sxm": -1.0}, "pricing.price_usd_per_gpu_hour.h100-sxm"),
+        ("pricing.price_usd_per_gpu_hour", {"h100-sxm": float("inf")}, "pricing.price_usd_per_gpu_hour.h100-sxm"),
+        ("pricing.purchase_usd_per_gpu", {"h100-sxm": -1.0}, "pricing.purchase_usd_per_gpu.h100-sxm"),
+        ("pricing.purchase_usd_per_gpu", {"h100-sxm": float("nan")}, "pricing.purchase_usd_per_gpu.h100-sxm"),
+        ("training.tokens", float("inf"), "training.tokens"),
+        ("training.tokens", float("nan"), "training.tokens"),
+        ("constraints.budget_usd", float("inf"), "constraints.budget_usd"),
+        ("pricing.horizon_months", float("inf"), "pricing.horizon_months"),
     ],
 )
 def test_wrong_type_or_range_names_the_field(path, value, field):
     msg = _error(_with(_training(), path, value))
     assert msg.startswith(f"scenario: {field}: "), msg
+
+
+def test_infinite_training_tokens_are_rejected_not_planned():
+    msg = _error(_with(_training(), "training.tokens", float("inf")))
+    assert msg == "scenario: training.tokens: Input should be a finite number", msg
+
+
+def test_an_empty_gpu_types_list_is_rejected_not_read_as_every_gpu():
+    msg = _error(_with(_training(), "constraints.gpu_types", []))
+    assert msg.startswith("scenario: constraints.gpu_types: empty list; give at least one GPU or omit the key"), msg
+
+
+def test_omitting_gpu_types_still_means_every_gpu():
+    assert parse_scenario(_training()).constraints.gpu_types is None
+    assert parse_scenario(_with(_training(), "constraints.gpu_types", ["h100-sxm"])).constraints.gpu_types == [
+        "h100-sxm"]
 
 
 @pytest.mark.parametrize(
@@ -319,6 +343,38 @@ def test_empty_file_is_not_a_mapping(tmp_path):
 def test_a_missing_file_is_an_input_error_naming_it(tmp_path):
     p = tmp_path / "nowhere.yaml"
     with pytest.raises(InputError, match=r"scenario file '.*nowhere\.yaml' not found"):
+        load_scenario(p)
+
+
+def test_a_directory_is_not_reported_as_missing(tmp_path):
+    with pytest.raises(InputError, match=r"scenario file '.*' is a directory, expected a YAML file"):
+        load_scenario(tmp_path)
+
+
+def test_a_binary_file_is_one_line_naming_it(tmp_path):
+    p = tmp_path / "bin.yaml"
+    p.write_bytes(b"\xff\xfe\x00\x01binary")
+    with pytest.raises(CatalogFileError, match=r"bin\.yaml: not a UTF-8 text file \(byte 0"):
+        load_scenario(p)
+
+
+@pytest.mark.parametrize(
+    ("text", "field"),
+    [
+        ("training: {tokens: .inf}", "training.tokens"),
+        ("training: {tokens: .nan}", "training.tokens"),
+        ("training: {tokens: 1.0e8}\nconstraints: {gpu_types: []}", "constraints.gpu_types"),
+        ("training: {tokens: 1.0e8}\npricing: {price_usd_per_gpu_hour: {h100-sxm: -.inf}}",
+         "pricing.price_usd_per_gpu_hour.h100-sxm"),
+        ("training: {tokens: 1.0e8}\npricing: {purchase_usd_per_gpu: {h100-sxm: .inf}}",
+         "pricing.purchase_usd_per_gpu.h100-sxm"),
+    ],
+    ids=["tokens-inf", "tokens-nan", "empty-gpu-types", "price-minus-inf", "purchase-inf"],
+)  # fmt: skip
+def test_yaml_infinities_and_empty_lists_name_the_file_and_field(tmp_path, text, field):
+    p = tmp_path / "odd.yaml"
+    p.write_text(f"model: llama-3.1-8b\ntask: lora\n{text}\n")
+    with pytest.raises(CatalogFileError, match=rf"odd\.yaml: {field.replace('.', '[.]')}: "):
         load_scenario(p)
 
 

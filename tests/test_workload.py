@@ -303,5 +303,57 @@ def test_shipped_config_parses_into_a_consistent_spec(models_dir, shipped_model_
     assert spec.family in SUPPORTED_FAMILIES
     assert spec.heads % spec.kv_heads == 0
     assert 0 < counts.active <= counts.total
-    assert counts.total == counts.embedding + counts.positions + counts.lm_head + counts.final_norm + counts.blocks
     assert math.isfinite(float(forward_flops_per_token(spec, 2048)))
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("tie_word_embeddings", "false", r"'tie_word_embeddings' must be true or false, got 'false'"),
+        ("tie_word_embeddings", 0, r"'tie_word_embeddings' must be true or false, got 0"),
+        ("attention_bias", "no", r"'attention_bias' must be true or false, got 'no'"),
+        ("num_attention_heads", 0, r"'num_attention_heads' must be an integer from 1 to 10,000,000, got 0"),
+        ("num_hidden_layers", 0, r"'num_hidden_layers' must be an integer from 1 to"),
+        ("vocab_size", -5, r"'vocab_size' must be an integer from 1 to"),
+        ("hidden_size", 10**30, r"'hidden_size' must be an integer from 1 to 10,000,000, got 1000000000000000000"),
+        ("intermediate_size", 4.5, r"'intermediate_size' must be an integer"),
+        ("attention_dropout", "x", r"'attention_dropout' must be a number from 0 to 1, got 'x'"),
+        ("attention_dropout", 2.0, r"'attention_dropout' must be a number from 0 to 1, got 2\.0"),
+        ("sliding_window", "big", r"'sliding_window' must be an integer"),
+    ],
+    ids=lambda v: str(v)[:20],
+)  # fmt: skip
+def test_a_malformed_config_field_is_one_line_naming_file_and_field(llama_like_config, field, value, message):
+    with pytest.raises(CatalogFileError, match=r"^my/config\.json: field " + message) as info:
+        from_hf_config(llama_like_config(**{field: value}), source="my/config.json")
+    assert "\n" not in str(info.value)
+
+
+def test_a_string_false_is_not_read_as_true(llama_like_config):
+    """bool("false") is True: a quoted boolean must be an error, never silently flip tied embeddings on."""
+    with pytest.raises(CatalogFileError, match="tie_word_embeddings"):
+        from_hf_config(llama_like_config(tie_word_embeddings="false"))
+    assert from_hf_config(llama_like_config(tie_word_embeddings=False)).tied_embeddings is False
+    assert from_hf_config(llama_like_config(tie_word_embeddings=True)).tied_embeddings is True
+
+
+def test_zero_is_allowed_where_it_means_none(llama_like_config):
+    """0 is meaningful for optional sizes (no shared expert, no sliding window, no dense layers)."""
+    qwen = llama_like_config(model_type="qwen2_moe", num_experts=4, num_experts_per_tok=2, moe_intermediate_size=64,
+                             shared_expert_intermediate_size=0, sliding_window=0)  # fmt: skip
+    spec = from_hf_config(qwen)
+    assert spec.moe.num_shared_experts == 0 and spec.sliding_window == 0
+    with pytest.raises(CatalogFileError, match=r"'num_experts' must be an integer from 1"):
+        from_hf_config({**qwen, "num_experts": 0})
+
+
+def test_top_k_above_the_expert_count_is_rejected(llama_like_config):
+    cfg = llama_like_config(model_type="mixtral", num_local_experts=4, num_experts_per_tok=5)
+    with pytest.raises(CatalogFileError, match=r"num_experts_per_tok=5 exceeds the number of experts \(4\)"):
+        from_hf_config(cfg, source="my/config.json")
+
+
+def test_fewer_hidden_units_than_heads_is_rejected_unless_head_dim_is_given(llama_like_config):
+    with pytest.raises(CatalogFileError, match=r"hidden_size=4 is smaller than num_attention_heads=8"):
+        from_hf_config(llama_like_config(hidden_size=4), source="my/config.json")
+    assert from_hf_config(llama_like_config(hidden_size=4, head_dim=16)).head_dim == 16

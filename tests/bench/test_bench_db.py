@@ -70,6 +70,26 @@ def test_a_file_that_is_not_sqlite_is_a_store_error(tmp_path):
         RunStore(path).list()
 
 
+@pytest.mark.parametrize("method", ["list", "add", "integrity"])
+def test_a_directory_as_database_is_a_store_error_naming_it(tmp_path, make_run, method):
+    store = RunStore(tmp_path)
+    call = {"list": store.list, "add": lambda: store.add(**make_run()), "integrity": store.integrity}[method]
+    with pytest.raises(RunStoreError, match=rf"^{tmp_path} is a directory; a run database is a file"):
+        call()
+
+
+def test_a_database_under_a_file_is_a_store_error(tmp_path, make_run):
+    (tmp_path / "afile").write_text("")
+    with pytest.raises(RunStoreError, match=r"afile/runs\.sqlite: cannot open the run database"):
+        RunStore(tmp_path / "afile" / "runs.sqlite").add(**make_run())
+
+
+def test_export_to_an_unwritable_path_is_an_input_error(store, make_run, tmp_path):
+    store.add(**make_run())
+    with pytest.raises(InputError, match=r"absent/out\.json: cannot write the export"):
+        store.export("json", tmp_path / "absent" / "out.json")
+
+
 def test_export_json_and_flattened_csv(store, make_run, tmp_path):
     store.add(**make_run(0, world_size=1))
     store.add(**make_run(1, world_size=2))

@@ -106,14 +106,17 @@ def parse_sizes(text: str) -> tuple[int, ...]:
         unit = m.group(2).upper() if m else None
         if not m or unit not in _UNITS:
             raise InputError(f"bad size '{item}' in --sizes; use a number with B, KB, MB, GB, KiB, MiB or GiB")
-        out.append(int(float(m.group(1)) * _UNITS[unit]))
+        size = int(float(m.group(1)) * _UNITS[unit])
+        if size < 1:
+            raise InputError(f"size '{item}' in --sizes is under one byte; give at least 1B")
+        out.append(size)
     return tuple(out)
 
 
 class LaunchSpec(BaseModel):
     """Where the ranks run: torchrun's node and rendezvous flags."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)  # .inf / nan are errors
 
     nnodes: int = Field(1, ge=1, description="nodes; world size = nnodes * nproc per node")
     node_rank: int = Field(0, ge=0, description="this node's index, 0..nnodes-1 (static rendezvous only)")
@@ -133,7 +136,7 @@ class LaunchSpec(BaseModel):
 class TrainBenchConfig(BaseModel):
     """A training sweep: one model, one strategy, several world sizes (per-rank micro batch fixed)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)  # .inf / nan are errors
 
     model: GPTSpec = Field(description="decoder shape")
     preset: str | None = Field(None, description="preset name the dims came from (a label; dims rule)")
@@ -174,7 +177,7 @@ class TrainBenchConfig(BaseModel):
 class CommBenchConfig(BaseModel):
     """A collective-communication sweep over ops and message sizes."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)  # .inf / nan are errors
 
     nproc: tuple[int, ...] = Field((2,), min_length=1, description="processes per node, one run per value")
     sizes_bytes: tuple[int, ...] = Field((10**3, 10**6, 64 * 10**6), min_length=1, description="message sizes (B)")
@@ -189,7 +192,7 @@ class CommBenchConfig(BaseModel):
 class InferBenchConfig(BaseModel):
     """Prefill and KV-cache decode throughput against batch size, in one process."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)  # .inf / nan are errors
 
     model: GPTSpec = Field(description="decoder shape (random weights)")
     preset: str | None = Field(None, description="preset name the dims came from")

@@ -69,11 +69,17 @@ class RunStore:
 
     @contextmanager
     def _connect(self, *, create: bool) -> Iterator[sqlite3.Connection]:
+        if self.path.is_dir():
+            raise RunStoreError(f"{self.path} is a directory; a run database is a file, "
+                                f"e.g. {self.path / 'runs.sqlite'}")
         if not create and not self.path.exists():
             raise FileNotFoundError(self.path)
-        if create:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-        conn = sqlite3.connect(self.path, timeout=30)
+        try:
+            if create:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+            conn = sqlite3.connect(self.path, timeout=30)
+        except (OSError, sqlite3.Error) as exc:
+            raise RunStoreError(f"{self.path}: cannot open the run database ({exc})") from None
         conn.row_factory = sqlite3.Row
         try:
             conn.execute("PRAGMA journal_mode=WAL")
@@ -142,7 +148,10 @@ class RunStore:
         else:
             raise InputError(f"export format must be csv or json; got '{fmt}'")
         if out is not None:
-            Path(out).write_text(text)
+            try:
+                Path(out).write_text(text, encoding="utf-8")
+            except OSError as exc:
+                raise InputError(f"{out}: cannot write the export ({exc.strerror or exc})") from None
         return text
 
     def integrity(self) -> str:

@@ -29,7 +29,7 @@ __all__ = ["ModelEntry", "get_model_entry", "load_model_config", "parse_config_j
 class ModelEntry(BaseModel):
     """One catalog model. Unknown keys are an error."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
     name: str = Field(pattern=r"^[a-z0-9][a-z0-9.\-]*$")  # catalog name, e.g. "llama-3.1-70b"
     aliases: list[str] = []  # other names, e.g. the Hugging Face repo id
@@ -52,6 +52,10 @@ def parse_config_json(path: Path | Traversable) -> dict[str, Any]:
         data = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise CatalogFileError(f"{path}: file not found") from None
+    except UnicodeDecodeError as e:
+        raise CatalogFileError(f"{path}: not a UTF-8 text file (byte {e.start}: {e.reason})") from None
+    except OSError as e:
+        raise CatalogFileError(f"{path}: cannot read ({e.strerror or e})") from None
     except json.JSONDecodeError as e:
         raise CatalogFileError(f"{path}: invalid JSON at line {e.lineno} column {e.colno}: {e.msg}") from None
     if not isinstance(data, dict):
@@ -81,7 +85,8 @@ def load_model_config(
     if path.is_file():
         return parse_config_json(path), None
     if path.suffix == ".json":
-        raise CatalogFileError(f"{path}: file not found")
+        what = "is a directory, expected a config.json file" if path.is_dir() else "file not found"
+        raise CatalogFileError(f"{path}: {what}")
     cat = _catalog(catalog)
     entry = cat.model_entry(str(name_or_path))
     return copy.deepcopy(cat.model_configs[entry.name]), entry

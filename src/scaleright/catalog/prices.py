@@ -28,7 +28,7 @@ USABLE_UNIT = {k: "usd_per_gpu_hour" for k in KINDS} | {"purchase": "usd_per_gpu
 class PriceRow(BaseModel):
     """One dated price. ``usd`` or both of ``usd_low``/``usd_high`` make it usable; unknown keys are an error."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)  # .inf / nan are errors
 
     gpu_id: str = Field(pattern=r"^(other:)?[a-z0-9][a-z0-9.\-]*$")  # catalog GPU id, or other:<name>
     kind: Literal["on-demand", "spot", "marketplace", "reserved", "purchase"]

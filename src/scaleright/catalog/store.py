@@ -101,9 +101,20 @@ def _validate(model: type[M], data: Any, file: object, where: str) -> M:
         raise CatalogFileError(f"{file}: {where}{'.' + loc if loc else ''}: {msg}") from None
 
 
-def _read_yaml_list(path: Traversable) -> list[Any]:
+def _read_text(path: Traversable) -> str:
+    """The file's text (UTF-8), or CatalogFileError naming the file when it is binary or unreadable."""
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise CatalogFileError(f"{path}: not a UTF-8 text file (byte {exc.start}: {exc.reason})") from None
+    except OSError as exc:
+        raise CatalogFileError(f"{path}: cannot read ({exc.strerror or exc})") from None
+
+
+def _read_yaml_list(path: Traversable) -> list[Any]:
+    text = _read_text(path)
+    try:
+        data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1} column {mark.column + 1}: " if mark else ""
@@ -130,7 +141,7 @@ def _read_models(path: Traversable) -> list[ModelEntry]:
 
 def _read_prices(path: Traversable) -> list[tuple[str, PriceRow]]:
     """(row label, row) per data row; empty cells take the field's default."""
-    reader = csv.DictReader(io.StringIO(path.read_text(encoding="utf-8")))
+    reader = csv.DictReader(io.StringIO(_read_text(path)))
     header = reader.fieldnames or []
     unknown = [c for c in header if c not in PRICE_COLUMNS]
     missing = [c for c in PRICE_COLUMNS if c not in header]

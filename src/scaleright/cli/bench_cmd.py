@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import json
+import math
 import shlex
 from enum import Enum
 from pathlib import Path
@@ -270,11 +271,19 @@ def report(
 ) -> None:
     """Speedup, scaling efficiency and cost per job against world size, from stored train runs."""
     from scaleright.bench.report import render_html, render_table, scaling_report
+    from scaleright.cli.common import check_output_path, write_output
+    from scaleright.errors import InputError
 
+    if not (math.isfinite(job_tokens) and job_tokens > 0):
+        raise InputError(f"--job-tokens={job_tokens} must be a finite positive number")
+    if price is not None and not (math.isfinite(price) and price >= 0):
+        raise InputError(f"--price-usd-per-gpu-hour={price} must be a finite non-negative number")
+    if html_out is not None:
+        check_output_path("--html", html_out)
     groups = scaling_report(_store(db).list("train", status="ok"), price_usd_per_gpu_hour=price,
                             job_tokens=job_tokens)
     if html_out is not None:
-        html_out.write_text(render_html(groups))
+        write_output("--html", html_out, render_html(groups))
     if as_json:
         _echo_json(groups)
         return
@@ -316,8 +325,15 @@ def runs_list(
 
 
 @runs_app.command("show")
-def runs_show(run_id: Annotated[int, typer.Argument(help="Run id.")], db: DbOpt = None) -> None:
-    """One stored run, as JSON."""
+def runs_show(
+    run_id: Annotated[int, typer.Argument(help="Run id.")],
+    db: DbOpt = None,
+    as_json: Annotated[bool, typer.Option(
+        "--json", help="Print JSON: this command's only output, so the flag changes nothing (accepted for "
+        "uniformity with the other commands).")] = False,
+) -> None:
+    """One stored run, as JSON (with or without --json)."""
+    del as_json  # the output is JSON either way
     _echo_json(_store(db).get(run_id))
 
 
@@ -327,8 +343,16 @@ def runs_export(
     out: Annotated[Optional[Path], typer.Option("--out", help="Write to this file instead of stdout.")] = None,
     kind: Annotated[Optional[str], typer.Option("--kind", help="train, comm or infer.")] = None,
     db: DbOpt = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Same as --format json (the default).")] = False,
 ) -> None:
-    """Every stored run as CSV (nested fields flattened) or JSON."""
+    """Every stored run as CSV (nested fields flattened) or JSON (the default)."""
+    from scaleright.cli.common import check_output_path
+    from scaleright.errors import InputError
+
+    if as_json and fmt is Format.csv:
+        raise InputError("--json and --format csv conflict; give one")
+    if out is not None:
+        check_output_path("--out", out)
     text = _store(db).export(fmt.value, out, kind=kind)
     if out is None:
         typer.echo(text, nl=False)

@@ -13,7 +13,8 @@ from rich.table import Table
 
 from scaleright.errors import InputError
 
-__all__ = ["CatalogOpt", "JsonOpt", "catalog_from", "emit_json", "table", "console", "check_choice", "fmt"]
+__all__ = ["CatalogOpt", "JsonOpt", "catalog_from", "emit_json", "table", "console", "check_choice", "fmt",
+           "check_output_path", "write_output"]
 
 import os
 import sys
@@ -85,3 +86,21 @@ def check_choice(field: str, value: str, allowed: tuple[str, ...] | list[str]) -
     if value not in allowed:
         raise InputError(f"{field}={value!r} not allowed; allowed: {', '.join(allowed)}")
     return value
+
+
+def check_output_path(flag: str, path: Path) -> None:
+    """Fail early (before any long computation) when ``path`` cannot be a file to write."""
+    p = Path(path)
+    if p.is_dir():
+        raise InputError(f"{flag}={p}: is a directory; give a file path, e.g. {p / 'report.html'}")
+    if not p.parent.is_dir():
+        raise InputError(f"{flag}={p}: directory {str(p.parent)!r} does not exist; create it or give another path")
+
+
+def write_output(flag: str, path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` (UTF-8); an OS error becomes one line naming ``flag`` and the path."""
+    check_output_path(flag, path)
+    try:
+        Path(path).write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise InputError(f"{flag}={path}: cannot write ({exc.strerror or exc})") from None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import typer
@@ -24,16 +25,19 @@ KV_PRECISIONS = ("fp32", "bf16", "fp16", "fp8", "int8")
 
 ModelOpt = typer.Option(..., "--model", help="Catalog model (e.g. llama-3.1-70b) or a path to a HF config.json.")
 GpuOpt = typer.Option("h100-sxm", "--gpu", help="Catalog GPU id or alias (scaleright catalog gpus).")
-GpusOpt = typer.Option(1, "--gpus", help="Number of GPUs.")
+MAX_GPUS = 1_000_000  # most GPUs accepted (beyond the largest clusters; keeps divisor searches short)
+GpusOpt = typer.Option(1, "--gpus", help=f"Number of GPUs, 1-{MAX_GPUS:,}.")
 TpOpt = typer.Option(1, "--tp", help="Tensor-parallel size.")
 PpOpt = typer.Option(1, "--pp", help="Pipeline-parallel stages.")
-CpOpt = typer.Option(1, "--cp", help="Context-parallel size.")
-EpOpt = typer.Option(1, "--ep", help="Expert-parallel size (MoE).")
-ZeroOpt = typer.Option(0, "--zero", help="ZeRO stage 0-3 over data parallel (3 = FSDP full shard).")
-SeqOpt = typer.Option(4096, "--seq-len", help="Sequence length in tokens (inference: context per sequence).")
-MbOpt = typer.Option(1, "--micro-batch", help="Sequences per micro-batch per data-parallel replica.")
-RecOpt = typer.Option("none", "--recompute", help="Activation recomputation: none, selective or full.")
-SpOpt = typer.Option(False, "--sequence-parallel", help="Megatron sequence parallelism with TP.")
+CpOpt = typer.Option(1, "--cp", help="Context-parallel size (training only).")
+EpOpt = typer.Option(1, "--ep", help="Expert-parallel size (MoE; training only).")
+ZeroOpt = typer.Option(0, "--zero", help="ZeRO stage 0-3 over data parallel (3 = FSDP full shard; training only).")
+MAX_TOKENS = 10_000_000  # longest sequence / prompt / output accepted, in tokens (beyond any published context)
+SeqOpt = typer.Option(4096, "--seq-len", help=f"Sequence length in tokens, 1-{MAX_TOKENS:,} "
+                      "(inference: context per sequence).")
+MbOpt = typer.Option(1, "--micro-batch", help="Sequences per micro-batch per data-parallel replica (training only).")
+RecOpt = typer.Option("none", "--recompute", help="Activation recomputation: none, selective or full (training only).")
+SpOpt = typer.Option(False, "--sequence-parallel", help="Megatron sequence parallelism with TP (training only).")
 PrecOpt = typer.Option("bf16", "--precision", help="Compute / weight precision.")
 LoraOpt = typer.Option(16, "--lora-rank", help="LoRA / QLoRA adapter rank.")
 LoraTargetsOpt = typer.Option("q,k,v,o,gate,up,down", "--lora-targets",
@@ -41,12 +45,18 @@ LoraTargetsOpt = typer.Option("q,k,v,o,gate,up,down", "--lora-targets",
 
 
 def _lora(task: str, rank: int, targets: str):
-    from scaleright.estimate.memory import LoraConfig
+    from scaleright.estimate.memory import LORA_TARGETS, LoraConfig
 
     if task not in ("lora", "qlora"):
         return None
-    return LoraConfig(rank=rank, targets=tuple(t.strip() for t in targets.split(",") if t.strip()))
-OptimOpt = typer.Option("adamw", "--optimizer", help="adamw, adam, adam8bit or sgd.")
+    names = tuple(t.strip() for t in targets.split(",") if t.strip())
+    if not names:
+        raise InputError(f"--lora-targets={targets!r} names no projection; give at least one of "
+                         f"{', '.join(LORA_TARGETS)}")  # fmt: skip
+    return LoraConfig(rank=rank, targets=names)
+
+
+OptimOpt = typer.Option("adamw", "--optimizer", help="adamw, adam, adam8bit or sgd (training only).")
 CalOpt = typer.Option(None, "--calibration", help="Calibration profile name or JSON path (scaleright calibrate).")
 
 
@@ -61,6 +71,39 @@ def _positive(**kw: int) -> None:
     for k, v in kw.items():
         if v is None or v < 1:
             raise InputError(f"--{k.replace('_', '-')}={v} must be a positive integer")
+
+
+def _gpus_bounded(**kw: int | None) -> None:
+    """GPU counts must lie in 1..MAX_GPUS (call ``_positive`` first)."""
+    for k, v in kw.items():
+        if v is not None and v > MAX_GPUS:
+            raise InputError(f"--{k.replace('_', '-')}={v} is out of range; allowed: 1 to {MAX_GPUS:,} GPUs")
+
+
+def _tokens_bounded(**kw: int) -> None:
+    """Token lengths must lie in 1..MAX_TOKENS (call ``_positive`` first)."""
+    for k, v in kw.items():
+        if v > MAX_TOKENS:
+            raise InputError(f"--{k.replace('_', '-')}={v} is out of range; allowed: 1 to {MAX_TOKENS:,} tokens")
+
+
+def _finite_positive(flag: str, v: float | None) -> None:
+    if v is not None and not (math.isfinite(v) and v > 0):
+        raise InputError(f"{flag}={v} must be a finite positive number")
+
+
+def _pp_fits(gpus: int, pp: int, layers: int | None = None) -> None:
+    """pp must divide the GPU count and be at most the layer count (checked before any tp search)."""
+    if gpus % pp:
+        raise InputError(f"pp({pp}) does not divide gpus({gpus})")
+    if layers is not None and pp > layers:
+        raise InputError(f"pp({pp}) > num_hidden_layers({layers}): each stage needs at least one layer")
+
+
+# Training-only options of ``estimate memory`` and their defaults: with --task inference a different value is an
+# error rather than silently ignored.
+_TRAINING_ONLY = {"cp": 1, "ep": 1, "zero": 0, "micro_batch": 1, "global_batch": None, "recompute": "none",
+                  "sequence_parallel": False, "optimizer": "adamw"}  # fmt: skip
 
 
 def _dp(gpus: int, tp: int, pp: int, cp: int) -> int:
@@ -89,12 +132,14 @@ def memory_cmd(
     zero: int = ZeroOpt,
     seq_len: int = SeqOpt,
     micro_batch: int = MbOpt,
-    global_batch: int | None = typer.Option(None, "--global-batch", help="Sequences per step (pipeline in-flight)."),
+    global_batch: int | None = typer.Option(None, "--global-batch",
+                                            help="Sequences per step (pipeline in-flight; training only)."),
     recompute: str = RecOpt,
     sequence_parallel: bool = SpOpt,
     precision: str = PrecOpt,
-    kv_precision: str | None = typer.Option(None, "--kv-precision", help="KV-cache precision (inference)."),
-    batch: int = typer.Option(1, "--batch", help="Concurrent sequences per replica (inference)."),
+    kv_precision: str | None = typer.Option(None, "--kv-precision", help="KV-cache precision (inference only; "
+                                             "default: fp32 with --precision fp32, else bf16)."),
+    batch: int = typer.Option(1, "--batch", help="Concurrent sequences per replica (inference only)."),
     lora_rank: int = LoraOpt,
     lora_targets: str = LoraTargetsOpt,
     optimizer: str = OptimOpt,
@@ -108,6 +153,20 @@ def memory_cmd(
     check_choice("--task", task, TASKS)
     check_choice("--precision", precision, ALL_PRECISIONS if task == "inference" else TRAIN_PRECISIONS)
     _positive(gpus=gpus, tp=tp, pp=pp, cp=cp, ep=ep, seq_len=seq_len, micro_batch=micro_batch, batch=batch)
+    _tokens_bounded(seq_len=seq_len)
+    _gpus_bounded(gpus=gpus)
+    given = {"cp": cp, "ep": ep, "zero": zero, "micro_batch": micro_batch, "global_batch": global_batch,
+             "recompute": recompute, "sequence_parallel": sequence_parallel, "optimizer": optimizer}  # fmt: skip
+    if task == "inference":
+        for k, default in _TRAINING_ONLY.items():
+            if given[k] != default:
+                flag = "--" + k.replace("_", "-")
+                shown = flag if isinstance(default, bool) else f"{flag}={given[k]}"
+                raise InputError(f"{shown} applies to training; --task inference does not use it (drop it)")
+    else:
+        for flag, v, default in (("--batch", batch, 1), ("--kv-precision", kv_precision, None)):
+            if v != default:
+                raise InputError(f"{flag}={v} applies to --task inference; --task {task} does not use it (drop it)")
     spec, g = _load(model, gpu, catalog)
     if task == "inference":
         if gpus % (tp * pp):
@@ -142,8 +201,7 @@ def _cluster(g, gpus_per_node, inter_node_gbps_per_gpu):
 
     if gpus_per_node is not None:
         _positive(gpus_per_node=gpus_per_node)
-    if inter_node_gbps_per_gpu is not None and inter_node_gbps_per_gpu <= 0:
-        raise InputError(f"--inter-node-gbps-per-gpu={inter_node_gbps_per_gpu} must be positive")
+    _finite_positive("--inter-node-gbps-per-gpu", inter_node_gbps_per_gpu)
     return Cluster.for_gpu(g, gpus_per_node=gpus_per_node, inter_node_gbps_per_gpu=inter_node_gbps_per_gpu)
 
 
@@ -158,7 +216,7 @@ def train_cmd(
     ep: int = EpOpt,
     dp: int | None = typer.Option(None, "--dp", help="Data-parallel size (default: gpus / (tp*pp*cp))."),
     zero: int = ZeroOpt,
-    fsdp: bool = typer.Option(False, "--fsdp", help="FSDP full shard (same as --zero 3)."),
+    fsdp: bool = typer.Option(False, "--fsdp", help="FSDP full shard (same as --zero 3; conflicts with --zero 1 or 2)."),
     recompute: str = RecOpt,
     sequence_parallel: bool = SpOpt,
     virtual_stages: int = typer.Option(1, "--virtual-stages", help="Interleaved pipeline chunks per stage."),
@@ -188,8 +246,11 @@ def train_cmd(
     check_choice("--task", task, ("pretrain", "full-finetune", "lora", "qlora"))
     _positive(gpus=gpus, tp=tp, pp=pp, cp=cp, ep=ep, seq_len=seq_len, micro_batch=micro_batch,
               virtual_stages=virtual_stages)  # fmt: skip
-    if tokens is not None and tokens <= 0:
-        raise InputError(f"--tokens={tokens} must be positive")
+    _tokens_bounded(seq_len=seq_len)
+    _gpus_bounded(gpus=gpus, dp=dp)
+    _finite_positive("--tokens", tokens)
+    if fsdp and zero not in (0, 3):
+        raise InputError(f"--fsdp is ZeRO-3; drop --zero or set --zero 3 (got --zero {zero})")
     spec, g = _load(model, gpu, catalog)
     dp = dp if dp is not None else _dp(gpus, tp, pp, cp)
     layout = Layout(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, zero=3 if fsdp else zero, micro_batch=micro_batch,
@@ -234,7 +295,8 @@ def infer_cmd(
     batch: str | None = typer.Option(None, "--batch", help="Concurrent sequences in total, or 'max' (KV capacity)."),
     concurrency: int | None = typer.Option(None, "--concurrency", help="Concurrent requests in total."),
     precision: str = PrecOpt,
-    kv_precision: str | None = typer.Option(None, "--kv-precision", help="KV-cache precision (default bf16)."),
+    kv_precision: str | None = typer.Option(None, "--kv-precision",
+                                             help="KV-cache precision (default: fp32 with --precision fp32, else bf16)."),
     gpus_per_node: int | None = typer.Option(None, "--gpus-per-node", help="Default: the GPU's typical node."),
     calibration: str | None = CalOpt,
     catalog: Path | None = CatalogOpt,
@@ -248,8 +310,15 @@ def infer_cmd(
     if kv_precision is not None:
         check_choice("--kv-precision", kv_precision, KV_PRECISIONS)
     _positive(gpus=gpus, pp=pp, input_len=input_len, output_len=output_len)
+    if tp is not None:
+        _positive(tp=tp)
+    _tokens_bounded(input_len=input_len, output_len=output_len)
+    _gpus_bounded(gpus=gpus)
+    _pp_fits(gpus, pp)
     if batch is not None and concurrency is not None:
         raise InputError("--batch and --concurrency are alternatives; give one")
+    if concurrency is not None:
+        _positive(concurrency=concurrency)
     if batch is None:
         b: int | str = concurrency if concurrency is not None else 1
     elif batch == "max":
@@ -262,6 +331,7 @@ def infer_cmd(
     if b != "max":
         _positive(batch=int(b))
     spec, g = _load(model, gpu, catalog)
+    _pp_fits(gpus, pp, spec.layers)
     est = estimate_infer(
         spec, gpu=g, gpus=gpus, tp=tp, pp=pp, input_len=input_len, output_len=output_len, batch=b,
         cluster=_cluster(g, gpus_per_node, None), precision=precision, kv_precision=kv_precision,

@@ -10,7 +10,8 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-from scaleright.cli.common import CatalogOpt, JsonOpt, catalog_from, console, emit_json, fmt, table
+from scaleright.cli.common import CatalogOpt, JsonOpt, catalog_from, check_output_path, console, emit_json, fmt, table
+from scaleright.errors import InputError
 
 
 def register(app: typer.Typer) -> None:
@@ -54,6 +55,8 @@ def plan_cmd(
     from scaleright.plan.scenario import load_scenario
 
     scn = load_scenario(scenario)
+    if html is not None:
+        check_output_path("--html", html)
     cat = catalog_from(catalog)
     prog = _DelayedProgress()
     try:
@@ -64,7 +67,10 @@ def plan_cmd(
     if html is not None:
         from scaleright.plan.report import write_html
 
-        write_html(d, html)
+        try:
+            write_html(d, html)
+        except InputError as exc:
+            raise InputError(f"--html: {exc}") from None
     if as_json:
         emit_json(d)
         return

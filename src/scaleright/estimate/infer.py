@@ -213,7 +213,7 @@ def _one_layout(spec, *, gpu, cluster, gpus, tp, pp, batch, input_len, output_le
     fits = mb >= 1 and busiest <= mb
     reason = None
     if mb < 1:
-        reason = f"weights and one sequence of {context} tokens need {total:.1f} GB per GPU; {gpu.id} has {gpu.memory_gb:g} GB"
+        reason = f"weights and one sequence of {context} tokens need {total:.1f} GB per GPU; {gpu.id} has {gpu.memory_gb:.1f} GB"
     elif not fits:
         reason = f"batch {busiest} per replica exceeds the KV-cache capacity of {mb} sequences"
     kw = dict(gpu=gpu, cluster=cluster, tp=tp, pp=pp, input_len=input_len, output_len=output_len,

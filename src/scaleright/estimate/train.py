@@ -345,7 +345,7 @@ def estimate_train(
     perf, mem = _predict(spec, layout=layout, **kw)
     total = sum(mem.values())
     fits = total <= gpu.memory_gb
-    reason = None if fits else f"needs {total:.1f} GB per GPU, {gpu.id} has {gpu.memory_gb:g} GB"
+    reason = None if fits else f"needs {total:.1f} GB per GPU, {gpu.id} has {gpu.memory_gb:.1f} GB"
     gb = layout.global_batch or layout.micro_batch * layout.dp
     base_gpus = scaling = None
     for d in divisors(layout.dp):

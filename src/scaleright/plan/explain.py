@@ -129,12 +129,12 @@ def explain_training(res, scn, spec, cat, per_gpu) -> None:
     if n_min == 1:
         rc = ["none", "selective", "full"][int(a["rc"][j])]
         how = "" if rc == "none" else f" with {rc} recomputation"
-        text = (f"{spec.name} fits on one {gpu.id} ({a['memory_gb'][j]:.1f} of {gpu.memory_gb:g} GB{how}): no "
+        text = (f"{spec.name} fits on one {gpu.id} ({a['memory_gb'][j]:.1f} of {gpu.memory_gb:.1f} GB{how}): no "
                 "split is forced; more GPUs are a speed choice.")  # fmt: skip
     else:
         forced = _family(**lay_min)
         text = (f"{spec.name} ({res.scenario['model_params_total'] / 1e9:.1f} B parameters, {scn.task}) does not fit "
-                f"on one {gpu.id} ({gpu.memory_gb:g} GB): the smallest count that fits is {n_min} GPUs, where the "
+                f"on one {gpu.id} ({gpu.memory_gb:.1f} GB): the smallest count that fits is {n_min} GPUs, where the "
                 f"fastest fitting layout is {forced} ({_lay(lay_min | {'micro_batch': int(a['mb'][j])})}) with "
                 f"{states_one:.1f} GB of weights, gradients and optimizer states per GPU.")  # fmt: skip
     ex.append(_x("memory_wall", "Memory wall", text, smallest_gpus=n_min, gpu=gpu.id, gpu_memory_gb=gpu.memory_gb,

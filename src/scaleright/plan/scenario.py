@@ -7,10 +7,10 @@ printed with every plan (``Scenario.defaults_used``) so a reader sees what was a
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from scaleright.errors import CatalogFileError, InputError
 
@@ -20,7 +20,11 @@ PRICING_MODES = ("on-demand", "spot", "marketplace", "own")
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # every number must be finite: .inf / .nan in a YAML file are errors, never a silent infinity
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+
+_Usd = Annotated[float, Field(ge=0, allow_inf_nan=False)]  # a finite, non-negative price in US dollars
 
 
 class Training(_Strict):
@@ -77,13 +81,20 @@ class Constraints(_Strict):
     gpus_per_node: int | None = Field(None, ge=1)  # override the GPU's typical node size
     interconnect: Literal["any", "nvlink", "pcie"] = "any"  # only GPUs whose intra-node link is of this kind
 
+    @field_validator("gpu_types")
+    @classmethod
+    def _some_gpu(cls, v: list[str] | None) -> list[str] | None:
+        if v is not None and not v:
+            raise ValueError("empty list; give at least one GPU or omit the key (every catalog GPU with a price)")
+        return v
+
 
 class Pricing(_Strict):
     """How GPU time is paid for, and the facts needed for total cost of ownership and carbon."""
 
     mode: Literal["on-demand", "spot", "marketplace", "own"] = "on-demand"
-    price_usd_per_gpu_hour: dict[str, float] = {}  # rent prices by GPU id overriding the catalog
-    purchase_usd_per_gpu: dict[str, float] = {}  # purchase prices by GPU id overriding the catalog
+    price_usd_per_gpu_hour: dict[str, _Usd] = {}  # rent prices by GPU id overriding the catalog
+    purchase_usd_per_gpu: dict[str, _Usd] = {}  # purchase prices by GPU id overriding the catalog
     hours_per_day: float = Field(24.0, gt=0, le=24)  # hours a day the hardware is used (utilisation)
     horizon_months: float = Field(36.0, gt=0)  # period over which owning and renting are compared
     electricity_usd_per_kwh: float = Field(0.12, ge=0)  # assumption: a typical US commercial tariff
@@ -165,10 +176,16 @@ def parse_scenario(data: object, *, source: str = "scenario") -> Scenario:
 def load_scenario(path: str | Path) -> Scenario:
     """Read and validate a YAML scenario; one-line ``CatalogFileError`` naming the file and field on error."""
     p = Path(path)
+    if p.is_dir():
+        raise InputError(f"scenario file {str(p)!r} is a directory, expected a YAML file")
     if not p.is_file():
         raise InputError(f"scenario file {str(p)!r} not found")
     try:
-        data = yaml.safe_load(p.read_text())
+        data = yaml.safe_load(p.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as exc:
+        raise CatalogFileError(f"{p}: not a UTF-8 text file (byte {exc.start}: {exc.reason})") from None
+    except OSError as exc:
+        raise CatalogFileError(f"{p}: cannot read ({exc.strerror or exc})") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark else ""

@@ -117,6 +117,12 @@ SUPPORTED_FAMILIES = (
 _FAMILY_ALIASES = {"RefinedWebModel": "falcon", "RefinedWeb": "falcon", "deepseek_v2": "deepseek_v3"}
 
 
+# Largest dimension or count accepted from a config (hidden size, vocabulary, layers, ...): far beyond any model,
+# small enough that products of dimensions stay exact in float64 and int64 arithmetic.
+MAX_DIM = 10_000_000
+MAX_POSITIONS = 1_000_000_000  # max_position_embeddings is informational and may be large
+
+
 class _Reader:
     """Reads fields of one config, naming the file and field in every error."""
 
@@ -134,17 +140,38 @@ class _Reader:
             )
         return default
 
-    def int(self, *keys: str, default: Any = ...) -> int:
+    def int(self, *keys: str, default: Any = ..., minimum: int = 1, maximum: int = MAX_DIM) -> int:
+        """An integer in ``minimum..maximum``. Dimensions and counts need at least 1; pass ``minimum=0`` where 0
+        means "none" (q_lora_rank, first_k_dense_replace, shared expert sizes, ...)."""
         v = self.get(*keys, default=default)
-        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+        if isinstance(v, bool) or not isinstance(v, int) or not minimum <= v <= maximum:
             raise CatalogFileError(
-                f"{self.source}: field {keys[0]!r} must be a non-negative integer, got {v!r}"
+                f"{self.source}: field {self._key(keys)!r} must be an integer from {minimum} to {maximum:,}, "
+                f"got {v!r}"
             )
         return v
 
+    def bool(self, *keys: str, default: Any = ...) -> bool:
+        """A JSON boolean (true/false); strings such as "false" and numbers are errors, not truthy values."""
+        v = self.get(*keys, default=default)
+        if not isinstance(v, bool):
+            raise CatalogFileError(f"{self.source}: field {self._key(keys)!r} must be true or false, got {v!r}")
+        return v
+
+    def prob(self, key: str) -> float:
+        """A probability in [0, 1] (dropout rates); absent or null is 0."""
+        v = self.get(key, default=0.0)
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v <= 1:
+            raise CatalogFileError(f"{self.source}: field {key!r} must be a number from 0 to 1, got {v!r}")
+        return float(v)
+
+    def _key(self, keys: tuple[str, ...]) -> str:
+        """The key the file used (the first alias when none is present)."""
+        return next((k for k in keys if self.cfg.get(k) is not None), keys[0])
+
 
 def _dropout(r: _Reader, *keys: str) -> bool:
-    return any(float(r.get(k, default=0.0) or 0.0) > 0 for k in keys)
+    return any(r.prob(k) > 0 for k in keys)
 
 
 def from_hf_config(cfg: dict[str, Any], *, name: str | None = None, source: str = "config.json") -> TransformerSpec:
@@ -169,6 +196,15 @@ def from_hf_config(cfg: dict[str, Any], *, name: str | None = None, source: str 
         "gpt2": _gpt2, "gpt_neox": _gpt_neox, "falcon": _falcon, "deepseek_v3": _deepseek,
     }.get(family, _llama_like)  # fmt: skip
     spec = builder(r, family, label)
+    if spec.head_dim < 1:
+        raise CatalogFileError(
+            f"{source}: hidden_size={spec.hidden} is smaller than num_attention_heads={spec.heads}, "
+            "so a head would have no width (give head_dim, or fewer heads)"
+        )
+    if spec.moe and spec.moe.top_k > spec.moe.num_experts:
+        raise CatalogFileError(
+            f"{source}: num_experts_per_tok={spec.moe.top_k} exceeds the number of experts ({spec.moe.num_experts})"
+        )
     if spec.heads % max(spec.kv_heads, 1):
         raise CatalogFileError(
             f"{source}: num_attention_heads={spec.heads} is not a multiple of num_key_value_heads={spec.kv_heads}"
@@ -181,7 +217,7 @@ def _llama_like(r: _Reader, family: str, name: str) -> TransformerSpec:
     hidden = r.int("hidden_size")
     heads = r.int("num_attention_heads")
     kv = r.int("num_key_value_heads", default=heads)
-    head_dim = r.int("head_dim", default=hidden // heads)
+    head_dim = r.int("head_dim") if r.cfg.get("head_dim") is not None else hidden // heads  # checked >= 1 below
     layers = r.int("num_hidden_layers")
     qwen = family.startswith("qwen")
     gemma2 = family == "gemma2"
@@ -193,7 +229,7 @@ def _llama_like(r: _Reader, family: str, name: str) -> TransformerSpec:
             expert_ffn_hidden=r.int("intermediate_size"),
         )  # fmt: skip
     elif family in ("qwen2_moe", "qwen3_moe"):
-        shared = r.int("shared_expert_intermediate_size", default=0)
+        shared = r.int("shared_expert_intermediate_size", default=0, minimum=0)
         mlp_only = r.get("mlp_only_layers", default=[]) or []
         if mlp_only:
             raise InputError(f"{r.source}: mlp_only_layers={mlp_only} is not supported yet (must be empty)")
@@ -203,22 +239,22 @@ def _llama_like(r: _Reader, family: str, name: str) -> TransformerSpec:
             num_shared_experts=1 if shared else 0, shared_ffn_hidden=shared, shared_expert_gate=bool(shared),
             moe_every=r.int("decoder_sparse_step", default=1),
         )  # fmt: skip
-    window = r.get("sliding_window", default=0) or 0
-    use_window = r.get("use_sliding_window", default=True)
+    window = r.int("sliding_window", default=0, minimum=0, maximum=MAX_POSITIONS)
+    use_window = r.bool("use_sliding_window", default=True)
     sliding_every = 0
-    if window and use_window is not False:
+    if window and use_window:
         sliding_every = 2 if gemma2 else 1
     return TransformerSpec(
         name=name, family=family, layers=layers, hidden=hidden, heads=heads, kv_heads=kv, head_dim=head_dim,
         ffn_hidden=r.int("intermediate_size"), vocab=r.int("vocab_size"), gated_mlp=True,
-        tied_embeddings=bool(r.get("tie_word_embeddings", default=tied_default)),
-        qkv_bias=bool(r.get("attention_bias", default=family == "qwen2" or family == "qwen2_moe")),
-        out_bias=bool(r.get("attention_bias", default=False)) and not qwen,
-        mlp_bias=bool(r.get("mlp_bias", default=False)),
+        tied_embeddings=r.bool("tie_word_embeddings", default=tied_default),
+        qkv_bias=r.bool("attention_bias", default=family == "qwen2" or family == "qwen2_moe"),
+        out_bias=r.bool("attention_bias", default=False) and not qwen,
+        mlp_bias=r.bool("mlp_bias", default=False),
         norm="rmsnorm", norms_per_layer=4 if gemma2 else 2, qk_norm=family in ("qwen3", "qwen3_moe"),
-        sliding_window=int(window) if sliding_every else 0, sliding_every=sliding_every,
+        sliding_window=window if sliding_every else 0, sliding_every=sliding_every,
         dropout=_dropout(r, "attention_dropout", "hidden_dropout", "resid_pdrop"),
-        max_position=r.int("max_position_embeddings", default=0), moe=moe,
+        max_position=r.int("max_position_embeddings", default=0, minimum=0, maximum=MAX_POSITIONS), moe=moe,
     )  # fmt: skip
 
 
@@ -226,14 +262,15 @@ def _gpt2(r: _Reader, family: str, name: str) -> TransformerSpec:
     """GPT-2 (Radford et al. 2019) and GPT-3-shaped configs: LayerNorm, learned positions, biases, 4h GELU MLP."""
     hidden = r.int("n_embd", "hidden_size")
     heads = r.int("n_head", "num_attention_heads")
-    inner = r.get("n_inner", default=None) or 4 * hidden
+    inner = r.int("n_inner", default=4 * hidden)
     return TransformerSpec(
         name=name, family=family, layers=r.int("n_layer", "num_hidden_layers"), hidden=hidden, heads=heads,
-        kv_heads=heads, head_dim=hidden // heads, ffn_hidden=int(inner), vocab=r.int("vocab_size"),
-        gated_mlp=False, tied_embeddings=bool(r.get("tie_word_embeddings", default=True)), qkv_bias=True,
-        out_bias=True, mlp_bias=True, norm="layernorm", learned_positions=r.int("n_positions", default=1024),
+        kv_heads=heads, head_dim=hidden // heads, ffn_hidden=inner, vocab=r.int("vocab_size"),
+        gated_mlp=False, tied_embeddings=r.bool("tie_word_embeddings", default=True), qkv_bias=True,
+        out_bias=True, mlp_bias=True, norm="layernorm",
+        learned_positions=r.int("n_positions", default=1024, minimum=0),
         dropout=_dropout(r, "resid_pdrop", "attn_pdrop", "embd_pdrop"),
-        max_position=r.int("n_positions", default=1024),
+        max_position=r.int("n_positions", default=1024, minimum=0),
     )  # fmt: skip
 
 
@@ -244,10 +281,10 @@ def _gpt_neox(r: _Reader, family: str, name: str) -> TransformerSpec:
     return TransformerSpec(
         name=name, family=family, layers=r.int("num_hidden_layers"), hidden=hidden, heads=heads, kv_heads=heads,
         head_dim=hidden // heads, ffn_hidden=r.int("intermediate_size"), vocab=r.int("vocab_size"),
-        gated_mlp=False, tied_embeddings=bool(r.get("tie_word_embeddings", default=False)), qkv_bias=True,
-        out_bias=True, mlp_bias=True, norm="layernorm", parallel_attn=bool(r.get("use_parallel_residual", default=True)),
+        gated_mlp=False, tied_embeddings=r.bool("tie_word_embeddings", default=False), qkv_bias=True,
+        out_bias=True, mlp_bias=True, norm="layernorm", parallel_attn=r.bool("use_parallel_residual", default=True),
         dropout=_dropout(r, "attention_dropout", "hidden_dropout", "attention_probs_dropout_prob", "hidden_dropout_prob"),
-        max_position=r.int("max_position_embeddings", default=0),
+        max_position=r.int("max_position_embeddings", default=0, minimum=0, maximum=MAX_POSITIONS),
     )  # fmt: skip
 
 
@@ -255,21 +292,21 @@ def _falcon(r: _Reader, family: str, name: str) -> TransformerSpec:
     """Falcon (Almazrouei et al. 2023), 2023 RefinedWeb and in-library formats: MQA/GQA, parallel attention."""
     hidden = r.int("hidden_size")
     heads = r.int("num_attention_heads", "n_head")
-    new_arch = bool(r.get("new_decoder_architecture", default=False))
+    new_arch = r.bool("new_decoder_architecture", default=False)
     if new_arch:
         kv = r.int("num_kv_heads", "n_head_kv", default=heads)
     else:
-        kv = 1 if r.get("multi_query", default=True) else heads
-    parallel = bool(r.get("parallel_attn", default=True))
-    bias = bool(r.get("bias", default=False))
+        kv = 1 if r.bool("multi_query", default=True) else heads
+    parallel = r.bool("parallel_attn", default=True)
+    bias = r.bool("bias", default=False)
     return TransformerSpec(
         name=name, family="falcon", layers=r.int("num_hidden_layers", "n_layer"), hidden=hidden, heads=heads,
         kv_heads=kv, head_dim=hidden // heads, ffn_hidden=r.int("ffn_hidden_size", default=4 * hidden),
         vocab=r.int("vocab_size"), gated_mlp=False,
-        tied_embeddings=bool(r.get("tie_word_embeddings", default=True)), qkv_bias=bias, out_bias=bias,
+        tied_embeddings=r.bool("tie_word_embeddings", default=True), qkv_bias=bias, out_bias=bias,
         mlp_bias=bias, norm="layernorm", norms_per_layer=2 if new_arch or not parallel else 1,
         parallel_attn=parallel, dropout=_dropout(r, "attention_dropout", "hidden_dropout"),
-        max_position=r.int("max_position_embeddings", default=2048),
+        max_position=r.int("max_position_embeddings", default=2048, minimum=0, maximum=MAX_POSITIONS),
     )  # fmt: skip
 
 
@@ -282,23 +319,25 @@ def _deepseek(r: _Reader, family: str, name: str) -> TransformerSpec:
     hidden = r.int("hidden_size")
     heads = r.int("num_attention_heads")
     mla = MLASpec(
-        q_lora_rank=r.int("q_lora_rank", default=0), kv_lora_rank=r.int("kv_lora_rank"),
-        qk_nope_head_dim=r.int("qk_nope_head_dim"), qk_rope_head_dim=r.int("qk_rope_head_dim"),
+        q_lora_rank=r.int("q_lora_rank", default=0, minimum=0), kv_lora_rank=r.int("kv_lora_rank"),
+        qk_nope_head_dim=r.int("qk_nope_head_dim"), qk_rope_head_dim=r.int("qk_rope_head_dim", minimum=0),
         v_head_dim=r.int("v_head_dim"),
     )  # fmt: skip
     moe_ffn = r.int("moe_intermediate_size")
     moe = MoESpec(
         num_experts=r.int("n_routed_experts"), top_k=r.int("num_experts_per_tok"), expert_ffn_hidden=moe_ffn,
-        num_shared_experts=r.int("n_shared_experts", default=0), shared_ffn_hidden=moe_ffn,
+        num_shared_experts=r.int("n_shared_experts", default=0, minimum=0), shared_ffn_hidden=moe_ffn,
         router_bias=r.get("topk_method", default="") == "noaux_tc",
-        num_dense_layers=r.int("first_k_dense_replace", default=0), moe_every=r.int("moe_layer_freq", default=1),
+        num_dense_layers=r.int("first_k_dense_replace", default=0, minimum=0),
+        moe_every=r.int("moe_layer_freq", default=1),
     )  # fmt: skip
     return TransformerSpec(
         name=name, family=family, layers=r.int("num_hidden_layers"), hidden=hidden, heads=heads,
         kv_heads=heads, head_dim=mla.qk_nope_head_dim + mla.qk_rope_head_dim,
         ffn_hidden=r.int("intermediate_size"), vocab=r.int("vocab_size"), gated_mlp=True,
-        tied_embeddings=bool(r.get("tie_word_embeddings", default=False)),
-        qkv_bias=bool(r.get("attention_bias", default=False)), norm="rmsnorm",
-        dropout=_dropout(r, "attention_dropout"), max_position=r.int("max_position_embeddings", default=0),
+        tied_embeddings=r.bool("tie_word_embeddings", default=False),
+        qkv_bias=r.bool("attention_bias", default=False), norm="rmsnorm",
+        dropout=_dropout(r, "attention_dropout"),
+        max_position=r.int("max_position_embeddings", default=0, minimum=0, maximum=MAX_POSITIONS),
         moe=moe, mla=mla,
     )  # fmt: skip
