@@ -275,9 +275,9 @@ def test_defaults_used_lists_every_unset_field_with_its_default():
         "pricing.mode": "on-demand",
         "pricing.hours_per_day": 24.0,
         "pricing.horizon_months": 36.0,
-        "pricing.electricity_usd_per_kwh": 0.12,
-        "pricing.pue": 1.3,
-        "pricing.grid_kg_co2e_per_kwh": 0.4,
+        "pricing.electricity_usd_per_kwh": 0.127,  # EIA 2023 US commercial average
+        "pricing.pue": 1.58,  # Uptime Institute 2023 global average PUE
+        "pricing.grid_kg_co2e_per_kwh": 0.48,  # Ember 2024: world average 2023
         "pricing.load_fraction": 0.8,
         "pricing.depreciation_years": 4.0,
         "pricing.resale_fraction": 0.2,

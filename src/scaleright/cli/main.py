@@ -1,16 +1,17 @@
 """The ``scaleright`` command: a thin typer layer over the Python API.
 
-Each command group lives in its own module and registers itself on ``app`` via ``register(app)``. Errors
+Each command group lives in its own module and registers itself on ``app`` via ``register(app)``; the modules
+import their heavy dependencies (numpy models, torch) inside the commands, so ``--help`` stays fast. Errors
 rooted at ``ScalerightError`` become one line on stderr and exit code 2; nothing else is caught.
 """
 
 from __future__ import annotations
 
-import importlib
 import sys
 
 import typer
 
+from scaleright.cli import bench_cmd, calibrate_cmd, catalog_cmd, estimate_cmd, plan_cmd
 from scaleright.errors import ScalerightError
 
 app = typer.Typer(
@@ -41,22 +42,9 @@ def _root(
 
 
 # Command-group modules, each with ``register(app: typer.Typer) -> None``.
-_GROUPS = (
-    "scaleright.cli.catalog_cmd",
-    "scaleright.cli.estimate_cmd",
-    "scaleright.cli.plan_cmd",
-    "scaleright.cli.bench_cmd",
-    "scaleright.cli.calibrate_cmd",
-)
-
-for _mod in _GROUPS:
-    try:
-        _m = importlib.import_module(_mod)
-    except ModuleNotFoundError as exc:  # a group not built yet
-        if exc.name != _mod:
-            raise
-        continue
-    _m.register(app)
+_GROUPS = (catalog_cmd, estimate_cmd, plan_cmd, bench_cmd, calibrate_cmd)
+for _group in _GROUPS:
+    _group.register(app)
 
 
 def main() -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 import time
 from pathlib import Path
 
@@ -116,6 +115,9 @@ def _print(d: dict) -> None:
     console.print(f"searched {srch.get('layouts_evaluated', 0):,} layouts over {srch.get('gpu_types')} GPU types in "
                   f"{srch.get('wall_s', 0):.2f} s; skipped: {len(srch.get('skipped', []))} GPU types "
                   f"(see --json)", style="dim")  # fmt: skip
+    lim = srch.get("limits", {})
+    if lim:
+        console.print("search limits: " + "; ".join(f"{k}: {v}" for k, v in lim.items()), style="dim")
     du = s.get("defaults_used", {})
     if du:
         console.print("defaults used: " + ", ".join(f"{k}={v}" for k, v in du.items()), style="dim")
@@ -125,6 +127,3 @@ def _short(layout: dict) -> str:
     keep = {k: v for k, v in layout.items() if v not in (1, 0, False, "none") or k in ("tp",)}
     return " ".join(f"{k}={v}" for k, v in keep.items())
 
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(0)

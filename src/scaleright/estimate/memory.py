@@ -512,7 +512,8 @@ def inference_memory_arrays(
     Activation workspace: the largest intermediate tensors of one forward step over the tokens processed at once
     (a prefill chunk of at most ``prefill_chunk`` tokens): the residual stream and norm output (2 · h), the
     q/k/v projections ((q + 2kv)/tp) and the FFN intermediate (2 · f/tp for gated MLPs) at 16 bits, plus fp32 logits
-    of the last position of each sequence.
+    of the last position of each sequence. ``prefill_chunk`` defaults to 8192 tokens per step, TensorRT-LLM's default
+    ``max_num_tokens`` (and vLLM's chunked-prefill token budget of that order).
     """
     c = count_params(spec)
     weights = _inference_weight_bytes(spec, c, tp=tp, pp=pp, ep=ep, precision=precision)

@@ -21,6 +21,11 @@ from scaleright.plan import economics as econ
 
 __all__ = ["explain_training", "explain_inference"]
 
+# Wording thresholds (presentation, not model): an overhead is named when it takes over 0.5 % of a step; an option
+# counts as "faster" for "what would change the decision" when it saves over 10 % of the time.
+NOTABLE_SHARE = 0.005
+MEANINGFULLY_FASTER = 0.10
+
 
 def _usd(x: float) -> str:
     """Whole dollars from $1,000, cents from $1, three significant digits below (as the HTML report)."""
@@ -160,7 +165,7 @@ def explain_training(res, scn, spec, cat, per_gpu) -> None:
     step = rec["step_time_s"]
     comm = {k: v / step for k, v in tb.items() if k.endswith("comm") or k == "bubble"}
     top = max(comm.items(), key=lambda kv: kv[1]) if comm else None
-    if top and top[1] > 0.005:
+    if top and top[1] > NOTABLE_SHARE:
         why += f". Its largest overhead is {top[0].replace('_', ' ')} at {top[1]:.0%} of the step"
     ex.append(_x("parallelism_selector", "Parallelism Selector", why + ".", families=table))
     # ---- interconnect check -----------------------------------------------------------------------------------
@@ -232,7 +237,7 @@ def explain_training(res, scn, spec, cat, per_gpu) -> None:
             changes.append(f"{r2['gpus']} x {r2['gpu']} ({_usd(r2['cost_usd'])}, {r2['time_h']:.3g} h) becomes "
                            f"cheaper if {rec['gpu']} costs over ${p_star:.2f}/GPU-hour "
                            f"(now ${rec['price_usd_per_gpu_hour']:.2f})")  # fmt: skip
-        faster = [o for o in res.all_options if o["time_h"] < rec["time_h"] * 0.9]
+        faster = [o for o in res.all_options if o["time_h"] < rec["time_h"] * (1 - MEANINGFULLY_FASTER)]
         if faster:
             f = min(faster, key=lambda o: o["cost_usd"])
             changes.append(f"a deadline under {rec['time_h']:.3g} h needs e.g. {f['gpus']} x {f['gpu']} "

@@ -28,6 +28,7 @@ from scaleright.plan import economics as econ
 from scaleright.plan.economics._units import DAYS_PER_MONTH
 from scaleright.plan.scenario import Scenario
 from scaleright.plan.search import (
+    SEARCH_LIMITS,
     evaluate_inference,
     evaluate_training,
     gpu_counts,
@@ -222,7 +223,8 @@ def _plan_training(scn, spec, cat, cal, progress) -> PlanResult:
             best_per_gpu[o["gpu"]] = o
     options = sorted(best_per_gpu.values(), key=lambda o: (o["cost_usd"], o["time_h"]))
     search = {"layouts_evaluated": n_eval, "layouts_fit": n_fit, "wall_s": wall, "gpu_types": len(gpus_allowed),
-              "skipped": skipped, "layouts_per_s": n_eval / wall if wall > 0 else None}  # fmt: skip
+              "skipped": skipped, "layouts_per_s": n_eval / wall if wall > 0 else None,
+              "limits": SEARCH_LIMITS}  # fmt: skip
     res = PlanResult(
         scenario=_scenario_dict(scn, spec, {"tokens": tokens}), recommendation=rec, options=options,
         pareto=_pareto(options_all), explanations=[], search=search, infeasible=infeasible, all_options=options_all,
@@ -334,7 +336,8 @@ def _plan_inference(scn, spec, cat, cal, progress) -> PlanResult:
         scenario=_scenario_dict(scn, spec, {"requests_per_s": rate}), recommendation=rec, options=options,
         pareto=pareto, explanations=[], infeasible=infeasible, all_options=options_all,
         search={"layouts_evaluated": n_eval, "layouts_fit": len(options_all), "wall_s": wall, "skipped": skipped,
-                "gpu_types": len(gpus_allowed), "layouts_per_s": n_eval / wall if wall > 0 else None},  # fmt: skip
+                "gpu_types": len(gpus_allowed), "layouts_per_s": n_eval / wall if wall > 0 else None,
+                "limits": SEARCH_LIMITS},  # fmt: skip
     )
     explain_inference(res, scn, spec, cat, evaluated, rate)
     return res

@@ -97,10 +97,10 @@ class Pricing(_Strict):
     purchase_usd_per_gpu: dict[str, _Usd] = {}  # purchase prices by GPU id overriding the catalog
     hours_per_day: float = Field(24.0, gt=0, le=24)  # hours a day the hardware is used (utilisation)
     horizon_months: float = Field(36.0, gt=0)  # period over which owning and renting are compared
-    electricity_usd_per_kwh: float = Field(0.12, ge=0)  # assumption: a typical US commercial tariff
-    pue: float = Field(1.3, ge=1.0)  # power usage effectiveness of the facility
-    grid_kg_co2e_per_kwh: float = Field(0.4, ge=0)  # assumption: roughly a world-average grid
-    load_fraction: float = Field(0.8, gt=0, le=1)  # average board power as a fraction of TDP while busy
+    electricity_usd_per_kwh: float = Field(0.127, ge=0)  # default: US average commercial retail price 2023 (EIA)
+    pue: float = Field(1.58, ge=1.0)  # power usage effectiveness; default: the 2023 global average (Uptime Institute Global Data Center Survey 2023)
+    grid_kg_co2e_per_kwh: float = Field(0.48, ge=0)  # default: world average 2023, 480 g/kWh (Ember Global Electricity Review 2024)
+    load_fraction: float = Field(0.8, gt=0, le=1)  # average board power / TDP while busy; default is an assumption (training runs near TDP, decode-heavy serving below it)
     ops_overhead_usd_per_gpu_hour: float = Field(0.0, ge=0)  # staff, space, support per owned GPU-hour
     server_share_usd_per_gpu: float = Field(0.0, ge=0)  # CPU, RAM, chassis, network per owned GPU
     facility_upgrade_usd: float = Field(0.0, ge=0)  # one-off power/cooling work for owned hardware

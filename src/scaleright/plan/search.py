@@ -27,10 +27,23 @@ from scaleright.estimate.memory import GB, LoraConfig, inference_memory_arrays, 
 from scaleright.estimate.train import TIME_KEYS, train_step_arrays
 from scaleright.workload.spec import TransformerSpec
 
-__all__ = ["TrainCandidates", "InferCandidate", "gpu_counts", "train_layout_grid", "evaluate_training",
-           "evaluate_inference"]  # fmt: skip
+__all__ = ["TrainCandidates", "InferCandidate", "SEARCH_LIMITS", "gpu_counts", "train_layout_grid",
+           "evaluate_training", "evaluate_inference"]  # fmt: skip
 
 RECOMPUTE_NAMES = ("none", "selective", "full")
+
+# The grid's bounds (printed with every plan): what the search does and does not try.
+SEARCH_LIMITS = {
+    "tp": "powers of two dividing the heads, inside one node",
+    "pp": "1, 2, 4, 8, 16, 32 (at most the layers); no interleaved virtual stages",
+    "cp": "1, 2, 4, 8 from 32k-token sequences, else 1",
+    "ep": "powers of two dividing the experts, up to 64 (MoE only)",
+    "zero": "0-3 (LoRA/QLoRA: 0 or 3)",
+    "micro_batch": "1, 2, 4, 8 (dividing the global batch with dp)",
+    "recompute": "none, selective (with sequence parallelism when tp > 1), full",
+    "inference": "tp in 1, 2, 4, 8, 16 inside one node, pp = 1, batch up to 4096 sequences per replica",
+}
+INFER_BATCH_LIMIT = 4096
 
 
 def gpu_counts(gpus_per_node: int, max_gpus: int) -> list[int]:
@@ -186,7 +199,7 @@ def evaluate_inference(spec: TransformerSpec, *, gpu, cluster: Cluster, tp: int,
     """Largest SLO-meeting batch per replica (at most ``batch_limit``), then replicas = ceil(rate / capacity)."""
     try:
         mb = max_batch(spec, gpu=gpu, context=input_len + output_len, tp=tp, precision=precision,
-                       kv_precision=kv_precision, limit=4096)  # fmt: skip
+                       kv_precision=kv_precision, limit=INFER_BATCH_LIMIT)  # fmt: skip
     except InputError as exc:
         return InferCandidate(gpu.id, tp, False, str(exc))
     if mb < 1:
