@@ -18,6 +18,7 @@ import math
 import numpy as np
 
 from scaleright.plan import economics as econ
+from scaleright.plan.report import _usd  # one money format for the terminal, JSON texts and the HTML report
 
 __all__ = ["explain_training", "explain_inference"]
 
@@ -25,11 +26,6 @@ __all__ = ["explain_training", "explain_inference"]
 # counts as "faster" for "what would change the decision" when it saves over 10 % of the time.
 NOTABLE_SHARE = 0.005
 MEANINGFULLY_FASTER = 0.10
-
-
-def _usd(x: float) -> str:
-    """Whole dollars from $1,000, cents from $1, three significant digits below (as the HTML report)."""
-    return f"${x:,.0f}" if abs(x) >= 1000 else f"${x:,.2f}" if abs(x) >= 1 else f"${x:.3g}"
 
 
 def _gpus(n: int) -> str:
