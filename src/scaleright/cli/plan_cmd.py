@@ -106,9 +106,12 @@ def _print(d: dict) -> None:
         rows = [[o["gpu"], o["gpus"], _short(o["layout"]), o["cost_usd"], o["cost_per_1m_tokens_usd"], o["ttft_s"],
                  o["tpot_s"], o["utilisation"], o["price_usd_per_gpu_hour"]] for o in d["options"]]
     table("Best option per GPU type", cols, rows[:20])
-    if d["pareto"]:
+    if d["pareto"] and training:
         console.print("Pareto front (time vs cost): " + "; ".join(
             f"{o['gpus']}x{o['gpu']} {fmt(o['time_h'])} h ${fmt(o['cost_usd'])}" for o in d["pareto"][:8]))
+    elif d["pareto"]:
+        console.print("Pareto front (TPOT vs monthly cost): " + "; ".join(
+            f"{o['gpus']}x{o['gpu']} {o['tpot_s'] * 1e3:.1f} ms ${fmt(o['cost_usd'])}" for o in d["pareto"][:8]))
     for e in d["explanations"]:
         console.print(f"[bold]{e['title']}[/bold]: {e['text']}")
     srch = d["search"]
