@@ -16,6 +16,7 @@ import math
 from pathlib import Path
 
 import pytest
+import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -525,3 +526,16 @@ def test_options_list_is_one_best_option_per_gpu_type_sorted_by_cost():
     costs = [o["cost_usd"] for o in res.options]
     assert costs == sorted(costs)
     assert res.recommendation in res.options
+
+
+def test_api_parity_utilisation_is_hourly_cost_over_the_api_value_of_full_capacity():
+    """Seed A's self-host vs API question: parity utilisation = $/h x 1e6 / (capacity tokens/s x 3600 x API $/1M)."""
+    data = yaml.safe_load((EXAMPLES_DIR / "chat-service-8b.yaml").read_text())
+    data["inference"]["api_usd_per_1m_output_tokens"] = 0.5
+    res = _plan(data)
+    rec = res.recommendation
+    [x] = [e for e in res.explanations if e["topic"] == "api_break_even"]
+    capacity_tokens_per_s = rec["capacity_requests_per_s"] * data["inference"]["output_len"]
+    expected = rec["usd_per_hour"] * 1e6 / (capacity_tokens_per_s * 3600 * 0.5)
+    assert x["data"]["utilisation_needed_for_api_parity"] == pytest.approx(expected, rel=1e-9)
+    assert "parity needs" in x["text"]

@@ -292,10 +292,23 @@ def explain_inference(res, scn, spec, cat, evaluated, rate) -> None:
     out_tps = rate * scn.inference.output_len
     be = float(econ.api_break_even_usd_per_1m_tokens(tokens_per_s=out_tps, usd_per_hour=rec["usd_per_hour"],
                                                       utilisation=1.0))  # fmt: skip
-    ex.append(_x("api_break_even", "Self-host vs API",
-                 f"Self-hosting costs ${be:.2f} per 1M output tokens at this load: an API priced above that is "
-                 f"dearer; below it, the API wins unless the GPUs serve more traffic.",
-                 api_break_even_usd_per_1m_tokens=be))  # fmt: skip
+    # the deployment's full capacity in output tokens/s (what it could serve at 100 % utilisation)
+    cap_tps = rec["capacity_requests_per_s"] * scn.inference.output_len
+    full = float(econ.api_break_even_usd_per_1m_tokens(tokens_per_s=cap_tps, usd_per_hour=rec["usd_per_hour"],
+                                                        utilisation=1.0))  # fmt: skip
+    text = (f"Self-hosting costs ${be:.3g} per 1M output tokens at this load (${full:.3g} if the GPUs were kept "
+            f"fully busy): an API priced above that is dearer, below it the API wins.")
+    data = {"api_break_even_usd_per_1m_tokens": be, "full_utilisation_usd_per_1m_tokens": full}
+    api = scn.inference.api_usd_per_1m_output_tokens
+    if api is not None:
+        need = float(econ.utilisation_needed_for_api_parity(tokens_per_s=cap_tps, usd_per_hour=rec["usd_per_hour"],
+                                                            api_usd_per_1m_tokens=api))  # fmt: skip
+        now = rec["utilisation"]
+        verdict = ("never: even fully busy, self-hosting costs more" if not math.isfinite(need) else
+                   f"{need:.0%} utilisation (now {now:.0%}): self-hosting is {'cheaper' if now >= need else 'dearer'}")
+        text += f" Against the API's ${api:g}/1M, parity needs {verdict}."
+        data |= {"api_usd_per_1m_tokens": api, "utilisation_needed_for_api_parity": need}
+    ex.append(_x("api_break_even", "Self-host vs API", text, **data))
     ex.append(_efficiency_ladder(scn, spec, gpu, rec, rate))
     rent, _ = price_for(scn, gpu, cat, "on-demand") if scn.pricing.mode == "own" else (rec["price_usd_per_gpu_hour"], "")
     cap = _capex_opex(scn, gpu, rec["gpus"], cat, rent)

@@ -63,6 +63,7 @@ class Inference(_Strict):
     tpot_slo_s: float | None = Field(None, gt=0)  # time-per-output-token limit (None: no limit)
     precision: Literal["fp32", "bf16", "fp16", "fp8", "int8", "int4", "fp4"] = "bf16"
     kv_precision: Literal["fp32", "bf16", "fp16", "fp8", "int8"] = "bf16"
+    api_usd_per_1m_output_tokens: float | None = Field(None, gt=0)  # an API's price to compare self-hosting with
 
     @model_validator(mode="after")
     def _rate(self) -> Inference:
