@@ -131,7 +131,9 @@ def train_step_arrays(
     ep_comm_fwd = 0.0
     if spec.moe:
         bw_ep, a_ep = group_bandwidth(cluster, cal, size=ep, stride=tp)
-        a2a = collective_time_s("all_to_all", t * spec.moe.top_k * h * bpv, ep, bw_ep, a_ep)
+        # each GPU dispatches its sequence-parallel share of the tokens (Megatron requires sequence parallelism
+        # for MoE with tp > 1), top_k copies of each, and receives as many back in the combine
+        a2a = collective_time_s("all_to_all", t / tp * spec.moe.top_k * h * bpv, ep, bw_ep, a_ep)
         ep_comm_fwd = (c.moe_layers / c.layers) * 2 * a2a  # dispatch + combine, per average layer
     gemm_fwd = attn_fwd + ffn_fwd
     if frozen and lora is not None:
