@@ -206,7 +206,8 @@ def _plan_training(scn, spec, cat, cal, progress) -> PlanResult:
         hours = tokens / a["tokens_per_s"] / 3600.0
         for n in np.unique(a["gpus"]):
             idx = np.flatnonzero(a["gpus"] == n)
-            j = int(idx[np.argmin(hours[idx])])
+            # fastest; on exact ties the larger micro-batch (fewer kernel launches, which the model does not time)
+            j = int(idx[np.lexsort((-a["mb"][idx], hours[idx]))[0]])
             price = per_gpu_cands[g.id][2][int(n)]
             options_all.append(_train_option(scn, g, cand, j, float(hours[j]), price, src, tokens))
     if progress:
