@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from scaleright.errors import CatalogFileError
+from scaleright.textfile import read_text
 
 if TYPE_CHECKING:
     from importlib.resources.abc import Traversable
@@ -48,14 +49,9 @@ class ModelEntry(BaseModel):
 
 def parse_config_json(path: Path | Traversable) -> dict[str, Any]:
     """A config.json as a dict; ``CatalogFileError`` naming the file and the JSON error position."""
+    text = read_text(path)
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise CatalogFileError(f"{path}: file not found") from None
-    except UnicodeDecodeError as e:
-        raise CatalogFileError(f"{path}: not a UTF-8 text file (byte {e.start}: {e.reason})") from None
-    except OSError as e:
-        raise CatalogFileError(f"{path}: cannot read ({e.strerror or e})") from None
+        data = json.loads(text)
     except json.JSONDecodeError as e:
         raise CatalogFileError(f"{path}: invalid JSON at line {e.lineno} column {e.colno}: {e.msg}") from None
     if not isinstance(data, dict):

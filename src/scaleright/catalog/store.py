@@ -29,6 +29,7 @@ from scaleright.catalog.gpus import Accelerator, normalize_name
 from scaleright.catalog.models import ModelEntry, parse_config_json
 from scaleright.catalog.prices import PRICE_COLUMNS, PriceRow
 from scaleright.errors import CatalogFileError, UnknownNameError
+from scaleright.textfile import read_text
 
 if TYPE_CHECKING:
     from importlib.resources.abc import Traversable
@@ -101,18 +102,8 @@ def _validate(model: type[M], data: Any, file: object, where: str) -> M:
         raise CatalogFileError(f"{file}: {where}{'.' + loc if loc else ''}: {msg}") from None
 
 
-def _read_text(path: Traversable) -> str:
-    """The file's text (UTF-8), or CatalogFileError naming the file when it is binary or unreadable."""
-    try:
-        return path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise CatalogFileError(f"{path}: not a UTF-8 text file (byte {exc.start}: {exc.reason})") from None
-    except OSError as exc:
-        raise CatalogFileError(f"{path}: cannot read ({exc.strerror or exc})") from None
-
-
 def _read_yaml_list(path: Traversable) -> list[Any]:
-    text = _read_text(path)
+    text = read_text(path)
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
@@ -141,7 +132,7 @@ def _read_models(path: Traversable) -> list[ModelEntry]:
 
 def _read_prices(path: Traversable) -> list[tuple[str, PriceRow]]:
     """(row label, row) per data row; empty cells take the field's default."""
-    reader = csv.DictReader(io.StringIO(_read_text(path)))
+    reader = csv.DictReader(io.StringIO(read_text(path)))
     header = reader.fieldnames or []
     unknown = [c for c in header if c not in PRICE_COLUMNS]
     missing = [c for c in PRICE_COLUMNS if c not in header]

@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 
 from scaleright.errors import CatalogFileError, InputError
+from scaleright.textfile import read_text
 
 __all__ = ["Calibration", "DEFAULT_CALIBRATION", "load_calibration", "save_calibration", "calibration_dir"]
 
@@ -148,12 +149,9 @@ def load_calibration(name_or_path: str | None, *, directory: Path | None = None)
         d = directory or calibration_dir()
         known = sorted(x.stem for x in d.glob("*.json")) if d.exists() else []
         raise InputError(f"calibration {name_or_path!r} not found; known: {', '.join(known) or 'none'} (in {d})")
+    text = read_text(p)
     try:
-        data = json.loads(p.read_text(encoding="utf-8"))
-    except UnicodeDecodeError as exc:
-        raise CatalogFileError(f"{p}: not a UTF-8 text file (byte {exc.start}: {exc.reason})") from None
-    except OSError as exc:
-        raise CatalogFileError(f"{p}: cannot read ({exc.strerror or exc})") from None
+        data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise CatalogFileError(f"{p}: not a calibration profile (invalid JSON: {exc})") from None
     params = data.get("parameters", data) if isinstance(data, dict) else data

@@ -13,6 +13,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from scaleright.errors import CatalogFileError, InputError
+from scaleright.textfile import read_text
 
 __all__ = ["Scenario", "Training", "Inference", "Constraints", "Pricing", "load_scenario", "PRICING_MODES"]
 
@@ -181,12 +182,9 @@ def load_scenario(path: str | Path) -> Scenario:
         raise InputError(f"scenario file {str(p)!r} is a directory, expected a YAML file")
     if not p.is_file():
         raise InputError(f"scenario file {str(p)!r} not found")
+    text = read_text(p)
     try:
-        data = yaml.safe_load(p.read_text(encoding="utf-8"))
-    except UnicodeDecodeError as exc:
-        raise CatalogFileError(f"{p}: not a UTF-8 text file (byte {exc.start}: {exc.reason})") from None
-    except OSError as exc:
-        raise CatalogFileError(f"{p}: cannot read ({exc.strerror or exc})") from None
+        data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark else ""
