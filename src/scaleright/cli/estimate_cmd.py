@@ -18,10 +18,6 @@ def register(app: typer.Typer) -> None:
     app.add_typer(estimate_app, name="estimate")
 
 
-TASKS = ("pretrain", "full-finetune", "lora", "qlora", "inference")
-TRAIN_PRECISIONS = ("fp32", "bf16", "fp16", "fp8", "fp4")
-ALL_PRECISIONS = ("fp32", "bf16", "fp16", "fp8", "int8", "int4", "fp4")
-KV_PRECISIONS = ("fp32", "bf16", "fp16", "fp8", "int8")
 
 ModelOpt = typer.Option(..., "--model", help="Catalog model (e.g. llama-3.1-70b) or a path to a HF config.json.")
 GpuOpt = typer.Option("h100-sxm", "--gpu", help="Catalog GPU id or alias (scaleright catalog gpus).")
@@ -148,10 +144,11 @@ def memory_cmd(
 ) -> None:
     """Memory per GPU by component (weights, gradients, optimizer, activations, KV cache, overhead)."""
     from scaleright.estimate.layout import Layout
-    from scaleright.estimate.memory import inference_memory, training_memory
+    from scaleright.estimate.memory import TASKS, inference_memory, training_memory
+    from scaleright.workload.precision import KV_PRECISIONS, STORAGE_PRECISIONS, TRAIN_PRECISIONS
 
     check_choice("--task", task, TASKS)
-    check_choice("--precision", precision, ALL_PRECISIONS if task == "inference" else TRAIN_PRECISIONS)
+    check_choice("--precision", precision, STORAGE_PRECISIONS if task == "inference" else TRAIN_PRECISIONS)
     _positive(gpus=gpus, tp=tp, pp=pp, cp=cp, ep=ep, seq_len=seq_len, micro_batch=micro_batch, batch=batch)
     _tokens_bounded(seq_len=seq_len)
     _gpus_bounded(gpus=gpus)
@@ -238,6 +235,7 @@ def train_cmd(
     as_json: bool = JsonOpt,
 ) -> None:
     """Step time, tokens/s, MFU/HFU, memory and scaling efficiency of one training layout."""
+    from scaleright.workload.precision import TRAIN_PRECISIONS
     from scaleright.estimate.calibration import load_calibration
     from scaleright.estimate.layout import Layout
     from scaleright.estimate.train import estimate_train
@@ -303,10 +301,11 @@ def infer_cmd(
     as_json: bool = JsonOpt,
 ) -> None:
     """TTFT, TPOT, end-to-end latency and throughput for serving; replicas vs tensor parallel."""
+    from scaleright.workload.precision import KV_PRECISIONS, STORAGE_PRECISIONS
     from scaleright.estimate.calibration import load_calibration
     from scaleright.estimate.infer import estimate_infer
 
-    check_choice("--precision", precision, ALL_PRECISIONS)
+    check_choice("--precision", precision, STORAGE_PRECISIONS)
     if kv_precision is not None:
         check_choice("--kv-precision", kv_precision, KV_PRECISIONS)
     _positive(gpus=gpus, pp=pp, input_len=input_len, output_len=output_len)

@@ -152,9 +152,9 @@ def train_step_arrays(
     if lowp:  # casts of GEMM inputs to fp8/fp4 (read 2 B, write 1 B) and amax reductions
         cast_vals = (h + o_in / tp + h + f_eff / tp) * 3.0
         elem_fwd = elem_fwd + t * cast_vals / hbm
-    if task == "qlora":  # dequantise NF4 block weights to bf16 in forward and backward: read 0.52 B, write 2 B
+    if task == "qlora":  # dequantise NF4 block weights to bf16 in forward and backward: read NF4, write 2 B
         layer_w = (c.blocks / c.layers) / tp
-        elem_fwd = elem_fwd + layer_w * 2.52 / hbm
+        elem_fwd = elem_fwd + layer_w * (bytes_per_element("nf4") + 2.0) / hbm
     # ---- tensor-parallel communication ------------------------------------------------------------------------
     bw_tp, a_tp = group_bandwidth(cluster, cal, size=tp, stride=1)
     ar = collective_time_s("all_reduce", t * h * bpv, tp, bw_tp, a_tp)

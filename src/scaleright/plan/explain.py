@@ -17,6 +17,7 @@ import math
 
 import numpy as np
 
+from scaleright.estimate.layout import RECOMPUTE
 from scaleright.plan import economics as econ
 from scaleright.plan.report import _usd  # one money format for the terminal, JSON texts and the HTML report
 
@@ -128,7 +129,7 @@ def explain_training(res, scn, spec, cat, per_gpu) -> None:
     states_one = (a["mem_weights"][j] + a["mem_gradients"][j] + a["mem_optimizer"][j])
     lay_min = {k: int(a[k][j]) for k in ("tp", "pp", "dp", "zero")}
     if n_min == 1:
-        rc = ["none", "selective", "full"][int(a["rc"][j])]
+        rc = RECOMPUTE[int(a["rc"][j])]
         how = "" if rc == "none" else f" with {rc} recomputation"
         text = (f"{spec.name} fits on one {gpu.id} ({a['memory_gb'][j]:.1f} of {gpu.memory_gb:.1f} GB{how}): no "
                 "split is forced; more GPUs are a speed choice.")  # fmt: skip

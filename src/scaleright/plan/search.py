@@ -23,6 +23,7 @@ from scaleright.errors import InputError
 from scaleright.estimate.calibration import DEFAULT_CALIBRATION, Calibration
 from scaleright.estimate.comm import Cluster
 from scaleright.estimate.infer import infer_arrays, max_batch
+from scaleright.estimate.layout import RECOMPUTE
 from scaleright.estimate.memory import GB, LoraConfig, inference_memory_arrays, training_memory_arrays
 from scaleright.estimate.train import TIME_KEYS, train_step_arrays
 from scaleright.workload.spec import TransformerSpec
@@ -30,7 +31,7 @@ from scaleright.workload.spec import TransformerSpec
 __all__ = ["TrainCandidates", "InferCandidate", "SEARCH_LIMITS", "gpu_counts", "train_layout_grid",
            "evaluate_training", "evaluate_inference"]  # fmt: skip
 
-RECOMPUTE_NAMES = ("none", "selective", "full")
+RECOMPUTE_NAMES = RECOMPUTE  # index = the grid's recompute code
 
 # The grid's bounds (printed with every plan): what the search does and does not try.
 SEARCH_LIMITS = {

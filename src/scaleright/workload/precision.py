@@ -15,7 +15,8 @@ from __future__ import annotations
 
 from scaleright.errors import InputError
 
-__all__ = ["BYTES_PER_ELEMENT", "bytes_per_element", "COMPUTE_PRECISIONS", "STORAGE_PRECISIONS"]
+__all__ = ["BYTES_PER_ELEMENT", "bytes_per_element", "COMPUTE_PRECISIONS", "STORAGE_PRECISIONS", "TRAIN_PRECISIONS",
+           "KV_PRECISIONS"]
 
 BYTES_PER_ELEMENT: dict[str, float] = {
     "fp32": 4.0,
@@ -30,6 +31,8 @@ BYTES_PER_ELEMENT: dict[str, float] = {
 }
 
 STORAGE_PRECISIONS = ("fp32", "bf16", "fp16", "fp8", "int8", "int4", "fp4")
+TRAIN_PRECISIONS = ("fp32", "bf16", "fp16", "fp8", "fp4")  # formats a training step's GEMMs run in
+KV_PRECISIONS = ("fp32", "bf16", "fp16", "fp8", "int8")  # KV-cache formats serving engines offer
 COMPUTE_PRECISIONS = ("fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp4")
 
 
