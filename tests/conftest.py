@@ -1,17 +1,12 @@
 """Shared fixtures: the core objects of the workload and memory tests (STYLE habit 12).
 
-Model specs come from the Hugging Face ``config.json`` files shipped in ``scaleright/catalog/data/models``. When the
-catalog's loader (``scaleright.catalog.models.load_model_config``) exists, specs are loaded through the public
-``scaleright.workload.load_model``; until then straight from the package files with ``from_hf_config``. The
-reference copies under ``../shared/reference/model_configs`` (relative to the repository) are a fallback only for a
-checkout whose package data has not been populated yet.
+Model specs are the Hugging Face ``config.json`` files shipped in ``scaleright/catalog/data/models``, loaded through
+the public ``scaleright.workload.load_model``.
 """
 
 from __future__ import annotations
 
 import functools
-import importlib.util
-import json
 from collections.abc import Callable
 from pathlib import Path
 
@@ -19,7 +14,7 @@ import pytest
 from hypothesis import settings
 
 import scaleright
-from scaleright.workload import TransformerSpec, from_hf_config
+from scaleright.workload import TransformerSpec, from_hf_config, load_model
 
 # Shared, noisy machines: no per-example time limit (speed is checked by benchmarks/, never by timed tests), and the
 # same examples on every run so that CI cannot turn red on a newly drawn case that nobody saw locally.
@@ -27,37 +22,15 @@ settings.register_profile("scaleright", deadline=None, derandomize=True)
 settings.load_profile("scaleright")
 
 PACKAGE_MODELS_DIR = Path(scaleright.__file__).parent / "catalog" / "data" / "models"
-REFERENCE_MODELS_DIR = Path(__file__).resolve().parents[1].parent / "shared" / "reference" / "model_configs"
-
-
-def _models_dir() -> Path:
-    if any(PACKAGE_MODELS_DIR.glob("*.json")):
-        return PACKAGE_MODELS_DIR
-    return REFERENCE_MODELS_DIR
 
 
 def _shipped_names() -> list[str]:
-    return sorted(p.stem for p in _models_dir().glob("*.json"))
-
-
-def _has_catalog_loader() -> bool:
-    try:
-        return importlib.util.find_spec("scaleright.catalog.models") is not None
-    except ImportError:
-        return False
+    return sorted(p.stem for p in PACKAGE_MODELS_DIR.glob("*.json"))
 
 
 @functools.cache
 def _load(name: str) -> TransformerSpec:
-    if _has_catalog_loader():
-        from scaleright.catalog import models
-
-        if hasattr(models, "load_model_config"):
-            from scaleright.workload import load_model
-
-            return load_model(name)
-    path = _models_dir() / f"{name}.json"
-    return from_hf_config(json.loads(path.read_text()), name=name, source=str(path))
+    return load_model(name)
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -68,8 +41,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 @pytest.fixture(scope="session")
 def models_dir() -> Path:
-    """Directory the model configs are read from (the package data once populated)."""
-    return _models_dir()
+    """Directory the shipped model configs are read from (package data)."""
+    return PACKAGE_MODELS_DIR
 
 
 @pytest.fixture(scope="session")
@@ -116,15 +89,8 @@ def deepseek_v3() -> TransformerSpec:
 
 @pytest.fixture(scope="session")
 def gpt3_175b() -> TransformerSpec:
-    """GPT-3 175B. Shape from Brown et al. 2020, Table 2.1: 96 layers, d_model 12288, 96 heads of 128, n_ctx 2048;
-    GPT-2 vocabulary (50257) and dropout 0.1 as in GPT-2. Uses the shipped ``gpt3-175b.json`` when present."""
-    if (_models_dir() / "gpt3-175b.json").exists():
-        return _load("gpt3-175b")
-    cfg = {
-        "model_type": "gpt2", "n_layer": 96, "n_embd": 12288, "n_head": 96, "n_positions": 2048,
-        "vocab_size": 50257, "resid_pdrop": 0.1, "attn_pdrop": 0.1, "embd_pdrop": 0.1,
-    }  # fmt: skip
-    return from_hf_config(cfg, name="gpt3-175b", source="Brown et al. 2020 Table 2.1")
+    """GPT-3 175B as shipped (``gpt3-175b.json``; shape from Brown et al. 2020, Table 2.1)."""
+    return _load("gpt3-175b")
 
 
 @pytest.fixture(scope="session")
