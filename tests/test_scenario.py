@@ -11,6 +11,7 @@ import copy
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 
 from scaleright.errors import CatalogFileError, InputError, ScalerightError
 from scaleright.plan.scenario import Scenario, load_scenario, parse_scenario
@@ -76,7 +77,7 @@ def test_dataset_tokens_times_epochs_is_the_job_size():
 
 def test_scenarios_are_frozen():
     scn = parse_scenario(_training())
-    with pytest.raises(Exception):  # pydantic's ValidationError for frozen instances
+    with pytest.raises(ValidationError, match="frozen"):
         scn.task = "pretrain"
 
 
