@@ -19,7 +19,7 @@ import numpy as np
 
 from scaleright.estimate.layout import RECOMPUTE
 from scaleright.plan import economics as econ
-from scaleright.plan.report import _usd  # one money format for the terminal, JSON texts and the HTML report
+from scaleright.plan.report import format_usd  # one money format for the terminal, JSON texts and the HTML report
 
 __all__ = ["explain_training", "explain_inference"]
 
@@ -211,12 +211,12 @@ def explain_training(res, scn, spec, cat, per_gpu) -> None:
     last = res.curve[-1]
     text = (f"On {gpu.id}, going from {base_n} to {last['gpus']} GPUs gives {last['speedup']:.1f}x "
             f"(scaling efficiency {last['scaling_efficiency']:.0%}); cost per job goes from "
-            f"{_usd(res.curve[0]['cost_usd'])} to {_usd(last['cost_usd'])}.")  # fmt: skip
+            f"{format_usd(res.curve[0]['cost_usd'])} to {format_usd(last['cost_usd'])}.")  # fmt: skip
     if opt is not None:
         o = res.curve[opt]
         dl = scn.constraints.deadline_h
         text += (f" The economically optimal count{' meeting the ' + format(dl, 'g') + ' h deadline' if dl else ''} "
-                 f"is {_gpus(o['gpus'])} ({_usd(o['cost_usd'])}, {o['time_h']:.3g} h).")  # fmt: skip
+                 f"is {_gpus(o['gpus'])} ({format_usd(o['cost_usd'])}, {o['time_h']:.3g} h).")  # fmt: skip
     ex.append(_x("utilisation_curve", "Utilisation Efficiency Curve", text, gpu=gpu.id, base_gpus=base_n,
                  points=res.curve))  # fmt: skip
     # ---- capex vs opex ------------------------------------------------------------------------------------------
@@ -231,14 +231,14 @@ def explain_training(res, scn, spec, cat, per_gpu) -> None:
         if ok_alts:
             r2 = min(ok_alts, key=lambda o: o["cost_usd"])
             p_star = r2["cost_usd"] / (rec["gpus"] * rec["time_h"])
-            changes.append(f"{r2['gpus']} x {r2['gpu']} ({_usd(r2['cost_usd'])}, {r2['time_h']:.3g} h) becomes "
+            changes.append(f"{r2['gpus']} x {r2['gpu']} ({format_usd(r2['cost_usd'])}, {r2['time_h']:.3g} h) becomes "
                            f"cheaper if {rec['gpu']} costs over ${p_star:.2f}/GPU-hour "
                            f"(now ${rec['price_usd_per_gpu_hour']:.2f})")  # fmt: skip
         faster = [o for o in res.all_options if o["time_h"] < rec["time_h"] * (1 - MEANINGFULLY_FASTER)]
         if faster:
             f = min(faster, key=lambda o: o["cost_usd"])
             changes.append(f"a deadline under {rec['time_h']:.3g} h needs e.g. {f['gpus']} x {f['gpu']} "
-                           f"({f['time_h']:.3g} h, {_usd(f['cost_usd'])})")  # fmt: skip
+                           f"({f['time_h']:.3g} h, {format_usd(f['cost_usd'])})")  # fmt: skip
         if cap and math.isfinite(cap["break_even_hours_per_day"]):
             changes.append(f"buying beats renting above {cap['break_even_hours_per_day']:.1f} h/day of use")
         ex.append(_x("what_would_change", "What would change the decision",

@@ -58,7 +58,9 @@ def _num(x: object, spec: str = ".3g") -> str:
     return f"{x:,.0f}" if abs(x) >= 1000 and spec == ".3g" else format(x, spec)
 
 
-def _usd(x: object) -> str:
+def format_usd(x: object) -> str:
+    """Money as printed everywhere (report, explanations): whole dollars from $1,000, cents from $1, three
+    significant digits below; "—" for None, NaN, inf."""
     if not _ok(x):
         return DASH
     return f"${x:,.0f}" if abs(x) >= 1000 else f"${x:,.2f}" if abs(x) >= 1 else f"${x:.3g}"
@@ -365,7 +367,7 @@ def _scenario(s: dict) -> str:
                  ("tokens per request", f"{inf.get('input_len')} in, {inf.get('output_len')} out"),
                  ("latency SLOs", f"TTFT {_opt(inf.get('ttft_slo_s'), 's')}, TPOT {_opt(inf.get('tpot_slo_s'), 's')}"),
                  ("precision (weights / KV)", f"{inf.get('precision')} / {inf.get('kv_precision')}")]  # fmt: skip
-    budget = _usd(c["budget_usd"]) if _ok(c.get("budget_usd")) else "none"
+    budget = format_usd(c["budget_usd"]) if _ok(c.get("budget_usd")) else "none"
     rows += [("budget" + ("" if tr else " per month"), budget),
              ("GPU types", ", ".join(c.get("gpu_types") or []) or "every catalog GPU with a price"),
              ("max GPUs / interconnect", f"{c.get('max_gpus')} / {c.get('interconnect')}"),
@@ -380,10 +382,10 @@ def _scenario(s: dict) -> str:
 def _cards(o: dict, training: bool) -> str:
     items = [(f"{o['gpus']} × {o['gpu']}", _layout(o.get("layout") or {}))]
     if training:
-        items += [(f"{_num(o.get('time_h'))} h", "time"), (_usd(o.get("cost_usd")), "cost per job"),
-                  (_usd(o.get("cost_per_1m_tokens_usd")), "per 1M tokens"), (_pct(o.get("mfu")), "MFU")]
+        items += [(f"{_num(o.get('time_h'))} h", "time"), (format_usd(o.get("cost_usd")), "cost per job"),
+                  (format_usd(o.get("cost_per_1m_tokens_usd")), "per 1M tokens"), (_pct(o.get("mfu")), "MFU")]
     else:
-        items += [(_usd(o.get("cost_usd")), "per month"), (_usd(o.get("cost_per_1m_tokens_usd")),
+        items += [(format_usd(o.get("cost_usd")), "per month"), (format_usd(o.get("cost_per_1m_tokens_usd")),
                    "per 1M output tokens"), (f"{_num((o.get('ttft_s') or math.nan) * 1e3)} ms", "TTFT"),
                   (f"{_num((o.get('tpot_s') or math.nan) * 1e3)} ms", "TPOT"),
                   (_pct(o.get("utilisation")), "utilisation")]  # fmt: skip
@@ -398,17 +400,17 @@ def _option_rows(opts: list[dict], training: bool) -> tuple[list[str], list[list
     if training:
         cols = ["GPU", "GPUs", "layout", "time h", "cost", "$/1M tok", "MFU", "mem GB/GPU", "kWh", "kg CO2e",
                 "$/GPU-h"]  # fmt: skip
-        rows = [[o["gpu"], o["gpus"], _layout(o["layout"]), _num(o.get("time_h")), _usd(o.get("cost_usd")),
-                 _usd(o.get("cost_per_1m_tokens_usd")), _pct(o.get("mfu")),
+        rows = [[o["gpu"], o["gpus"], _layout(o["layout"]), _num(o.get("time_h")), format_usd(o.get("cost_usd")),
+                 format_usd(o.get("cost_per_1m_tokens_usd")), _pct(o.get("mfu")),
                  f"{_num(o.get('memory_gb_per_gpu'))} / {_num(o.get('gpu_memory_gb'))}", _num(o.get("energy_kwh")),
-                 _num(o.get("co2e_kg")), _usd(o.get("price_usd_per_gpu_hour"))] for o in opts]  # fmt: skip
+                 _num(o.get("co2e_kg")), format_usd(o.get("price_usd_per_gpu_hour"))] for o in opts]  # fmt: skip
     else:
         cols = ["GPU", "GPUs", "layout", "$/month", "$/1M out tok", "TTFT ms", "TPOT ms", "util", "kWh/month",
                 "$/GPU-h"]  # fmt: skip
-        rows = [[o["gpu"], o["gpus"], _layout(o["layout"]), _usd(o.get("cost_usd")),
-                 _usd(o.get("cost_per_1m_tokens_usd")), _num((o.get("ttft_s") or math.nan) * 1e3),
+        rows = [[o["gpu"], o["gpus"], _layout(o["layout"]), format_usd(o.get("cost_usd")),
+                 format_usd(o.get("cost_per_1m_tokens_usd")), _num((o.get("ttft_s") or math.nan) * 1e3),
                  _num((o.get("tpot_s") or math.nan) * 1e3), _pct(o.get("utilisation")), _num(o.get("energy_kwh")),
-                 _usd(o.get("price_usd_per_gpu_hour"))] for o in opts]  # fmt: skip
+                 format_usd(o.get("price_usd_per_gpu_hour"))] for o in opts]  # fmt: skip
     return cols, rows
 
 
@@ -450,8 +452,8 @@ def _charts(result: dict, focus: dict | None, colours: dict[str, str], training:
     cap = (exps.get("capex_opex") or {}).get("data")
     if cap and cap.get("own_usd") and cap.get("rent_usd"):
         out.append(_figure(_capex_chart(cap), f"Total cost over the horizon of owning (purchase "
-                           f"{_usd(cap.get('purchase_usd_per_gpu'))}/GPU, power, resale) vs renting at "
-                           f"{_usd(cap.get('rent_usd_per_gpu_hour'))}/GPU-hour."))  # fmt: skip
+                           f"{format_usd(cap.get('purchase_usd_per_gpu'))}/GPU, power, resale) vs renting at "
+                           f"{format_usd(cap.get('rent_usd_per_gpu_hour'))}/GPU-hour."))  # fmt: skip
     else:
         own = (result["scenario"].get("pricing") or {}).get("mode") == "own"
         out.append(f'<p class="note">Rent vs buy: not computed for {_e(focus["gpu"] if focus else DASH)} — the '
