@@ -90,17 +90,13 @@ def check_choice(field: str, value: str, allowed: tuple[str, ...] | list[str]) -
 
 def check_output_path(flag: str, path: Path) -> None:
     """Fail early (before any long computation) when ``path`` cannot be a file to write."""
-    p = Path(path)
-    if p.is_dir():
-        raise InputError(f"{flag}={p}: is a directory; give a file path, e.g. {p / 'report.html'}")
-    if not p.parent.is_dir():
-        raise InputError(f"{flag}={p}: directory {str(p.parent)!r} does not exist; create it or give another path")
+    from scaleright.textfile import check_output_path as _check
+
+    _check(flag, path)
 
 
 def write_output(flag: str, path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` (UTF-8); an OS error becomes one line naming ``flag`` and the path."""
-    check_output_path(flag, path)
-    try:
-        Path(path).write_text(text, encoding="utf-8")
-    except OSError as exc:
-        raise InputError(f"{flag}={path}: cannot write ({exc.strerror or exc})") from None
+    """Write ``text`` to ``path`` (UTF-8) atomically; an OS error becomes one line naming ``flag`` and the path."""
+    from scaleright.textfile import write_atomic
+
+    write_atomic(flag, path, text)

@@ -516,10 +516,7 @@ def render_html(result: dict) -> str:
 
 
 def write_html(result: dict, path: Path) -> None:
-    """Write ``render_html(result)`` to ``path`` (UTF-8); ``InputError`` naming the path if it cannot be written."""
-    from scaleright.errors import InputError
+    """Write ``render_html(result)`` to ``path`` (UTF-8, atomically); ``InputError`` naming the path if it cannot."""
+    from scaleright.textfile import write_atomic
 
-    try:
-        Path(path).write_text(render_html(result), encoding="utf-8")
-    except OSError as exc:
-        raise InputError(f"{path}: cannot write the HTML report ({exc.strerror or exc})") from None
+    write_atomic("--html", path, render_html(result))
