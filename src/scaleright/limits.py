@@ -45,6 +45,10 @@ LIMITS: dict[str, Limit] = {
     "steps": Limit(1_000_000, "10**6 benchmark steps or repetitions"),
     "timeout_s": Limit(604_800, "one week"),
     "bytes": Limit(1e15, "a petabyte"),
+    "layers": Limit(65_536, "2**16 transformer blocks; the deepest published models have ~10**2"),
+    "hidden": Limit(1_048_576, "2**20; the widest published models are ~3 x 10**4 wide"),
+    "heads": Limit(65_536, "2**16 attention heads"),
+    "vocab": Limit(16_777_216, "2**24 tokens; the largest vocabularies have ~10**6 entries"),
 }
 
 
