@@ -2,7 +2,8 @@
 
 One torchrun job per world size (``bench/comm_worker.py``); per call the slowest rank's time, then the median over
 calls; algbw and busbw by the nccl-tests definitions (``bench/busbw.py``). Each world size is stored as one run of
-kind ``comm`` whose metrics hold one row per (op, size).
+kind ``comm`` whose metrics hold one row per (op, size). As in ``bench/train.py``, a ``BenchRunError`` or
+``KeyboardInterrupt`` raised out of the sweep carries ``.result``, the runs so far (the failed one last).
 """
 
 from __future__ import annotations
@@ -60,9 +61,16 @@ def run_comm_bench(config: CommBenchConfig | dict, *, store: RunStore | None = N
         try:
             ranks = run_ranks(launch, worker_config(cfg, nproc))
         except BenchRunError as exc:
+            run_id = None
             if store is not None:
-                store.add(kind="comm", model=model, layout=layout, metrics={}, hardware=hardware_info(),
-                          software=software_info(), status="failed", error=str(exc), sweep_id=sweep_id)
+                run_id = store.add(kind="comm", model=model, layout=layout, metrics={}, hardware=hardware_info(),
+                                   software=software_info(), status="failed", error=str(exc), sweep_id=sweep_id)
+            runs.append({"run_id": run_id, "world_size": launch.world_size, "status": "failed", "error": str(exc),
+                         "rows": []})
+            exc.result = {"sweep_id": sweep_id, "runs": runs}  # type: ignore[attr-defined]
+            raise
+        except KeyboardInterrupt as exc:
+            exc.result = {"sweep_id": sweep_id, "runs": runs}  # type: ignore[attr-defined]
             raise
         if ranks == REMOTE:
             runs.append({"run_id": None, "world_size": launch.world_size, "status": "remote", "rows": []})
