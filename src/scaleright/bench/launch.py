@@ -176,7 +176,9 @@ def _supervise(proc: subprocess.Popen, run_dir: Path, launch: Launch) -> _Watch:
         for r, b in beacons.items():
             if r not in seen or seen[r][0] != b.get("seq"):
                 seen[r] = (b.get("seq"), now)
-            if r not in died_at and b.get("label") != "done" and not pid_alive(int(b.get("pid", 0)) or -1):
+            pid = b.get("pid")
+            if r not in died_at and b.get("label") != "done" and isinstance(pid, int) and pid > 0 \
+                    and not pid_alive(pid):
                 died_at[r] = time.time()
         pending = [r for r, b in beacons.items() if b.get("label") != "done"]
         if len(beacons) >= expected and not pending:
@@ -210,8 +212,8 @@ def run_ranks(launch: Launch, config: dict) -> list[dict] | str:
         with open(log_path, "wb") as log:
             proc = subprocess.Popen(torchrun_command(launch), env=env, stdout=log,
                                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
-            (run_dir / TORCHRUN_PID_FILE).write_text(str(proc.pid))
             try:
+                (run_dir / TORCHRUN_PID_FILE).write_text(str(proc.pid))
                 watch = _supervise(proc, run_dir, launch)
             except BaseException:  # Ctrl-C in the parent: leave no rank behind
                 _stop(proc, run_dir)

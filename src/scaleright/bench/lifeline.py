@@ -52,6 +52,8 @@ def set_parent_death_signal(sig: int) -> bool:
 
 def pid_alive(pid: int) -> bool:
     """True while ``pid`` runs; a zombie (exited, not yet reaped by its parent) counts as gone."""
+    if pid <= 0:  # kill(0 or -N, 0) would ask about whole process groups
+        return False
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

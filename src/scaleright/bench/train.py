@@ -113,38 +113,38 @@ def run_train_bench(config: TrainBenchConfig | dict, *, store: RunStore | None =
     sweep_id = uuid.uuid4().hex[:12]
     model = {**cfg.model.as_dict(), "preset": cfg.preset}
     runs: list[dict[str, Any]] = []
-    for nproc in cfg.nproc:
-        launch = train_launch(cfg, nproc)
-        try:
-            ranks = run_ranks(launch, worker_config(cfg, nproc))
-        except BenchRunError as exc:
+    try:
+        for nproc in cfg.nproc:
+            launch = train_launch(cfg, nproc)
+            try:
+                ranks = run_ranks(launch, worker_config(cfg, nproc))
+            except BenchRunError as exc:
+                run_id = None
+                if store is not None:
+                    run_id = store.add(kind="train", model=model, layout=train_layout(cfg, nproc, None), metrics={},
+                                       hardware=hardware_info(), software=software_info(), status="failed",
+                                       error=str(exc), sweep_id=sweep_id)
+                runs.append({"run_id": run_id, "world_size": launch.world_size, "status": "failed", "error": str(exc)})
+                raise
+            if ranks == REMOTE:
+                runs.append({"run_id": None, "world_size": launch.world_size, "status": "remote"})
+                continue
+            r0 = ranks[0]
+            metrics = train_metrics(ranks, micro_batch=cfg.micro_batch, seq_len=cfg.model.seq_len)
+            layout = train_layout(cfg, nproc, r0)
             run_id = None
             if store is not None:
-                run_id = store.add(kind="train", model=model, layout=train_layout(cfg, nproc, None), metrics={},
-                                   hardware=hardware_info(), software=software_info(), status="failed",
-                                   error=str(exc), sweep_id=sweep_id)
-            runs.append({"run_id": run_id, "world_size": launch.world_size, "status": "failed", "error": str(exc)})
-            exc.result = _sweep_result(sweep_id, runs)  # type: ignore[attr-defined]
-            raise
-        except KeyboardInterrupt as exc:
-            exc.result = _sweep_result(sweep_id, runs)  # type: ignore[attr-defined]
-            raise
-        if ranks == REMOTE:
-            runs.append({"run_id": None, "world_size": launch.world_size, "status": "remote"})
-            continue
-        r0 = ranks[0]
-        metrics = train_metrics(ranks, micro_batch=cfg.micro_batch, seq_len=cfg.model.seq_len)
-        layout = train_layout(cfg, nproc, r0)
-        run_id = None
-        if store is not None:
-            run_id = store.add(kind="train", model=model, layout=layout, metrics=metrics, sweep_id=sweep_id,
-                               hardware=hardware_info(r0["cuda_devices"]),
-                               software=software_info(torch_cuda=r0["torch_cuda"], backend=r0["backend"]))
-        run = {"run_id": run_id, "world_size": launch.world_size, "status": "ok", "strategy": cfg.strategy.value,
-               "precision": cfg.precision, "device_type": r0["device_type"], **metrics}
-        runs.append(run)
-        if on_run is not None:
-            on_run(run)
+                run_id = store.add(kind="train", model=model, layout=layout, metrics=metrics, sweep_id=sweep_id,
+                                   hardware=hardware_info(r0["cuda_devices"]),
+                                   software=software_info(torch_cuda=r0["torch_cuda"], backend=r0["backend"]))
+            run = {"run_id": run_id, "world_size": launch.world_size, "status": "ok", "strategy": cfg.strategy.value,
+                   "precision": cfg.precision, "device_type": r0["device_type"], **metrics}
+            runs.append(run)
+            if on_run is not None:
+                on_run(run)
+    except (BenchRunError, KeyboardInterrupt) as exc:  # the sweep so far travels with the error
+        exc.result = _sweep_result(sweep_id, runs)  # type: ignore[attr-defined]
+        raise
     return _sweep_result(sweep_id, runs)
 
 
