@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -148,3 +149,50 @@ def test_sweep_removes_only_run_directories_whose_owner_is_gone(tmp_path):
     (live / OWNER_FILE).write_text(str(os.getpid()))  # kept has no owner file: SCALERIGHT_BENCH_KEEP
     assert sweep_stale(str(tmp_path)) == [stale]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["scaleright-bench-kept", "scaleright-bench-live"]
+
+
+# A middle process that starts a child following it with one lifeline mechanism, prints the child's pid, then waits;
+# the child shares its stdout and prints "ready" once it follows.
+MIDDLE = r"""
+import subprocess, sys, time
+child = subprocess.Popen([sys.executable, "-c", sys.argv[1]])
+print(child.pid, flush=True)
+time.sleep(3600)
+"""
+FOLLOWERS = {
+    "pdeathsig": "import signal, time\nfrom scaleright.bench.lifeline import set_parent_death_signal\n"
+                 "assert set_parent_death_signal(signal.SIGKILL)\nprint('ready', flush=True)\ntime.sleep(3600)",
+    "watchdog": "import os, time\nfrom scaleright.bench.lifeline import watch_parent\n"
+                "watch_parent(lambda: os._exit(0))\nprint('ready', flush=True)\ntime.sleep(3600)",
+}
+
+
+def _read_lines(fd: int, n: int, *, timeout_s: float) -> list[str]:
+    """The first ``n`` lines written to ``fd``, waiting at most ``timeout_s`` in all."""
+    data, deadline = b"", time.monotonic() + timeout_s
+    while data.count(b"\n") < n:
+        ready, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
+        chunk = os.read(fd, 4096) if ready else b""
+        if not chunk:
+            raise AssertionError(f"got only {data!r} within {timeout_s} s")
+        data += chunk
+    return [ln.strip() for ln in data.decode().splitlines()[:n]]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG and /proc are Linux")
+@pytest.mark.parametrize("how", sorted(FOLLOWERS))
+def test_a_process_following_its_parent_dies_with_it(how):
+    middle = subprocess.Popen([sys.executable, "-c", MIDDLE, FOLLOWERS[how]], stdout=subprocess.PIPE)
+    try:
+        lines = set(_read_lines(middle.stdout.fileno(), 2, timeout_s=WAIT_S))
+        assert "ready" in lines, lines
+        child = int(next(ln for ln in lines if ln.isdigit()))
+        assert pid_alive(child)
+        middle.kill()
+        middle.wait()
+        _wait_for(lambda: not pid_alive(child), f"the {how} follower to exit", timeout_s=60)
+    finally:
+        middle.kill()
+        middle.wait()
+        middle.stdout.close()
