@@ -170,3 +170,44 @@ def test_the_hang_timeout_counts_from_the_hung_ranks_last_progress(tmp_path):
             "then": [(1, "step 0: start")], "sleep_s": 3600}
     watch, took = _supervise_fake(tmp_path, plan, timeout_s=2.0)
     assert watch.timed_out and took >= 7.0  # 5 s of progress, then 2 s without: not 2 s after the launch
+
+
+BAD_FLAGS = [
+    (["train", "--nproc", "9223372036854775808"], "--nproc must be <= 1,024 (processes per node; "),
+    (["train", "--nproc", "1," + "9" * 5000], "--nproc must be positive integers separated by commas; got '999"),
+    (["train", "--nproc", "2", "--nnodes", "70000", "--rdzv-endpoint", "h:1"], "--nnodes must be <= 65,536"),
+    (["train", "--steps", "10000000"], "--steps must be <= 1,000,000"),
+    (["train", "--warmup", "-1"], "--warmup must be >= 0 (got -1)"),
+    (["train", "--micro-batch", "99999999999999999999"], "--micro-batch must be <= 65,536"),
+    (["train", "--hidden", "4294967296"], "--hidden must be <= 1,048,576"),
+    (["train", "--seed", "-1"], "--seed must be from 0 to 4,294,967,295 (got -1)"),
+    (["train", "--timeout-s", "1e9"], "--timeout-s must be <= 604,800 (one week)"),
+    (["train", "--timeout-s", "0"], "--timeout-s must be > 0 (got 0)"),
+    (["train", "--nnodes", "2", "--rdzv-endpoint", "node0"], "--rdzv-endpoint='node0' must be HOST:PORT"),
+    (["train", "--nnodes", "2", "--rdzv-endpoint", "node0:0"], "and a port from 1 to 65535"),
+    (["train", "--nnodes", "2", "--rdzv-endpoint", ":29500"], "with a non-empty host"),
+    (["train", "--nnodes", "2", "--rdzv-endpoint", "::1:29500"], "(IPv6 in brackets, [::1]:29500)"),
+    (["comm", "--nproc", ",".join(map(str, range(1, 66)))], "--nproc lists 65 values; give at most 64"),
+    (["comm", "--sizes", "2000000GB"], "size '2000000GB' in --sizes must be <= 1e+15 (a petabyte)"),
+    (["comm", "--iters", "0"], "--iters must be >= 1 (got 0)"),
+    (["infer", "--batch-sizes", "1,2000000"], "--batch-sizes must be <= 1,048,576"),
+    (["infer", "--repeats", "2000000"], "--repeats must be <= 1,000,000"),
+]
+
+
+@pytest.mark.parametrize(("args", "message"), BAD_FLAGS, ids=[" ".join(a)[:40] for a, _ in BAD_FLAGS])
+def test_every_count_and_the_endpoint_are_checked_before_any_work(cli, args, message):
+    dry = ["--dry-run"] if args[0] != "infer" else []
+    proc = cli("bench", *args, *dry, timeout=60)  # a world size of 2**63 used to hang here, growing memory
+    assert proc.returncode == 2, proc.stderr
+    [line] = proc.stderr.strip().splitlines()
+    assert line.startswith("error: ") and message in line, line
+    assert proc.stdout == ""
+
+
+@pytest.mark.parametrize("endpoint", ["node0:29500", "10.0.0.1:1", "[::1]:65535", "[fe80::1%eth0]:29500"])
+def test_good_endpoints_reach_the_torchrun_command(cli, endpoint):
+    proc = cli("bench", "train", "--nproc", "2", "--nnodes", "2", "--rdzv-endpoint", endpoint, "--dry-run", "--json")
+    assert proc.returncode == 0, proc.stderr
+    cmd = json.loads(proc.stdout)["launches"][0]["command"]
+    assert cmd[cmd.index("--rdzv-endpoint") + 1] == endpoint
