@@ -1,19 +1,18 @@
 """What ties the benchmark's processes to the command that started them, so none outlives it.
 
-The chain is launcher (``scaleright bench ...``) -> torchrun agent (``bench/agent.py``) -> workers (``bench/rank.py``).
-Each link follows the one above it two ways:
+The chain is launcher (``scaleright bench ...``) -> torchrun (its own session) -> workers (``bench/rank.py``, each
+in its own session, as torchrun starts them). Killing the launcher with ``kill -9`` runs none of its code, so:
 
-- ``PR_SET_PDEATHSIG`` (Linux ``prctl(2)``, through ctypes): the kernel signals the process the moment its parent
-  exits, even after ``kill -9`` of the parent. The agent asks for SIGTERM (torchrun then stops its workers and the
-  agent removes the run directory); a worker asks for SIGKILL.
-- ``watch_parent``: a daemon thread that polls ``os.getppid()`` (a process whose parent exits is re-parented at
-  once) and, for a worker, the launcher's pid, twice a second; the portable fallback where prctl is missing.
-
-The run directory goes with the launcher too: ``start_reaper`` starts a small process (its own session) that holds
-the read end of a pipe only the launcher writes to. End of file there means the launcher has exited; if the
-directory still has its ``owner.pid`` file (the launcher removes it when it cleans up or keeps the directory), the
-reaper stops what remains of the run and removes the directory. ``sweep_stale`` removes directories whose owner is
-gone at the start of the next launch: the last resort when the reaper was killed too.
+- every worker follows its parent two ways: ``PR_SET_PDEATHSIG`` (Linux ``prctl(2)``, through ctypes) has the
+  kernel SIGKILL it the moment torchrun exits, and ``watch_parent``, a daemon thread polling ``os.getppid()`` (a
+  process whose parent exits is re-parented at once) and the launcher's pid twice a second, ends it once either is
+  gone (the portable fallback, and the link to the launcher). torchrun then sees its workers fail and exits.
+- the run directory goes with the launcher too: ``Reaper`` starts a small process (its own session) that holds the
+  read end of a pipe only the launcher writes to. End of file there means the launcher has exited; if the directory
+  still has its ``owner.pid`` file (the launcher removes the whole directory when it cleans up, or just that file
+  when it keeps the directory), the reaper stops what remains of the run (``reap``) and removes the directory.
+- ``sweep_stale`` removes run directories whose owner is gone at the start of the next launch: the last resort
+  when the reaper was killed too.
 """
 
 from __future__ import annotations
@@ -34,7 +33,8 @@ __all__ = ["set_parent_death_signal", "watch_parent", "pid_alive", "environ_has"
            "Reaper", "OWNER_FILE", "RUN_DIR_PREFIX", "LAUNCHER_ENV", "TORCHRUN_PID_FILE"]
 
 LAUNCHER_ENV = "SCALERIGHT_BENCH_LAUNCHER_PID"  # pid of the scaleright process that owns the run
-OWNER_FILE = "owner.pid"
+OWNER_FILE = "owner.pid"  # in a run directory: the launcher's pid
+TORCHRUN_PID_FILE = "torchrun.pid"  # in a run directory: torchrun's pid (it leads its own process group)
 RUN_DIR_PREFIX = "scaleright-bench-"
 _PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 
@@ -109,7 +109,7 @@ class Reaper:
         read_end, self._write_end = os.pipe()  # non-inheritable (PEP 446): no other child holds the write end
         try:
             self._proc = subprocess.Popen(
-                [sys.executable, "-m", "scaleright.bench.lifeline", str(run_dir), dir_env], stdin=read_end,
+                [sys.executable, "-m", "scaleright.bench.reaper", str(run_dir), dir_env], stdin=read_end,
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
         except BaseException:
             os.close(self._write_end)
@@ -165,23 +165,3 @@ def reap(run_dir: Path, *, dir_env: str, grace_s: float = 5.0) -> None:
         while any(pid_alive(p) for p in ours) and time.monotonic() < deadline:
             time.sleep(0.05)
     shutil.rmtree(run_dir, ignore_errors=True)
-
-
-TORCHRUN_PID_FILE = "torchrun.pid"
-
-
-def _reaper_main(argv: list[str]) -> None:
-    """``python -m scaleright.bench.lifeline RUN_DIR DIR_ENV``, stdin the read end of a pipe only the launcher can
-    write to: when it reads end-of-file (the launcher closed it, or died, even by ``kill -9``) and the run
-    directory still has its owner file, the launcher did not clean up: stop what remains and remove the directory.
-    """
-    run_dir, dir_env = Path(argv[0]), argv[1]
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    while sys.stdin.buffer.read(4096):
-        pass
-    if (run_dir / OWNER_FILE).exists():
-        reap(run_dir, dir_env=dir_env)
-
-
-if __name__ == "__main__":
-    _reaper_main(sys.argv[1:])
