@@ -55,10 +55,10 @@ def _processes_with(marker: str) -> list[int]:
     return found
 
 
-def _stored(db: Path) -> list[dict]:
-    """The train runs in ``db`` so far ([] while the CLI is still creating it)."""
+def _stored(db: Path, kind: str = "train") -> list[dict]:
+    """The runs of ``kind`` in ``db`` so far ([] while the CLI is still creating it)."""
     try:
-        return RunStore(db).list("train") if db.exists() else []
+        return RunStore(db).list(kind) if db.exists() else []
     except RunStoreError:
         return []
 
@@ -196,3 +196,26 @@ def test_a_process_following_its_parent_dies_with_it(how):
         middle.kill()
         middle.wait()
         middle.stdout.close()
+
+
+@pytest.mark.slow
+def test_ctrl_c_of_bench_infer_prints_the_stored_batch_sizes_and_exits_130(tmp_path):
+    db = tmp_path / "runs.sqlite"
+    # batch 1 takes about a second; batch 8192 takes minutes, so the interrupt lands inside it
+    proc = subprocess.Popen([sys.executable, "-m", "scaleright", "bench", "infer", "--device", "cpu",
+                             "--batch-sizes", "1,8192", "--prompt-len", "16", "--gen-len", "16", "--warmup", "0",
+                             "--repeats", "50", "--db", str(db)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    try:
+        _wait_for(lambda: _stored(db, "infer"), "batch size 1 to be stored", proc=proc)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err, err
+    [run] = RunStore(db).list("infer")
+    assert out.strip().splitlines()[-1] == (
+        "interrupted: stopped the benchmark and its processes; stored before the interrupt: "
+        f"run id {run['id']} (batch_size=1)")
