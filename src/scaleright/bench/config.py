@@ -185,7 +185,7 @@ def _bounded(values: tuple[int, ...], field: str, kind: str) -> tuple[int, ...]:
 
 
 _STEPS = LIMITS["steps"].high
-_SEED = 2**32 - 1  # torch.manual_seed takes 64 bits; the workers derive per-rank seeds as seed * 1_000_003 + rank
+SEED_MAX = 2**32 - 1  # torch.manual_seed takes 64 bits; the workers derive per-rank seeds as seed * 1_000_003 + rank
 
 
 class TrainBenchConfig(BaseModel):
@@ -203,7 +203,7 @@ class TrainBenchConfig(BaseModel):
     device: Device = Field("auto", description="auto = cuda when available, else cpu")
     warmup: int = Field(3, ge=0, le=_STEPS, description="untimed steps before measuring")
     steps: int = Field(10, ge=1, le=_STEPS, description="timed steps")
-    seed: int = Field(0, ge=0, le=_SEED, description="seed for weights and random tokens")
+    seed: int = Field(0, ge=0, le=SEED_MAX, description="seed for weights and random tokens")
     launch: LaunchSpec = Field(default_factory=LaunchSpec, description="nodes and rendezvous")
 
     @field_validator("strategy", mode="before")
@@ -264,7 +264,7 @@ class InferBenchConfig(BaseModel):
     device: Device = Field("auto", description="auto = cuda when available, else cpu")
     warmup: int = Field(1, ge=0, le=_STEPS, description="untimed repetitions per batch size")
     repeats: int = Field(3, ge=1, le=_STEPS, description="timed repetitions per batch size")
-    seed: int = Field(0, ge=0, le=_SEED, description="seed for weights and prompts")
+    seed: int = Field(0, ge=0, le=SEED_MAX, description="seed for weights and prompts")
 
     @field_validator("batch_sizes")
     @classmethod

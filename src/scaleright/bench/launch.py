@@ -59,7 +59,7 @@ from scaleright.bench.lifeline import (
 from scaleright.bench.progress import read_progress
 from scaleright.bench.rank import DIR_ENV
 
-__all__ = ["Launch", "torchrun_command", "rank_configs", "worker_config", "run_ranks", "diagnose",
+__all__ = ["Launch", "torchrun_command", "rank_configs", "job_env", "worker_config", "run_ranks", "diagnose",
            "torchrun_failures", "REMOTE"]
 
 KEEP_ENV = "SCALERIGHT_BENCH_KEEP"  # set to keep the run directory (config, beacons, torchrun.log) for debugging
@@ -112,6 +112,12 @@ def rank_configs(launch: Launch, config: dict) -> list[dict]:
         out.append({"local_rank": local, "rank": global_rank, "world_size": launch.world_size, "device": device,
                     "backend": backend, "env": dict(launch.env), "config": config})
     return out
+
+
+def job_env(launch: Launch, run_dir: str, launcher_pid: str) -> dict[str, str]:
+    """What the job gets on top of the parent's environment: the launch's own variables, the run directory, the
+    launcher's pid (the workers' watchdog follows it) and a ``TMPDIR`` inside the run directory."""
+    return {**dict(launch.env), DIR_ENV: run_dir, LAUNCHER_ENV: launcher_pid, "TMPDIR": f"{run_dir}/tmp"}
 
 
 def worker_config(cfg: BaseModel, nproc_per_node: int) -> dict:
@@ -206,8 +212,7 @@ def run_ranks(launch: Launch, config: dict) -> list[dict] | str:
     try:
         (run_dir / "config.json").write_text(json.dumps(config))
         (run_dir / "tmp").mkdir()
-        env = {**os.environ, **dict(launch.env), DIR_ENV: str(run_dir), LAUNCHER_ENV: str(os.getpid()),
-               "TMPDIR": str(run_dir / "tmp")}
+        env = {**os.environ, **job_env(launch, str(run_dir), str(os.getpid()))}
         log_path = run_dir / "torchrun.log"
         with open(log_path, "wb") as log:
             proc = subprocess.Popen(torchrun_command(launch), env=env, stdout=log,

@@ -85,10 +85,11 @@ def _check_model_dims(layers: int | None, hidden: int | None, heads: int | None,
 
 
 def _check_seed(seed: int) -> None:
+    from scaleright.bench.config import SEED_MAX
     from scaleright.errors import InputError
 
-    if not 0 <= seed <= 2**32 - 1:
-        raise InputError(f"--seed must be from 0 to {2**32 - 1:,} (got {seed if abs(seed) < 10**20 else 'a huge int'})")
+    if not 0 <= seed <= SEED_MAX:
+        raise InputError(f"--seed must be from 0 to {SEED_MAX:,} (got {seed if abs(seed) < 10**20 else 'a huge int'})")
 
 
 def _launch(nnodes: int, node_rank: int, endpoint: str | None, rdzv_id: str, timeout_s: float) -> dict[str, Any]:
@@ -138,13 +139,12 @@ def _echo_json(data: Any) -> None:
 
 
 def _dry_run(launches: list, cfg: Any, as_json: bool) -> None:
-    from scaleright.bench.launch import rank_configs, torchrun_command, worker_config
-    from scaleright.bench.rank import DIR_ENV
+    from scaleright.bench.launch import job_env, rank_configs, torchrun_command, worker_config
 
     out = []
     for launch in launches:
         cmd = torchrun_command(launch)
-        env = {**dict(launch.env), DIR_ENV: "<temporary run directory>"}
+        env = job_env(launch, "<temporary run directory>", "<pid of this command>")
         out.append({"world_size": launch.world_size, "nproc_per_node": launch.nproc_per_node, "command": cmd,
                     "command_line": shlex.join(cmd), "env": env,
                     "ranks": rank_configs(launch, worker_config(cfg, launch.nproc_per_node))})
@@ -270,9 +270,8 @@ def comm(
     """Time collectives over message sizes; report time, algbw and busbw (nccl-tests definitions)."""
     from scaleright.bench.comm import comm_launch, run_comm_bench
     from scaleright.bench.config import CommBenchConfig, parse_int_list, parse_ops, parse_sizes
-    from scaleright.bench.validate import validated
-
     from scaleright.bench.errors import BenchRunError
+    from scaleright.bench.validate import validated
 
     nprocs, size_list = parse_int_list(nproc, "--nproc", "nproc"), parse_sizes(sizes)
     _bound("--warmup", warmup, "steps", low=0)
