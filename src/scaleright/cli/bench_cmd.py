@@ -52,7 +52,8 @@ HiddenOpt = Annotated[Optional[int], typer.Option("--hidden", help="Override the
 HeadsOpt = Annotated[Optional[int], typer.Option("--heads", help="Override the preset's head count.")]
 VocabOpt = Annotated[Optional[int], typer.Option("--vocab", help="Override the preset's vocabulary size.")]
 SeqOpt = Annotated[Optional[int], typer.Option("--seq-len", help="Override the preset's sequence length.")]
-TimeoutOpt = Annotated[float, typer.Option("--timeout-s", help="Kill a world size's job after this many seconds.")]
+TimeoutOpt = Annotated[float, typer.Option(
+    "--timeout-s", help="Kill a world size's job once a rank made no progress for this many seconds.")]
 NnodesOpt = Annotated[int, typer.Option("--nnodes", help="Nodes (run the same command on each).")]
 NodeRankOpt = Annotated[int, typer.Option("--node-rank", help="This node's index (0..nnodes-1).")]
 EndpointOpt = Annotated[Optional[str], typer.Option("--rdzv-endpoint", help="HOST:PORT of the c10d rendezvous.")]
