@@ -1,7 +1,7 @@
 """Accuracy of scaleright's performance model against published measurements, and the fit of its calibration.
 
-Every row of ``../shared/reference/{train,infer}_measured.csv`` that ``scaleright.estimate.reference`` can map
-becomes a prediction; the error of a row is predicted / measured − 1 in the source's own unit and convention
+Every row of ``validation/reference/{train,infer}_measured.csv`` that the ``validation`` package can map becomes a
+prediction; the error of a row is predicted / measured − 1 in the source's own unit and convention
 (TFLOP/s per GPU — model or hardware, causal or not — tokens/s per GPU, output tokens/s of the system, or TPOT).
 Printed per source table: rows used and skipped, median and 90th-percentile absolute error, the median signed
 error (bias) and the worst rows; then the overall medians against the targets (training ≤ 10 %, inference
@@ -38,7 +38,11 @@ from pathlib import Path
 import numpy as np
 from scipy.optimize import least_squares
 
-from scaleright.estimate import reference as ref
+# The repository root on sys.path, so that `python3 benchmarks/<this>.py` imports the validation/ package (the
+# reference data and its mapping to model inputs; not part of the installed wheel).
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import validation as ref
 from scaleright.estimate.calibration import DEFAULT_CALIBRATION, Calibration
 
 TRAIN_TARGET = 0.10  # median |error| of training TFLOP/s (and tokens/s) per GPU

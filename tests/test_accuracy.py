@@ -1,9 +1,9 @@
 """The performance model against independent published measurements, and physical invariants it must keep.
 
-Reference points come from ``../shared/reference`` through ``scaleright.estimate.reference`` (one row each, named by
-its csv line). They belong to the tables the default calibration is fitted to, so they pin the fitted model against
-regressions rather than test it out of sample (``benchmarks/accuracy.py --fit`` prints the held-out error by
-table). Their tolerance is 25 %: the model's median absolute error over all mapped rows is ~10-17 % and its
+Reference points come from ``validation/reference`` (the repository's copy of the project's shared reference data)
+through the ``validation`` package (one row each, named by its csv line). They belong to the tables the default
+calibration is fitted to, so they pin the fitted model against regressions rather than test it out of sample
+(``benchmarks/accuracy.py --fit`` prints the held-out error by table). Their tolerance is 25 %: the model's median absolute error over all mapped rows is ~10-17 % and its
 90th percentile ~30-45 % (``benchmarks/accuracy.py``), so a single row may sit anywhere in that spread; 25 % still
 catches the gross slips a performance model makes — per-GPU vs per-system throughput (8x), hardware vs model FLOPs
 (4/3), TFLOP/s vs TiFLOP/s (10 %) on top of normal scatter, a GEMM efficiency off by a factor. The FLOP conventions
@@ -13,14 +13,12 @@ FLOPs per token with the ones each source's own TFLOP/s ÷ tokens/s imply.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 
 import pytest
 
+import validation as ref
 from scaleright.catalog import get_gpu
-from scaleright.estimate import reference as ref
 from scaleright.estimate.comm import Cluster
 from scaleright.estimate.infer import estimate_infer, infer_arrays
 from scaleright.estimate.layout import Layout
@@ -28,7 +26,7 @@ from scaleright.estimate.train import estimate_train, train_step_arrays
 from scaleright.workload import count_params
 
 REFERENCE_TOLERANCE = 0.25
-REFERENCE = Path(__file__).resolve().parents[2] / "shared" / "reference"  # ../shared/reference beside the checkout
+REFERENCE = ref.reference_dir()  # validation/reference in this repository (or $SCALERIGHT_REFERENCE_DIR)
 
 
 @pytest.fixture(scope="module")

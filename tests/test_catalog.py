@@ -1,7 +1,8 @@
 """The catalog against the reference data it was built from, and the user-override rules.
 
-Expected values are read from ../shared/reference/ (beside the checkout) with the csv/json modules and mapped by hand here, never
-from the package's own data files, so a copying slip in gpus.yaml, prices.csv or models/ fails a test.
+Expected values are read from validation/reference/ (the repository's copy of the project's shared reference data)
+with the csv/json modules and mapped by hand here, never from the package's own data files, so a copying slip in
+gpus.yaml, prices.csv or models/ fails a test.
 """
 
 from __future__ import annotations
@@ -28,8 +29,9 @@ from scaleright.catalog import (
     load_model_config,
 )
 from scaleright.errors import CatalogFileError, InputError, UnknownNameError
+from validation import reference_dir
 
-REF = Path(__file__).resolve().parents[2] / "shared" / "reference"  # ../shared/reference beside the checkout
+REF = reference_dir()  # validation/reference in this repository (or $SCALERIGHT_REFERENCE_DIR)
 GIB_IN_GB = 1.073741824
 
 # the csv's `name` -> canonical id (an independent mapping: the test does not ask the catalog)

@@ -28,7 +28,7 @@ from scaleright.workload import (
 
 FAST = settings(max_examples=60, deadline=None)
 
-# The 23 configs listed in ../shared/reference/model_configs/SOURCES.md, plus gpt3-175b (Brown et al. 2020 shape).
+# The 23 configs listed in validation/reference/model_configs/SOURCES.md, plus gpt3-175b (Brown et al. 2020 shape).
 CATALOG_MODELS = (
     "deepseek-v3", "falcon-7b", "gemma-2-27b", "gemma-2-9b", "gpt-neox-20b", "gpt2", "llama-2-13b", "llama-2-70b",
     "llama-2-7b", "llama-3.1-405b", "llama-3.1-70b", "llama-3.1-8b", "llama-3.2-1b", "llama-3.2-3b",
