@@ -12,6 +12,8 @@ token its own TFLOP/s ÷ tokens/s imply.
     python benchmarks/accuracy.py --fit           # fit the Calibration on all rows jointly, plus a held-out check
     python benchmarks/accuracy.py --fit --write   # also write the fitted values as the defaults of calibration.py
 
+``--fit`` needs scipy: ``pip install ".[validate]"``; the error report alone needs only scaleright.
+
 The fit (scipy ``least_squares``, trust-region reflective, soft-L1 loss) minimises log(predicted / measured) over
 training and inference rows together, one parameter set for everything; each row is weighted so that every
 table on its side (training, inference) weighs the same and the two sides weigh the same in total. Parameters are
@@ -26,6 +28,7 @@ report the error on the other, and swap.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import multiprocessing
 import os
 import re
@@ -36,7 +39,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from scipy.optimize import least_squares
 
 # The repository root on sys.path, so that `python3 benchmarks/<this>.py` imports the validation/ package (the
 # reference data and its mapping to model inputs; not part of the installed wheel).
@@ -269,6 +271,8 @@ def fit(data: Data, base: Calibration, groups: frozenset[str], pool) -> tuple[Ca
         cols = pool.map(_residuals_star, [(s, base, groups, weights) for s in steps])
         return np.stack([(c - f0) / (s[i] - u[i]) for i, (c, s) in enumerate(zip(cols, steps, strict=True))], axis=1)
 
+    from scipy.optimize import least_squares  # the validate extra; main() checks it is installed
+
     t0 = time.time()
     res = least_squares(fun, u0, jac=jac, bounds=(0.0, 1.0), loss="soft_l1", f_scale=0.1, x_scale=1.0,
                         max_nfev=100, xtol=1e-6, ftol=1e-8)  # fmt: skip
@@ -349,6 +353,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.write and not args.fit:
         ap.error("--write needs --fit")
+    if args.fit and importlib.util.find_spec("scipy") is None:
+        ap.error('--fit needs scipy: pip install ".[validate]"')
     t0 = time.time()
     data = load_data()
     report(data, DEFAULT_CALIBRATION, "default calibration", worst=args.worst)
