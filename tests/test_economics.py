@@ -248,7 +248,14 @@ def test_capex_opex_matrix_reproduces_the_seed_cells(rtx4090_card_only: Ownershi
     assert grid["own_usd"].shape == (4, 3)
     assert not grid["buy"][0].any()  # 2 h/day: rent
     assert grid["buy"][2, 2]  # 6 h/day for 24 months: buy
-    assert grid["own_minus_rent_usd"] == pytest.approx(grid["own_usd"] - grid["rent_usd"])
+    # by hand: the card costs $1,200 - $600 resale in every cell (one purchase within its two-year life, no power
+    # charged); renting costs $0.18 x h/day x 365/12 x months
+    hours, months = np.array([[2.0], [4.0], [6.0], [8.0]]), np.array([[12.0, 18.0, 24.0]])
+    rent = 0.18 * hours * (365 / 12) * months
+    assert grid["own_usd"] == pytest.approx(np.full((4, 3), 600.0))
+    assert grid["rent_usd"] == pytest.approx(rent)
+    assert grid["own_minus_rent_usd"] == pytest.approx(600.0 - rent)
+    assert grid["buy"].tolist() == (rent > 600.0).tolist()
     h_star = break_even_hours_per_day(costs=rtx4090_card_only, rent_usd_per_gpu_hour=RTX4090_RENT_USD_PER_H)
     assert grid["buy"][:, 2].tolist() == [h > h_star for h in (2.0, 4.0, 6.0, 8.0)]
 

@@ -191,6 +191,7 @@ def test_job_time_is_tokens_over_throughput(scn):
                              optimizer=s.training.optimizer)  # fmt: skip
         assert est.fits
         assert o["step_time_s"] == pytest.approx(est.step_time_s, rel=1e-9)
+        assert o["memory_gb_per_gpu"] == pytest.approx(est.memory_gb_per_gpu, rel=1e-9)
         # the job's model FLOPs cannot be done faster than every GPU at its dense peak (MFU <= 1), and a layout the
         # planner keeps at under 1 % of peak for these 0.1-3 B models would be a unit slip (they reach 5-55 %)
         peak = o["gpus"] * gpu.dense_tflops[o["precision"]] * 1e12
@@ -202,10 +203,16 @@ def test_job_time_is_tokens_over_throughput(scn):
 @given(training_scenarios())
 def test_every_reported_option_fits_in_gpu_memory(scn):
     res = _plan(scn)
+    n = res.scenario["model_params_total"]
+    # what the job must hold across all its GPUs, however it is sharded: mixed-precision Adam's 16 bytes per
+    # parameter (ZeRO paper: 2 + 2 + 12) when every weight trains; the frozen 16-bit weights (2 bytes) under LoRA;
+    # 4-bit NF4 (0.5 byte) under QLoRA
+    floor_gb = {"pretrain": 16, "full-finetune": 16, "lora": 2, "qlora": 0.5}[scn["task"]] * n / 1e9
     for o in res.all_options + res.options + res.pareto:
         assert o["memory_gb_per_gpu"] <= o["gpu_memory_gb"]
         assert o["gpu_memory_gb"] == _catalog().gpu(o["gpu"]).memory_gb
         assert o["memory_gb_per_gpu"] == pytest.approx(sum(o["memory_breakdown_gb"].values()), rel=1e-6)
+        assert o["gpus"] * o["memory_gb_per_gpu"] >= floor_gb, (o["gpus"], o["gpu"], o["memory_gb_per_gpu"])
 
 
 @PROPERTY
@@ -573,7 +580,7 @@ def test_utilisation_curve_efficiency_is_speedup_over_gpu_ratio(name):
     assert points[0]["gpus"] == base
     t_base = points[0]["time_h"]
     gpu = curve["gpu"]
-    price = next(o["price_usd_per_gpu_hour"] for o in res.all_options if o["gpu"] == gpu)
+    price = find_price(gpu, "on-demand", catalog=_catalog()).price  # both files: mode on-demand, no overrides
     for p in points:
         speedup = t_base / p["time_h"]  # seed: multi-GPU time = single-GPU time / speedup
         assert p["speedup"] == pytest.approx(speedup, rel=1e-9)
@@ -631,6 +638,8 @@ def test_api_parity_utilisation_is_hourly_cost_over_the_api_value_of_full_capaci
     rec = res.recommendation
     [x] = [e for e in res.explanations if e["topic"] == "api_break_even"]
     capacity_tokens_per_s = rec["capacity_requests_per_s"] * data["inference"]["output_len"]
-    expected = rec["usd_per_hour"] * 1e6 / (capacity_tokens_per_s * 3600 * 0.5)
+    usd_per_hour = rec["gpus"] * find_price(rec["gpu"], "on-demand", catalog=_catalog()).price
+    assert rec["usd_per_hour"] == pytest.approx(usd_per_hour, rel=REL)
+    expected = usd_per_hour * 1e6 / (capacity_tokens_per_s * 3600 * 0.5)
     assert x["data"]["utilisation_needed_for_api_parity"] == pytest.approx(expected, rel=1e-9)
     assert "parity needs" in x["text"]
