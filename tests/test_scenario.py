@@ -87,7 +87,9 @@ def test_every_example_loads_as_a_scenario(path: Path):
         assert scn.inference is not None and scn.training is None
     else:
         assert scn.training is not None and scn.inference is None
-        assert scn.training.total_tokens > 0
+        t = written
+        expected = t.get("training.tokens") or float(t["training.dataset_tokens"]) * t.get("training.epochs", 1.0)
+        assert scn.training.total_tokens == pytest.approx(float(expected), rel=1e-12)
 
 
 def test_dataset_tokens_times_epochs_is_the_job_size():
