@@ -445,6 +445,33 @@ def test_break_even_hours_per_day_falls_as_rent_rises(rents, horizon, life):
     assert np.all((finite >= 0) & (finite <= 24))
 
 
+@settings(max_examples=200)
+@given(
+    rent=st.floats(0.0, 60.0),
+    horizon=st.floats(1.0, 120.0),
+    life=st.floats(0.5, 6.0),
+    facility=st.floats(0.0, 50_000.0),
+    resale=frac,
+)
+def test_at_the_break_even_hours_owning_and_renting_cost_the_same(rent, horizon, life, facility, resale):
+    """The definition, checked through the TCO breakdown and the rental bill: at h* hours a day over the horizon the
+    two totals are equal; an hour more a day makes owning cheaper. "inf" means owning is dearer even at 24 h/day."""
+    costs = _costs(horizon_months=horizon, depreciation_years=life, facility_upgrade_usd=facility, resale_fraction=resale)
+
+    def own_minus_rent(h):
+        own = tco_usd(costs=dataclasses.replace(costs, hours_per_day=h))["total_usd"]
+        return own - rented_cost_usd(gpus=2, rent_usd_per_gpu_hour=rent, hours_per_day=h, horizon_months=horizon)
+
+    h = break_even_hours_per_day(costs=costs, rent_usd_per_gpu_hour=rent)
+    if not math.isfinite(h):
+        assert own_minus_rent(24.0) > 0
+        return
+    scale = tco_usd(costs=dataclasses.replace(costs, hours_per_day=h))["total_usd"]
+    assert own_minus_rent(h) == pytest.approx(0.0, abs=1e-9 * scale)
+    if h + 1.0 <= 24.0:
+        assert own_minus_rent(h + 1.0) < 0
+
+
 @given(p0=st.floats(0.0, 1.0), dp=st.floats(1e-3, 1.0), hours=st.floats(0.1, 24.0), pue=st.floats(1.0, 2.5))
 def test_tco_rises_with_electricity_price(p0, dp, hours, pue):
     low = tco_usd(costs=_costs(electricity_usd_per_kwh=p0, hours_per_day=hours, pue=pue))["total_usd"]
