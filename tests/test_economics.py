@@ -456,7 +456,9 @@ def test_break_even_hours_per_day_falls_as_rent_rises(rents, horizon, life):
 def test_at_the_break_even_hours_owning_and_renting_cost_the_same(rent, horizon, life, facility, resale):
     """The definition, checked through the TCO breakdown and the rental bill: at h* hours a day over the horizon the
     two totals are equal; an hour more a day makes owning cheaper. "inf" means owning is dearer even at 24 h/day."""
-    costs = _costs(horizon_months=horizon, depreciation_years=life, facility_upgrade_usd=facility, resale_fraction=resale)
+    costs = _costs(
+        horizon_months=horizon, depreciation_years=life, facility_upgrade_usd=facility, resale_fraction=resale
+    )
 
     def own_minus_rent(h):
         own = tco_usd(costs=dataclasses.replace(costs, hours_per_day=h))["total_usd"]
