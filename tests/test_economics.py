@@ -516,6 +516,8 @@ def test_break_even_months_is_where_tco_first_equals_renting(rent, hours, life, 
     scale = tco_usd(costs=dataclasses.replace(costs, hours_per_day=hours, horizon_months=months))["total_usd"]
     assert own_minus_rent(months) == pytest.approx(0.0, abs=1e-6 * scale)
     assert own_minus_rent(months * 0.999) > 0  # owning was still dearer just before
+    earlier = np.linspace(months / 1000, months * 0.999, 1000)
+    assert np.all(own_minus_rent(earlier) > 0), "owning caught up before the reported break-even"
     # the closed form written out here from _costs' inputs: within the first service life D the payback is
     # (facility + net capex of one generation) / monthly saving, saving = (rent - running $/GPU-h) x gpus x h x 365/12
     running = 0.700 * 1.0 * 1.3 * 0.12 + 0.5  # 700 W at TDP, PUE 1.3, $0.12/kWh, $0.5/GPU-h ops (_costs)
