@@ -146,7 +146,10 @@ def _choose(opts: list[dict], scn: Scenario) -> tuple[dict | None, dict | None]:
     ok_dl = [o for o in opts if dl is None or o["time_h"] <= dl]
     ok = [o for o in ok_dl if budget is None or o["cost_usd"] <= budget]
     if ok:
-        return min(ok, key=lambda o: (round(o["cost_usd"], 6), o["time_h"])), None
+        # cheapest; options within float noise (relative 1e-9) of it are ties, and the fastest of those wins
+        # (an absolute tolerance would tie whole sub-cent jobs)
+        cheapest = min(o["cost_usd"] for o in ok)
+        return min((o for o in ok if o["cost_usd"] <= cheapest * (1 + 1e-9)), key=lambda o: o["time_h"]), None
     if not ok_dl:
         fastest = min(opts, key=lambda o: o["time_h"])
         return None, {"binding": "deadline", "closest": fastest,
