@@ -334,7 +334,7 @@ def test_config_path_loads_without_entry(tmp_path):
 def test_malformed_config_json_names_file_and_position(tmp_path):
     p = tmp_path / "config.json"
     p.write_text('{\n  "model_type": "llama",\n  "hidden_size": ,\n}')
-    with pytest.raises(CatalogFileError, match=r"config\.json: invalid JSON at line 3 column 18"):
+    with pytest.raises(CatalogFileError, match=r"config\.json: not valid JSON \(line 3, column 18"):
         load_model_config(p)
 
 

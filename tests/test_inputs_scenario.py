@@ -94,7 +94,7 @@ def test_an_int_for_a_float_field_is_fine():
          r"training\.global_batch: must be <= 16,777,216 \(2\*\*24 sequences per step.*\); got 9223372036854775808$"),
         ({**_training(), "constraints": {"max_gpus": 2**62}},
          r"constraints\.max_gpus: must be <= 1,048,576 \(2\*\*20; .*\); got 4611686018427387904$"),
-        ({**_training(), "constraints": {"gpus_per_node": 5000}}, r"constraints\.gpus_per_node: must be <= 1,024 "),
+        ({**_training(), "constraints": {"gpus_per_node": 10**5}}, r"constraints\.gpus_per_node: must be <= 65,536 "),
         (_training(seq_len=1e30), r"training\.seq_len: must be <= 16,777,216 .*got 1e\+30$"),
         (_training(tokens=10**400), r"training\.tokens: must be <= 1e\+17 .*got an integer of about 401 digits$"),
         (_training(tokens=-(10**400)), r"training\.tokens: must not be negative; got an integer of about 401 digits"),
@@ -131,7 +131,7 @@ def test_the_largest_allowed_scenario_still_plans_without_overflow():
     scn = parse_scenario({
         "model": "llama-3.1-8b", "task": "pretrain",
         "training": {"tokens": 1e17, "seq_len": 2**24, "global_batch": 2**24},
-        "constraints": {"max_gpus": 2**20, "gpus_per_node": 1024, "gpu_types": ["h100-sxm"]},
+        "constraints": {"max_gpus": 2**20, "gpus_per_node": 2**16, "gpu_types": ["h100-sxm"]},
     })  # fmt: skip
     plan(scn)  # no exception, no numpy overflow
 
