@@ -154,7 +154,7 @@ def test_an_integer_literal_of_5000_digits_is_one_line(tmp_path):
 def test_nan_in_a_config_is_refused(tmp_path):
     p = tmp_path / "config.json"
     p.write_text('{"model_type": "llama", "attention_dropout": NaN}')
-    with pytest.raises(CatalogFileError, match=r"config\.json: NaN is not a JSON number"):
+    with pytest.raises(CatalogFileError, match=r"config\.json: line 1: NaN is not a JSON number$"):
         load_model_config(p)
 
 
