@@ -74,7 +74,7 @@ def test_a_catalog_file_that_is_a_broken_link_is_an_error_not_skipped(tmp_path):
 @pytest.mark.parametrize(
     ("name", "right"),
     [("gpu.yaml", "gpus.yaml"), ("gpus.yml", "gpus.yaml"), ("price.csv", "prices.csv"), ("model.yaml", "models.yaml"),
-     ("Prices.csv", "prices.csv"), ("prices.tsv", "prices.csv")],
+     ("Prices.csv", "prices.csv"), ("prices.tsv", "prices.csv"), ("gpus.yaml.txt", "gpus.yaml"), ("modles.yaml", "models.yaml")],
 )  # fmt: skip
 def test_a_misnamed_catalog_file_is_refused_with_the_right_name(tmp_path, name, right):
     (tmp_path / name).write_text("")
@@ -83,7 +83,7 @@ def test_a_misnamed_catalog_file_is_refused_with_the_right_name(tmp_path, name, 
 
 
 def test_unrelated_files_in_a_catalog_directory_are_fine(tmp_path):
-    for name in ("README.md", "notes.txt", ".hidden.yaml", "inventory.yaml"):
+    for name in ("README.md", "notes.txt", ".hidden.yaml", "inventory.yaml", "my-gpus.yaml", "prices-2024.csv"):
         (tmp_path / name).write_text("x")
     assert Catalog.load(tmp_path).gpu("h100-sxm").id == "h100-sxm"
 
@@ -234,6 +234,15 @@ def test_a_model_family_that_disagrees_with_model_type_is_an_error(tmp_path):
 def test_a_family_matching_an_aliased_model_type_is_fine(tmp_path):
     cat = Catalog.load(_user_model(tmp_path, "falcon", "RefinedWebModel"))
     assert cat.model_entry("my-model").family == "falcon"
+
+
+def test_a_published_parameter_count_is_bounded_and_not_a_boolean(tmp_path):
+    d = _user_model(tmp_path, "llama", "llama")
+    text = (d / "models.yaml").read_text()
+    (d / "models.yaml").write_text(text + "  published_params_total_b: 1.0e+308\n")
+    assert "my-model.published_params_total_b: must be <= 1,000,000,000 (10**18 parameters" in _load_error(d)
+    (d / "models.yaml").write_text(text + "  published_params_total_b: yes\n")
+    assert "my-model.published_params_total_b: must be a number, not a boolean (got true)" in _load_error(d)
 
 
 def test_a_model_config_with_a_huge_integer_literal_is_one_line(tmp_path):

@@ -105,7 +105,8 @@ def _show(value: object) -> str:
 def limited(tp: type, kind: str) -> object:
     """``tp`` (int or float) as a pydantic type bounded by ``LIMITS[kind]``: booleans are refused (YAML ``yes`` is
     not 1), and a value above the bound fails with the bound and its reason, before pydantic's own parsing can turn
-    it into an overflow or a misleading message. Combine with ``Field(ge=..., gt=...)`` for the lower bound."""
+    it into an overflow or a misleading message. Combine with ``Field(ge=..., gt=...)`` for the lower bound. Meant
+    for non-negative quantities (counts, sizes, rates, prices): an integer below -2**64 is refused as negative."""
     from typing import Annotated
 
     from pydantic import AfterValidator, BeforeValidator

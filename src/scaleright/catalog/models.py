@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from scaleright.errors import CatalogFileError, InputError, UnknownNameError
+from scaleright.limits import limited
 from scaleright.textfile import _short, path_problem, read_text
 from scaleright.userdata import load_json
 
@@ -25,6 +26,9 @@ if TYPE_CHECKING:
     from scaleright.catalog.store import Catalog
 
 __all__ = ["ModelEntry", "get_model_entry", "load_model_config", "parse_config_json"]
+
+
+_Billions = limited(float, "billions")  # a parameter count in billions, bounded (scaleright.limits)
 
 
 class ModelEntry(BaseModel):
@@ -38,8 +42,8 @@ class ModelEntry(BaseModel):
     file: str = Field(pattern=r"^[\w.\-]+\.json$")  # config file name inside the catalog's models/ directory
     source: str  # where the config was read
     fidelity: Literal["verbatim", "transcription", "derivative", "constructed"]
-    published_params_total_b: float | None = Field(default=None, gt=0)  # billions; None: not read
-    published_params_active_b: float | None = Field(default=None, gt=0)  # per token; = total for dense models
+    published_params_total_b: _Billions | None = Field(default=None, gt=0)  # billions; None: not read
+    published_params_active_b: _Billions | None = Field(default=None, gt=0)  # per token; = total for dense models
     published_params_source: str  # where the counts were read, or "not read"
 
     def names(self) -> list[str]:

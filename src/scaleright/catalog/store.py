@@ -28,7 +28,7 @@ from pydantic import BaseModel, ValidationError
 from scaleright.catalog.gpus import Accelerator, normalize_name
 from scaleright.catalog.models import ModelEntry, parse_config_json
 from scaleright.catalog.prices import PRICE_COLUMNS, PriceRow
-from scaleright.errors import CatalogFileError, InputError, UnknownNameError, closest
+from scaleright.errors import CatalogFileError, InputError, UnknownNameError
 from scaleright.limits import _show
 from scaleright.textfile import _short, path_problem, read_text
 from scaleright.userdata import load_yaml
@@ -204,27 +204,29 @@ def _present(path: Traversable, user: bool) -> bool:
 
 def _misnamed(root: Path) -> None:
     """A file in a user catalog directory that looks like a catalog file under another name (``gpu.yaml``,
-    ``gpus.yml``, ``price.csv``, ``Models.yaml``) would be ignored without a word: refuse it, with the right name."""
+    ``gpus.yml``, ``price.csv``, ``Models.yaml``) would be ignored without a word: refuse it, with the right name.
+    Other files (a README, ``inventory.yaml``, ``my-gpus.yaml``) are left alone."""
+    import difflib
+
     try:
         names = sorted(p.name for p in root.iterdir())
     except OSError as exc:
         raise CatalogFileError(f"{_short(root)}: cannot list the catalog directory ({exc.strerror})") from None
+    stems = {f.rpartition(".")[0]: f for f in _FILES}
     for name in names:
         if name in _FILES or name == "models" or name.startswith("."):
             continue
-        stem, _, ext = name.rpartition(".")
-        if ext.lower() not in ("yaml", "yml", "csv", "json", "tsv"):
+        stem, _, ext = name.lower().rpartition(".")
+        if ext not in ("yaml", "yml", "csv", "tsv", "json", "txt") or not stem:
             continue
-        near = closest(stem, [f.rpartition(".")[0] for f in _FILES], n=1)
-        if near and name.lower() not in _FILES:
-            right = next(f for f in _FILES if f.startswith(near[0] + "."))
+        for inner in (".yaml", ".yml", ".csv"):  # gpus.yaml.txt, as some editors save it
+            stem = stem.removesuffix(inner)
+        near = max(stems, key=lambda s: difflib.SequenceMatcher(None, stem, s).ratio())
+        if difflib.SequenceMatcher(None, stem, near).ratio() > 0.8:
             raise CatalogFileError(
-                f"{_short(root / name)}: not a catalog file name; did you mean {right}? "
+                f"{_short(root / name)}: not a catalog file name; did you mean {stems[near]}? "
                 f"(a catalog directory holds {', '.join(_FILES)} and models/*.json)"
             )
-        if name.lower() in _FILES:
-            right = name.lower()
-            raise CatalogFileError(f"{_short(root / name)}: not a catalog file name; did you mean {right}?")
 
 
 def _check_families(models: Mapping[str, ModelEntry], configs: Mapping[str, Mapping[str, Any]], file: object) -> None:
