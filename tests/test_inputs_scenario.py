@@ -155,6 +155,17 @@ def test_a_model_path_is_bounded():
     assert "model: must be at most 4,096 characters" in _error({**_training(), "model": "/x" * 3000})
 
 
+def test_an_empty_model_is_refused_in_the_scenario():
+    assert _error({**_training(), "model": ""}) == "s.yaml: model: String should have at least 1 character"
+
+
+def test_an_over_long_price_key_is_shortened_in_the_message():
+    msg = _error({**_training(), "pricing": {"price_usd_per_gpu_hour": {"h" * 300: 1.0}}})
+    assert msg.startswith("s.yaml: pricing.price_usd_per_gpu_hour.hhhhhhhhhhhhhhhhhhhh…hhhhhhhhhhhhhhhhhhhh (a key): "
+                          "must be at most 200 characters"), msg
+    assert len(msg) < 200
+
+
 def test_gpu_types_entries_are_plain_names():
     assert "constraints.gpu_types.0: must be at most 200 characters" in _error(
         {**_training(), "constraints": {"gpu_types": ["h" * 300]}}

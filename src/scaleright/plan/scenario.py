@@ -141,7 +141,7 @@ class Scenario(_Strict):
     """One planning question."""
 
     name: _Name = "scenario"  # plain text, printed as written (never read as markup)
-    model: _PathText  # catalog name or path to a HF config.json
+    model: _PathText = Field(min_length=1)  # catalog name or path to a HF config.json
     task: Literal["pretrain", "full-finetune", "lora", "qlora", "inference"]
     training: Training | None = None
     inference: Inference | None = None
@@ -185,7 +185,9 @@ class Scenario(_Strict):
 def _first_error(exc: ValidationError, source: str) -> str:
     """pydantic's first error as one line: the file, the field path as the user wrote it, what is allowed."""
     err = exc.errors()[0]
-    loc = ".".join(str(x) for x in err["loc"]) or "(top level)"
+    loc = ".".join(_short(x, 40) for x in err["loc"] if x != "[key]") or "(top level)"
+    if err["loc"] and err["loc"][-1] == "[key]":
+        loc += " (a key)"
     msg = err["msg"]
     if err["type"] == "extra_forbidden":
         msg = "unknown key"
