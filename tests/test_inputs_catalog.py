@@ -312,3 +312,16 @@ def test_cli_calibration_problems_are_one_line_and_exit_2(tmp_path, monkeypatch,
     args = ["estimate", "train", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--gpus", "8", "--calibration"]
     _one_line(*_main([*args, str(p)], monkeypatch, capsys), r"gemm_efficiency must be a finite number")
     _one_line(*_main([*args, "/dev/null"], monkeypatch, capsys), r"is a device")
+
+
+def test_the_future_check_is_for_user_files_and_uses_the_given_day():
+    """Built-in rows never depend on the machine's clock; a user's row is checked against the day it is loaded."""
+    from pydantic import ValidationError
+
+    from scaleright.catalog.prices import PriceRow
+
+    row = {"gpu_id": "h100-sxm", "kind": "spot", "usd": 1, "unit": "usd_per_gpu_hour", "source": "s", "date": "2026-03"}
+    assert PriceRow.model_validate(row).date == "2026-03"
+    assert PriceRow.model_validate(row, context={"today": datetime.date(2026, 3, 1)}).date == "2026-03"
+    with pytest.raises(ValidationError, match=r"'2026-03' is in the future \(today is 2026-02-27\)"):
+        PriceRow.model_validate(row, context={"today": datetime.date(2026, 2, 27)})

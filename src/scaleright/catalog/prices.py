@@ -12,7 +12,7 @@ from __future__ import annotations
 import datetime
 from typing import TYPE_CHECKING, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from scaleright.errors import InputError
 from scaleright.limits import LIMITS, _num, _show, limited
@@ -50,9 +50,10 @@ class PriceRow(BaseModel):
 
     @field_validator("date")
     @classmethod
-    def _real_date(cls, v: str | None) -> str | None:
-        """A calendar date (2026-02-30 and 9999-99-99 are not), from 1999 on, and not after today: a wrong date
-        would win as "the newest price" in ``find_price``."""
+    def _real_date(cls, v: str | None, info: ValidationInfo) -> str | None:
+        """A calendar date (2026-02-30 and 9999-99-99 are not), from 1999 on, and, when the validation context
+        gives ``today`` (a user's file), not after it: a wrong date would win as "the newest price" in
+        ``find_price``."""
         if v is None:
             return v
         parts = [int(p) for p in v.split("-")]
@@ -63,11 +64,11 @@ class PriceRow(BaseModel):
             raise ValueError(f"{v!r} is not a calendar date ({exc}); give YYYY, YYYY-MM or YYYY-MM-DD") from None
         if year < FIRST_YEAR:
             raise ValueError(f"{v!r} is before {FIRST_YEAR}, when the first GPU shipped")
-        # a day of slack: a price written today east of UTC is dated tomorrow in UTC
-        today = datetime.datetime.now(datetime.timezone.utc).date() + datetime.timedelta(days=1)
-        if tuple(parts) > (today.year, today.month, today.day)[: len(parts)]:
-            raise ValueError(f"{v!r} is in the future (today is {today - datetime.timedelta(days=1)}); "
-                             "a price is dated when it was read")  # fmt: skip
+        today = (info.context or {}).get("today")
+        if today is not None:
+            latest = today + datetime.timedelta(days=1)  # a price written today east of UTC is dated tomorrow in UTC
+            if tuple(parts) > (latest.year, latest.month, latest.day)[: len(parts)]:
+                raise ValueError(f"{v!r} is in the future (today is {today}); a price is dated when it was read")
         return v
 
     @model_validator(mode="after")

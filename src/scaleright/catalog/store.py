@@ -97,12 +97,12 @@ def list_gpus(*, catalog: Catalog | None = None) -> list[Accelerator]:
 # ---- loading -------------------------------------------------------------------------------------------------
 
 
-def _validate(model: type[M], data: Any, file: object, where: str) -> M:
+def _validate(model: type[M], data: Any, file: object, where: str, context: dict | None = None) -> M:
     """``model(**data)``, or CatalogFileError naming the file, the entry and field, and what is allowed."""
     if not isinstance(data, dict):
         raise CatalogFileError(f"{file}: {where}: expected a mapping of fields, got {type(data).__name__}")
     try:
-        return model.model_validate(data)
+        return model.model_validate(data, context=context)
     except ValidationError as exc:
         err = exc.errors()[0]
         loc = ".".join(str(p) for p in err["loc"])
@@ -139,8 +139,10 @@ def _read_models(path: Traversable) -> list[ModelEntry]:
     return [_validate(ModelEntry, d, path, _entry_label(d, "name", i)) for i, d in enumerate(_read_yaml_list(path))]
 
 
-def _read_prices(path: Traversable) -> list[tuple[str, PriceRow]]:
-    """(row label, row) per data row; empty cells take the field's default."""
+def _read_prices(path: Traversable, *, user: bool = False) -> list[tuple[str, PriceRow]]:
+    """(row label, row) per data row; empty cells take the field's default. A user's rows may not be dated after
+    today (UTC, with a day of slack); the built-in rows are reviewed and never depend on the machine's clock."""
+    context = {"today": datetime.datetime.now(datetime.timezone.utc).date()} if user else None
     reader = csv.DictReader(io.StringIO(read_text(path)))
     try:
         header = reader.fieldnames or []
@@ -154,7 +156,8 @@ def _read_prices(path: Traversable) -> list[tuple[str, PriceRow]]:
             label = f"row {reader.line_num}"
             if None in rec or None in rec.values():
                 raise CatalogFileError(f"{path}: {label}: expected {len(PRICE_COLUMNS)} fields ({', '.join(header)})")
-            rows.append((label, _validate(PriceRow, {k: v for k, v in rec.items() if v != ""}, path, label)))
+            rec = {k: v for k, v in rec.items() if v != ""}
+            rows.append((label, _validate(PriceRow, rec, path, label, context)))
     except csv.Error as exc:
         line = reader.line_num + 1  # the record that failed starts after the last line read
         if "field larger than field limit" in str(exc):
@@ -251,7 +254,7 @@ class _Layer:
         gpus, models, prices = root / "gpus.yaml", root / "models.yaml", root / "prices.csv"
         self.gpus = _by_key(_read_gpus(gpus), "id", gpus) if _present(gpus, user) else {}
         self.models = _by_key(_read_models(models), "name", models) if _present(models, user) else {}
-        self.prices = _read_prices(prices) if _present(prices, user) else []
+        self.prices = _read_prices(prices, user=user) if _present(prices, user) else []
         self.files = {"gpus": gpus, "models": models, "prices": prices}
         self.configs = {name: parse_config_json(root / "models" / m.file) for name, m in self.models.items()}
         _check_families(self.models, self.configs, models)
