@@ -89,8 +89,14 @@ def test_unrelated_files_in_a_catalog_directory_are_fine(tmp_path):
 
 
 def test_an_empty_catalog_path_is_refused_not_read_as_the_working_directory():
-    with pytest.raises(InputError, match=r"^--catalog: empty path; give a catalog directory, or omit the option$"):
+    with pytest.raises(InputError, match=r"^catalog directory: empty path; give a directory \(--catalog DIR\), or none$"):
         Catalog.load("")
+
+
+def test_a_missing_catalog_directory_says_where_it_was_set(tmp_path, monkeypatch):
+    assert _load_error(tmp_path / "nope").endswith("nope: catalog directory not found (given as argument)")
+    monkeypatch.setenv("SCALERIGHT_CATALOG", str(tmp_path / "gone"))
+    assert _load_error(None).endswith("gone: catalog directory not found (from $SCALERIGHT_CATALOG)")
 
 
 @pytest.mark.parametrize("kind", ["file", "loop", "missing", "long"])

@@ -57,8 +57,10 @@ class Catalog:
     def load(cls, user_dir: Path | str | None = None) -> Catalog:
         """Built-ins overlaid with ``user_dir`` (default: ``$SCALERIGHT_CATALOG`` if set)."""
         if user_dir is not None and str(user_dir) == "":
-            raise InputError("--catalog: empty path; give a catalog directory, or omit the option")
-        user_dir = user_dir if user_dir is not None else os.environ.get(ENV_VAR) or None
+            raise InputError("catalog directory: empty path; give a directory (--catalog DIR), or none")
+        origin = "given as argument"
+        if user_dir is None:
+            user_dir, origin = os.environ.get(ENV_VAR) or None, f"from ${ENV_VAR}"  # an empty variable is unset
         if user_dir is None:
             return _load(None)
         p = Path(user_dir).expanduser()
@@ -66,7 +68,7 @@ class Catalog:
         if why is not None:
             if why == "directory not found":
                 why = "catalog directory not found"
-            raise CatalogFileError(f"{_short(p)}: {why} (set by argument or ${ENV_VAR})")
+            raise CatalogFileError(f"{_short(p)}: {why} ({origin})")
         return _load(p.resolve())
 
     def gpu(self, name: str) -> Accelerator:
