@@ -288,8 +288,17 @@ def test_a_deeply_nested_or_over_long_calibration_is_one_line(tmp_path):
 def test_a_calibration_directory_that_is_a_file_says_so(tmp_path):
     f = tmp_path / "cals"
     f.write_text("")
-    with pytest.raises(InputError, match=r"calibration directory '.*cals' .*: not a directory$"):
+    with pytest.raises(InputError, match=r"calibration directory '.*cals' \(given\): not a directory$"):
         load_calibration("mine", directory=f)
+
+
+def test_a_calibration_directory_from_the_environment_that_is_a_file_says_so(tmp_path, monkeypatch, capsys):
+    f = tmp_path / "cals"
+    f.write_text("")
+    monkeypatch.setenv("SCALERIGHT_CALIBRATION_DIR", str(f))
+    args = ["estimate", "train", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--gpus", "8", "--calibration", "mine"]
+    _one_line(*_main(args, monkeypatch, capsys),
+              r"calibration directory '.*cals' \(from \$SCALERIGHT_CALIBRATION_DIR\): not a directory$")
 
 
 def test_a_calibration_path_that_is_not_a_file_says_what_it_is(tmp_path):

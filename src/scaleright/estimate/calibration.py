@@ -151,8 +151,9 @@ def load_calibration(name_or_path: str | None, *, directory: Path | None = None)
         d = directory or calibration_dir()
         why_dir = path_problem(d, want="dir")
         if why_dir is not None and why_dir != "directory not found":
-            raise InputError(f"calibration directory {_short(d)!r} (from $SCALERIGHT_CALIBRATION_DIR or the user data "
-                             f"directory): {why_dir}")  # fmt: skip
+            origin = ("given" if directory is not None else "from $SCALERIGHT_CALIBRATION_DIR"
+                      if os.environ.get("SCALERIGHT_CALIBRATION_DIR") else "the user data directory")  # fmt: skip
+            raise InputError(f"calibration directory {_short(d)!r} ({origin}): {why_dir}")
         p = d / f"{name_or_path}.json"
     why = path_problem(p)
     if why == "file not found" and named:
