@@ -124,6 +124,12 @@ def test_every_count_size_rate_and_price_has_an_upper_bound_that_says_why(data, 
     assert re.search(pattern, msg), msg
 
 
+def test_dataset_tokens_times_epochs_is_bounded_like_tokens():
+    msg = _error({"model": "llama-3.1-8b", "task": "lora", "training": {"dataset_tokens": 1e16, "epochs": 1e3}})
+    assert msg == ("s.yaml: training: training.dataset_tokens x training.epochs = 1e+19 tokens must be <= 1e+17 "
+                   "(10**17 tokens; the largest published training runs use ~10**13)"), msg
+
+
 def test_the_largest_allowed_scenario_still_plans_without_overflow():
     """Every bound at once is still a finite plan question (nothing in the planner overflows)."""
     from scaleright.plan.planner import plan

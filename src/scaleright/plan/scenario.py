@@ -12,7 +12,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from scaleright.errors import CatalogFileError, InputError
-from scaleright.limits import _show, limited, plain_text
+from scaleright.limits import LIMITS, _show, limited, plain_text
 from scaleright.textfile import _short, path_problem, read_text
 from scaleright.userdata import load_yaml
 
@@ -73,6 +73,10 @@ class Training(_Strict):
             raise ValueError("give training.tokens, or training.dataset_tokens with training.epochs")
         if self.tokens is not None and self.dataset_tokens is not None:
             raise ValueError("give training.tokens or training.dataset_tokens, not both")
+        lim = LIMITS["tokens"]
+        if self.total_tokens > lim.high:
+            raise ValueError(f"training.dataset_tokens x training.epochs = {self.total_tokens:g} tokens must be <= "
+                             f"{lim.high:g} ({lim.why})")  # fmt: skip
         return self
 
     @property
