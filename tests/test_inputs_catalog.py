@@ -340,3 +340,10 @@ def test_the_future_check_is_for_user_files_and_uses_the_given_day():
     assert PriceRow.model_validate(row, context={"today": datetime.date(2026, 3, 1)}).date == "2026-03"
     with pytest.raises(ValidationError, match=r"'2026-03' is in the future \(today is 2026-02-27\)"):
         PriceRow.model_validate(row, context={"today": datetime.date(2026, 2, 27)})
+
+
+def test_a_calibration_built_with_a_huge_integer_is_an_input_error_not_an_overflow():
+    from scaleright.estimate.calibration import Calibration
+
+    with pytest.raises(InputError, match=r"^calibration gemm_efficiency=an integer of about 401 digits must be a finite non-negative number$"):
+        Calibration(gemm_efficiency=10**400)

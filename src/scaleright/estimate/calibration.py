@@ -84,8 +84,9 @@ class Calibration:
     def __post_init__(self) -> None:
         for f in fields(self):
             v = getattr(self, f.name)
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
-                raise InputError(f"calibration {f.name}={v!r} must be a finite non-negative number")
+            huge = isinstance(v, int) and abs(v) > 1e300  # math.isfinite would raise OverflowError
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or huge or not math.isfinite(v) or v < 0:
+                raise InputError(f"calibration {f.name}={_show(v)} must be a finite non-negative number")
         # fractions of a datasheet figure that divide a time: 0 would mean infinitely slow, so (0, 1]
         for name in ("gemm_efficiency", "fp8_gemm_efficiency", "fp4_gemm_efficiency", "attention_efficiency",
                      "attention_bwd_efficiency", "memory_efficiency", "intra_link_efficiency",
