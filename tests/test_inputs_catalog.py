@@ -144,7 +144,7 @@ def test_a_price_date_must_be_a_real_date_and_not_in_the_future(tmp_path, date, 
 
 
 def test_today_and_a_bare_current_year_are_fine(tmp_path):
-    today = datetime.datetime.now(datetime.timezone.utc).date()
+    today = datetime.datetime.now(datetime.UTC).date()
     d = _prices(tmp_path, _row(date=today.isoformat()), _row(date=str(today.year), kind="spot"))
     assert Catalog.load(d).prices
 
