@@ -45,6 +45,7 @@ LIMITS: dict[str, Limit] = {
     "steps": Limit(1_000_000, "10**6 benchmark steps or repetitions"),
     "timeout_s": Limit(604_800, "one week"),
     "bytes": Limit(1e15, "a petabyte"),
+    "link_gbps": Limit(1e5, "10**5 Gb/s per GPU; the fastest NICs sold carry 800 Gb/s"),
 }
 
 
