@@ -24,8 +24,8 @@ from rich.text import Text
 
 from scaleright.errors import InputError
 
-__all__ = ["CatalogOpt", "JsonOpt", "catalog_from", "catalog_files", "calibration_from", "emit_json", "table", "console",
-           "check_choice", "fmt", "check_output_path", "write_output", "visible", "esc"]  # fmt: skip
+__all__ = ["CatalogOpt", "JsonOpt", "calibration_from", "catalog_files", "catalog_from", "check_choice",
+           "check_output_path", "console", "emit_json", "esc", "fmt", "table", "visible", "write_output"]  # fmt: skip
 
 # Wide tables when output is piped (rich falls back to 80 columns otherwise); $COLUMNS still wins. No emoji codes:
 # ":smile:" in a user's name stays as typed.
@@ -55,9 +55,8 @@ JsonOpt = typer.Option(False, "--json", help="Print one JSON object instead of t
 def catalog_from(path: Path | None):
     """The built-in catalog overridden by the directory ``--catalog`` (checked here, with the true reason)."""
     from scaleright.catalog import Catalog
-    from scaleright.textfile import path_problem
-
     from scaleright.catalog.store import ENV_VAR
+    from scaleright.textfile import path_problem
 
     flag, where = ("--catalog", path) if path is not None else (f"${ENV_VAR}", os.environ.get(ENV_VAR) or None)
     if where is not None:

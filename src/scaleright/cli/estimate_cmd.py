@@ -274,9 +274,9 @@ def train_cmd(
     as_json: bool = JsonOpt,
 ) -> None:
     """Step time, tokens/s, MFU/HFU, memory and scaling efficiency of one training layout."""
-    from scaleright.workload.precision import TRAIN_PRECISIONS
     from scaleright.estimate.layout import Layout
     from scaleright.estimate.train import estimate_train
+    from scaleright.workload.precision import TRAIN_PRECISIONS
 
     check_choice("--precision", precision, TRAIN_PRECISIONS)
     check_choice("--task", task, ("pretrain", "full-finetune", "lora", "qlora"))
@@ -346,8 +346,8 @@ def infer_cmd(
     as_json: bool = JsonOpt,
 ) -> None:
     """TTFT, TPOT, end-to-end latency and throughput for serving; replicas vs tensor parallel."""
-    from scaleright.workload.precision import KV_PRECISIONS, STORAGE_PRECISIONS
     from scaleright.estimate.infer import estimate_infer
+    from scaleright.workload.precision import KV_PRECISIONS, STORAGE_PRECISIONS
 
     check_choice("--precision", precision, STORAGE_PRECISIONS)
     if kv_precision is not None:
