@@ -570,3 +570,11 @@ def test_plan_inference_at_the_largest_allowed_rate_and_lengths_is_finite():
                         constraints={"max_gpus": int(LIMITS["gpus"].high), "budget_usd": LIMITS["usd"].high})
         d = _plan_json(scn)
         assert d["recommendation"] is not None or d["infeasible"]["message"]
+
+
+def test_an_unknown_gpu_in_a_price_override_is_refused_before_the_search(tmp_path):
+    s = tmp_path / "s.yaml"
+    s.write_text("model: gpt2\ntask: inference\ninference: {requests_per_s: 1, ttft_slo_s: 1.0e-9}\n"
+                 "constraints: {gpu_types: [h100-sxm]}\npricing: {price_usd_per_gpu_hour: {h100-fooo: 2}}\n")
+    # was: silently ignored when no option needed a price (here the SLO rules every option out)
+    _one_line(_cli(["plan", str(s)]), r"^error: pricing\.price_usd_per_gpu_hour: unknown GPU 'h100-fooo'; closest: ")

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from scaleright.catalog import Catalog, find_price
-from scaleright.errors import InputError, ScalerightError
+from scaleright.errors import InputError, ScalerightError, UnknownNameError
 from scaleright.estimate.calibration import DEFAULT_CALIBRATION, Calibration
 from scaleright.estimate.comm import Cluster
 from scaleright.plan import economics as econ
@@ -170,10 +170,24 @@ def _scenario_dict(scn: Scenario, spec, extra: dict) -> dict:
     } | extra  # fmt: skip
 
 
+def _check_price_overrides(scn: Scenario, cat: Catalog) -> None:
+    """Every GPU named in a price override exists, checked before the search (it was checked only when a price
+    was needed, so an override of a GPU that no option reached was silently ignored)."""
+    p = scn.pricing
+    for key, overrides in (("price_usd_per_gpu_hour", p.price_usd_per_gpu_hour),
+                           ("purchase_usd_per_gpu", p.purchase_usd_per_gpu)):  # fmt: skip
+        for name in overrides:
+            try:
+                cat.gpu(name)
+            except UnknownNameError as exc:
+                raise InputError(f"pricing.{key}: {exc}") from None
+
+
 def plan(scn: Scenario, *, catalog: Catalog | None = None, cal: Calibration = DEFAULT_CALIBRATION,
          progress=None) -> PlanResult:  # fmt: skip
     """Search and recommend for ``scn`` (see module docstring). ``progress(i, n, label)`` is called per GPU type."""
     cat = catalog if catalog is not None else Catalog.load()
+    _check_price_overrides(scn, cat)
     spec = load_model(scn.model, catalog=cat)
     if scn.task == "inference":
         return _plan_inference(scn, spec, cat, cal, progress)
