@@ -465,14 +465,37 @@ def _train_args(draw, command: str) -> list[str]:
     return [*args, "--json"]
 
 
-@settings(max_examples=60, deadline=None)
-@given(args=_train_args("train"))
+# flag -> LIMITS kind, for values drawn independently of each other (most such layouts are refused: one line)
+_FREE_FLAGS = {"--gpus": "gpus", "--tp": "parallel_degree", "--pp": "parallel_degree", "--cp": "parallel_degree",
+               "--ep": "parallel_degree", "--micro-batch": "micro_batch", "--global-batch": "global_batch",
+               "--seq-len": "seq_len", "--lora-rank": "lora_rank"}  # fmt: skip
+
+
+@st.composite
+def _free_args(draw, command: str) -> list[str]:
+    from scaleright.limits import LIMITS
+
+    args = ["estimate", command, "--model", draw(st.sampled_from(["gpt2", "mixtral-8x7b"])),
+            "--task", draw(st.sampled_from(["pretrain", "lora", "qlora", "full-finetune"]))]  # fmt: skip
+    for flag, kind in _FREE_FLAGS.items():
+        if draw(st.booleans()):
+            args += [flag, str(draw(_bounded(int(LIMITS[kind].high))))]
+    if command == "train":
+        if draw(st.booleans()):
+            args += ["--dp", str(draw(_bounded(int(LIMITS["parallel_degree"].high))))]
+        if draw(st.booleans()):
+            args += ["--tokens", repr(draw(st.floats(1e-3, LIMITS["tokens"].high)))]
+    return [*args, "--json"]
+
+
+@settings(max_examples=120, deadline=None)
+@given(args=st.one_of(_train_args("train"), _free_args("train")))
 def test_property_estimate_train_json_is_finite_or_one_line_exit_2(args):
     _check_result(args)
 
 
-@settings(max_examples=60, deadline=None)
-@given(args=_train_args("memory"))
+@settings(max_examples=120, deadline=None)
+@given(args=st.one_of(_train_args("memory"), _free_args("memory")))
 def test_property_estimate_memory_json_is_finite_or_one_line_exit_2(args):
     _check_result(args)
 
