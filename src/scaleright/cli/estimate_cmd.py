@@ -291,7 +291,6 @@ def train_cmd(
         raise InputError(f"--fsdp is ZeRO-3; drop --zero or set --zero 3 (got --zero {zero})")
     _sequence_parallel_needs_tp(sequence_parallel, tp)
     lora = _lora(task, lora_rank, lora_targets)
-    cluster_args = (gpus_per_node, inter_node_gbps_per_gpu)
     _bounded("gpus_per_node", gpus_per_node=gpus_per_node)
     _link_gbps("--inter-node-gbps-per-gpu", inter_node_gbps_per_gpu)
     cal = calibration_from("--calibration", calibration)
@@ -302,7 +301,7 @@ def train_cmd(
                     virtual_stages=virtual_stages)  # fmt: skip
     layout.validate(spec, gpus=gpus)
     est = estimate_train(
-        spec, gpu=g, layout=layout, seq_len=seq_len, cluster=_cluster(g, *cluster_args),
+        spec, gpu=g, layout=layout, seq_len=seq_len, cluster=_cluster(g, gpus_per_node, inter_node_gbps_per_gpu),
         precision=precision, task=task, lora=lora, optimizer=optimizer, tokens=tokens, cal=cal,
     )  # fmt: skip
     d = est.as_dict()

@@ -56,13 +56,13 @@ _UsageError = _CLICK_ERRORS["UsageError"]
 
 def _usage_line(exc: Exception) -> str:
     """A usage error of the argument parser as one line: the message, then where to find help."""
-    msg = " ".join(exc.format_message().split()).rstrip(".")  # click wraps long messages over lines
+    msg = visible(exc.format_message()).rstrip(".")  # a newline or ESC in what the user typed stays visible
     ctx = getattr(exc, "ctx", None)
     hint = ""
     if ctx is not None:  # "python -m scaleright estimate memory" names the command as "scaleright estimate memory"
         path = ctx.command_path
         hint = f"; try '{path[path.find('scaleright'):] if 'scaleright' in path else path} --help'"
-    return f"error: {visible(msg)}{hint}"
+    return f"error: {msg}{hint}"
 
 
 def main() -> None:
@@ -79,7 +79,7 @@ def main() -> None:
         typer.echo(_usage_line(exc), err=True)
         sys.exit(2)
     except _ClickException as exc:  # e.g. a file option that cannot be opened
-        typer.echo(f"error: {visible(' '.join(exc.format_message().split()))}", err=True)
+        typer.echo(f"error: {visible(exc.format_message())}", err=True)
         sys.exit(exc.exit_code if exc.exit_code else 2)
     except typer.Abort:
         typer.echo("error: aborted", err=True)
