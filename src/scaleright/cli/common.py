@@ -45,6 +45,7 @@ def esc(s: object) -> str:
     """``visible(s)`` with rich markup escaped, for interpolating a user string into a rich markup string."""
     return escape(visible(s))
 
+
 CatalogOpt = typer.Option(
     None, "--catalog", help="Directory with gpus.yaml / prices.csv / models.yaml overriding the built-in catalog "
     "(default: $SCALERIGHT_CATALOG).", show_default=False,
