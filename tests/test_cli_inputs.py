@@ -601,3 +601,41 @@ def test_an_unknown_gpu_in_a_price_override_is_refused_before_the_search(tmp_pat
                  "constraints: {gpu_types: [h100-sxm]}\npricing: {price_usd_per_gpu_hour: {h100-fooo: 2}}\n")
     # was: silently ignored when no option needed a price (here the SLO rules every option out)
     _one_line(_cli(["plan", str(s)]), r"^error: pricing\.price_usd_per_gpu_hour: unknown GPU 'h100-fooo'; closest: ")
+
+
+_TRAIN_BASE = {"model": "gpt2", "task": "pretrain", "training": {"tokens": 1e9},
+               "constraints": {"gpu_types": ["h100-sxm", "rtx-4090"]}}  # fmt: skip
+_INFER_BASE = {"model": "llama-3.1-8b", "task": "inference", "inference": {"requests_per_s": 1.0},
+               "constraints": {"gpu_types": ["h100-sxm", "rtx-4090"]}}  # fmt: skip
+
+
+@settings(max_examples=25, deadline=None)
+@given(model=st.sampled_from(["gpt2", "mixtral-8x7b", "deepseek-v3"]),
+       task=st.sampled_from(["pretrain", "full-finetune", "lora", "qlora"]), tokens=st.floats(1.0, 1e17),
+       seq_len=_bounded(2**24), global_batch=_bounded(2**24), lora_rank=_bounded(2**16), max_gpus=_bounded(2**20),
+       gpus_per_node=st.one_of(st.none(), _bounded(1024)), mode=st.sampled_from(["on-demand", "own"]),
+       hours_per_day=st.floats(1e-3, 24.0), deadline_h=st.one_of(st.none(), st.floats(1e-3, 1e7)))  # fmt: skip
+def test_property_plan_training_is_finite_for_in_bound_values(model, task, tokens, seq_len, global_batch, lora_rank,
+                                                             max_gpus, gpus_per_node, mode, hours_per_day,
+                                                             deadline_h):  # fmt: skip
+    scn = _scenario(_TRAIN_BASE | {"model": model}, training={"tokens": tokens, "seq_len": seq_len, "global_batch": global_batch,
+                                           "lora_rank": lora_rank},
+                    constraints={"max_gpus": max_gpus, "gpus_per_node": gpus_per_node, "deadline_h": deadline_h},
+                    pricing={"mode": mode, "hours_per_day": hours_per_day})  # fmt: skip
+    scn = scn.model_copy(update={"task": task})
+    d = _plan_json(scn)  # numpy warnings are errors in the test run: an overflow fails here
+    assert (d["recommendation"] is None) == (d["infeasible"] is not None)
+
+
+@settings(max_examples=25, deadline=None)
+@given(rate=st.floats(1e-6, 1e7), input_len=_bounded(2**24), output_len=_bounded(2**24), max_gpus=_bounded(2**20),
+       ttft=st.one_of(st.none(), st.floats(1e-6, 1e4)), tpot=st.one_of(st.none(), st.floats(1e-6, 1e4)),
+       precision=st.sampled_from(["bf16", "fp8", "int4"]), mode=st.sampled_from(["on-demand", "own"]))  # fmt: skip
+def test_property_plan_inference_is_finite_for_in_bound_values(rate, input_len, output_len, max_gpus, ttft, tpot,
+                                                              precision, mode):  # fmt: skip
+    scn = _scenario(_INFER_BASE, inference={"requests_per_s": rate, "input_len": input_len, "output_len": output_len,
+                                            "ttft_slo_s": ttft, "tpot_slo_s": tpot, "precision": precision,
+                                            "api_usd_per_1m_output_tokens": 1.0},
+                    constraints={"max_gpus": max_gpus}, pricing={"mode": mode})  # fmt: skip
+    d = _plan_json(scn)
+    assert (d["recommendation"] is None) == (d["infeasible"] is not None)
