@@ -323,18 +323,20 @@ def test_markup_in_a_model_path_prints_as_text_in_estimate_tables(odd_model):
     assert str(odd_model) in p.stdout.replace("\n", "")
 
 
-def test_markup_and_escapes_in_a_catalog_model_name_print_as_text_in_the_table(tmp_path):
+def test_markup_and_escapes_in_a_user_price_row_print_as_text_in_the_table(tmp_path):
+    import csv
+
     cat = tmp_path / "cat"
-    (cat / "models").mkdir(parents=True)
-    _copy(REPO / "src/scaleright/catalog/data/models/gpt2.json", cat / "models" / "x.json")
-    name = "[/b]x\x1b[2Jy"
-    (cat / "models.yaml").write_text(json.dumps([{"name": name, "file": "x.json", "source": "a test"}]))
-    p = _cli(["catalog", "models", "--catalog", str(cat)])
-    if p.returncode == 2:  # the catalog may refuse such a name; then it says so in one line
-        _one_line(p, r"models\.yaml")
-        return
-    assert p.returncode == 0, p.stderr
-    assert r"[/b]x\x1b[2Jy" in p.stdout and "\x1b" not in p.stdout
+    cat.mkdir()
+    with (cat / "prices.csv").open("w", newline="") as f:
+        csv.writer(f).writerows([
+            ["gpu_id", "kind", "usd", "usd_low", "usd_high", "unit", "provider", "sku", "date", "source", "notes"],
+            ["h100-sxm", "spot", "1.5", "", "", "usd_per_gpu_hour", "[/b]acme\x1b[2J", "", "2026", "[red]a test[/red]", ""],
+        ])  # fmt: skip
+    p = _cli(["catalog", "prices", "--gpu", "h100-sxm", "--kind", "spot", "--catalog", str(cat)])
+    assert p.returncode == 0, p.stderr  # was rich.errors.MarkupError: closing tag '[/b]' at position 0 ...
+    assert r"[/b]acme\x1b[2J" in p.stdout and "[red]a test[/red]" in p.stdout
+    assert "\x1b" not in p.stdout
 
 
 def test_escapes_in_an_error_message_are_made_visible_on_one_line():
