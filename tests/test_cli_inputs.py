@@ -277,6 +277,14 @@ def test_plan_html_onto_a_catalog_file_or_the_calibration_is_refused(tmp_path):
     assert cal.read_text() == "{}"
 
 
+def test_plan_html_onto_a_named_calibration_profile_is_refused(tmp_path):
+    (tmp_path / "mine.json").write_text("{}")
+    p = _cli(["plan", str(LORA_EXAMPLE), "--calibration", "mine", "--html", str(tmp_path / "mine.json")],
+             env={"SCALERIGHT_CALIBRATION_DIR": str(tmp_path)})  # fmt: skip
+    _one_line(p, r"mine\.json: is one of this command's inputs")
+    assert (tmp_path / "mine.json").read_text() == "{}"
+
+
 def test_plan_html_elsewhere_still_writes_the_report(tmp_path):
     out = tmp_path / "r.html"
     p = _cli(["plan", str(LORA_EXAMPLE), "--html", str(out)])

@@ -71,7 +71,11 @@ def plan_cmd(
     cal = calibration_from("--calibration", calibration)
     if html is not None:  # the report must not overwrite the scenario, its model config or a catalog file
         model_file = scn.model if is_regular_file(scn.model) else None
-        cal_file = calibration if calibration and is_regular_file(calibration) else None
+        cal_file = None
+        if calibration not in (None, "", "default"):  # a JSON path, or a profile name's file
+            from scaleright.estimate.calibration import calibration_dir
+
+            cal_file = calibration if Path(calibration).suffix else calibration_dir() / f"{calibration}.json"
         refuse_input_as_output("--html", html, [scenario, model_file, cal_file, *catalog_files(catalog)])
     prog = _DelayedProgress()
     try:
