@@ -649,3 +649,10 @@ def test_property_plan_inference_is_finite_for_in_bound_values(rate, input_len, 
                     constraints={"max_gpus": max_gpus}, pricing={"mode": mode})  # fmt: skip
     d = _plan_json(scn)
     assert (d["recommendation"] is None) == (d["infeasible"] is not None)
+
+
+def test_table_cells_show_numpy_scalars_nan_and_huge_numbers_readably():
+    from scaleright.cli.common import fmt
+
+    assert [fmt(v) for v in (np.bool_(False), np.float32(0.5), math.nan, -math.inf, 2.6e301, 12345.6)] == [
+        "no", "0.5", "—", "-∞", "2.6e+301", "12,346"]  # fmt: skip

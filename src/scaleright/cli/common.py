@@ -137,15 +137,22 @@ def table(title: str, columns: list[str], rows: list[list[Any]], *, caption: str
 
 
 def fmt(x: Any) -> str:
+    """A table cell: None and NaN as "—", booleans as yes/no, floats to about three significant figures."""
+    if hasattr(x, "item") and callable(x.item) and getattr(x, "ndim", 1) == 0:  # numpy scalars
+        x = x.item()
     if x is None:
         return "—"
     if isinstance(x, bool):
         return "yes" if x else "no"
     if isinstance(x, float):
+        if math.isnan(x):
+            return "—"
         if math.isinf(x):
-            return "∞"
+            return "∞" if x > 0 else "-∞"
         if x == 0:
             return "0"
+        if abs(x) >= 1e15:  # not hundreds of digits
+            return f"{x:.3g}"
         if abs(x) >= 1000:
             return f"{x:,.0f}"
         if abs(x) >= 10:
