@@ -661,3 +661,16 @@ def test_table_cells_show_numpy_scalars_nan_and_huge_numbers_readably():
 
     assert [fmt(v) for v in (np.bool_(False), np.float32(0.5), math.nan, -math.inf, 2.6e301, 12345.6)] == [
         "no", "0.5", "—", "-∞", "2.6e+301", "12,346"]  # fmt: skip
+
+
+@pytest.mark.parametrize(("argv", "flag"), [
+    (["catalog", "gpus", "--catalog", ""], "--catalog"),
+    (["catalog", "gpus", "--catalog="], "--catalog"),
+    (["estimate", "memory", "--model", "", "--task", "inference"], "--model"),
+])  # fmt: skip
+def test_an_empty_path_is_refused_not_read_as_the_working_directory(tmp_path, argv, flag):
+    # the parser turns '' into Path('.'): the working directory was read as the user catalog
+    (tmp_path / "gpus.yaml").write_text("- not: a gpu\n")  # would fail differently if the cwd were read
+    p = subprocess.run([sys.executable, "-m", "scaleright", *argv], capture_output=True, text=True, cwd=tmp_path,
+                       env={**os.environ, "PYTHONPATH": str(REPO / "src")})  # fmt: skip
+    assert (p.returncode, p.stdout, p.stderr) == (2, "", f"error: {flag}: empty value; give a path\n")

@@ -14,7 +14,7 @@ import typer
 
 from scaleright.cli import bench_cmd, calibrate_cmd, catalog_cmd, estimate_cmd, plan_cmd
 from scaleright.cli.common import visible
-from scaleright.errors import ScalerightError
+from scaleright.errors import InputError, ScalerightError
 
 app = typer.Typer(
     name="scaleright",
@@ -65,9 +65,24 @@ def _usage_line(exc: Exception) -> str:
     return f"error: {msg}{hint}"
 
 
+# Options whose value is a path. The parser turns an empty value into Path("."), the working directory, which would
+# then be read (``--catalog ''``) or written; an empty path is refused before the parser sees it.
+PATH_OPTIONS = ("--catalog", "--db", "--calibration", "--html", "--model", "--out", "--trace")
+
+
+def _refuse_empty_paths(argv: list[str]) -> None:
+    for i, arg in enumerate(argv):
+        if arg == "--":
+            return
+        name, eq, value = arg.partition("=")
+        if name in PATH_OPTIONS and ((eq and value == "") or (not eq and i + 1 < len(argv) and argv[i + 1] == "")):
+            raise InputError(f"{name}: empty value; give a path")
+
+
 def main() -> None:
     """Entry point: run the app, turning project errors and usage errors into one line and exit 2."""
     try:
+        _refuse_empty_paths(sys.argv[1:])
         rv = app(standalone_mode=False)
     except ScalerightError as exc:
         typer.echo(f"error: {visible(str(exc))}", err=True)
