@@ -44,6 +44,12 @@ def _number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
+def _peak(runs: list[dict]) -> float | None:
+    """Largest peak memory of repeated runs (None when no run recorded a number)."""
+    values = [v for r in runs if _number(v := r["metrics"].get("peak_memory_gb"))]
+    return max(values) if values else None
+
+
 def run_problem(run: dict) -> str | None:
     """Why a stored ok train run cannot enter the report (a field missing or out of range); None when it can."""
     lay, met = run.get("layout"), run.get("metrics")
@@ -56,8 +62,6 @@ def run_problem(run: dict) -> str | None:
         v = met.get(key)
         if not (_number(v) and math.isfinite(v) and v > 0):
             return f"metrics.{key}={v!r} is not a finite positive number"
-    if not _number(met.get("peak_memory_gb")):
-        return f"metrics.peak_memory_gb={met.get('peak_memory_gb')!r} is not a number"
     return None
 
 
@@ -91,7 +95,7 @@ def scaling_report(runs: list[dict], *, price_usd_per_gpu_hour: float | None = N
             rows.append({"world_size": n, "runs": len(by_n[n]), "run_ids": [r["id"] for r in by_n[n]],
                          "tokens_per_s": tps[n],
                          "step_time_s_median": float(np.median([r["metrics"]["step_time_s_median"] for r in by_n[n]])),
-                         "peak_memory_gb": max(r["metrics"]["peak_memory_gb"] for r in by_n[n]),
+                         "peak_memory_gb": _peak(by_n[n]),
                          **curve[n], "job_time_h": hours, "job_cost_usd": cost})
         out.append({"key": json.loads(key), "job_tokens": job_tokens,
                     "price_usd_per_gpu_hour": price_usd_per_gpu_hour, "rows": rows})
