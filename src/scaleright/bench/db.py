@@ -269,11 +269,23 @@ class RunStore:
             raise self._db_error(exc) from None
         conn.row_factory = sqlite3.Row
         try:
+            self._check_pragmas(conn)
             yield conn
         except sqlite3.Error as exc:
             raise self._db_error(exc) from None
         finally:
             conn.close()
+
+    def _check_pragmas(self, conn: sqlite3.Connection, suffix: str = "") -> None:
+        """The identity as SQLite sees it, WAL included (the file header can lag behind an open writer's WAL)."""
+        app_id = conn.execute("PRAGMA application_id").fetchone()[0] & 0xFFFFFFFF
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        if app_id not in (0, APP_ID):
+            raise RunStoreError(f"{self._where}: a SQLite database of another application (application_id "
+                                f"{app_id:#010x}), not a scaleright run database{suffix}")
+        if version > SCHEMA_VERSION:
+            raise RunStoreError(f"{self._where}: written by a newer scaleright (schema version {version}; this "
+                                f"version knows {SCHEMA_VERSION}); upgrade scaleright")
 
     def check_writable(self) -> None:
         """Raise ``RunStoreError`` unless ``add`` can store runs here: an existing scaleright run database we may
@@ -352,6 +364,7 @@ class RunStore:
             raise self._db_error(exc) from None
         conn.row_factory = sqlite3.Row
         try:
+            self._check_pragmas(conn, "; refusing to write to it")
             if conn.execute("PRAGMA application_id").fetchone()[0] != APP_ID:  # written before ids existed
                 with conn:
                     conn.execute(f"PRAGMA application_id = {APP_ID}")
