@@ -412,3 +412,10 @@ def test_runs_import_refuses_a_file_that_is_not_a_recovery_file(run_cli, db, tmp
     assert code == 2
     assert _one_error_line(err).startswith(f"error: FILE={bad}: not a scaleright recovery file")
     assert len(RunStore(db).list()) == 2
+
+
+@pytest.mark.parametrize("cmd", [["runs", "list"], ["runs", "export"]], ids=["list", "export"])
+def test_an_unknown_kind_names_the_flag(run_cli, db, cmd):
+    code, _, err = run_cli(*cmd, "--kind", "bogus", "--db", db)
+    assert code == 2
+    assert _one_error_line(err) == "error: --kind='bogus' not allowed; allowed: train, comm, infer"

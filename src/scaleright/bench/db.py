@@ -297,6 +297,9 @@ class RunStore:
                                     "existing scaleright run database)")
             if not os.access(self.path, os.W_OK):
                 raise RunStoreError(f"{self._where}: the run database is not writable (permission denied)")
+            if not os.access(self.path.parent, os.W_OK | os.X_OK):
+                raise RunStoreError(f"{self._where}: its directory is not writable (SQLite creates its -wal and -shm "
+                                    "files there while writing)")
             return
         if len(self.path.name.encode()) > 255:
             raise RunStoreError(f"{self._where}: file name too long (at most 255 bytes)")

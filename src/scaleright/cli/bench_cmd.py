@@ -312,6 +312,7 @@ def runs_list(
     """Stored runs, oldest first (opens the database read-only; a damaged row is skipped with a warning)."""
     from scaleright.cli.common import emit_json
 
+    _check_kind(kind)
     runs = _listed(_read_store(db), kind)
     if as_json:
         emit_json(runs)
@@ -363,6 +364,7 @@ def runs_export(
 
     if as_json and fmt is Format.csv:
         raise InputError("--json and --format csv conflict; give one")
+    _check_kind(kind)
     if out is not None:
         check_output_path("--out", out)
     store = _read_store(db)
@@ -399,6 +401,14 @@ def _read_store(db: Path | None):
     from scaleright.bench.db import RunStore
 
     return RunStore(db)
+
+
+def _check_kind(kind: str | None) -> None:
+    from scaleright.bench.db import KINDS
+    from scaleright.cli.common import check_choice
+
+    if kind is not None:
+        check_choice("--kind", kind, KINDS)
 
 
 def _store_files(store) -> list[str]:
