@@ -35,6 +35,7 @@ formula (OWASP, "CSV Injection"). Numbers are written as numbers: a negative val
 
 from __future__ import annotations
 
+import builtins
 import csv
 import datetime as dt
 import io
@@ -391,7 +392,7 @@ class RunStore:
             raise InputError(f"kind must be one of {', '.join(KINDS)}; got '{kind}'")
         if status not in ("ok", "failed"):
             raise InputError(f"status must be ok or failed; got '{status}'")
-        when = time_utc or dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+        when = time_utc or dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
         values = (when, kind, hardware.get("fingerprint", ""), *(json.dumps(v, sort_keys=True) for v in
                   (hardware, software, model, layout, metrics)), status, error, sweep_id)
         try:
@@ -400,6 +401,7 @@ class RunStore:
                     "INSERT INTO runs (time_utc, kind, fingerprint, hardware_json, software_json, model_json, "
                     "layout_json, metrics_json, status, error, sweep_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     values)
+                assert cur.lastrowid is not None  # an INSERT into a rowid table always sets it
                 return int(cur.lastrowid)
         except RunStoreError as exc:
             record = {"kind": kind, "model": model, "layout": layout, "metrics": metrics, "hardware": hardware,
@@ -409,7 +411,7 @@ class RunStore:
     def _save_unsaved(self, record: dict[str, Any], reason: str) -> str:
         """Write ``record`` to a recovery file (next to the database, else in the user data dir); return the
         sentence for the error message saying where it is and how to store it."""
-        stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+        stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
         name = f"{self.path.name[:150]}.unsaved-{record['kind']}-{stamp}-{uuid.uuid4().hex[:8]}.json"
         text = json.dumps({"format": UNSAVED_FORMAT, "version": SCHEMA_VERSION, "db": str(self.path),
                            "reason": reason, "run": record}, indent=2, sort_keys=True) + "\n"
@@ -492,7 +494,7 @@ class RunStore:
         return _row_to_run(row, self._where)
 
     def export(self, fmt: Literal["csv", "json"] = "json", out: str | Path | None = None,
-               kind: str | None = None, *, damaged: list[str] | None = None) -> str:
+               kind: str | None = None, *, damaged: builtins.list[str] | None = None) -> str:
         """All runs as JSON (a list, NaN as null) or CSV (model., layout., metrics. fields flattened, formula
         cells neutralised); also written atomically to ``out``, which may not be the database itself."""
         if fmt not in ("csv", "json"):

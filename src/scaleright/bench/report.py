@@ -52,9 +52,9 @@ def _peak(runs: list[dict]) -> float | None:
 
 def run_problem(run: dict) -> str | None:
     """Why a stored ok train run cannot enter the report (a field missing or out of range); None when it can."""
-    lay, met = run.get("layout"), run.get("metrics")
     if not all(isinstance(run.get(k), dict) for k in ("model", "layout", "metrics")):
         return "has no model, layout or metrics object"
+    lay, met = run["layout"], run["metrics"]
     ws = lay.get("world_size")
     if isinstance(ws, bool) or not isinstance(ws, int) or ws < 1:
         return f"layout.world_size={ws!r} is not a positive integer"
