@@ -420,3 +420,19 @@ def test_an_unknown_kind_names_the_flag(run_cli, db, cmd):
     code, _, err = run_cli(*cmd, "--kind", "bogus", "--db", db)
     assert code == 2
     assert _one_error_line(err) == "error: --kind='bogus' not allowed; allowed: train, comm, infer"
+
+
+def test_a_database_held_exclusively_is_a_bounded_wait_for_readers_too(run_cli, db, monkeypatch):
+    monkeypatch.setattr(dbmod, "BUSY_TIMEOUT_S", 0.2)
+    holder = sqlite3.connect(db, isolation_level=None)
+    holder.execute("PRAGMA locking_mode = EXCLUSIVE")  # what a SQLite browser may do
+    holder.execute("BEGIN EXCLUSIVE")
+    try:
+        code, _, err = run_cli("runs", "list", "--db", db)
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert code == 2
+    assert _one_error_line(err) == (f"error: --db={db}: the run database is locked by another process; gave up after "
+                                    "waiting 0.2 s (another `scaleright bench` or a SQLite browser may hold it; try "
+                                    "again when it is done)")
