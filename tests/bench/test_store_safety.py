@@ -382,6 +382,10 @@ def test_a_locked_database_is_waited_for_a_bounded_time_and_the_run_is_kept(run_
         with pytest.raises(RunStoreError) as info:
             RunStore(db).add(**make_run(7, tokens_per_s=777.0))
         assert time.monotonic() - started < 5
+        [saved] = db.parent.glob("runs.sqlite.unsaved-train-*.json")
+        code, _, err = run_cli("runs", "import", saved, "--db", db)  # still locked: no second recovery file
+        assert code == 2 and _one_error_line(err).endswith(f"; the run is still only in {saved}")
+        assert list(db.parent.glob("runs.sqlite.unsaved-*")) == [saved]
     finally:
         holder.execute("ROLLBACK")
         holder.close()

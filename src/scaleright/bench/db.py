@@ -388,25 +388,29 @@ class RunStore:
         """Store one run in one transaction; return its id. ``hardware`` must carry its ``fingerprint``.
 
         When the run cannot be stored, it is written to a recovery file and ``RunStoreError`` says where."""
-        if kind not in KINDS:
-            raise InputError(f"kind must be one of {', '.join(KINDS)}; got '{kind}'")
-        if status not in ("ok", "failed"):
-            raise InputError(f"status must be ok or failed; got '{status}'")
         when = time_utc or dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
-        values = (when, kind, hardware.get("fingerprint", ""), *(json.dumps(v, sort_keys=True) for v in
-                  (hardware, software, model, layout, metrics)), status, error, sweep_id)
+        record = {"kind": kind, "model": model, "layout": layout, "metrics": metrics, "hardware": hardware,
+                  "software": software, "status": status, "error": error, "sweep_id": sweep_id, "time_utc": when}
         try:
-            with self._write() as conn, conn:
-                cur = conn.execute(
-                    "INSERT INTO runs (time_utc, kind, fingerprint, hardware_json, software_json, model_json, "
-                    "layout_json, metrics_json, status, error, sweep_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    values)
-                assert cur.lastrowid is not None  # an INSERT into a rowid table always sets it
-                return int(cur.lastrowid)
+            return self._insert(record)
         except RunStoreError as exc:
-            record = {"kind": kind, "model": model, "layout": layout, "metrics": metrics, "hardware": hardware,
-                      "software": software, "status": status, "error": error, "sweep_id": sweep_id, "time_utc": when}
             raise RunStoreError(f"{exc}; {self._save_unsaved(record, str(exc))}") from None
+
+    def _insert(self, record: dict[str, Any]) -> int:
+        if record["kind"] not in KINDS:
+            raise InputError(f"kind must be one of {', '.join(KINDS)}; got '{record['kind']}'")
+        if record["status"] not in ("ok", "failed"):
+            raise InputError(f"status must be ok or failed; got '{record['status']}'")
+        values = (record["time_utc"], record["kind"], record["hardware"].get("fingerprint", ""),
+                  *(json.dumps(record[k], sort_keys=True) for k in ("hardware", "software", "model", "layout",
+                                                                    "metrics")),
+                  record["status"], record["error"], record["sweep_id"])
+        with self._write() as conn, conn:
+            cur = conn.execute(
+                "INSERT INTO runs (time_utc, kind, fingerprint, hardware_json, software_json, model_json, "
+                "layout_json, metrics_json, status, error, sweep_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", values)
+            assert cur.lastrowid is not None  # an INSERT into a rowid table always sets it
+            return int(cur.lastrowid)
 
     def _save_unsaved(self, record: dict[str, Any], reason: str) -> str:
         """Write ``record`` to a recovery file (next to the database, else in the user data dir); return the
@@ -454,7 +458,12 @@ class RunStore:
         for k in _JSON:
             if not isinstance(run[k], dict):
                 raise InputError(f"{flag}={_short(p)}: run.{k} must be a JSON object")
-        return self.add(**run)
+        record = {"status": "ok", "error": None, "sweep_id": None, "time_utc": None, **run}
+        record["time_utc"] = record["time_utc"] or dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+        try:
+            return self._insert(record)
+        except RunStoreError as exc:
+            raise RunStoreError(f"{exc}; the run is still only in {_short(p)}") from None
 
     def list(self, kind: str | None = None, *, status: str | None = None, fingerprint: str | None = None,
              damaged: list[str] | None = None) -> list[dict[str, Any]]:
