@@ -11,9 +11,10 @@ hardware hash, ``bench/fingerprint.py``), ``hardware_json``, ``software_json``, 
 Two ways in (SQLite docs: "URI filenames", "PRAGMA application_id"):
 
 - **read** (``list``, ``get``, ``export``, ``integrity``): ``mode=ro``, no journal-mode switch, no ``CREATE``; the
-  database file's bytes are never changed, so a file the user cannot write can still be listed and exported. (SQLite
-  keeps its usual ``-wal``/``-shm`` companions next to a WAL database while reading; where the directory is not
-  writable and no ``-wal`` exists, the file is read as immutable.)
+  database file's bytes are never changed, so a file the user cannot write can still be listed and exported. When
+  nothing has the database open (no ``-wal``/``-shm`` beside it) it is read as a snapshot (``immutable=1``), which
+  creates no file either, and the read is kept only if the file is unchanged afterwards; while a writer is active it
+  is read with shared locks, and SQLite may then leave its usual ``-wal``/``-shm`` files of a WAL database.
 - **write** (``add``): creates the schema only in a new file it creates itself (built under a temporary name and
   linked into place, so no half-made database is ever visible), or writes to a file that already carries the
   scaleright schema: ``PRAGMA application_id = APP_ID`` and ``PRAGMA user_version = SCHEMA_VERSION``, or, for files
@@ -207,16 +208,12 @@ class RunStore:
         """A SQLite file without an application id is a run database of scaleright before ids existed only when it
         has a ``runs`` table with exactly our columns."""
         try:
-            conn = self._open_ro(probe=False)
-            try:
-                tables = sorted(r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' "
-                                                           "AND name NOT LIKE 'sqlite_%'"))
-                cols = {r[1] for r in conn.execute("PRAGMA table_info(runs)")}
-            finally:
-                conn.close()
-        except sqlite3.Error as exc:
+            names, info = self._fetch([("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE "
+                                        "'sqlite_%'", ()), ("PRAGMA table_info(runs)", ())])
+        except (sqlite3.Error, OSError) as exc:
             return f"not a usable SQLite database ({exc}), so not a scaleright run database"
-        if cols == _COLUMNS:
+        tables = sorted(r[0] for r in names)
+        if {r[1] for r in info} == _COLUMNS:
             return None
         if not tables:
             return "a SQLite database with no tables, not a scaleright run database"
@@ -224,27 +221,40 @@ class RunStore:
         return f"a SQLite database without scaleright's runs table (tables: {shown}), not a scaleright run database"
 
     # ---- connections ----------------------------------------------------------------------------------------
-    def _open_ro(self, *, probe: bool = True) -> sqlite3.Connection:
-        wal = Path(f"{self.path}-wal")
-        shm = Path(f"{self.path}-shm")
-        if not probe and not wal.exists() and not shm.exists():
-            # Identification only: nothing beyond the main file exists, so read it as is and create no companions.
-            conn = sqlite3.connect(_uri(self.path, mode="ro", immutable="1"), uri=True, timeout=BUSY_TIMEOUT_S)
-            conn.execute("PRAGMA query_only = 1")
-            return conn
-        conn = sqlite3.connect(_uri(self.path, mode="ro"), uri=True, timeout=BUSY_TIMEOUT_S)
-        try:
-            conn.execute("PRAGMA query_only = 1")
-            conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
-        except sqlite3.OperationalError as exc:
-            conn.close()
-            if "unable to open" not in str(exc) or wal.exists():
+    def _quiet(self) -> tuple[int, int, int, int] | None:
+        """The main file's identity and times when no ``-wal`` or ``-shm`` file exists (no connection is open and
+        every commit is in the main file); None otherwise."""
+        if Path(f"{self.path}-wal").exists() or Path(f"{self.path}-shm").exists():
+            return None
+        st = self.path.stat()
+        return st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
+
+    def _fetch(self, statements: list[tuple[str, tuple]], *, check: bool = False) -> list[list[sqlite3.Row]]:
+        """Run read-only ``statements``; return each one's rows. Creates no file and changes none.
+
+        When nothing has the database open (no ``-wal``/``-shm``), the main file is read as a snapshot
+        (``immutable=1``: no locks, no companion files) and the read is kept only if the file and its companions
+        are unchanged afterwards; otherwise, or when a writer is active, it is read with SQLite's shared locks
+        (``mode=ro``), which may leave SQLite's usual ``-wal``/``-shm`` files of a WAL database behind."""
+        before = self._quiet()
+        for snapshot in ((True, False) if before is not None else (False,)):
+            params = {"mode": "ro", "immutable": "1"} if snapshot else {"mode": "ro"}
+            conn = sqlite3.connect(_uri(self.path, **params), uri=True, timeout=BUSY_TIMEOUT_S)
+            conn.row_factory = sqlite3.Row
+            try:
+                conn.execute("PRAGMA query_only = 1")
+                if check:
+                    self._check_pragmas(conn)
+                results = [conn.execute(sql, args).fetchall() for sql, args in statements]
+            except sqlite3.Error:
+                if snapshot and self._quiet() != before:
+                    continue  # a writer changed the file under the snapshot: read again with locks
                 raise
-            # A WAL database in a directory we cannot write (no -shm can be made): with no -wal file there is
-            # nothing beyond the main file, so read it as immutable (SQLite docs, "WAL": read-only databases).
-            conn = sqlite3.connect(_uri(self.path, mode="ro", immutable="1"), uri=True, timeout=BUSY_TIMEOUT_S)
-            conn.execute("PRAGMA query_only = 1")
-        return conn
+            finally:
+                conn.close()
+            if not snapshot or self._quiet() == before:
+                return results
+        raise AssertionError("unreachable: the locked read returns or raises")
 
     def _db_error(self, exc: sqlite3.Error) -> RunStoreError:
         text = str(exc)
@@ -258,24 +268,19 @@ class RunStore:
             return RunStoreError(f"{self._where}: cannot use the run database ({text})")
         return RunStoreError(f"{self._where} is not a usable scaleright run database ({text})")
 
-    @contextmanager
-    def _read(self) -> Iterator[sqlite3.Connection]:
+    def _query(self, sql: str, args: tuple = ()) -> list[sqlite3.Row]:
+        """Rows of one read-only query, after checking that the file is a scaleright run database."""
         self._file_problem(missing_ok=False)
         why = self._identity_problem()
         if why is not None:
             raise RunStoreError(f"{self._where}: {why}")
         try:
-            conn = self._open_ro()
+            [rows] = self._fetch([(sql, args)], check=True)
         except sqlite3.Error as exc:
             raise self._db_error(exc) from None
-        conn.row_factory = sqlite3.Row
-        try:
-            self._check_pragmas(conn)
-            yield conn
-        except sqlite3.Error as exc:
-            raise self._db_error(exc) from None
-        finally:
-            conn.close()
+        except OSError as exc:
+            raise RunStoreError(f"{self._where}: cannot read ({exc.strerror or exc})") from None
+        return rows
 
     def _check_pragmas(self, conn: sqlite3.Connection, suffix: str = "") -> None:
         """The identity as SQLite sees it, WAL included (the file header can lag behind an open writer's WAL)."""
@@ -481,8 +486,7 @@ class RunStore:
                 where.append(f"{col} = ?")
                 args.append(val)
         sql = "SELECT * FROM runs" + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY id"
-        with self._read() as conn:
-            rows = conn.execute(sql, args).fetchall()
+        rows = self._query(sql, tuple(args))
         out = []
         for row in rows:
             try:
@@ -496,8 +500,8 @@ class RunStore:
     def get(self, run_id: int) -> dict[str, Any]:
         """One run by id; ``RunNotFoundError`` if absent, ``InputError`` for an id outside 1..2**63-1."""
         _check_run_id(run_id)
-        with self._read() as conn:
-            row = conn.execute("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone()
+        rows = self._query("SELECT * FROM runs WHERE id = ?", (run_id,))
+        row = rows[0] if rows else None
         if row is None:
             raise RunNotFoundError(f"no run with id {run_id} in {self.path}")
         return _row_to_run(row, self._where)
@@ -519,8 +523,7 @@ class RunStore:
 
     def integrity(self) -> str:
         """``PRAGMA integrity_check`` result ("ok" when the file is sound)."""
-        with self._read() as conn:
-            return str(conn.execute("PRAGMA integrity_check").fetchone()[0])
+        return str(self._query("PRAGMA integrity_check")[0][0])
 
 
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
