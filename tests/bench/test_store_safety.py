@@ -234,8 +234,8 @@ def test_runs_show_bounds_the_id(run_cli, db, run_id, shown):
 
 
 def test_get_bounds_the_id_in_the_api(db):
-    with pytest.raises(InputError, match=r"run id must be a whole number from 1 to 9223372036854775807; got "
-                                         r"9223372036854775808"):
+    with pytest.raises(InputError, match=r"^run_id=9223372036854775808: a run id is a whole number from 1 to "
+                                         r"9223372036854775807$"):
         RunStore(db).get(2**63)
 
 

@@ -28,20 +28,14 @@ finished measurement cannot be stored (locked, read-only, disk full, not a run d
 atomically to a recovery file next to the database (or in ``user_data_dir("scaleright")/unsaved`` when that
 directory is not writable) and says where; ``scaleright runs import FILE`` stores it later (``import_unsaved``).
 
-Exports: JSON has no NaN or Infinity (they become ``null``); CSV cells that are text starting with ``=``, ``+``,
-``-``, ``@``, a tab or a carriage return get a leading ``'`` so a spreadsheet shows them instead of evaluating a
-formula (OWASP, "CSV Injection"). Numbers are written as numbers: a negative value such as ``-0.5`` stays ``-0.5``
-(a spreadsheet reads it as a number, not a formula); only text is prefixed, even text that looks numeric.
+Exports are rendered by ``bench/export.py`` (no NaN in JSON, spreadsheet formulas neutralised in CSV).
 """
 
 from __future__ import annotations
 
 import builtins
-import csv
 import datetime as dt
-import io
 import json
-import math
 import os
 import sqlite3
 import tempfile
@@ -55,11 +49,12 @@ from typing import Any, Literal
 import platformdirs
 
 from scaleright.bench.errors import RunNotFoundError, RunStoreError
+from scaleright.bench.export import runs_to_csv, runs_to_json
 from scaleright.errors import InputError
 from scaleright.textfile import _short, check_output_path, path_problem, refuse_input_as_output, write_atomic
 
-__all__ = ["RunStore", "default_db_path", "KINDS", "APP_ID", "SCHEMA_VERSION", "BUSY_TIMEOUT_S", "MAX_RUN_ID",
-           "csv_cell"]
+__all__ = ["RunStore", "default_db_path", "check_run_id", "KINDS", "APP_ID", "SCHEMA_VERSION", "BUSY_TIMEOUT_S",
+           "MAX_RUN_ID"]
 
 KINDS = ("train", "comm", "infer")
 APP_ID = 0x53434C52  # PRAGMA application_id of a scaleright run database: "SCLR" in ASCII
@@ -132,22 +127,12 @@ def _row_to_run(row: sqlite3.Row, where: str) -> dict[str, Any]:
     return run
 
 
-def _finite(o: Any) -> Any:
-    """``o`` with NaN and ±Infinity replaced by None (they are not JSON)."""
-    if isinstance(o, float) and not math.isfinite(o):
-        return None
-    if isinstance(o, dict):
-        return {k: _finite(v) for k, v in o.items()}
-    if isinstance(o, (list, tuple)):
-        return [_finite(v) for v in o]
-    return o
-
-
-def _check_run_id(run_id: object) -> int:
+def check_run_id(run_id: object, *, flag: str = "run_id") -> int:
+    """``run_id`` when it is an integer from 1 to ``MAX_RUN_ID`` (SQLite's rowid range); else ``InputError``."""
     if isinstance(run_id, bool) or not isinstance(run_id, int) or not 1 <= run_id <= MAX_RUN_ID:
         shown = (f"an integer of {len(str(abs(run_id)))} digits" if isinstance(run_id, int) and
                  not isinstance(run_id, bool) and run_id.bit_length() > 64 else repr(run_id))
-        raise InputError(f"run id must be a whole number from 1 to {MAX_RUN_ID}; got {shown}")
+        raise InputError(f"{flag}={shown}: a run id is a whole number from 1 to {MAX_RUN_ID}")
     return run_id
 
 
@@ -499,7 +484,7 @@ class RunStore:
 
     def get(self, run_id: int) -> dict[str, Any]:
         """One run by id; ``RunNotFoundError`` if absent, ``InputError`` for an id outside 1..2**63-1."""
-        _check_run_id(run_id)
+        check_run_id(run_id)
         rows = self._query("SELECT * FROM runs WHERE id = ?", (run_id,))
         row = rows[0] if rows else None
         if row is None:
@@ -516,7 +501,7 @@ class RunStore:
             check_output_path("--out", out)
             refuse_input_as_output("--out", out, [self.path, f"{self.path}-wal", f"{self.path}-shm"])
         runs = self.list(kind, damaged=damaged)
-        text = json.dumps(_finite(runs), indent=2, allow_nan=False) + "\n" if fmt == "json" else _to_csv(runs)
+        text = runs_to_json(runs) if fmt == "json" else runs_to_csv(runs)
         if out is not None:
             write_atomic("--out", out, text)
         return text
@@ -524,33 +509,3 @@ class RunStore:
     def integrity(self) -> str:
         """``PRAGMA integrity_check`` result ("ok" when the file is sound)."""
         return str(self._query("PRAGMA integrity_check")[0][0])
-
-
-_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
-
-
-def csv_cell(value: Any) -> Any:
-    """One CSV cell: text starting like a formula gets a leading ``'``; numbers stay numbers; NaN/inf are empty."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return ""
-    if isinstance(value, str) and value.startswith(_FORMULA_START):
-        return "'" + value
-    return value
-
-
-def _flat(run: dict[str, Any]) -> dict[str, Any]:
-    row = {k: run[k] for k in _PLAIN}
-    for part in ("model", "layout", "metrics", "hardware", "software"):
-        for key, val in run[part].items():
-            row[f"{part}.{key}"] = json.dumps(_finite(val)) if isinstance(val, (list, dict)) else val
-    return {k: csv_cell(v) for k, v in row.items()}
-
-
-def _to_csv(runs: list[dict[str, Any]]) -> str:
-    rows = [_flat(r) for r in runs]
-    extra = sorted({k for r in rows for k in r} - set(_PLAIN))
-    buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=[*_PLAIN, *extra], lineterminator="\n")
-    writer.writeheader()
-    writer.writerows(rows)
-    return buf.getvalue()

@@ -337,14 +337,11 @@ def runs_show(
         "uniformity with the other commands).")] = False,
 ) -> None:
     """One stored run, as JSON (with or without --json); NaN and Infinity print as null."""
-    from scaleright.bench.db import MAX_RUN_ID
+    from scaleright.bench.db import check_run_id
     from scaleright.cli.common import emit_json
-    from scaleright.errors import InputError
 
     del as_json  # the output is JSON either way
-    if not 1 <= run_id <= MAX_RUN_ID:
-        shown = f"an integer of {len(str(abs(run_id)))} digits" if run_id.bit_length() > 64 else str(run_id)
-        raise InputError(f"ID={shown}: a run id is a whole number from 1 to {MAX_RUN_ID}")
+    check_run_id(run_id, flag="ID")
     emit_json(_read_store(db).get(run_id))
 
 
