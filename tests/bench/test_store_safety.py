@@ -243,10 +243,16 @@ def test_get_bounds_the_id_in_the_api(db):
     ("metrics_json", "{not json", r"not valid JSON: Expecting property name enclosed in double quotes at line 1"),
     ("layout_json", "[1, 2]", r"a JSON list, expected an object"),
     ("model_json", "[" * 100_000 + "]" * 100_000, r"not valid JSON: nested too deeply"),
-], ids=["not-json", "not-an-object", "too-deep"])
+    ("hardware_json", b"{\xff}", r"not UTF-8 text: byte 0xff at position 1"),
+], ids=["not-json", "not-an-object", "too-deep", "not-utf8"])
 def test_a_damaged_row_is_named_by_show_and_skipped_with_a_warning_by_list_and_export(run_cli, db, column, text, why):
-    with sqlite3.connect(db) as conn:
-        conn.execute(f"UPDATE runs SET {column} = ? WHERE id = 2", (text,))
+    conn = sqlite3.connect(db)
+    with conn:
+        if isinstance(text, bytes):  # text that is not UTF-8, as another program may store it
+            conn.execute(f"UPDATE runs SET {column} = CAST(? AS TEXT) WHERE id = 2", (text,))
+        else:
+            conn.execute(f"UPDATE runs SET {column} = ? WHERE id = 2", (text,))
+    conn.close()
     code, _, err = run_cli("runs", "show", "2", "--db", db)
     assert code == 2
     line = _one_error_line(err)
@@ -496,3 +502,13 @@ def test_reads_during_a_stream_of_writes_see_whole_committed_prefixes(db, make_r
         proc.kill()
         proc.wait()
     assert seen == sorted(seen) and seen[-1] > seen[0]  # the writer made progress while we read
+
+
+def test_a_plain_column_that_is_not_utf8_is_shown_with_replacement_characters(run_cli, db):
+    conn = sqlite3.connect(db)
+    with conn:
+        conn.execute("UPDATE runs SET error = CAST(? AS TEXT) WHERE id = 1", (b"\xffA",))
+    conn.close()
+    code, out, err = run_cli("runs", "show", "1", "--db", db)
+    assert code == 0, err
+    assert json.loads(out)["error"] == "\ufffdA"

@@ -105,6 +105,11 @@ def _parse_json(text: Any) -> Any:
     """A stored JSON column (NaN allowed: runs have always been stored with Python's ``json.dumps``)."""
     if not isinstance(text, (str, bytes)):
         raise ValueError(f"holds {type(text).__name__}, not JSON text")
+    if isinstance(text, bytes):
+        try:
+            text = text.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise ValueError(f"not UTF-8 text: byte {text[exc.start]:#04x} at position {exc.start}") from None
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
@@ -113,8 +118,13 @@ def _parse_json(text: Any) -> Any:
         raise ValueError("not valid JSON: nested too deeply") from None
 
 
+def _text(value: Any) -> Any:
+    """A plain column read as bytes (``text_factory=bytes``): text, with undecodable bytes shown as U+FFFD."""
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
+
+
 def _row_to_run(row: sqlite3.Row, where: str) -> dict[str, Any]:
-    run = {k: row[k] for k in _PLAIN}
+    run = {k: _text(row[k]) for k in _PLAIN}
     for k in _JSON:
         try:
             value = _parse_json(row[f"{k}_json"])
@@ -214,7 +224,8 @@ class RunStore:
         st = self.path.stat()
         return st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
 
-    def _fetch(self, statements: list[tuple[str, tuple]], *, check: bool = False) -> list[list[sqlite3.Row]]:
+    def _fetch(self, statements: list[tuple[str, tuple]], *, check: bool = False,
+               raw_text: bool = False) -> list[list[sqlite3.Row]]:
         """Run read-only ``statements``; return each one's rows. Creates no file and changes none.
 
         When nothing has the database open (no ``-wal``/``-shm``), the main file is read as a snapshot
@@ -226,6 +237,8 @@ class RunStore:
             params = {"mode": "ro", "immutable": "1"} if snapshot else {"mode": "ro"}
             conn = sqlite3.connect(_uri(self.path, **params), uri=True, timeout=BUSY_TIMEOUT_S)
             conn.row_factory = sqlite3.Row
+            if raw_text:  # text as bytes: a column that is not UTF-8 is one damaged row, not a failed query
+                conn.text_factory = bytes
             try:
                 conn.execute("PRAGMA query_only = 1")
                 if check:
@@ -260,7 +273,7 @@ class RunStore:
         if why is not None:
             raise RunStoreError(f"{self._where}: {why}")
         try:
-            [rows] = self._fetch([(sql, args)], check=True)
+            [rows] = self._fetch([(sql, args)], check=True, raw_text=True)
         except sqlite3.Error as exc:
             raise self._db_error(exc) from None
         except OSError as exc:
@@ -508,4 +521,4 @@ class RunStore:
 
     def integrity(self) -> str:
         """``PRAGMA integrity_check`` result ("ok" when the file is sound)."""
-        return str(self._query("PRAGMA integrity_check")[0][0])
+        return str(_text(self._query("PRAGMA integrity_check")[0][0]))
