@@ -512,3 +512,12 @@ def test_a_plain_column_that_is_not_utf8_is_shown_with_replacement_characters(ru
     code, out, err = run_cli("runs", "show", "1", "--db", db)
     assert code == 0, err
     assert json.loads(out)["error"] == "\ufffdA"
+
+
+def test_the_default_database_missing_says_so_without_naming_a_flag_value_the_user_did_not_give(run_cli, tmp_path):
+    code, _, err = run_cli("runs", "list")  # XDG_DATA_HOME is this test's directory
+    assert code == 2
+    default = tmp_path / "xdg" / "scaleright" / "runs.sqlite"
+    assert _one_error_line(err) == (f"error: --db={default}: file not found (no runs stored yet? run `scaleright "
+                                    "bench train|comm|infer` first)")
+    assert not default.exists()

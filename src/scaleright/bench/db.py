@@ -152,6 +152,7 @@ class RunStore:
     def __init__(self, path: str | Path | None = None, *, flag: str = "--db"):
         self.path = Path(path) if path is not None else default_db_path()
         self.flag = flag
+        self._given = path is not None
 
     # ---- identity -------------------------------------------------------------------------------------------
     @property
@@ -170,7 +171,7 @@ class RunStore:
             if missing_ok:
                 return why
             raise RunStoreError(f"{self._where}: file not found (no runs stored yet? run `scaleright bench "
-                                "train|comm|infer` with this --db first)")
+                                f"train|comm|infer`{' with this --db' if self._given else ''} first)")
         raise RunStoreError(f"{self._where}: cannot open the run database ({why})")
 
     def _identity_problem(self) -> str | None:
