@@ -354,8 +354,8 @@ def runs_export(
     db: DbOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="Same as --format json (the default).")] = False,
 ) -> None:
-    """Every stored run as CSV (nested fields flattened; cells that would start a spreadsheet formula get a leading
-    ') or JSON (the default; NaN and Infinity as null)."""
+    """Every stored run as CSV (nested fields flattened; text that would start a spreadsheet formula gets a leading
+    quote) or JSON (the default; NaN and Infinity as null)."""
     from scaleright.cli.common import check_output_path
     from scaleright.errors import InputError
 
