@@ -32,12 +32,13 @@ TierKind = Literal["nvswitch", "nvlink", "xgmi", "neuronlink", "ici", "roce-mesh
                    "infiniband", "roce", "efa", "ethernet"]  # fmt: skip
 SCALE_OUT_KINDS = ("infiniband", "roce", "efa", "ethernet")  # NICs: the tier between hosts
 
-# The fabric whose fitted efficiency and latency (data/collective_fits.yaml) a tier kind uses. NICs share one
-# family: RDMA NICs reach a similar fraction of line rate in nccl-tests, and each kind alone has too few sources.
+# The fabric whose fitted efficiency and latency (data/collective_fits.yaml) a tier kind uses. InfiniBand, RoCE
+# and Ethernet NICs share one family ("nic": each kind alone has too few sources); AWS EFA (SRD through libfabric)
+# is its own, for its latency is an order of magnitude higher (collectives.csv: ~400 µs vs ~40 µs small all-reduce).
 FABRIC_OF_KIND = {
     "nvswitch": "nvswitch", "nvlink": "nvswitch", "xgmi": "xgmi", "neuronlink": "neuronlink", "ici": "ici",
     "roce-mesh": "nic", "pcie-p2p": "pcie-p2p", "pcie-host": "pcie-host",
-    "infiniband": "nic", "roce": "nic", "efa": "nic", "ethernet": "nic",
+    "infiniband": "nic", "roce": "nic", "efa": "efa", "ethernet": "nic",
 }  # fmt: skip
 
 
