@@ -47,7 +47,9 @@ Algorithms (``algorithm="auto"`` takes the fastest, as NCCL's tuner does):
   ``α_total = passes · Σ_i h_i · α_i`` with ``h_i = n/m_{i−1} − n/m_i`` ring hops that cross tier ``i``
   (``Σ h_i = n − 1``) and ``passes = 2`` for all-reduce (reduce-scatter then all-gather), 1 for all-gather,
   reduce-scatter, broadcast and all-to-all; send/recv pays the outermost tier's α once (NCCL's tuner model:
-  intra-node hops at the intra latency, ``nNodes − 1`` hops at the network's): latency ∝ n;
+  intra-node hops at the intra latency, ``nNodes − 1`` hops at the network's): latency ∝ n. On a torus
+  (ICI, NeuronLink) the collective runs one ring per axis in turn: ``h = Σ_j (extent_j − 1)`` over the axes the
+  group covers;
 - tree (all-reduce and broadcast of groups that span more than one domain; NCCL's double binary tree between
   nodes, a chain inside one, Sanders, Speck & Träff 2009): hops ``m_0 − 1`` on the innermost tier used and
   ``⌈log2(m_i / m_{i−1})⌉`` on each outer one, twice for all-reduce (reduce then broadcast): latency ∝ log n. A
@@ -170,10 +172,24 @@ def _tier_gpu_bw(tier: Tier, m_here, m_inner, span, system: System, sharers):
     if tier.torus_dims is not None:
         dims = np.asarray(tier.torus_dims, dtype=float)
         cum = np.cumprod(dims)
-        axes = 1.0 + np.sum(np.asarray(span, dtype=float)[..., None] > cum[None, :-1], axis=-1) if len(dims) > 1 \
+        axes = 1.0 + np.sum(np.asarray(span, dtype=float)[..., None] > cum[:-1], axis=-1) if len(dims) > 1 \
             else np.ones_like(np.asarray(span, dtype=float))  # fmt: skip
         return b * axes / len(dims)
     return b * np.ones_like(np.asarray(m_here, dtype=float))
+
+
+def _ring_hops(tier: Tier, m, inner, n):
+    """Ring hops that cross ``tier`` on one pass: ``n/m_{i−1} − n/m_i``; on a torus the collective runs one ring per
+    axis in turn, so a group of ``m`` chips pays ``Σ_j (extent_j − 1)`` hops over the axes it covers, not ``m − 1``."""
+    if tier.torus_dims is None:
+        return n / inner - n / m
+    covered = np.ones_like(m)
+    hops = np.zeros_like(m)
+    for d in tier.torus_dims:
+        along = np.clip(np.ceil(m / covered), 1.0, float(d))
+        hops = hops + along - 1.0
+        covered = covered * along
+    return hops * (n / m)  # each of the n/m torus domains of the group in turn (n/m = 1 unless a NIC joins them)
 
 
 def collective_cost(kind: str, message_bytes, *, system: System, size, stride=1, concurrent_groups=None,
@@ -244,7 +260,7 @@ def collective_cost(kind: str, message_bytes, *, system: System, size, stride=1,
             ring_b = inner * b_gpu * eta
             bw[proto] = np.where(u, np.minimum(bw[proto], ring_b), bw[proto])
             alpha[proto] = np.where(u, np.maximum(alpha[proto], a), alpha[proto])
-            ring_lat[proto] = ring_lat[proto] + np.where(u, (n / inner - n / m) * a, 0.0)
+            ring_lat[proto] = ring_lat[proto] + np.where(u, _ring_hops(t, m, inner, n) * a, 0.0)
             a2a_time[proto] = np.where(u, np.maximum(a2a_time[proto], s_bytes * (m - inner) / n / (b_gpu * eta)),
                                        a2a_time[proto])  # fmt: skip
             hops = np.where(first_used, m / inner - 1.0, np.ceil(np.log2(np.maximum(m / inner, 1.0))))
