@@ -153,6 +153,8 @@ def test_busbw_never_exceeds_the_links_it_uses(system, kind, s, data):
         assert s / float(c.time_s) / 1e9 <= inner.bandwidth_gb_per_s
         return
     busbw = float(c.busbw_gb_per_s)
+    if kind == "p2p":  # one pair: one link of the fastest tier at most
+        assert busbw <= max(t.bandwidth_gb_per_s * max(1.0, 1.0 / t.shared_by_gpus) for t in system.tiers) * (1 + 1e-9)
     if inner.domain_gpus is not None and n * stride <= inner.domain_gpus:
         assert busbw <= inner.bandwidth_gb_per_s * (1 + 1e-9)  # every byte leaves each GPU on its one link
     elif system.nic is not None and n * stride > system.tiers[-2].domain_gpus:

@@ -60,6 +60,9 @@ Algorithms (``algorithm="auto"`` takes the fastest, as NCCL's tuner does):
   receives ``S`` once, the switch adds: ``t = α_NVLS + S / (η_NVLS · b)``; its busbw can exceed the link spec
   (``f = 2(n−1)/n`` against one transfer of ``S``), as the NVLS rows do (480 GB/s on 450 GB/s links).
 
+Send/recv (a pipeline or context-parallel hop) is one pair of GPUs: ``B = min_i b_i · η_i`` over the tiers the
+group spans, without the ``m_{i−1}`` channels of a ring, and latency the largest ``α`` once.
+
 All-to-all is not a ring: every rank sends ``S/n`` to each peer, so the bytes crossing tier ``i`` per GPU are
 ``S · (m_i − m_{i−1}) / n`` on its own link: ``t = Σ_i h_i·α_i + max_i S·(m_i − m_{i−1}) / (n · b_i · η_i)``.
 
@@ -257,7 +260,7 @@ def collective_cost(kind: str, message_bytes, *, system: System, size, stride=1,
             eta = fit.eta if proto == "simple" or fit.ll_eta is None else fit.ll_eta
             a_us = fit.alpha_us if proto == "simple" or fit.ll_alpha_us is None else fit.ll_alpha_us
             a = (t.latency_us if t.latency_us is not None else a_us) * 1e-6
-            ring_b = inner * b_gpu * eta
+            ring_b = (1.0 if kind == "p2p" else inner) * b_gpu * eta  # one send/recv pair: one GPU's link
             bw[proto] = np.where(u, np.minimum(bw[proto], ring_b), bw[proto])
             alpha[proto] = np.where(u, np.maximum(alpha[proto], a), alpha[proto])
             ring_lat[proto] = ring_lat[proto] + np.where(u, _ring_hops(t, m, inner, n) * a, 0.0)
