@@ -45,14 +45,14 @@ def main() -> int:
     for f in sorted({r.fabric for r in rows}):
         ix = np.array([r.fabric == f for r in rows])
         big = ix & np.array([r.message_bytes >= LARGE for r in rows])
-        med = lambda e, m: float(np.median(cf.pct(e[m]))) if m.any() else float("nan")  # noqa: E731
+        med = lambda e, m: float(np.median(cf.pct(e[m]))) if m.any() else float("nan")
         print(f"{f:10s} {ix.sum():5d} {med(ins, ix):9.1f}% {med(loso, ix):7.1f}% {big.sum():13d} "
               f"{med(ins, big):9.1f}% {med(loso, big):7.1f}%")
     by_source = Counter(r.source for r in rows)
     print("sources: " + ", ".join(f"{s} ({k})" for s, k in by_source.most_common()))
     for (src, why), k in Counter((s.group, s.reason) for s in skipped).most_common():
         print(f"  skipped {k:3d}  {src}: {why}")
-    print(f"parameters of the shipped fit: " + ", ".join(
+    print("parameters of the shipped fit: " + ", ".join(
         f"{f}.{p}={getattr(ff, p):.3g}" for f, ff in shipped.fabrics.items() if ff.status == "fitted"
         for p in ("eta", "alpha_us", "ll_eta", "ll_alpha_us", "nvls_eta", "nvls_alpha_us", "tree_ratio")
         if getattr(ff, p) is not None))  # fmt: skip

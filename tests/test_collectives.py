@@ -72,7 +72,7 @@ def test_b200_four_nodes_efa_at_16gib():
 def test_a100_three_nodes_four_hdr_peak_is_a_held_out_check():
     # nccl-tests #119: 3 x 8 A100-40GB, 4x 200 Gb/s HDR per node, "peak about 96 GB/s" over 8 B..128 MiB; the fit
     # leaves this row out (approximate, no size), so it is out of sample here. Roofline: 4 NICs x 25 GB/s = 100.
-    row = [r for r in COLL if r["gpu"] == "NVIDIA A100-SXM4-40GB"][0]
+    row = next(r for r in COLL if r["gpu"] == "NVIDIA A100-SXM4-40GB")
     peak = float(re.search(r"~([\d.]+) \(peak\)", row["busbw_GB_per_s_nccl_tests_definition"]).group(1))
     pred = _predict("all_reduce", 128 * 2**20, "a100-40gb", 24, system="hgx-a100-4hdr")
     assert pred == pytest.approx(peak, rel=0.20)  # held out and approximate: a wider tolerance (model: -16 %)
@@ -86,22 +86,22 @@ def test_mi355x_two_nodes_at_8gib():
 
 @pytest.mark.parametrize(("n", "tol"), [(4, 0.20), (8, 0.20)])
 def test_rtx_5090_pcie_without_p2p(n, tol):
-    row = [r for r in COLL if r["gpu"].startswith("NVIDIA GeForce RTX 5090") and r["num_gpus_count"] == str(n)][0]
+    row = next(r for r in COLL if r["gpu"].startswith("NVIDIA GeForce RTX 5090") and r["num_gpus_count"] == str(n))
     measured = float(row["busbw_GB_per_s_nccl_tests_definition"])  # 35 (4 GPUs), 28 (8 GPUs), max over 1-8 GiB
     assert _predict("all_reduce", 8 * GIB, "rtx-5090", n) == pytest.approx(measured, rel=tol)
 
 
 def test_rtx_4090_host_staged_copy_rate():
     # pcie_p2p.csv, tinygrad issue #6: 3x RTX 4090 Gen4 x16, bidirectional P2P=Disabled 25.60-26.15 GB/s in total
-    row = [r for r in PCIE if r["gpu"] == "NVIDIA GeForce RTX 4090" and r["system"].startswith("3x")
-           and "Disabled" in r["test"]][0]  # fmt: skip
+    row = next(r for r in PCIE if r["gpu"] == "NVIDIA GeForce RTX 4090" and r["system"].startswith("3x")
+           and "Disabled" in r["test"])  # fmt: skip
     lo, hi = (float(x) for x in re.findall(r"[\d.]+", row["achieved_GB_per_s"])[:2])
     per_direction = (lo + hi) / 4
     assert _predict("p2p", 160e6, "rtx-4090", 2) == pytest.approx(per_direction, rel=0.20)
 
 
 def test_rtx_4090_tinybox_p2p_all_reduce():
-    measured = float([r for r in COLL if r["gpu"].startswith("NVIDIA GeForce RTX 4090")][0][
+    measured = float(next(r for r in COLL if r["gpu"].startswith("NVIDIA GeForce RTX 4090"))[
         "busbw_GB_per_s_nccl_tests_definition"])  # 24.58 GB/s, 6 GPUs, 32 MiB  # fmt: skip
     assert _predict("all_reduce", 32 * 2**20, "rtx-4090", 6, system="tinybox-4090-p2p") == pytest.approx(
         measured, rel=0.15)  # fmt: skip

@@ -33,6 +33,7 @@ import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -56,7 +57,7 @@ FREE: dict[str, tuple[str, ...]] = {
 }
 TIED = {("nic", "eta"): "efa"}  # (family, parameter) -> the family whose value it takes, when that one has rows
 SIBLING = {"efa": "nic", "nic": "efa"}  # a family without rows in a (LOSO) training set takes its sibling's values
-BORROWED = {"pcie-p2p": {"alpha_us": "pcie-host"}, "ici": "nvswitch", "neuronlink": "nvswitch"}
+BORROWED: dict[str, str | dict[str, str]] = {"pcie-p2p": {"alpha_us": "pcie-host"}, "ici": "nvswitch", "neuronlink": "nvswitch"}
 BOUNDS = {"eta": (0.02, 1.0), "ll_eta": (0.005, 1.0), "nvls_eta": (0.05, 1.0), "tree_ratio": (0.05, 1.0),
           "alpha_us": (0.05, 500.0), "ll_alpha_us": (0.05, 500.0), "nvls_alpha_us": (0.05, 2000.0)}  # fmt: skip
 START = {"eta": 0.7, "ll_eta": 0.1, "nvls_eta": 0.5, "alpha_us": 5.0, "ll_alpha_us": 2.0, "nvls_alpha_us": 30.0, "tree_ratio": 0.6}
@@ -123,7 +124,7 @@ def _algorithm(label: str) -> str:
     return "auto"
 
 
-def _system(label: str, intra: tuple, g: int, nic: tuple[str, float, float] | None) -> System:
+def _system(label: str, intra: tuple, g: int, nic: tuple[Any, float, float] | None) -> System:
     kind, bw, peer, nvls = intra
     tiers = [Tier(kind=kind, domain_gpus=g, bandwidth_gb_per_s=bw, peer_link_gb_per_s=peer,
                   in_network_reduction=nvls, source="row")]  # fmt: skip
@@ -270,8 +271,8 @@ def fits_from_vector(x: np.ndarray, present: set[str] | None = None) -> Collecti
             status[f] = f"borrowed from {sib} (no rows)"
     for f, what in BORROWED.items():
         if isinstance(what, dict):
-            for p, other in what.items():
-                vals[f][p] = vals[other][p]
+            for p, src in what.items():
+                vals[f][p] = vals[src][p]
     fabrics = {f: FabricFit(**v, status=status[f]) for f, v in vals.items()}
     for f, other in BORROWED.items():
         if isinstance(other, str):
@@ -337,6 +338,7 @@ def fit(rows: list[CollectiveRow]) -> FitResult:
         cand = least_squares(resid, z0, bounds=(lo, hi), loss="soft_l1", f_scale=0.2, diff_step=1e-3)
         if sol is None or cand.cost < sol.cost:
             sol = cand
+    assert sol is not None
     x = np.exp(sol.x)
     at = [f"{f}.{p}" for (f, p), z, a, b in zip(names, sol.x, lo, hi, strict=True) if min(z - a, b - z) < 1e-3]
     fits = fits_from_vector(x, present)

@@ -16,6 +16,7 @@ Built-in systems: ``data/systems.yaml``; the first system that lists an accelera
 from __future__ import annotations
 
 import functools
+import itertools
 from importlib.resources import files
 from typing import Literal
 
@@ -105,7 +106,7 @@ class System(BaseModel):
             if t.domain_gpus is None and i != len(self.tiers) - 1:
                 raise ValueError(f"tier {i} ({t.kind}) has no domain_gpus: only the last tier may be unbounded")
         bounded = [s for s in sizes if s is not None]
-        if any(b <= a for a, b in zip(bounded, bounded[1:], strict=False)):
+        if any(b <= a for a, b in itertools.pairwise(bounded)):
             raise ValueError(f"domain_gpus {sizes} must grow strictly from the innermost tier out")
         if self.tiers[0].domain_gpus is not None and self.tiers[0].domain_gpus % self.gpus_per_node and \
                 self.gpus_per_node % self.tiers[0].domain_gpus:  # fmt: skip
@@ -182,7 +183,7 @@ def system_for(gpu_id: str, *, system: str | None = None, gpus_per_node: int | N
         new = base.model_copy(update={"bandwidth_gb_per_s": nic_gbps_per_gpu / 8.0, "shared_by_gpus": 1.0,
                                       "source": f"override: {nic_gbps_per_gpu} Gb/s per GPU"})  # fmt: skip
         tiers = tiers[:-1] + [new] if nic is not None else tiers + [new]
-    update = {"tiers": tiers}
+    update: dict[str, object] = {"tiers": tiers}
     if gpus_per_node is not None:
         update["gpus_per_node"] = gpus_per_node
     out = sysm.model_copy(update=update)

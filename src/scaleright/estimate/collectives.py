@@ -288,7 +288,7 @@ def collective_cost(kind: str, message_bytes, *, system: System, size, stride=1,
     fit0 = fits.fabric(t0.fabric)
     if kind == "all_reduce" and t0.in_network_reduction and fit0.nvls_eta is not None:
         b0 = _tier_gpu_bw(t0, ms[0], None, ms[0] * st, system, sharers)
-        nvls = fit0.nvls_alpha_us * 1e-6 + s_bytes / (b0 * fit0.nvls_eta)
+        nvls = (fit0.nvls_alpha_us or 0.0) * 1e-6 + s_bytes / (b0 * fit0.nvls_eta)
         cands["nvls"] = np.where((n_used == 1) & used[0], nvls, np.inf)
     if algorithm == "auto":
         names = list(cands)
