@@ -245,6 +245,19 @@ def test_tree_latency_grows_with_log_nodes_and_ring_with_ranks():
     assert t_tree[1] / t_tree[0] < 3  # 7 intra hops + log2(128) = 7 vs 1 inter hops
 
 
+@given(nodes=st.integers(min_value=2, max_value=64), s=st.floats(min_value=1e3, max_value=16 * GIB))
+def test_hierarchical_all_reduce_is_its_three_phases(nodes, s):
+    """Reduce-scatter inside the node, all-reduce of S/8 across nodes (one GPU per node, 8 such groups at once),
+    all-gather inside: the hierarchical time is exactly the sum of the three collectives."""
+    system = system_for("h100-sxm")
+    n = 8 * nodes
+    hier = collective_time_s("all_reduce", s, system=system, size=n, algorithm="hierarchical")
+    rs = collective_time_s("reduce_scatter", s, system=system, size=8, algorithm="ring")
+    across = collective_time_s("all_reduce", s / 8, system=system, size=nodes, stride=8)
+    ag = collective_time_s("all_gather", s, system=system, size=8, algorithm="ring")
+    assert hier == pytest.approx(rs + across + ag, rel=1e-12)
+
+
 def test_vectorised_equals_scalar():
     system = system_for("h100-sxm")
     sizes, ns = np.array([1e3, 1e6, 1e9]), np.array([2, 8, 64])

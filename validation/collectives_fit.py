@@ -274,11 +274,11 @@ def fits_from_vector(x: np.ndarray, present: set[str] | None = None) -> Collecti
             for p, src in what.items():
                 vals[f][p] = vals[src][p]
     fabrics = {f: FabricFit(**v, status=status[f]) for f, v in vals.items()}
-    for f, other in BORROWED.items():
-        if isinstance(other, str):
-            o = vals[other]
+    for f, whole in BORROWED.items():
+        if isinstance(whole, str):
+            o = vals[whole]
             fabrics[f] = FabricFit(eta=o["eta"], alpha_us=o["alpha_us"], ll_eta=o.get("ll_eta"),
-                                   ll_alpha_us=o.get("ll_alpha_us"), status=f"borrowed from {other}")  # fmt: skip
+                                   ll_alpha_us=o.get("ll_alpha_us"), status=f"borrowed from {whole}")  # fmt: skip
     return CollectiveFits(fabrics)
 
 

@@ -41,7 +41,7 @@ carries its share of the ring across tier ``i`` on its own link. ``b_i`` per GPU
 one at each size (Hu et al. 2025, "Demystifying NCCL"; NCCL's tuner has an α and a bandwidth per algorithm and
 protocol). Fabrics without small-message rows have no LL pair and borrow ``α`` (the fit file says so).
 
-Algorithms (``algorithm="auto"`` takes the fastest, as NCCL's tuner does):
+Algorithms (``algorithm="auto"`` takes the fastest of ring, tree and NVLS, as NCCL's tuner does):
 
 - ring: NCCL pipelines chunks around the ring, so a chunk's latency is the sum of the hop latencies on its way:
   ``α_total = passes · Σ_i h_i · α_i`` with ``h_i = n/m_{i−1} − n/m_i`` ring hops that cross tier ``i``
@@ -66,9 +66,14 @@ group spans, without the ``m_{i−1}`` channels of a ring, and latency the large
 All-to-all is not a ring: every rank sends ``S/n`` to each peer, so the bytes crossing tier ``i`` per GPU are
 ``S · (m_i − m_{i−1}) / n`` on its own link: ``t = Σ_i h_i·α_i + max_i S·(m_i − m_{i−1}) / (n · b_i · η_i)``.
 
-Hierarchical all-reduce (reduce-scatter inside the inner domain, all-reduce of ``1/m`` of the data across, all-gather
-inside) moves the same bytes per link as the ring over ``m`` channels in this model, so it needs no separate term:
-the ring with ``B = min_i m_{i−1}·b_i·η_i`` is that decomposition run pipelined (NCCL overlaps its phases).
+- hierarchical (all-reduce of a group that spans more than one domain, ``g`` members in each domain just inside the
+  outermost tier it uses): reduce-scatter inside (ring on ``g``), all-reduce of ``S/g`` across the ``n/g`` domains
+  (each GPU on its own link, the best of ring and tree), all-gather inside, one phase after the other (Thakur et
+  al. 2005; Horovod's and NCCL CollNet's two-level schedules). Its NIC bytes per GPU are ``2(k−1)/k · S/g`` against
+  the flat ring's ``2(n−1)/n · S/g``, so it can win for few nodes when the intra-node phases are cheap; NCCL's flat
+  ring, pipelined across every tier, wins for many nodes. NCCL does not choose it (the multi-node rows of
+  collectives.csv are rings and trees, and letting ``auto`` take it worsens the RoCE fit from 9 % to 13 %), so
+  ``auto`` picks among ring, tree and NVLS as NCCL's tuner does, and ``algorithm="hierarchical"`` asks for it.
 
 ``size == 1`` costs nothing. Every function takes scalars or numpy arrays (broadcast together).
 """
@@ -92,7 +97,7 @@ __all__ = ["ALGORITHMS", "COLLECTIVE_KINDS", "CollectiveCost", "CollectiveFits",
            "collective_cost", "collective_time_s"]  # fmt: skip
 
 COLLECTIVE_KINDS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "p2p", "broadcast")
-ALGORITHMS = ("auto", "ring", "tree", "nvls")
+ALGORITHMS = ("auto", "ring", "tree", "nvls", "hierarchical")
 
 
 @dataclass(frozen=True)
@@ -196,7 +201,8 @@ def _ring_hops(tier: Tier, m, inner, n):
 
 
 def collective_cost(kind: str, message_bytes, *, system: System, size, stride=1, concurrent_groups=None,
-                    algorithm: str = "auto", fits: CollectiveFits | None = None) -> CollectiveCost:  # fmt: skip
+                    algorithm: str = "auto", fits: CollectiveFits | None = None,
+                    _nested: bool = False) -> CollectiveCost:  # fmt: skip
     """Time of one ``kind`` collective of ``message_bytes`` on a group of ``size`` ranks ``stride`` apart.
 
     ``concurrent_groups``: groups of this shape communicating at once on one host (default: enough to keep every
@@ -250,6 +256,7 @@ def collective_cost(kind: str, message_bytes, *, system: System, size, stride=1,
     n_used = np.zeros_like(n)
     first_used = np.ones_like(n, dtype=bool)
     inner = np.ones_like(n)
+    below_outer = np.ones_like(n)  # members per domain just inside the outermost tier the group uses
     for t, m, u in zip(system.tiers, ms, used, strict=True):
         fit = fits.fabric(t.fabric)
         b_gpu = _tier_gpu_bw(t, m, None if t is system.tiers[0] else inner, m * st, system, sharers)
@@ -270,6 +277,7 @@ def collective_cost(kind: str, message_bytes, *, system: System, size, stride=1,
             tree_lat[proto] = tree_lat[proto] + np.where(u, hops * a, 0.0)
         n_used = n_used + u
         first_used = first_used & ~u
+        below_outer = np.where(u, inner, below_outer)
         inner = m
 
     f = bus_factor(kind, n)
@@ -290,6 +298,17 @@ def collective_cost(kind: str, message_bytes, *, system: System, size, stride=1,
         b0 = _tier_gpu_bw(t0, ms[0], None, ms[0] * st, system, sharers)
         nvls = (fit0.nvls_alpha_us or 0.0) * 1e-6 + s_bytes / (b0 * fit0.nvls_eta)
         cands["nvls"] = np.where((n_used == 1) & used[0], nvls, np.inf)
+    hier_ok = (n_used >= 2) & (below_outer > 1) & (below_outer < n)
+    if kind == "all_reduce" and algorithm == "hierarchical" and not _nested and np.any(hier_ok):
+        g_in = np.where(hier_ok, below_outer, 1.0)
+        k = np.where(hier_ok, n / g_in, 1.0)
+        c_out = None if concurrent_groups is None else np.asarray(concurrent_groups, dtype=float) * g_in
+        sub = dict(system=system, fits=fits, _nested=True)
+        rs = collective_cost("reduce_scatter", s_bytes, size=g_in, stride=st, algorithm="ring", **sub).time_s
+        ar = collective_cost("all_reduce", s_bytes / g_in, size=k, stride=st * g_in, concurrent_groups=c_out,
+                             **sub).time_s  # fmt: skip
+        ag = collective_cost("all_gather", s_bytes, size=g_in, stride=st, algorithm="ring", **sub).time_s
+        cands["hierarchical"] = np.where(hier_ok, rs + ar + ag, np.inf)
     if algorithm == "auto":
         names = list(cands)
         stack = np.stack([cands[k] for k in names])
