@@ -31,14 +31,14 @@ carries its share of the ring across tier ``i`` on its own link. ``b_i`` per GPU
   groups of this shape; by default every GPU of the host communicates) share ``G / shared_by`` links, each GPU
   reaching at most ``max(1, 1/shared_by)`` of them: ``b = bandwidth · min(max(1, 1/shared_by), G / (shared_by·q))``.
   A DP/FSDP group holding all 8 GPUs of each 8-rail node therefore gets one rail per GPU; its ring still shows a
-  busbw of up to 8 rails, because each GPU carries only 1/8 of the ring's inter-node traffic (B200 and MI355X
-  multi-node rows of collectives.csv: about 8 × 0.92 × 50 GB/s).
+  busbw of up to 8 rails, because each GPU carries only 1/8 of the ring's inter-node traffic (multi-node rows of
+  collectives.csv: 381.8 GB/s on 4 B200 nodes and 369 GB/s on 2 MI355X nodes, each with 8 × 50 GB/s NICs).
 - PCIe without peer-to-peer (``pcie-host``): the same link, at the fitted host-staged fraction (P2P-disabled rows
   of ``pcie_p2p.csv``: every transfer is a device-to-host then host-to-device copy).
 
 ``η`` is the achieved fraction of the link spec, fitted per fabric. Two NCCL protocols are modelled: Simple
 (``η``, ``α``) and LL (low latency: ``η_LL``, ``α_LL``, lower latency and bandwidth), and NCCL takes the faster
-one at each size (Hu et al. 2025, "Demystifying NCCL"; NCCL's tuner has an α and a bandwidth per algorithm and
+one at each size (NCCL's tuning model, ``src/graph/tuning.cc``, has a latency and a bandwidth per algorithm and
 protocol). Fabrics without small-message rows have no LL pair and borrow ``α`` (the fit file says so).
 
 Algorithms (``algorithm="auto"`` takes the fastest of ring, tree and NVLS, as NCCL's tuner does):
@@ -55,17 +55,10 @@ Algorithms (``algorithm="auto"`` takes the fastest of ring, tree and NVLS, as NC
   ``⌈log2(m_i / m_{i−1})⌉`` on each outer one, twice for all-reduce (reduce then broadcast): latency ∝ log n. A
   double binary tree moves the same bytes per node as a ring, but NCCL's reaches a lower fraction of it: its
   bandwidth is ``tree_ratio · B`` with ``tree_ratio`` fitted on the outermost tier's fabric (the multi-node rows
-  switch from tree to ring near 512 MiB, where the ring's ``2(n−1)·α`` stops dominating);
+  switch from tree to ring between 16 and 512 MiB, where the ring's latency stops dominating);
 - NVLS (all-reduce inside one NVSwitch domain with in-network reduction, H100 and later): each GPU sends and
   receives ``S`` once, the switch adds: ``t = α_NVLS + S / (η_NVLS · b)``; its busbw can exceed the link spec
   (``f = 2(n−1)/n`` against one transfer of ``S``), as the NVLS rows do (480 GB/s on 450 GB/s links).
-
-Send/recv (a pipeline or context-parallel hop) is one pair of GPUs: ``B = min_i b_i · η_i`` over the tiers the
-group spans, without the ``m_{i−1}`` channels of a ring, and latency the largest ``α`` once.
-
-All-to-all is not a ring: every rank sends ``S/n`` to each peer, so the bytes crossing tier ``i`` per GPU are
-``S · (m_i − m_{i−1}) / n`` on its own link: ``t = Σ_i h_i·α_i + max_i S·(m_i − m_{i−1}) / (n · b_i · η_i)``.
-
 - hierarchical (all-reduce of a group that spans more than one domain, ``g`` members in each domain just inside the
   outermost tier it uses): reduce-scatter inside (ring on ``g``), all-reduce of ``S/g`` across the ``n/g`` domains
   (each GPU on its own link, the best of ring and tree), all-gather inside, one phase after the other (Thakur et
@@ -74,6 +67,12 @@ All-to-all is not a ring: every rank sends ``S/n`` to each peer, so the bytes cr
   ring, pipelined across every tier, wins for many nodes. NCCL does not choose it (the multi-node rows of
   collectives.csv are rings and trees, and letting ``auto`` take it worsens the RoCE fit from 9 % to 13 %), so
   ``auto`` picks among ring, tree and NVLS as NCCL's tuner does, and ``algorithm="hierarchical"`` asks for it.
+
+Send/recv (a pipeline or context-parallel hop) is one pair of GPUs: ``B = min_i b_i · η_i`` over the tiers the
+group spans, without the ``m_{i−1}`` channels of a ring, and latency the largest ``α`` once.
+
+All-to-all is not a ring: every rank sends ``S/n`` to each peer, so the bytes crossing tier ``i`` per GPU are
+``S · (m_i − m_{i−1}) / n`` on its own link: ``t = Σ_i h_i·α_i + max_i S·(m_i − m_{i−1}) / (n · b_i · η_i)``.
 
 ``size == 1`` costs nothing. Every function takes scalars or numpy arrays (broadcast together).
 """
