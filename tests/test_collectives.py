@@ -7,6 +7,7 @@ by hand-written keys here (the fit's own mapping is not used); bounds are closed
 from __future__ import annotations
 
 import csv
+import hashlib
 import re
 
 import numpy as np
@@ -16,7 +17,7 @@ from hypothesis import strategies as st
 
 from scaleright.catalog.systems import list_systems, system_for
 from scaleright.errors import InputError
-from scaleright.estimate.collectives import COLLECTIVE_KINDS, collective_cost, collective_time_s
+from scaleright.estimate.collectives import COLLECTIVE_KINDS, CollectiveFits, collective_cost, collective_time_s
 from validation import reference_dir
 
 COMPONENTS = reference_dir() / "components"
@@ -44,6 +45,17 @@ def _busbw(gpu_prefix, size_bytes, n, algo_contains="", collective="all_reduce")
 def _predict(kind, size_bytes, gpu, n, **kw):
     system = kw.pop("system_obj", None) or system_for(gpu, system=kw.pop("system", None))
     return float(collective_cost(kind, size_bytes, system=system, size=n, **kw).busbw_gb_per_s)
+
+
+def test_shipped_fit_was_made_from_these_rows_and_no_parameter_sits_on_a_bound():
+    """Refit (python -m validation.collectives_fit) whenever collectives.csv or pcie_p2p.csv change."""
+    h = hashlib.sha256()
+    for name in ("collectives.csv", "pcie_p2p.csv"):
+        h.update((COMPONENTS / name).read_bytes())
+    fits = CollectiveFits.builtin()
+    assert fits.rows_sha256 == h.hexdigest()
+    assert fits.meta["params_at_bound"] == []
+    assert all(0 < f.eta <= 1 for f in fits.fabrics.values())
 
 
 # ---- published rows ----------------------------------------------------------------------------------------------

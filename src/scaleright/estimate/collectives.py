@@ -302,11 +302,12 @@ def collective_cost(kind: str, message_bytes, *, system: System, size, stride=1,
         g_in = np.where(hier_ok, below_outer, 1.0)
         k = np.where(hier_ok, n / g_in, 1.0)
         c_out = None if concurrent_groups is None else np.asarray(concurrent_groups, dtype=float) * g_in
-        sub = dict(system=system, fits=fits, _nested=True)
-        rs = collective_cost("reduce_scatter", s_bytes, size=g_in, stride=st, algorithm="ring", **sub).time_s
-        ar = collective_cost("all_reduce", s_bytes / g_in, size=k, stride=st * g_in, concurrent_groups=c_out,
-                             **sub).time_s  # fmt: skip
-        ag = collective_cost("all_gather", s_bytes, size=g_in, stride=st, algorithm="ring", **sub).time_s
+        rs = collective_cost("reduce_scatter", s_bytes, system=system, size=g_in, stride=st, algorithm="ring",
+                             fits=fits, _nested=True).time_s  # fmt: skip
+        ar = collective_cost("all_reduce", s_bytes / g_in, system=system, size=k, stride=st * g_in,
+                             concurrent_groups=c_out, fits=fits, _nested=True).time_s  # fmt: skip
+        ag = collective_cost("all_gather", s_bytes, system=system, size=g_in, stride=st, algorithm="ring",
+                             fits=fits, _nested=True).time_s  # fmt: skip
         cands["hierarchical"] = np.where(hier_ok, rs + ar + ag, np.inf)
     if algorithm == "auto":
         names = list(cands)
