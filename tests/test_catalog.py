@@ -1,7 +1,8 @@
 """The catalog against the reference data it was built from, and the user-override rules.
 
-Expected values are read from ../shared/reference/ (beside the checkout) with the csv/json modules and mapped by hand here, never
-from the package's own data files, so a copying slip in gpus.yaml, prices.csv or models/ fails a test.
+Expected values are read from validation/reference/ (the repository's copy of the project's shared reference data)
+with the csv/json modules and mapped by hand here, never from the package's own data files, so a copying slip in
+gpus.yaml, prices.csv or models/ fails a test.
 """
 
 from __future__ import annotations
@@ -28,8 +29,9 @@ from scaleright.catalog import (
     load_model_config,
 )
 from scaleright.errors import CatalogFileError, InputError, UnknownNameError
+from validation import reference_dir
 
-REF = Path(__file__).resolve().parents[2] / "shared" / "reference"  # ../shared/reference beside the checkout
+REF = reference_dir()  # validation/reference in this repository (or $SCALERIGHT_REFERENCE_DIR)
 GIB_IN_GB = 1.073741824
 
 # the csv's `name` -> canonical id (an independent mapping: the test does not ask the catalog)
@@ -260,7 +262,7 @@ def test_find_price_picks_the_lower_median_of_the_newest_date(tmp_path):
         ("rtx-4090", "on-demand", 2.0, "", "", "usd_per_gpu_hour", "a", "", "2026-03"),
         ("rtx-4090", "on-demand", 3.0, "", "", "usd_per_gpu_hour", "b", "", "2026-03"),
         ("rtx-4090", "on-demand", 4.0, "", "", "usd_per_gpu_hour", "d", "", "2026-03"),
-        ("rtx-4090", "on-demand", 0.5, "", "", "usd_per_gpu", "wrong unit", "", "2027"),
+        ("rtx-4090", "on-demand", 0.5, "", "", "usd_per_gpu", "wrong unit", "", "2026-11"),
     ])
     cat = Catalog.load(d)
     row = find_price("4090", "on-demand", catalog=cat)
@@ -288,7 +290,24 @@ def test_find_price_without_a_row_lists_the_kinds_that_exist(builtin):
 # ---- models --------------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("path", sorted((REF / "model_configs").glob("*.json")), ids=lambda p: p.stem)
+# Reference configs added to the shared data on 2026-12-01 whose families (gpt_oss, qwen3 / qwen3_moe, llama4,
+# deepseek_v32, kimi_k2) the catalog does not ship yet (issue #9, catalog item). Strict xfail: when one is added,
+# its test passes and this list must shrink.
+NOT_YET_IN_CATALOG = {
+    "deepseek-r1", "deepseek-v3.2", "gpt-oss-20b", "gpt-oss-120b", "kimi-k2-instruct", "llama-4-scout-17b-16e",
+    "qwen3-8b", "qwen3-32b", "qwen3-235b-a22b",
+}  # fmt: skip
+
+
+def _reference_configs() -> list:
+    return [
+        pytest.param(p, marks=pytest.mark.xfail(strict=True, reason="family not in the catalog yet (issue #9)"))
+        if p.stem in NOT_YET_IN_CATALOG else p
+        for p in sorted((REF / "model_configs").glob("*.json"))
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize("path", _reference_configs(), ids=lambda p: p.stem)
 def test_every_reference_model_config_loads_verbatim(builtin, path):
     cfg, entry = load_model_config(path.stem, catalog=builtin)
     assert cfg == json.loads(path.read_text()) and entry is not None and entry.name == path.stem
@@ -334,7 +353,7 @@ def test_config_path_loads_without_entry(tmp_path):
 def test_malformed_config_json_names_file_and_position(tmp_path):
     p = tmp_path / "config.json"
     p.write_text('{\n  "model_type": "llama",\n  "hidden_size": ,\n}')
-    with pytest.raises(CatalogFileError, match=r"config\.json: invalid JSON at line 3 column 18"):
+    with pytest.raises(CatalogFileError, match=r"config\.json: not valid JSON \(line 3, column 18"):
         load_model_config(p)
 
 
@@ -405,7 +424,7 @@ def test_invalid_user_gpu_fields_are_one_line_errors(tmp_path, builtin, change, 
 def test_malformed_user_files_are_errors(tmp_path):
     (tmp_path / "a").mkdir()
     (tmp_path / "a" / "gpus.yaml").write_text("- id: [unclosed\n")
-    with pytest.raises(CatalogFileError, match=r"gpus\.yaml: invalid YAML: line"):
+    with pytest.raises(CatalogFileError, match=r"gpus\.yaml: not valid YAML \(line"):
         Catalog.load(tmp_path / "a")
     d = _user_prices(tmp_path / "b", [("h100-sxm", "rent", 1, "", "", "usd_per_gpu_hour", "p", "", "2026")])
     with pytest.raises(CatalogFileError, match=r"prices\.csv: row 2\.kind: Input should be 'on-demand'"):

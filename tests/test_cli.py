@@ -282,7 +282,7 @@ BAD_INPUT = {
     "precision fp7": (["estimate", "train", "--model", "llama-3.1-8b", "--precision", "fp7"],
                       r"--precision='fp7' not allowed; allowed: .*bf16"),
     "batch foo": ([*INFER, "--batch", "foo"], r"--batch='foo' must be a positive integer or 'max'"),
-    "catalog not a directory": (["catalog", "gpus", "--catalog", "/nonexistent/catalog"], r"not a directory"),
+    "catalog not a directory": (["catalog", "gpus", "--catalog", "/nonexistent/catalog"], r"--catalog=/nonexistent/catalog: directory not found"),
     # tracebacks that became one line
     "tp=0 (infer)": ([*INFER, "--gpus", "8", "--tp", "0"], r"--tp=0 must be a positive integer"),
     "html is a directory": (["plan", str(EXAMPLES_DIR / "lora-7b-one-gpu.yaml"), "--html", str(EXAMPLES_DIR)],
@@ -307,11 +307,11 @@ BAD_INPUT = {
     "fsdp with zero 1": (["estimate", "train", "--model", "llama-3.1-8b", "--fsdp", "--zero", "1"],
                          r"--fsdp is ZeRO-3; drop --zero or set --zero 3"),
     "seq-len too large": (["estimate", "train", "--model", "llama-3.1-8b", "--seq-len", "100000000"],
-                          r"--seq-len=100000000 is out of range; allowed: 1 to 10,000,000 tokens"),
+                          r"--seq-len must be <= 16,777,216 \(2\*\*24 tokens; .*\); got 100000000"),
     "input-len too large": (["estimate", "infer", "--model", "llama-3.1-8b", "--input-len", "100000000",
-                             "--output-len", "10"], r"--input-len=100000000 is out of range"),
+                             "--output-len", "10"], r"--input-len must be <= 16,777,216 .*; got 100000000"),
     "gpus too many": (["estimate", "train", "--model", "llama-3.1-8b", "--gpus", str(10**24)],
-                      r"--gpus=1000000000000000000000000 is out of range; allowed: 1 to 1,000,000 GPUs"),
+                      r"--gpus must be <= 1,048,576 \(2\*\*20; .*\); got an integer of about 25 digits"),
     # misleading messages, now naming what is wrong
     "pp does not divide gpus (infer)": ([*INFER, "--gpus", "4", "--pp", "3"], r"^error: pp\(3\) does not divide gpus\(4\)$"),
     "pp above layers (infer)": ([*INFER, "--gpus", "64", "--pp", "64"], r"pp\(64\) > num_hidden_layers\(32\)"),
@@ -393,7 +393,7 @@ BAD_FILES = {
     "calibration efficiency nan": (
         lambda t: ["estimate", "train", "--model", "gpt2", "--calibration",
                    str(_file(t, "cal.json", '{"memory_efficiency": NaN}'))],
-        r"cal\.json: calibration memory_efficiency=nan must be a finite non-negative number"),
+        r"cal\.json: line 1: NaN is not a JSON number"),
     "gpu memory .inf": (lambda t: ["catalog", "gpus", "--catalog",
                                    str(_file(t, "cat/gpus.yaml", _GPU_FIELDS.format(memory_gb=".inf")).parent)],
                         r"gpus\.yaml: my-gpu\.memory_gb: Input should be a finite number"),

@@ -11,13 +11,17 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 
 from scaleright.errors import CatalogFileError, InputError
-from scaleright.textfile import read_text
+from scaleright.limits import _show
+from scaleright.textfile import _short, path_problem, read_text
+from scaleright.userdata import load_json
 
-__all__ = ["Calibration", "DEFAULT_CALIBRATION", "load_calibration", "save_calibration", "calibration_dir"]
+__all__ = ["Calibration", "DEFAULT_CALIBRATION", "load_calibration", "save_calibration", "calibration_dir",
+           "check_profile_name", "profile_path", "PROFILE_NAME_MAX"]
 
 
 @dataclass(frozen=True)
@@ -81,8 +85,9 @@ class Calibration:
     def __post_init__(self) -> None:
         for f in fields(self):
             v = getattr(self, f.name)
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
-                raise InputError(f"calibration {f.name}={v!r} must be a finite non-negative number")
+            huge = isinstance(v, int) and abs(v) > 1e300  # math.isfinite would raise OverflowError
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or huge or not math.isfinite(v) or v < 0:
+                raise InputError(f"calibration {f.name}={_show(v)} must be a finite non-negative number")
         # fractions of a datasheet figure that divide a time: 0 would mean infinitely slow, so (0, 1]
         for name in ("gemm_efficiency", "fp8_gemm_efficiency", "fp4_gemm_efficiency", "attention_efficiency",
                      "attention_bwd_efficiency", "memory_efficiency", "intra_link_efficiency",
@@ -125,17 +130,64 @@ def calibration_dir() -> Path:
     return Path(env) if env else Path(platformdirs.user_data_dir("scaleright")) / "calibrations"
 
 
-def save_calibration(name: str, cal: Calibration, *, meta: dict | None = None, directory: Path | None = None) -> Path:
-    """Write ``cal`` as ``<dir>/<name>.json`` with optional metadata (fingerprint, runs used, fit error)."""
-    if not name or any(ch in name for ch in "/\\") or name.startswith("."):
-        raise InputError(f"calibration name {name!r} must be a plain file name")
+PROFILE_NAME_MAX = 100  # characters in a calibration profile name
+_NAME_START = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789")
+_NAME_CHARS = _NAME_START | {"-", "_"}
+
+
+def check_profile_name(name: str, *, flag: str = "calibration name") -> str:
+    """``name`` when it can name a profile: 1 to ``PROFILE_NAME_MAX`` letters, digits, ``-`` or ``_``, starting with a
+    letter or digit, and not ``default`` (the built-in calibration). No ``.``: ``--calibration`` reads a name with a
+    suffix as a file path, so such a profile could never be loaded by name."""
+    if not isinstance(name, str):
+        raise InputError(f"{flag}: must be text, not {type(name).__name__}")
+    shown = repr(name) if len(name) <= 40 else repr(name[:37] + "...")
+    rule = (f"a profile name is 1 to {PROFILE_NAME_MAX} letters, digits, '-' or '_', starting with a letter or digit "
+            "(it is saved as <calibration dir>/<name>.json)")
+    if not name or name[0] not in _NAME_START or not set(name) <= _NAME_CHARS:
+        raise InputError(f"{flag}={shown}: {rule}")
+    if len(name) > PROFILE_NAME_MAX:
+        raise InputError(f"{flag}: {len(name)} characters is too long; {rule}")
+    if name.lower() == "default":
+        raise InputError(f"{flag}={shown}: 'default' names the built-in calibration; choose another name")
+    return name
+
+
+def profile_path(name: str, directory: Path | None = None, *, flag: str = "calibration name") -> Path:
+    """``<dir>/<name>.json`` after checking the name and that the calibration directory is a directory (or absent,
+    to be created on save). Reads nothing else and writes nothing."""
+    import os
+
+    from scaleright.textfile import _short, path_problem
+
+    check_profile_name(name, flag=flag)
     d = directory or calibration_dir()
-    d.mkdir(parents=True, exist_ok=True)
-    path = d / f"{name}.json"
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps({"parameters": cal.as_dict(), "meta": meta or {}}, indent=2))
-    tmp.replace(path)
-    return path
+    why = path_problem(d, want="dir")
+    if why not in (None, "directory not found"):
+        source = " (from $SCALERIGHT_CALIBRATION_DIR)" if directory is None and os.environ.get(
+            "SCALERIGHT_CALIBRATION_DIR") else ""
+        raise InputError(f"calibration directory {_short(d)}{source}: {why}; profiles are saved in a directory")
+    return d / f"{name}.json"
+
+
+def save_calibration(name: str, cal: Calibration, *, meta: dict | None = None, directory: Path | None = None,
+                     overwrite: bool = False) -> Path:
+    """Write ``cal`` atomically as ``<dir>/<name>.json`` with optional metadata (fingerprint, runs used, fit error).
+    An existing profile is replaced only with ``overwrite=True`` (``scaleright calibrate --force``)."""
+    from scaleright.textfile import write_atomic
+
+    path = profile_path(name, directory)
+    if path.exists() and not overwrite:
+        raise InputError(f"calibration profile '{name}' already exists at {path}; pass --force (overwrite=True) to "
+                         "replace it")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InputError(f"calibration directory {path.parent}: cannot create it ({exc.strerror or exc})") from None
+    # meta is flat (fingerprint, gpu, fit report); a NaN there is stored as null, never as the non-JSON NaN
+    meta = {k: None if isinstance(v, float) and not math.isfinite(v) else v for k, v in (meta or {}).items()}
+    text = json.dumps({"parameters": cal.as_dict(), "meta": meta}, indent=2, allow_nan=False)
+    return write_atomic(f"calibration profile '{name}'", path, text + "\n")
 
 
 def load_calibration(name_or_path: str | None, *, directory: Path | None = None) -> Calibration:
@@ -143,17 +195,23 @@ def load_calibration(name_or_path: str | None, *, directory: Path | None = None)
     if name_or_path in (None, "", "default"):
         return DEFAULT_CALIBRATION
     p = Path(name_or_path)
-    if not p.suffix:
-        p = (directory or calibration_dir()) / f"{name_or_path}.json"
-    if not p.exists():
+    named = not p.suffix and "/" not in str(name_or_path) and os.sep not in str(name_or_path)  # else: a path
+    if named:
         d = directory or calibration_dir()
-        known = sorted(x.stem for x in d.glob("*.json")) if d.exists() else []
-        raise InputError(f"calibration {name_or_path!r} not found; known: {', '.join(known) or 'none'} (in {d})")
-    text = read_text(p)
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise CatalogFileError(f"{p}: not a calibration profile (invalid JSON: {exc})") from None
+        why_dir = path_problem(d, want="dir")
+        if why_dir is not None and why_dir != "directory not found":
+            origin = ("given" if directory is not None else "from $SCALERIGHT_CALIBRATION_DIR"
+                      if os.environ.get("SCALERIGHT_CALIBRATION_DIR") else "the user data directory")  # fmt: skip
+            raise InputError(f"calibration directory {_short(d)!r} ({origin}): {why_dir}")
+        p = d / f"{name_or_path}.json"
+    why = path_problem(p)
+    if why == "file not found" and named:
+        known = sorted(x.stem for x in d.glob("*.json") if path_problem(x) is None) if why_dir is None else []
+        raise InputError(f"calibration {_short(name_or_path)!r} not found; known: {', '.join(known) or 'none'} "
+                         f"(in {_short(d)})")  # fmt: skip
+    if why is not None:
+        raise InputError(f"calibration {_short(p)!r}: {why}")
+    data = load_json(read_text(p), str(p))
     params = data.get("parameters", data) if isinstance(data, dict) else data
     if not isinstance(params, dict):
         raise CatalogFileError(f"{p}: not a calibration profile (expected a JSON object of parameters)")
@@ -161,6 +219,11 @@ def load_calibration(name_or_path: str | None, *, directory: Path | None = None)
     unknown = set(params) - allowed
     if unknown:
         raise CatalogFileError(f"{p}: unknown calibration field(s) {sorted(unknown)}; allowed: {sorted(allowed)}")
+    for key, v in params.items():
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise CatalogFileError(f"{p}: calibration {key} must be a number, got {_show(v)}")
+        if isinstance(v, int) and abs(v) > 1e300:  # an integer no float can hold (math.isfinite would overflow)
+            raise CatalogFileError(f"{p}: calibration {key} must be a finite number, got {_show(v)}")
     try:
         return Calibration(**params)
     except InputError as exc:

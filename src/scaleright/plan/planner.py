@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from scaleright.catalog import Catalog, find_price
-from scaleright.errors import InputError, ScalerightError
+from scaleright.errors import InputError, ScalerightError, UnknownNameError
 from scaleright.estimate.calibration import DEFAULT_CALIBRATION, Calibration
 from scaleright.estimate.comm import Cluster
 from scaleright.plan import economics as econ
@@ -105,8 +105,13 @@ def _rate(scn: Scenario, gpu, cat: Catalog, gpus):
         return None, src
     if not gpu.tdp_w:
         return None, f"{gpu.id} has no TDP in the catalog (needed for owned power cost)"
-    own = econ.owned_cost_per_gpu_hour_usd(costs=_ownership(scn, gpu, purchase, np.asarray(gpus, dtype=float)))
-    return np.asarray(own, dtype=float), f"owned: purchase ${purchase:,.0f} ({src})"
+    own = np.asarray(econ.owned_cost_per_gpu_hour_usd(costs=_ownership(scn, gpu, purchase,
+                                                                      np.asarray(gpus, dtype=float))), dtype=float)
+    if not np.isfinite(own).all():  # e.g. a tiny hours_per_day: the purchase buys (almost) no GPU-hours
+        p = scn.pricing
+        return None, (f"owned cost per GPU-hour is not finite (pricing.hours_per_day={p.hours_per_day:g}, "
+                      f"horizon_months={p.horizon_months:g}, purchase ${purchase:,.0f})")  # fmt: skip
+    return own, f"owned: purchase ${purchase:,.0f} ({src})"
 
 
 def _allowed_gpus(scn: Scenario, cat: Catalog):
@@ -146,7 +151,10 @@ def _choose(opts: list[dict], scn: Scenario) -> tuple[dict | None, dict | None]:
     ok_dl = [o for o in opts if dl is None or o["time_h"] <= dl]
     ok = [o for o in ok_dl if budget is None or o["cost_usd"] <= budget]
     if ok:
-        return min(ok, key=lambda o: (round(o["cost_usd"], 6), o["time_h"])), None
+        # cheapest; options within float noise (relative 1e-9) of it are ties, and the fastest of those wins
+        # (an absolute tolerance would tie whole sub-cent jobs)
+        cheapest = min(o["cost_usd"] for o in ok)
+        return min((o for o in ok if o["cost_usd"] <= cheapest * (1 + 1e-9)), key=lambda o: o["time_h"]), None
     if not ok_dl:
         fastest = min(opts, key=lambda o: o["time_h"])
         return None, {"binding": "deadline", "closest": fastest,
@@ -165,10 +173,24 @@ def _scenario_dict(scn: Scenario, spec, extra: dict) -> dict:
     } | extra  # fmt: skip
 
 
+def _check_price_overrides(scn: Scenario, cat: Catalog) -> None:
+    """Every GPU named in a price override exists, checked before the search (it was checked only when a price
+    was needed, so an override of a GPU that no option reached was silently ignored)."""
+    p = scn.pricing
+    for key, overrides in (("price_usd_per_gpu_hour", p.price_usd_per_gpu_hour),
+                           ("purchase_usd_per_gpu", p.purchase_usd_per_gpu)):  # fmt: skip
+        for name in overrides:
+            try:
+                cat.gpu(name)
+            except UnknownNameError as exc:
+                raise InputError(f"pricing.{key}: {exc}") from None
+
+
 def plan(scn: Scenario, *, catalog: Catalog | None = None, cal: Calibration = DEFAULT_CALIBRATION,
          progress=None) -> PlanResult:  # fmt: skip
     """Search and recommend for ``scn`` (see module docstring). ``progress(i, n, label)`` is called per GPU type."""
     cat = catalog if catalog is not None else Catalog.load()
+    _check_price_overrides(scn, cat)
     spec = load_model(scn.model, catalog=cat)
     if scn.task == "inference":
         return _plan_inference(scn, spec, cat, cal, progress)
@@ -215,8 +237,9 @@ def _plan_training(scn, spec, cat, cal, progress) -> PlanResult:
     wall = time.perf_counter() - t0
     rec, infeasible = _choose(options_all, scn)
     if not options_all and skipped and all(x["reason"].startswith("no ") and " price" in x["reason"] for x in skipped):
-        infeasible = {"binding": "price", "message": f"no allowed GPU has a {scn.pricing.mode} price; add "
-                      "pricing.price_usd_per_gpu_hour (or purchase_usd_per_gpu for mode own)"}  # fmt: skip
+        infeasible = {"binding": "price", "message": f"no allowed GPU has a {scn.pricing.mode} price "
+                      f"(first: {skipped[0]['gpu']}, {skipped[0]['reason']}); add pricing.price_usd_per_gpu_hour "
+                      "(or purchase_usd_per_gpu for mode own)"}  # fmt: skip
     best_per_gpu = {}
     for o in options_all:
         cur = best_per_gpu.get(o["gpu"])
@@ -269,6 +292,9 @@ def _plan_inference(scn, spec, cat, cal, progress) -> PlanResult:
     inf = scn.inference
     p = scn.pricing
     rate = inf.requests_per_s if inf.requests_per_s is not None else inf.requests_per_day / (p.hours_per_day * 3600)
+    if not math.isfinite(rate):
+        raise InputError(f"inference.requests_per_day={inf.requests_per_day:g} in pricing.hours_per_day="
+                         f"{p.hours_per_day:g} h is not a finite request rate; raise hours_per_day")  # fmt: skip
     hours_month = p.hours_per_day * DAYS_PER_MONTH
     t0 = time.perf_counter()
     gpus_allowed = _allowed_gpus(scn, cat)
