@@ -13,9 +13,13 @@ import json
 import math
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from scaleright.errors import CatalogFileError, InputError
 from scaleright.textfile import read_text
+
+if TYPE_CHECKING:
+    from scaleright.catalog.gpus import Accelerator
 
 __all__ = ["Calibration", "DEFAULT_CALIBRATION", "load_calibration", "save_calibration", "calibration_dir"]
 
@@ -96,7 +100,7 @@ class Calibration:
             if getattr(self, name) <= 0:
                 raise InputError(f"calibration {name}={getattr(self, name)} must be greater than 0")
 
-    def tensor_scale(self, gpu) -> float:
+    def tensor_scale(self, gpu: Accelerator) -> float:
         """The sustained-tensor-throughput factor of ``gpu``'s architecture (see the fields above)."""
         arch = (getattr(gpu, "architecture", "") or "").lower()
         if arch.startswith("ampere"):
@@ -125,7 +129,9 @@ def calibration_dir() -> Path:
     return Path(env) if env else Path(platformdirs.user_data_dir("scaleright")) / "calibrations"
 
 
-def save_calibration(name: str, cal: Calibration, *, meta: dict | None = None, directory: Path | None = None) -> Path:
+def save_calibration(
+    name: str, cal: Calibration, *, meta: dict[str, Any] | None = None, directory: Path | None = None
+) -> Path:
     """Write ``cal`` as ``<dir>/<name>.json`` with optional metadata (fingerprint, runs used, fit error)."""
     if not name or any(ch in name for ch in "/\\") or name.startswith("."):
         raise InputError(f"calibration name {name!r} must be a plain file name")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from typing import Any
 
 from scaleright.errors import LayoutError
 from scaleright.workload.spec import TransformerSpec
@@ -49,7 +50,7 @@ class Layout:
         gb = self.global_batch or self.micro_batch * self.dp
         return max(gb // (self.micro_batch * self.dp), 1)
 
-    def replace(self, **changes) -> Layout:
+    def replace(self, **changes: Any) -> Layout:
         return dataclasses.replace(self, **changes)
 
     def validate(self, spec: TransformerSpec | None = None, *, gpus: int | None = None) -> Layout:
