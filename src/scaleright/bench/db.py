@@ -20,7 +20,7 @@ import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import platformdirs
 
@@ -107,7 +107,7 @@ class RunStore:
             cur = conn.execute(
                 "INSERT INTO runs (time_utc, kind, fingerprint, hardware_json, software_json, model_json, "
                 "layout_json, metrics_json, status, error, sweep_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", values)
-            return int(cur.lastrowid)
+            return int(cast(int, cur.lastrowid))  # set by the INSERT
 
     def list(self, kind: str | None = None, *, status: str | None = None,
              fingerprint: str | None = None) -> list[dict[str, Any]]:

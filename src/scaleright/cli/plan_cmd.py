@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import cast
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
 from scaleright.cli.common import CatalogOpt, JsonOpt, catalog_from, check_output_path, console, emit_json, fmt, table
 from scaleright.errors import InputError
@@ -23,7 +24,7 @@ class _DelayedProgress:
     def __init__(self) -> None:
         self.t0 = time.perf_counter()
         self.bar: Progress | None = None
-        self.task = None
+        self.task: TaskID | None = None
 
     def __call__(self, i: int, n: int, label: str) -> None:
         if self.bar is None and time.perf_counter() - self.t0 > 1.0 and i < n:
@@ -32,7 +33,7 @@ class _DelayedProgress:
             self.bar.start()
             self.task = self.bar.add_task(label, total=n)
         if self.bar is not None:
-            self.bar.update(self.task, completed=i, description=label)
+            self.bar.update(cast(TaskID, self.task), completed=i, description=label)
             if i >= n:
                 self.bar.stop()
 

@@ -14,6 +14,7 @@ Each explanation is ``{"topic", "title", "text", "data"}``: ``text`` is one or t
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
@@ -144,7 +145,8 @@ def explain_training(res, scn, spec, cat, per_gpu) -> None:
     # ---- parallelism selector ---------------------------------------------------------------------------------
     n = rec["gpus"]
     at_n = np.flatnonzero(a["gpus"] == n)
-    fams = {}
+    fams: dict[str, int] = {}
+    f: Any  # a family name here, a table row in the interconnect check below
     for i in at_n:
         f = _family(int(a["tp"][i]), int(a["pp"][i]), int(a["dp"][i]), int(a["zero"][i]))
         if f not in fams or hours[i] < hours[fams[f]]:
@@ -331,7 +333,7 @@ def _efficiency_ladder(scn, spec, gpu, rec, rate) -> dict:
              (f"+ {eight} weights", eight, "bf16", None), (f"+ {eight} KV cache", eight, eight, None),
              ("+ int4 weights", "int4", eight, None)]  # fmt: skip
     price = rec["price_usd_per_gpu_hour"]
-    rows = []
+    rows: list[dict[str, Any]] = []
     for label, wp, kvp, cap in rungs:
         try:
             c = evaluate_inference(spec, gpu=gpu, cluster=cluster, tp=rec["layout"]["tp"], rate_rps=rate,

@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
+from typing import Any, cast
 
 import numpy as np
 
@@ -29,6 +30,7 @@ from scaleright.plan.economics._units import DAYS_PER_MONTH
 from scaleright.plan.scenario import Scenario
 from scaleright.plan.search import (
     SEARCH_LIMITS,
+    InferCandidate,
     evaluate_inference,
     evaluate_training,
     gpu_counts,
@@ -91,7 +93,7 @@ def price_for(scn: Scenario, gpu, cat: Catalog, kind: str) -> tuple[float | None
     except ScalerightError as exc:
         return None, str(exc)
     basis = f" ({row.price_basis})" if row.price_basis and row.price_basis != "usd" else ""
-    return float(row.price), f"{row.provider or 'catalog'} {row.date or ''}{basis}: {row.source[:80]}"
+    return float(cast(float, row.price)), f"{row.provider or 'catalog'} {row.date or ''}{basis}: {row.source[:80]}"
 
 
 def _rate(scn: Scenario, gpu, cat: Catalog, gpus):
@@ -217,7 +219,7 @@ def _plan_training(scn, spec, cat, cal, progress) -> PlanResult:
     if not options_all and skipped and all(x["reason"].startswith("no ") and " price" in x["reason"] for x in skipped):
         infeasible = {"binding": "price", "message": f"no allowed GPU has a {scn.pricing.mode} price; add "
                       "pricing.price_usd_per_gpu_hour (or purchase_usd_per_gpu for mode own)"}  # fmt: skip
-    best_per_gpu = {}
+    best_per_gpu: dict[str, dict[str, Any]] = {}
     for o in options_all:
         cur = best_per_gpu.get(o["gpu"])
         if cur is None or _better(o, cur, scn):
@@ -272,6 +274,7 @@ def _plan_inference(scn, spec, cat, cal, progress) -> PlanResult:
     hours_month = p.hours_per_day * DAYS_PER_MONTH
     t0 = time.perf_counter()
     gpus_allowed = _allowed_gpus(scn, cat)
+    evaluated: dict[str, list[InferCandidate]]
     options_all, skipped, evaluated = [], [], {}
     for i, g in enumerate(gpus_allowed):
         if progress:
@@ -327,7 +330,7 @@ def _plan_inference(scn, spec, cat, cal, progress) -> PlanResult:
         else:
             reasons = "; ".join(f"{s['gpu']}: {s['reason']}" for s in skipped[:4])
             infeasible = {"binding": "latency SLO or memory", "message": f"no GPU type meets the SLOs: {reasons}"}
-    best = {}
+    best: dict[str, dict[str, Any]] = {}
     for o in options_all:
         if o["gpu"] not in best or (o["cost_usd"], o["tpot_s"]) < (best[o["gpu"]]["cost_usd"], best[o["gpu"]]["tpot_s"]):
             best[o["gpu"]] = o

@@ -15,6 +15,7 @@ import html
 import math
 import numbers
 from pathlib import Path
+from typing import TypeGuard
 
 import scaleright
 
@@ -47,7 +48,7 @@ def _e(x: object) -> str:
     return html.escape(str(x))
 
 
-def _ok(x: object) -> bool:
+def _ok(x: object) -> TypeGuard[float]:
     return isinstance(x, numbers.Real) and not isinstance(x, bool) and math.isfinite(x)
 
 
@@ -85,7 +86,7 @@ def _layout(lay: dict) -> str:
     return " ".join(parts) or DASH
 
 
-def _table(cols: list[str] | None, rows: list[list], rec_rows: set[int] = frozenset()) -> str:
+def _table(cols: list[str] | None, rows: list[list], rec_rows: set[int] | frozenset[int] = frozenset()) -> str:
     head = f"<thead><tr>{''.join(f'<th>{_e(c)}</th>' for c in cols)}</tr></thead>" if cols else ""
     body = []
     for i, r in enumerate(rows):
@@ -333,7 +334,7 @@ def _radar_chart(options: list[dict], colours: dict[str, str], training: bool) -
         out.append(_text(cx + 5, cy - r * f + 12, f"{f:g}", "start", fill="#777"))
     norm = {}
     for _label, k, up in axes:
-        v = [o.get(k) for o in rows if _ok(o.get(k)) and o[k] > 0]
+        v = [o[k] for o in rows if _ok(o.get(k)) and o[k] > 0]
         best = (max(v) if up else min(v)) if v else None
         norm[k] = lambda x, best=best, up=up: 0.0 if not (_ok(x) and best) else \
             (max(x, 0) / best if up else (best / x if x > 0 else 1.0))  # fmt: skip
