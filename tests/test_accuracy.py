@@ -16,7 +16,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-
 import pytest
 
 from scaleright.catalog import get_gpu

@@ -100,7 +100,7 @@ class RunStore:
             raise InputError(f"kind must be one of {', '.join(KINDS)}; got '{kind}'")
         if status not in ("ok", "failed"):
             raise InputError(f"status must be ok or failed; got '{status}'")
-        when = time_utc or dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+        when = time_utc or dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
         values = (when, kind, hardware.get("fingerprint", ""), *(json.dumps(v, sort_keys=True) for v in
                   (hardware, software, model, layout, metrics)), status, error, sweep_id)
         with self._connect(create=True) as conn, conn:

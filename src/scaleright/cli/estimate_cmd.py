@@ -213,7 +213,8 @@ def train_cmd(
     ep: int = EpOpt,
     dp: int | None = typer.Option(None, "--dp", help="Data-parallel size (default: gpus / (tp*pp*cp))."),
     zero: int = ZeroOpt,
-    fsdp: bool = typer.Option(False, "--fsdp", help="FSDP full shard (same as --zero 3; conflicts with --zero 1 or 2)."),
+    fsdp: bool = typer.Option(False, "--fsdp",
+                              help="FSDP full shard (same as --zero 3; conflicts with --zero 1 or 2)."),
     recompute: str = RecOpt,
     sequence_parallel: bool = SpOpt,
     virtual_stages: int = typer.Option(1, "--virtual-stages", help="Interleaved pipeline chunks per stage."),
@@ -235,10 +236,10 @@ def train_cmd(
     as_json: bool = JsonOpt,
 ) -> None:
     """Step time, tokens/s, MFU/HFU, memory and scaling efficiency of one training layout."""
-    from scaleright.workload.precision import TRAIN_PRECISIONS
     from scaleright.estimate.calibration import load_calibration
     from scaleright.estimate.layout import Layout
     from scaleright.estimate.train import estimate_train
+    from scaleright.workload.precision import TRAIN_PRECISIONS
 
     check_choice("--precision", precision, TRAIN_PRECISIONS)
     check_choice("--task", task, ("pretrain", "full-finetune", "lora", "qlora"))
@@ -269,7 +270,8 @@ def train_cmd(
     if not est.fits:
         console.print(f"[red]does not fit:[/red] {est.reason}")
     table("Throughput", ["metric", "value"], [
-        ["step time (s)", est.step_time_s], ["tokens/s", est.tokens_per_s], ["tokens/s per GPU", est.tokens_per_s_per_gpu],
+        ["step time (s)", est.step_time_s], ["tokens/s", est.tokens_per_s],
+        ["tokens/s per GPU", est.tokens_per_s_per_gpu],
         ["model TFLOP/s per GPU", est.model_tflops_per_gpu], ["hardware TFLOP/s per GPU", est.hardware_tflops_per_gpu],
         ["MFU", est.mfu], ["HFU", est.hfu],
         ["scaling efficiency", est.scaling_efficiency], ["vs GPUs (smallest that fits)", est.base_gpus],
@@ -293,17 +295,17 @@ def infer_cmd(
     batch: str | None = typer.Option(None, "--batch", help="Concurrent sequences in total, or 'max' (KV capacity)."),
     concurrency: int | None = typer.Option(None, "--concurrency", help="Concurrent requests in total."),
     precision: str = PrecOpt,
-    kv_precision: str | None = typer.Option(None, "--kv-precision",
-                                             help="KV-cache precision (default: fp32 with --precision fp32, else bf16)."),
+    kv_precision: str | None = typer.Option(
+        None, "--kv-precision", help="KV-cache precision (default: fp32 with --precision fp32, else bf16)."),
     gpus_per_node: int | None = typer.Option(None, "--gpus-per-node", help="Default: the GPU's typical node."),
     calibration: str | None = CalOpt,
     catalog: Path | None = CatalogOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """TTFT, TPOT, end-to-end latency and throughput for serving; replicas vs tensor parallel."""
-    from scaleright.workload.precision import KV_PRECISIONS, STORAGE_PRECISIONS
     from scaleright.estimate.calibration import load_calibration
     from scaleright.estimate.infer import estimate_infer
+    from scaleright.workload.precision import KV_PRECISIONS, STORAGE_PRECISIONS
 
     check_choice("--precision", precision, STORAGE_PRECISIONS)
     if kv_precision is not None:

@@ -28,7 +28,8 @@ class _DelayedProgress:
 
     def __call__(self, i: int, n: int, label: str) -> None:
         if self.bar is None and time.perf_counter() - self.t0 > 1.0 and i < n:
-            self.bar = Progress(TextColumn("searching {task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total} GPU types"),
+            self.bar = Progress(TextColumn("searching {task.description}"), BarColumn(),
+                                TextColumn("{task.completed}/{task.total} GPU types"),
                                 TimeElapsedColumn(), console=Console(stderr=True), transient=True)  # fmt: skip
             self.bar.start()
             self.task = self.bar.add_task(label, total=n)
@@ -82,8 +83,8 @@ def plan_cmd(
 def _print(d: dict) -> None:
     s = d["scenario"]
     training = s["task"] != "inference"
-    console.print(f"[bold]{s['name']}[/bold]: {s['model']} ({s['model_params_total'] / 1e9:.1f} B params), {s['task']}, "
-                  f"pricing {s['pricing']['mode']}")  # fmt: skip
+    console.print(f"[bold]{s['name']}[/bold]: {s['model']} ({s['model_params_total'] / 1e9:.1f} B params), "
+                  f"{s['task']}, pricing {s['pricing']['mode']}")  # fmt: skip
     rec = d["recommendation"]
     if rec is None:
         inf = d["infeasible"] or {}
@@ -91,8 +92,9 @@ def _print(d: dict) -> None:
     else:
         lay = ", ".join(f"{k}={v}" for k, v in rec["layout"].items())
         if training:
-            console.print(f"[green]Recommendation:[/green] {rec['gpus']} x {rec['gpu']} ({lay}): {rec['time_h']:.3g} h, "
-                          f"${rec['cost_usd']:,.0f} (${rec['cost_per_1m_tokens_usd']:.3g} per 1M tokens), "
+            console.print(f"[green]Recommendation:[/green] {rec['gpus']} x {rec['gpu']} ({lay}): "
+                          f"{rec['time_h']:.3g} h, ${rec['cost_usd']:,.0f} "
+                          f"(${rec['cost_per_1m_tokens_usd']:.3g} per 1M tokens), "
                           f"{rec['energy_kwh']:,.0f} kWh, {rec['co2e_kg']:,.0f} kg CO2e")  # fmt: skip
         else:
             console.print(f"[green]Recommendation:[/green] {rec['gpus']} x {rec['gpu']} ({lay}): "

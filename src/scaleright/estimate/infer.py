@@ -10,8 +10,8 @@ A replica is ``tp · pp`` GPUs serving one copy of the model; ``gpus / (tp · pp
   E·(1 − (1 − k/E)^B) of E.
 - Continuous batching (Yu et al. 2022, Orca; vLLM) at concurrency ``B``: each iteration decodes B tokens and, in
   steady state, prefills B/O new prompts in one batched prefill (or one prompt every O/B iterations when B < O),
-  so the period per output token is ``t_decode(B) + min(B/O, 1)·t_prefill(max(B/O, 1)·I)``. TPOT is that period, output throughput B / period per replica, TTFT a
-  prompt's prefill plus one iteration, end-to-end latency TTFT + (O − 1)·TPOT.
+  so the period per output token is ``t_decode(B) + min(B/O, 1)·t_prefill(max(B/O, 1)·I)``. TPOT is that period, output
+  throughput B / period per replica, TTFT a prompt's prefill plus one iteration, end-to-end latency TTFT + (O − 1)·TPOT.
 - The largest batch is the largest B whose weights, KV cache for I + O tokens, activations and overheads fit.
 """
 
@@ -27,9 +27,9 @@ from numpy.typing import ArrayLike, NDArray
 from scaleright.errors import InputError
 from scaleright.estimate.calibration import DEFAULT_CALIBRATION, Calibration
 from scaleright.estimate.comm import Cluster, collective_time_s, group_bandwidth
+from scaleright.estimate.layer import elementwise_values, gemm_time, layer_gemm_times
 from scaleright.estimate.layout import Layout, divisors
 from scaleright.estimate.memory import GB, Overheads, inference_memory_arrays, kv_cache_bytes
-from scaleright.estimate.layer import elementwise_values, gemm_time, layer_gemm_times
 from scaleright.estimate.train import peak_flops
 from scaleright.workload.flops import attention_flops_per_token, decode_flops_per_token
 from scaleright.workload.params import ParamCounts, count_params
@@ -301,7 +301,7 @@ def estimate_infer(
     best = max(pool, key=lambda e: e.output_tokens_per_s)
     alts = tuple(
         {"layout": e.layout, "fits": e.fits, "output_tokens_per_s": e.output_tokens_per_s, "tpot_s": e.tpot_s,
-         "ttft_s": e.ttft_s, "max_batch": e.max_batch}  # fmt: skip
+         "ttft_s": e.ttft_s, "max_batch": e.max_batch}
         for e in cands
-    )
+    )  # fmt: skip
     return InferEstimate(**{**best.__dict__, "alternatives": alts})

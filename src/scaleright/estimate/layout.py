@@ -69,7 +69,7 @@ class Layout:
             )
         if (self.dp * self.cp) % self.ep:
             raise LayoutError(f"ep({self.ep}) does not divide dp({self.dp}) * cp({self.cp}) = {self.dp * self.cp}")
-        if self.global_batch is not None:
+        if self.global_batch is not None:  # noqa: SIM102 (the None check reads apart from the arithmetic)
             if self.global_batch < 1 or self.global_batch % (self.micro_batch * self.dp):
                 raise LayoutError(
                     f"global_batch({self.global_batch}) is not a positive multiple of "

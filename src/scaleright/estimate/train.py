@@ -295,8 +295,8 @@ class TrainEstimate:
             for k in ("fits", "reason", "memory_gb_per_gpu", "memory_breakdown_gb", "step_time_s",
                       "time_breakdown_s", "tokens_per_s", "tokens_per_s_per_gpu", "model_tflops_per_gpu",
                       "hardware_tflops_per_gpu", "mfu", "hfu", "scaling_efficiency", "train_time_h", "gpu_hours",
-                      "gpus", "gpu", "base_gpus")  # fmt: skip
-        }
+                      "gpus", "gpu", "base_gpus")
+        }  # fmt: skip
         lay = self.layout
         d["layout"] = {k: getattr(lay, k) for k in ("tp", "pp", "dp", "cp", "ep", "zero", "micro_batch",
                                                     "global_batch", "recompute", "sequence_parallel",

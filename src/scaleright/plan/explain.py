@@ -119,7 +119,7 @@ def explain_training(res, scn, spec, cat, per_gpu) -> None:
     if rec is None or rec["gpu"] not in per_gpu:
         ex.append(_x("memory_wall", "Memory wall", (res.infeasible or {}).get("message", "nothing fits")))
         return
-    gpu, cand, rates, src = per_gpu[rec["gpu"]]
+    gpu, cand, rates, _src = per_gpu[rec["gpu"]]
     a = cand.arrays
     tokens = res.scenario["tokens"]
     hours = tokens / a["tokens_per_s"] / 3600.0
@@ -222,7 +222,8 @@ def explain_training(res, scn, spec, cat, per_gpu) -> None:
     ex.append(_x("utilisation_curve", "Utilisation Efficiency Curve", text, gpu=gpu.id, base_gpus=base_n,
                  points=res.curve))  # fmt: skip
     # ---- capex vs opex ------------------------------------------------------------------------------------------
-    rent, _ = price_for(scn, gpu, cat, "on-demand") if scn.pricing.mode in ("own",) else (rec["price_usd_per_gpu_hour"], "")
+    rent, _ = (price_for(scn, gpu, cat, "on-demand") if scn.pricing.mode in ("own",)
+               else (rec["price_usd_per_gpu_hour"], ""))
     cap = _capex_opex(scn, gpu, n, cat, rent)
     ex.append(_capex_entry(cap, scn, gpu, cat, rent))
     # ---- what would change the decision -------------------------------------------------------------------------
@@ -313,7 +314,8 @@ def explain_inference(res, scn, spec, cat, evaluated, rate) -> None:
         data |= {"api_usd_per_1m_tokens": api, "utilisation_needed_for_api_parity": need}
     ex.append(_x("api_break_even", "Self-host vs API", text, **data))
     ex.append(_efficiency_ladder(scn, spec, gpu, rec, rate))
-    rent, _ = price_for(scn, gpu, cat, "on-demand") if scn.pricing.mode == "own" else (rec["price_usd_per_gpu_hour"], "")
+    rent, _ = (price_for(scn, gpu, cat, "on-demand") if scn.pricing.mode == "own"
+               else (rec["price_usd_per_gpu_hour"], ""))
     cap = _capex_opex(scn, gpu, rec["gpus"], cat, rent)
     ex.append(_capex_entry(cap, scn, gpu, cat, rent))
 

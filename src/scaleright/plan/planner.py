@@ -73,7 +73,8 @@ def _ownership(scn: Scenario, gpu, purchase_usd: float, gpus) -> econ.OwnershipC
     return econ.OwnershipCosts(
         gpus=gpus, purchase_usd_per_gpu=purchase_usd, tdp_w=gpu.tdp_w or 0.0,
         electricity_usd_per_kwh=p.electricity_usd_per_kwh, depreciation_years=p.depreciation_years,
-        hours_per_day=p.hours_per_day, horizon_months=p.horizon_months, server_share_usd_per_gpu=p.server_share_usd_per_gpu,
+        hours_per_day=p.hours_per_day, horizon_months=p.horizon_months,
+        server_share_usd_per_gpu=p.server_share_usd_per_gpu,
         facility_upgrade_usd=p.facility_upgrade_usd, pue=p.pue, load_fraction=p.load_fraction,
         ops_overhead_usd_per_gpu_hour=p.ops_overhead_usd_per_gpu_hour, resale_fraction=p.resale_fraction,
     )  # fmt: skip
@@ -332,7 +333,8 @@ def _plan_inference(scn, spec, cat, cal, progress) -> PlanResult:
             infeasible = {"binding": "latency SLO or memory", "message": f"no GPU type meets the SLOs: {reasons}"}
     best: dict[str, dict[str, Any]] = {}
     for o in options_all:
-        if o["gpu"] not in best or (o["cost_usd"], o["tpot_s"]) < (best[o["gpu"]]["cost_usd"], best[o["gpu"]]["tpot_s"]):
+        if (o["gpu"] not in best
+                or (o["cost_usd"], o["tpot_s"]) < (best[o["gpu"]]["cost_usd"], best[o["gpu"]]["tpot_s"])):
             best[o["gpu"]] = o
     options = sorted(best.values(), key=lambda o: o["cost_usd"])
     pareto = _pareto(options_all, key="tpot_s")
@@ -341,7 +343,7 @@ def _plan_inference(scn, spec, cat, cal, progress) -> PlanResult:
         pareto=pareto, explanations=[], infeasible=infeasible, all_options=options_all,
         search={"layouts_evaluated": n_eval, "layouts_fit": len(options_all), "wall_s": wall, "skipped": skipped,
                 "gpu_types": len(gpus_allowed), "layouts_per_s": n_eval / wall if wall > 0 else None,
-                "limits": SEARCH_LIMITS},  # fmt: skip
-    )
+                "limits": SEARCH_LIMITS},
+    )  # fmt: skip
     explain_inference(res, scn, spec, cat, evaluated, rate)
     return res

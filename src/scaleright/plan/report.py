@@ -215,7 +215,7 @@ def _curve_chart(curve: list[dict], gpu: str) -> str:
                           fill="#2ca02c", font_weight="600")]
     miss = [("misses deadline", "#1f77b4", "ring")] if any(not p.get("meets_deadline", True) for p in pts) else []
     out += _legend([("speedup", "#1f77b4", "line"), ("ideal (linear)", "#888", "dash"),
-                    ("efficiency (right)", "#ff7f0e", "dash"), ("optimal count", "#2ca02c", "ring")] + miss,
+                    ("efficiency (right)", "#ff7f0e", "dash"), ("optimal count", "#2ca02c", "ring"), *miss],
                    x=X1 + 48)  # fmt: skip
     return _svg(f"Scaling curve on {gpu}: speedup and scaling efficiency against GPU count", out)
 

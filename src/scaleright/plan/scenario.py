@@ -35,7 +35,8 @@ class Training(_Strict):
     dataset_tokens: float | None = Field(None, gt=0)  # tokens in the dataset (with epochs)
     epochs: float = Field(1.0, gt=0)  # passes over dataset_tokens
     seq_len: int = Field(4096, ge=1)  # tokens per sequence
-    global_batch: int = Field(256, ge=1)  # sequences per optimizer step; layouts whose dp · micro-batch does not divide it are skipped
+    # sequences per optimizer step; layouts whose dp · micro-batch does not divide it are skipped
+    global_batch: int = Field(256, ge=1)
     precision: Literal["fp32", "bf16", "fp16", "fp8", "fp4"] = "bf16"
     optimizer: Literal["adamw", "adam", "adam8bit", "sgd"] = "adamw"
     lora_rank: int = Field(16, ge=1)  # LoRA / QLoRA adapter rank
@@ -100,9 +101,13 @@ class Pricing(_Strict):
     hours_per_day: float = Field(24.0, gt=0, le=24)  # hours a day the hardware is used (utilisation)
     horizon_months: float = Field(36.0, gt=0)  # period over which owning and renting are compared
     electricity_usd_per_kwh: float = Field(0.127, ge=0)  # default: US average commercial retail price 2023 (EIA)
-    pue: float = Field(1.58, ge=1.0)  # power usage effectiveness; default: the 2023 global average (Uptime Institute Global Data Center Survey 2023)
-    grid_kg_co2e_per_kwh: float = Field(0.48, ge=0)  # default: world average 2023, 480 g/kWh (Ember Global Electricity Review 2024)
-    load_fraction: float = Field(0.8, gt=0, le=1)  # average board power / TDP while busy; default is an assumption (training runs near TDP, decode-heavy serving below it)
+    # power usage effectiveness; default: the 2023 global average (Uptime Institute Global Data Center Survey 2023)
+    pue: float = Field(1.58, ge=1.0)
+    # default: world average 2023, 480 g/kWh (Ember Global Electricity Review 2024)
+    grid_kg_co2e_per_kwh: float = Field(0.48, ge=0)
+    # average board power / TDP while busy; default is an assumption (training runs near TDP, decode-heavy serving
+    # below it)
+    load_fraction: float = Field(0.8, gt=0, le=1)
     ops_overhead_usd_per_gpu_hour: float = Field(0.0, ge=0)  # staff, space, support per owned GPU-hour
     server_share_usd_per_gpu: float = Field(0.0, ge=0)  # CPU, RAM, chassis, network per owned GPU
     facility_upgrade_usd: float = Field(0.0, ge=0)  # one-off power/cooling work for owned hardware
