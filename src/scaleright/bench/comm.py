@@ -52,7 +52,7 @@ def run_comm_bench(config: CommBenchConfig | dict, *, store: RunStore | None = N
     check_torch()
     sweep_id = uuid.uuid4().hex[:12]
     model = {"dtype": cfg.dtype, "ops": [o.value for o in cfg.ops], "sizes_bytes": list(cfg.sizes_bytes)}
-    runs = []
+    runs: list[dict[str, Any]] = []
     for nproc in cfg.nproc:
         launch = comm_launch(cfg, nproc)
         layout = {"world_size": launch.world_size, "nproc_per_node": nproc, "nnodes": cfg.launch.nnodes,

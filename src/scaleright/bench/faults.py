@@ -12,8 +12,12 @@ import os
 import re
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from scaleright.errors import InputError
+
+if TYPE_CHECKING:
+    import torch
 
 __all__ = ["Fault", "parse_faults", "inject", "ENV"]
 
@@ -42,7 +46,7 @@ def parse_faults(text: str | None) -> list[Fault]:
     return out
 
 
-def inject(rank: int, device: object) -> None:
+def inject(rank: int, device: torch.device) -> None:
     """Trigger the fault configured for ``rank`` in the environment, if any."""
     for fault in parse_faults(os.environ.get(ENV)):
         if fault.rank != rank:

@@ -22,6 +22,7 @@ import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Final, Literal
 
 from pydantic import BaseModel
 
@@ -33,7 +34,7 @@ from scaleright.bench.rank import DIR_ENV
 __all__ = ["Launch", "torchrun_command", "rank_configs", "worker_config", "run_ranks", "diagnose", "REMOTE"]
 
 KEEP_ENV = "SCALERIGHT_BENCH_KEEP"  # set to keep the run directory (config, beacons, torchrun.log) for debugging
-REMOTE = "remote"  # marker: this node's ranks finished; global rank 0 lives on another node
+REMOTE: Final = "remote"  # marker: this node's ranks finished; global rank 0 lives on another node
 
 
 @dataclass(frozen=True)
@@ -105,7 +106,7 @@ def _kill_all(proc: subprocess.Popen, run_dir: Path) -> None:
             pass
 
 
-def run_ranks(launch: Launch, config: dict) -> list[dict] | str:
+def run_ranks(launch: Launch, config: dict) -> list[dict] | Literal["remote"]:
     """Run the job; return the per-rank results (sorted by rank), or ``REMOTE`` on a node without rank 0.
 
     Raises ``BenchRunError`` naming the failed rank and the cause.
@@ -144,7 +145,7 @@ def _last_meaningful_line(log_path: Path) -> str:
 
 
 def diagnose(run_dir: Path, *, world_size: int, returncode: int | None, timed_out: bool, timeout_s: float,
-             multi_node: bool, log_tail: str = "") -> list[dict] | str:
+             multi_node: bool, log_tail: str = "") -> list[dict] | Literal["remote"]:
     """Results, ``REMOTE``, or the ``BenchRunError`` that explains why there are none (see module doc)."""
     at = f"at world_size={world_size}"
     errors = []
