@@ -71,7 +71,7 @@ CSV_NAME_TO_ID = {
     "AWS Trainium2 (Trn2)": "trn2",
     "AWS Inferentia2": "inf2",
 }
-CANONICAL_IDS = (
+CANONICAL_IDS = (  # noqa: SIM905 (the ids read best as one string)
     "v100-32gb a100-40gb a100-80gb a100-40gb-pcie a100-80gb-pcie h100-sxm h100-pcie h100-nvl h200-sxm h200-nvl b200 "
     "gb200 l40s l4 a10 a10g t4 rtx-3090 rtx-4090 rtx-5090 rtx-6000-ada mi250x mi300x mi325x mi355x gaudi2 gaudi3 "
     "tpu-v4 tpu-v5e tpu-v5p tpu-v6e trn1 trn2 inf2"
@@ -219,7 +219,7 @@ def test_case_and_separators_do_not_matter(data):
 def test_every_reference_price_row_is_kept(builtin):
     ref = _price_rows()
     assert len(builtin.prices) == len(ref)
-    for r, p in zip(ref, builtin.prices):
+    for r, p in zip(ref, builtin.prices, strict=True):
         assert (p.provider, p.sku, p.source) == (r["provider_or_market"], r["sku_or_config"], r["source"])
         if r["usd"]:
             assert p.usd == pytest.approx(float(r["usd"]))

@@ -313,7 +313,8 @@ BAD_INPUT = {
     "gpus too many": (["estimate", "train", "--model", "llama-3.1-8b", "--gpus", str(10**24)],
                       r"--gpus must be <= 1,048,576 \(2\*\*20; .*\); got an integer of about 25 digits"),
     # misleading messages, now naming what is wrong
-    "pp does not divide gpus (infer)": ([*INFER, "--gpus", "4", "--pp", "3"], r"^error: pp\(3\) does not divide gpus\(4\)$"),
+    "pp does not divide gpus (infer)": ([*INFER, "--gpus", "4", "--pp", "3"],
+                                        r"^error: pp\(3\) does not divide gpus\(4\)$"),
     "pp above layers (infer)": ([*INFER, "--gpus", "64", "--pp", "64"], r"pp\(64\) > num_hidden_layers\(32\)"),
     "plan a directory": (["plan", str(EXAMPLES_DIR)], r"is a directory, expected a YAML file"),
     "concurrency 0": ([*INFER, "--concurrency", "0"], r"--concurrency=0 must be a positive integer"),
@@ -403,7 +404,8 @@ BAD_FILES = {
     "scenario tokens .inf": (lambda t: ["plan", str(_file(t, "s.yaml", SCENARIO + "training: {tokens: .inf}\n"))],
                              r"s\.yaml: training\.tokens: Input should be a finite number"),
     "scenario empty gpu_types": (
-        lambda t: ["plan", str(_file(t, "s.yaml", SCENARIO + "training: {tokens: 1.0e8}\nconstraints: {gpu_types: []}\n"))],
+        lambda t: ["plan", str(_file(t, "s.yaml", SCENARIO + "training: {tokens: 1.0e8}\n"
+                                                             "constraints: {gpu_types: []}\n"))],
         r"s\.yaml: constraints\.gpu_types: empty list; give at least one GPU or omit the key"),
     "scenario negative price": (
         lambda t: ["plan", str(_file(t, "s.yaml", SCENARIO + "training: {tokens: 1.0e8}\n"

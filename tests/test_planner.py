@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 import json
 import math
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -273,7 +274,7 @@ def test_the_pareto_front_is_sorted_non_dominated_and_complete(scn):
     times = [p["time_h"] for p in front]
     costs = [p["cost_usd"] for p in front]
     assert times == sorted(times)
-    assert all(a > b for a, b in zip(costs, costs[1:], strict=False)), "cost must fall as time rises along the front"
+    assert all(a > b for a, b in pairwise(costs)), "cost must fall as time rises along the front"
     for p in front:
         for o in res.all_options:
             dominated = (o["time_h"] <= p["time_h"] and o["cost_usd"] <= p["cost_usd"]
@@ -529,7 +530,7 @@ def test_inference_pareto_entries_keep_time_in_hours_and_trade_tpot_for_cost():
     tpots = [p["tpot_s"] for p in front]
     costs = [p["cost_usd"] for p in front]
     assert tpots == sorted(tpots)
-    assert all(a > b for a, b in zip(costs, costs[1:], strict=False))
+    assert all(a > b for a, b in pairwise(costs))
     for p in front:
         assert not any(o["tpot_s"] <= p["tpot_s"] and o["cost_usd"] < p["cost_usd"] * (1 - 1e-9)
                        for o in res.all_options)  # fmt: skip

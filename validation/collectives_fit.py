@@ -197,8 +197,8 @@ def _pcie_rows(directory) -> tuple[list[CollectiveRow], list[Skipped]]:
         src = _source_key(r["source"])
         try:
             link = r["link"]
-            if "PCIe" not in link or "NVLink" in link or r["direction"] in ("H2D", "D2H", "") and \
-                    not r["latency_us_microseconds"]:  # fmt: skip
+            if "PCIe" not in link or "NVLink" in link or (r["direction"] in ("H2D", "D2H", "") and \
+                    not r["latency_us_microseconds"]):  # fmt: skip
                 raise SkipRow("not a GPU-to-GPU PCIe transfer (host link, NVLink copy engine, or a peer query)")
             gen = re.search(r"PCIe ([345])\.0", link)
             if gen is None:
@@ -249,7 +249,7 @@ def _names(present: set[str] | None = None) -> list[tuple[str, str]]:
     for f, ps in FREE.items():
         if f not in present:
             continue
-        out += [(f, p) for p in ps if not (TIED.get((f, p)) in present)]
+        out += [(f, p) for p in ps if TIED.get((f, p)) not in present]
     return out
 
 

@@ -67,7 +67,7 @@ def test_efficiency_from_stored_runs_is_speedup_over_relative_size(ddp_sweep):
     assert out["scaling_efficiency"]["2"] == pytest.approx(expected)
     assert scaling_efficiency(speedup=t2 / t1, world_size=2) == pytest.approx(expected)
     [group] = scaling_report(runs, price_usd_per_gpu_hour=2.0, job_tokens=1e6)
-    row1, row2 = group["rows"]
+    _row1, row2 = group["rows"]
     assert row2["scaling_efficiency"] == pytest.approx(expected)
     assert row2["job_cost_usd"] == pytest.approx(2 * 2.0 * 1e6 / t2 / 3600)
 

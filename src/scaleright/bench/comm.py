@@ -87,6 +87,6 @@ def run_comm_bench(config: CommBenchConfig | dict, *, store: RunStore | None = N
             if on_run is not None:
                 on_run(run)
     except (BenchRunError, KeyboardInterrupt) as exc:  # the sweep so far travels with the error
-        exc.result = {"sweep_id": sweep_id, "runs": runs}  # type: ignore[attr-defined]
+        exc.result = {"sweep_id": sweep_id, "runs": runs}  # type: ignore[union-attr]
         raise
     return {"sweep_id": sweep_id, "runs": runs}

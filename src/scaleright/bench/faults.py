@@ -22,8 +22,12 @@ import signal
 import sys
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from scaleright.errors import InputError
+
+if TYPE_CHECKING:
+    import torch
 
 __all__ = ["Fault", "parse_faults", "inject", "ENV", "KINDS", "EXIT_CODE", "SYSEXIT_CODE"]
 
@@ -54,7 +58,7 @@ def parse_faults(text: str | None) -> list[Fault]:
     return out
 
 
-def inject(rank: int, device: object) -> None:
+def inject(rank: int, device: torch.device) -> None:
     """Trigger the fault configured for ``rank`` in the environment, if any."""
     for fault in parse_faults(os.environ.get(ENV)):
         if fault.rank != rank:

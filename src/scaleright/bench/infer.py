@@ -81,7 +81,7 @@ def _sweep(cfg: InferBenchConfig, model: Any, device: Any, dtype: Any, sync: Cal
             if rep >= cfg.warmup:
                 prefill.append(t1 - t0)
                 decode.append(t2 - t1)
-        metrics = {**summarize(prefill, "prefill_time_s"), **summarize(decode, "decode_time_s")}
+        metrics: dict[str, Any] = {**summarize(prefill, "prefill_time_s"), **summarize(decode, "decode_time_s")}
         metrics["prefill_tokens_per_s"] = b * cfg.prompt_len / metrics["prefill_time_s_median"]
         metrics["decode_tokens_per_s"] = b * cfg.gen_len / metrics["decode_time_s_median"]
         metrics["time_per_output_token_s"] = metrics["decode_time_s_median"] / cfg.gen_len

@@ -41,6 +41,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Final, Literal
 
 from pydantic import BaseModel
 
@@ -63,7 +64,7 @@ __all__ = ["Launch", "torchrun_command", "rank_configs", "job_env", "worker_conf
            "torchrun_failures", "REMOTE"]
 
 KEEP_ENV = "SCALERIGHT_BENCH_KEEP"  # set to keep the run directory (config, beacons, torchrun.log) for debugging
-REMOTE = "remote"  # marker: this node's ranks finished; global rank 0 lives on another node
+REMOTE: Final = "remote"  # marker: this node's ranks finished; global rank 0 lives on another node
 POLL_S = 0.2  # how often the parent reads the beacons
 DONE_GRACE_S = 60.0  # after every local rank marked done, torchrun's teardown gets this long
 STOP_GRACE_S = 5.0  # SIGTERM -> SIGKILL
@@ -168,7 +169,7 @@ def _supervise(proc: subprocess.Popen, run_dir: Path, launch: Launch) -> _Watch:
     """Wait for torchrun, applying the progress timeout and the done grace (module doc)."""
     timeout_s, expected = launch.spec.timeout_s, launch.nproc_per_node
     start = time.monotonic()
-    seen: dict[int, tuple[int, float]] = {}  # rank -> (seq, monotonic time that seq was first seen)
+    seen: dict[int, tuple[object, float]] = {}  # rank -> (seq, monotonic time that seq was first seen)
     died_at: dict[int, float] = {}
     done_since: float | None = None
     while True:
@@ -199,7 +200,7 @@ def _supervise(proc: subprocess.Popen, run_dir: Path, launch: Launch) -> _Watch:
             return _Watch(timed_out=True, died_at=died_at)
 
 
-def run_ranks(launch: Launch, config: dict) -> list[dict] | str:
+def run_ranks(launch: Launch, config: dict) -> list[dict] | Literal["remote"]:
     """Run the job; return the per-rank results (sorted by rank), or ``REMOTE`` on a node without rank 0.
 
     Raises ``BenchRunError`` naming the failed rank and the cause. On any other exception (``KeyboardInterrupt``
@@ -328,7 +329,7 @@ def _blame(records: dict[int, dict], failures: dict[int, dict], beacons: dict[in
 
 def diagnose(run_dir: Path, *, world_size: int, returncode: int | None, timed_out: bool, timeout_s: float,
              multi_node: bool, log_tail: str = "", log_text: str = "",
-             died_at: dict[int, float] | None = None) -> list[dict] | str:
+             died_at: dict[int, float] | None = None) -> list[dict] | Literal["remote"]:
     """Results, ``REMOTE``, or the ``BenchRunError`` that explains why there are none (see module doc)."""
     at = f"at world_size={world_size}"
     beacons = read_progress(run_dir)

@@ -112,7 +112,7 @@ def run_rank(body: Callable[[RankContext, dict], dict]) -> None:
             write_json_atomic(run_dir / "result.json", {"ranks": gathered})
         dist.destroy_process_group()
         progress.mark("done")
-    except BaseException as exc:  # noqa: BLE001 - every way out of the body is reported, then the rank leaves
+    except BaseException as exc:  # every way out of the body is reported, then the rank leaves
         first_line = (str(exc).strip().splitlines() or [""])[0][:300]
         record = {"rank": rank, "error": f"{type(exc).__name__}: {first_line}".rstrip(": "),
                   "phase": progress.label, "time": time.time()}

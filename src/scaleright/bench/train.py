@@ -143,7 +143,7 @@ def run_train_bench(config: TrainBenchConfig | dict, *, store: RunStore | None =
             if on_run is not None:
                 on_run(run)
     except (BenchRunError, KeyboardInterrupt) as exc:  # the sweep so far travels with the error
-        exc.result = _sweep_result(sweep_id, runs)  # type: ignore[attr-defined]
+        exc.result = _sweep_result(sweep_id, runs)  # type: ignore[union-attr]
         raise
     return _sweep_result(sweep_id, runs)
 

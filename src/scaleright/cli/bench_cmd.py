@@ -15,7 +15,7 @@ import math
 import shlex
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import typer
 
@@ -42,21 +42,21 @@ class Format(str, Enum):
     json = "json"
 
 
-DbOpt = Annotated[Optional[Path], typer.Option("--db", help="Run database (default: user data dir/runs.sqlite).")]
+DbOpt = Annotated[Path | None, typer.Option("--db", help="Run database (default: user data dir/runs.sqlite).")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
 DryOpt = Annotated[bool, typer.Option("--dry-run", help="Print the torchrun command and per-rank config; run nothing.")]
 DeviceOpt = Annotated[Device, typer.Option("--device", help="auto = cuda when available, else cpu.")]
 PresetOpt = Annotated[str, typer.Option("--model", help="Model preset: tiny or small (GPT-2 small).")]
-LayersOpt = Annotated[Optional[int], typer.Option("--layers", help="Override the preset's layer count.")]
-HiddenOpt = Annotated[Optional[int], typer.Option("--hidden", help="Override the preset's hidden size.")]
-HeadsOpt = Annotated[Optional[int], typer.Option("--heads", help="Override the preset's head count.")]
-VocabOpt = Annotated[Optional[int], typer.Option("--vocab", help="Override the preset's vocabulary size.")]
-SeqOpt = Annotated[Optional[int], typer.Option("--seq-len", help="Override the preset's sequence length.")]
+LayersOpt = Annotated[int | None, typer.Option("--layers", help="Override the preset's layer count.")]
+HiddenOpt = Annotated[int | None, typer.Option("--hidden", help="Override the preset's hidden size.")]
+HeadsOpt = Annotated[int | None, typer.Option("--heads", help="Override the preset's head count.")]
+VocabOpt = Annotated[int | None, typer.Option("--vocab", help="Override the preset's vocabulary size.")]
+SeqOpt = Annotated[int | None, typer.Option("--seq-len", help="Override the preset's sequence length.")]
 TimeoutOpt = Annotated[float, typer.Option(
     "--timeout-s", help="Kill a world size's job once a rank made no progress for this many seconds.")]
 NnodesOpt = Annotated[int, typer.Option("--nnodes", help="Nodes (run the same command on each).")]
 NodeRankOpt = Annotated[int, typer.Option("--node-rank", help="This node's index (0..nnodes-1).")]
-EndpointOpt = Annotated[Optional[str], typer.Option("--rdzv-endpoint", help="HOST:PORT of the c10d rendezvous.")]
+EndpointOpt = Annotated[str | None, typer.Option("--rdzv-endpoint", help="HOST:PORT of the c10d rendezvous.")]
 RdzvIdOpt = Annotated[str, typer.Option("--rdzv-id", help="Rendezvous job id, the same on every node.")]
 
 
@@ -376,10 +376,10 @@ def infer(
 @bench_app.command("report")
 def report(
     db: DbOpt = None,
-    price: Annotated[Optional[float], typer.Option(
+    price: Annotated[float | None, typer.Option(
         "--price-usd-per-gpu-hour", help="Price per GPU-hour, for cost per job.")] = None,
     job_tokens: Annotated[float, typer.Option("--job-tokens", help="Tokens in one job, for job time and cost.")] = 1e9,
-    html_out: Annotated[Optional[Path], typer.Option("--html", help="Also write a self-contained HTML report.")] = None,
+    html_out: Annotated[Path | None, typer.Option("--html", help="Also write a self-contained HTML report.")] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Speedup, scaling efficiency and cost per job against world size, from stored train runs."""
@@ -416,7 +416,7 @@ def report(
 @runs_app.command("list")
 def runs_list(
     db: DbOpt = None,
-    kind: Annotated[Optional[str], typer.Option("--kind", help="train, comm or infer.")] = None,
+    kind: Annotated[str | None, typer.Option("--kind", help="train, comm or infer.")] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Stored runs, oldest first (opens the database read-only; a damaged row is skipped with a warning)."""
@@ -458,9 +458,9 @@ def runs_show(
 @runs_app.command("export")
 def runs_export(
     fmt: Annotated[Format, typer.Option("--format", help="csv or json.")] = Format.json,
-    out: Annotated[Optional[Path], typer.Option(
+    out: Annotated[Path | None, typer.Option(
         "--out", help="Write to this file (atomically; never the database itself) instead of stdout.")] = None,
-    kind: Annotated[Optional[str], typer.Option("--kind", help="train, comm or infer.")] = None,
+    kind: Annotated[str | None, typer.Option("--kind", help="train, comm or infer.")] = None,
     db: DbOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="Same as --format json (the default).")] = False,
 ) -> None:

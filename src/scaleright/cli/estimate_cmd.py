@@ -252,7 +252,8 @@ def train_cmd(
     ep: int = EpOpt,
     dp: int | None = typer.Option(None, "--dp", help="Data-parallel size (default: gpus / (tp*pp*cp))."),
     zero: int = ZeroOpt,
-    fsdp: bool = typer.Option(False, "--fsdp", help="FSDP full shard (same as --zero 3; conflicts with --zero 1 or 2)."),
+    fsdp: bool = typer.Option(False, "--fsdp",
+                              help="FSDP full shard (same as --zero 3; conflicts with --zero 1 or 2)."),
     recompute: str = RecOpt,
     sequence_parallel: bool = SpOpt,
     virtual_stages: int = typer.Option(1, "--virtual-stages", help="Interleaved pipeline chunks per stage."),
@@ -313,7 +314,8 @@ def train_cmd(
     if not est.fits:
         console.print(f"[red]does not fit:[/red] {esc(est.reason)}")
     table("Throughput", ["metric", "value"], [
-        ["step time (s)", est.step_time_s], ["tokens/s", est.tokens_per_s], ["tokens/s per GPU", est.tokens_per_s_per_gpu],
+        ["step time (s)", est.step_time_s], ["tokens/s", est.tokens_per_s],
+        ["tokens/s per GPU", est.tokens_per_s_per_gpu],
         ["model TFLOP/s per GPU", est.model_tflops_per_gpu], ["hardware TFLOP/s per GPU", est.hardware_tflops_per_gpu],
         ["MFU", est.mfu], ["HFU", est.hfu],
         ["scaling efficiency", est.scaling_efficiency], ["vs GPUs (smallest that fits)", est.base_gpus],
@@ -337,8 +339,8 @@ def infer_cmd(
     batch: str | None = typer.Option(None, "--batch", help="Concurrent sequences in total, or 'max' (KV capacity)."),
     concurrency: int | None = typer.Option(None, "--concurrency", help="Concurrent requests in total."),
     precision: str = PrecOpt,
-    kv_precision: str | None = typer.Option(None, "--kv-precision",
-                                             help="KV-cache precision (default: fp32 with --precision fp32, else bf16)."),
+    kv_precision: str | None = typer.Option(
+        None, "--kv-precision", help="KV-cache precision (default: fp32 with --precision fp32, else bf16)."),
     gpus_per_node: int | None = typer.Option(None, "--gpus-per-node", help="Default: the GPU's typical node."),
     calibration: str | None = CalOpt,
     catalog: Path | None = CatalogOpt,

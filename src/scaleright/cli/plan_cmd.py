@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
 from scaleright.cli.common import (
     CatalogOpt,
@@ -34,7 +34,7 @@ class _DelayedProgress:
     def __init__(self) -> None:
         self.t0 = time.perf_counter()
         self.bar: Progress | None = None
-        self.task = None
+        self.task: TaskID | None = None
 
     def __call__(self, i: int, n: int, label: str) -> None:
         if self.bar is None and time.perf_counter() - self.t0 > 1.0 and i < n:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
+from typing import Any, cast
 
 import numpy as np
 
@@ -29,6 +30,7 @@ from scaleright.plan.economics._units import DAYS_PER_MONTH
 from scaleright.plan.scenario import Scenario
 from scaleright.plan.search import (
     SEARCH_LIMITS,
+    InferCandidate,
     evaluate_inference,
     evaluate_training,
     gpu_counts,
@@ -71,7 +73,8 @@ def _ownership(scn: Scenario, gpu, purchase_usd: float, gpus) -> econ.OwnershipC
     return econ.OwnershipCosts(
         gpus=gpus, purchase_usd_per_gpu=purchase_usd, tdp_w=gpu.tdp_w or 0.0,
         electricity_usd_per_kwh=p.electricity_usd_per_kwh, depreciation_years=p.depreciation_years,
-        hours_per_day=p.hours_per_day, horizon_months=p.horizon_months, server_share_usd_per_gpu=p.server_share_usd_per_gpu,
+        hours_per_day=p.hours_per_day, horizon_months=p.horizon_months,
+        server_share_usd_per_gpu=p.server_share_usd_per_gpu,
         facility_upgrade_usd=p.facility_upgrade_usd, pue=p.pue, load_fraction=p.load_fraction,
         ops_overhead_usd_per_gpu_hour=p.ops_overhead_usd_per_gpu_hour, resale_fraction=p.resale_fraction,
     )  # fmt: skip
@@ -91,7 +94,7 @@ def price_for(scn: Scenario, gpu, cat: Catalog, kind: str) -> tuple[float | None
     except ScalerightError as exc:
         return None, str(exc)
     basis = f" ({row.price_basis})" if row.price_basis and row.price_basis != "usd" else ""
-    return float(row.price), f"{row.provider or 'catalog'} {row.date or ''}{basis}: {row.source[:80]}"
+    return float(cast(float, row.price)), f"{row.provider or 'catalog'} {row.date or ''}{basis}: {row.source[:80]}"
 
 
 def _rate(scn: Scenario, gpu, cat: Catalog, gpus):
@@ -298,6 +301,7 @@ def _plan_inference(scn, spec, cat, cal, progress) -> PlanResult:
     hours_month = p.hours_per_day * DAYS_PER_MONTH
     t0 = time.perf_counter()
     gpus_allowed = _allowed_gpus(scn, cat)
+    evaluated: dict[str, list[InferCandidate]]
     options_all, skipped, evaluated = [], [], {}
     for i, g in enumerate(gpus_allowed):
         if progress:
@@ -353,9 +357,10 @@ def _plan_inference(scn, spec, cat, cal, progress) -> PlanResult:
         else:
             reasons = "; ".join(f"{s['gpu']}: {s['reason']}" for s in skipped[:4])
             infeasible = {"binding": "latency SLO or memory", "message": f"no GPU type meets the SLOs: {reasons}"}
-    best = {}
+    best: dict[str, dict[str, Any]] = {}
     for o in options_all:
-        if o["gpu"] not in best or (o["cost_usd"], o["tpot_s"]) < (best[o["gpu"]]["cost_usd"], best[o["gpu"]]["tpot_s"]):
+        if (o["gpu"] not in best
+                or (o["cost_usd"], o["tpot_s"]) < (best[o["gpu"]]["cost_usd"], best[o["gpu"]]["tpot_s"])):
             best[o["gpu"]] = o
     options = sorted(best.values(), key=lambda o: o["cost_usd"])
     pareto = _pareto(options_all, key="tpot_s")
@@ -364,7 +369,7 @@ def _plan_inference(scn, spec, cat, cal, progress) -> PlanResult:
         pareto=pareto, explanations=[], infeasible=infeasible, all_options=options_all,
         search={"layouts_evaluated": n_eval, "layouts_fit": len(options_all), "wall_s": wall, "skipped": skipped,
                 "gpu_types": len(gpus_allowed), "layouts_per_s": n_eval / wall if wall > 0 else None,
-                "limits": SEARCH_LIMITS},  # fmt: skip
-    )
+                "limits": SEARCH_LIMITS},
+    )  # fmt: skip
     explain_inference(res, scn, spec, cat, evaluated, rate)
     return res

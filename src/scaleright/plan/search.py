@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import cast
 
 import numpy as np
 
@@ -133,7 +134,7 @@ def evaluate_training(spec: TransformerSpec, *, gpu, cluster: Cluster, counts: l
         micro_batch=g["mb"], n_micro=n_micro, recompute=g["rc"], sequence_parallel=g["sp"].astype(bool),
         precision=prec, optimizer=optimizer, task=task, lora=lora,
     )  # fmt: skip
-    total = sum(mem.values()) / GB
+    total = cast(np.ndarray, sum(mem.values()) / GB)
     fit = total <= gpu.memory_gb
     if not fit.any():
         a = {k: v for k, v in g.items()}
