@@ -10,7 +10,6 @@ convention).
 
 from __future__ import annotations
 
-import json
 import math
 import shlex
 from enum import Enum
@@ -139,7 +138,9 @@ def _failed_json(exc: Exception, db: str) -> None:
 
 
 def _echo_json(data: Any) -> None:
-    typer.echo(json.dumps(data, indent=2))
+    from scaleright.cli.common import emit_json  # NaN/Infinity become null: the output is always valid JSON
+
+    emit_json(data)
 
 
 def _dry_run(launches: list, cfg: Any, as_json: bool) -> None:
@@ -159,7 +160,7 @@ def _dry_run(launches: list, cfg: Any, as_json: bool) -> None:
         typer.echo(f"# world_size={item['world_size']}")
         typer.echo("env: " + " ".join(f"{k}={v}" for k, v in item["env"].items()))
         typer.echo(item["command_line"])
-        typer.echo(json.dumps(item["ranks"], indent=2))
+        _echo_json(item["ranks"])
 
 
 @bench_app.command("train")
@@ -228,8 +229,10 @@ def train(
     from rich.console import Console
 
     console = Console(markup=False, highlight=False)
-    console.print(f"model {spec.params:,} params ({model}), {cfg.strategy.value}, {cfg.precision}, "
-                  f"micro batch {cfg.micro_batch}; db {store.path}")
+    from scaleright.cli.common import visible
+
+    console.print(f"model {spec.params:,} params ({visible(model)}), {cfg.strategy.value}, {cfg.precision}, "
+                  f"micro batch {cfg.micro_batch}; db {visible(store.path)}")
 
     def show(run: dict) -> None:
         console.print(
@@ -410,7 +413,9 @@ def report(
     console = Console()
     console.print(render_table(groups) if groups else "no ok train runs in the database")
     if html_out is not None:
-        console.print(f"wrote {html_out}")
+        from scaleright.cli.common import esc
+
+        console.print(f"wrote {esc(html_out)}")
 
 
 @runs_app.command("list")

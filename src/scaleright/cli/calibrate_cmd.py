@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from scaleright.cli.common import CatalogOpt, JsonOpt, catalog_from, console, emit_json, table
+from scaleright.cli.common import CatalogOpt, JsonOpt, catalog_from, console, emit_json, esc, table
 
 DbOpt = typer.Option(None, "--db", help="Run database (default: the user data directory's runs.sqlite).")
 GpuOpt = typer.Option(..., "--gpu", help="Catalog accelerator the runs used (a user catalog entry for a CPU or an "
@@ -75,7 +75,7 @@ def calibrate_cmd(
     table(f"Calibration '{name}' from {report['runs']} runs on {fp} ({g.id})", ["parameter", "default", "fitted"],
           [[k, a, b] for k, (a, b) in changed.items()])  # fmt: skip
     console.print(f"median |error| of step time: {report['median_abs_pct_error_before']:.1f} % → "
-                  f"{report['median_abs_pct_error_after']:.1f} %; saved to {path}")  # fmt: skip
+                  f"{report['median_abs_pct_error_after']:.1f} %; saved to {esc(path)}")  # fmt: skip
 
 
 def compare_cmd(
@@ -88,10 +88,10 @@ def compare_cmd(
 ) -> None:
     """Predicted vs measured step time, tokens/s and peak memory for every stored train run, with % error."""
     from scaleright.bench.calibrate import predict_run
-    from scaleright.estimate.calibration import load_calibration
+    from scaleright.cli.common import calibration_from
 
     g = catalog_from(catalog).gpu(gpu)
-    cal = load_calibration(calibration)
+    cal = calibration_from("--calibration", calibration)
     fp, inputs = _inputs(db, fingerprint)
     rows = []
     for ri in inputs:
