@@ -1,0 +1,39 @@
+"""One request's life in the simulator: arrival, queueing, (chunked) prefill, decode, completion."""
+
+from __future__ import annotations
+
+__all__ = ["Request", "WAITING", "PREFILL", "DECODE", "DONE", "REJECTED"]
+
+WAITING, PREFILL, DECODE, DONE, REJECTED = range(5)
+
+
+class Request:
+    """Token counts and timestamps (simulated seconds) of one request. ``generated`` counts output tokens sampled
+    so far; in decode, ``base`` is the KV length minus the replica's decode-iteration counter (constant while the
+    request decodes, so contexts of the whole batch advance by one counter)."""
+
+    __slots__ = ("id", "arrival_s", "input_tokens", "output_tokens", "cached_tokens", "state", "generated",
+                 "target", "done", "blocks", "order", "base", "epoch", "first_token_s", "finish_s", "preemptions",
+                 "replica")  # fmt: skip
+
+    def __init__(self, rid: int, arrival_s: float, input_tokens: int, output_tokens: int, cached_tokens: int = 0):
+        self.id = rid
+        self.arrival_s = arrival_s
+        self.input_tokens = input_tokens
+        self.output_tokens = output_tokens
+        self.cached_tokens = cached_tokens  # prompt tokens found in the prefix cache (not recomputed)
+        self.state = WAITING
+        self.generated = 0
+        self.target = input_tokens  # tokens the next prefill must hold in KV (prompt, or prompt + output on recompute)
+        self.done = cached_tokens  # tokens already in KV for the current prefill
+        self.blocks = 0  # KV blocks held while prefilling (decode: derived from base)
+        self.order = -1  # admission order (preemption takes the latest admitted)
+        self.base = 0
+        self.epoch = 0  # bumped when a decode heap entry goes stale (preemption)
+        self.first_token_s = float("nan")
+        self.finish_s = float("nan")
+        self.preemptions = 0
+        self.replica = -1
+
+    def __repr__(self) -> str:  # pragma: no cover - debugging aid
+        return f"Request({self.id}, t={self.arrival_s:.6f}, in={self.input_tokens}, out={self.output_tokens})"
