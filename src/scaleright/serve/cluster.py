@@ -63,7 +63,8 @@ class Cluster:
             env.schedule(self.times[self.issued], _ARRIVAL, self._arrive_open)
 
     def _arrive(self, env: Environment) -> None:
-        self._new(env)
+        if self.issued < self.n:  # several clients may finish at one instant when few requests are left
+            self._new(env)
 
     def _client_next(self, env: Environment, req: Request) -> None:
         if self.issued < self.n:
