@@ -9,9 +9,10 @@ chunked prefills. On one replica of ``tp · pp`` GPUs it costs
           + max(prefill attention FLOPs / peak_attn, prefix KV bytes / HBM)
           + 2 · layers · all_reduce(m · h · 2 B, tp) + MoE all-to-all(m, ep) + (pp − 1) · p2p(m)
 
-- GEMMs are ``estimate.layer.gemm_time`` rooflines (the shape law of training and prefill), so a batch-1 decode
-  is bandwidth-bound GEMV: its time is the weight bytes over the achievable HBM bandwidth (Pope et al. 2022,
-  section 2), inversely proportional to the HBM bandwidth; a long prefill chunk is compute-bound.
+- GEMMs are rooflines with the shape law of ``estimate.layer.gemm_time`` (training and prefill), except that few
+  rows do not lower the efficiency (``gemm_time`` here): a batch-1 decode is bandwidth-bound GEMV, its time the
+  weight bytes over the achievable HBM bandwidth (Pope et al. 2022, section 2), inversely proportional to the HBM
+  bandwidth; a long prefill chunk is compute-bound.
 - Decode attention reads every sequence's KV cache once: its time is affine in the batch's total context, so a run
   of identical iterations whose contexts only grow can be summed in closed form (``DecodeRun``).
 - MoE layers read only the experts the batch touches, E·(1 − (1 − k/E)^m) of E; with expert parallelism
@@ -38,7 +39,7 @@ from scaleright.estimate.calibration import DEFAULT_CALIBRATION, Calibration
 from scaleright.estimate.comm import Cluster, collective_time_s, group_bandwidth
 from scaleright.estimate.engines import EngineProfile, get_engine
 from scaleright.estimate.infer import compute_precision
-from scaleright.estimate.layer import elementwise_values, gemm_time
+from scaleright.estimate.layer import elementwise_values
 from scaleright.estimate.layout import Layout
 from scaleright.estimate.memory import kv_cache_bytes
 from scaleright.estimate.train import peak_flops
@@ -47,6 +48,16 @@ from scaleright.workload.precision import bytes_per_element
 from scaleright.workload.spec import TransformerSpec
 
 __all__ = ["IterationModel", "DecodeRun", "iteration_time_s", "serving_layout"]
+
+
+def _gemm_time(m, k, n, *, peak, eff_max, half_dim, hbm, bytes_per_el, count=1.0):
+    """``estimate.layer.gemm_time`` with the row count floored at ``half_dim`` in the efficiency only: a GEMM of
+    few rows (decode) runs as a bandwidth-bound GEMV / split-K kernel, not as a tensor-core tile 1/97 full, so
+    its time is its bytes over HBM bandwidth; from ``half_dim`` rows up (prefill) it is the shared shape law."""
+    m, k, n = (np.asarray(x, dtype=float) for x in (m, k, n))
+    d = np.minimum(np.minimum(np.maximum(m, half_dim), k), n)
+    eff = eff_max * d / (d + half_dim)
+    return count * np.maximum(2.0 * m * k * n / (peak * eff), bytes_per_el * (m * k + k * n + m * n) / hbm)
 
 
 def serving_layout(spec: TransformerSpec, *, tp: int = 1, pp: int = 1, ep: int = 1) -> Layout:
@@ -124,21 +135,21 @@ class IterationModel:
         # attention projections of one layer (MLA: latent projections), sliced over tp
         if spec.mla:
             a = spec.mla
-            attn = gemm_time(mm, h, a.kv_lora_rank + a.qk_rope_head_dim, **gemm)
+            attn = _gemm_time(mm, h, a.kv_lora_rank + a.qk_rope_head_dim, **gemm)
             if a.q_lora_rank:
-                attn = attn + gemm_time(mm, h, a.q_lora_rank, **gemm) + gemm_time(mm, a.q_lora_rank, spec.q_dim / tp, **gemm)
+                attn = attn + _gemm_time(mm, h, a.q_lora_rank, **gemm) + _gemm_time(mm, a.q_lora_rank, spec.q_dim / tp, **gemm)
             else:
-                attn = attn + gemm_time(mm, h, spec.q_dim / tp, **gemm)
-            attn = attn + gemm_time(mm, a.kv_lora_rank, spec.heads * (a.qk_nope_head_dim + a.v_head_dim) / tp, **gemm)
-            attn = attn + gemm_time(mm, spec.heads * a.v_head_dim / tp, h, **gemm)
+                attn = attn + _gemm_time(mm, h, spec.q_dim / tp, **gemm)
+            attn = attn + _gemm_time(mm, a.kv_lora_rank, spec.heads * (a.qk_nope_head_dim + a.v_head_dim) / tp, **gemm)
+            attn = attn + _gemm_time(mm, spec.heads * a.v_head_dim / tp, h, **gemm)
         else:
             kv_tp = max(spec.kv_dim / tp, spec.head_dim)
-            attn = gemm_time(mm, h, spec.q_dim / tp + 2 * kv_tp, **gemm) + gemm_time(mm, spec.q_dim / tp, h, **gemm)
+            attn = _gemm_time(mm, h, spec.q_dim / tp + 2 * kv_tp, **gemm) + _gemm_time(mm, spec.q_dim / tp, h, **gemm)
         n_up = 2 if spec.gated_mlp else 1
 
         def ffn(rows, f, width_split, count=1.0):
-            return (gemm_time(rows, h, n_up * f / width_split, count=count, **gemm)
-                    + gemm_time(rows, f / width_split, h, count=count, **gemm))  # fmt: skip
+            return (_gemm_time(rows, h, n_up * f / width_split, count=count, **gemm)
+                    + _gemm_time(rows, f / width_split, h, count=count, **gemm))  # fmt: skip
 
         dense = ffn(mm, spec.ffn_hidden, tp)
         a2a = 0.0 * m
@@ -151,7 +162,7 @@ class IterationModel:
             moe = ffn(rows, mo.expert_ffn_hidden, tp // ep, count=local)
             if mo.num_shared_experts:
                 moe = moe + ffn(mm, mo.shared_ffn_hidden * mo.num_shared_experts, tp)
-            moe = moe + gemm_time(mm, h, mo.num_experts, **gemm)  # router
+            moe = moe + _gemm_time(mm, h, mo.num_experts, **gemm)  # router
             layer_ffn = (1 - frac) * dense + frac * moe
             bw_ep, al_ep = group_bandwidth(cluster, cal, size=ep, stride=1)
             a2a = c.moe_layers * 2 * collective_time_s("all_to_all", mm * mo.top_k * h * 2.0, ep, bw_ep, al_ep)
@@ -170,7 +181,7 @@ class IterationModel:
         self._fixed = fixed.tolist()
         # the output head runs on one row per sequence that samples a token (not on every prompt token)
         head_params = c.embedding if spec.tied_embeddings else c.lm_head
-        head = gemm_time(mm, h, head_params / h / tp, **{**gemm, "bytes_per_el": max(bpe, 2.0)})
+        head = _gemm_time(mm, h, head_params / h / tp, **{**gemm, "bytes_per_el": max(bpe, 2.0)})
         head[0] = 0.0
         self._head = head.tolist()
         # attention: FLOPs and KV bytes per context token attended (affine in the batch's total context)
