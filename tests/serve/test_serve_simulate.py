@@ -21,8 +21,10 @@ def run(llama_8b, h100):
     return go
 
 
-def test_at_zero_load_ttft_is_the_prefill_time_of_one_request(run, llama_8b, h100):
-    res = run(rate=0.01, requests=5, output_len=16)
+def test_at_zero_load_ttft_is_the_prefill_time_of_one_request(run, llama_8b, h100, tmp_path):
+    trace = tmp_path / "alone.csv"  # each request finishes long before the next arrives
+    trace.write_text("arrival_time_s,input_tokens,output_tokens\n" + "".join(f"{10 * i},512,16\n" for i in range(5)))
+    res = run(trace=trace)
     prefill = iteration_time_s(llama_8b, gpu=h100, prefill_tokens=512)
     assert res.ttft_ms["p50"] == pytest.approx(prefill * 1e3, rel=1e-9)
     assert res.ttft_ms["p99"] == pytest.approx(prefill * 1e3, rel=1e-9)

@@ -9,8 +9,12 @@ chunked prefills. On one replica of ``tp · pp`` GPUs it costs
           + max(prefill attention FLOPs / peak_attn, prefix KV bytes / HBM)
           + 2 · layers · all_reduce(m · h · 2 B, tp) + MoE all-to-all(m, ep) + (pp − 1) · p2p(m)
 
+- The tensor-parallel all-reduce is the α–β ring of ``estimate.comm`` or, inside a node, the one-shot kernel
+  serving engines use for small activations (vLLM and TensorRT-LLM custom all-reduce: α + (tp − 1)·S / B),
+  whichever is faster: at decode sizes the ring's 2(tp − 1) latency steps would dominate.
+
 - GEMMs are rooflines with the shape law of ``estimate.layer.gemm_time`` (training and prefill), except that few
-  rows do not lower the efficiency (``gemm_time`` here): a batch-1 decode is bandwidth-bound GEMV, its time the
+  rows do not lower the efficiency (``_gemm_time`` here): a batch-1 decode is bandwidth-bound GEMV, its time the
   weight bytes over the achievable HBM bandwidth (Pope et al. 2022, section 2), inversely proportional to the HBM
   bandwidth; a long prefill chunk is compute-bound.
 - Decode attention reads every sequence's KV cache once: its time is affine in the batch's total context, so a run
@@ -172,7 +176,12 @@ class IterationModel:
         elem = cal.elementwise_factor * mm * (repl + split / tp) * 2 / (gpu.hbm_bandwidth_tb_per_s * 1e12
                                                                        * cal.memory_efficiency)  # fmt: skip
         bw, al = group_bandwidth(cluster, cal, size=tp, stride=1)
-        ar = L * 2 * collective_time_s("all_reduce", mm * h * 2.0, tp, bw, al)
+        ring = collective_time_s("all_reduce", mm * h * 2.0, tp, bw, al)
+        if tp > 1 and tp <= cluster.gpus_per_node:
+            # serving engines all-reduce small activations in one shot inside a node (vLLM / TensorRT-LLM custom
+            # all-reduce: every rank reads its peers' buffers over NVLink): one latency, (tp − 1) buffers
+            ring = np.minimum(ring, al + (tp - 1) * mm * h * 2.0 / bw)
+        ar = L * 2 * ring
         bw_pp, al_pp = group_bandwidth(cluster, cal, size=pp, stride=tp)
         p2p = (pp - 1) * collective_time_s("p2p", mm * h * 2.0, 2, bw_pp, al_pp) if pp > 1 else 0.0 * m
         body = (L * (attn + layer_ffn + elem) + ar + a2a) / pp + p2p / pp  # per stage, then pp stages in a row

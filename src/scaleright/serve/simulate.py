@@ -6,6 +6,10 @@ The KV cache of a replica is what the engine leaves after weights, activation wo
 0.9), in blocks of 16 tokens. Everything random (arrivals, lengths) is drawn from the environment's seeded
 generator: the same seed and inputs give the same result, bit for bit.
 
+The engine profile's frontend latency (HTTP, tokenisation) is added to each request's TTFT and end-to-end latency:
+for an open-loop stream that equals delaying every arrival by it; closed-loop clients send their next request
+without it.
+
 ``capacity`` brackets the rate by doubling (or halving) from 1 request/s and bisects to ``rel_tol``, every trial
 with the same seed and request count, so the SLO test is a deterministic function of the rate.
 """
@@ -221,8 +225,9 @@ def _result(fleet: Cluster, env: Environment, *, model, gpus, tp, pp, ep, engine
     fin = np.array([r.finish_s for r in done])
     out = np.array([r.output_tokens for r in done], dtype=float)
     inp = np.array([r.input_tokens for r in done], dtype=float)
-    ttft = first - arr
-    e2e = fin - arr
+    front = get_engine(engine).frontend_latency_s  # outside the engine: shifts every request's clock alike
+    ttft = first - arr + front
+    e2e = fin - arr + front
     multi = out > 1
     tpot = (e2e[multi] - ttft[multi]) / (out[multi] - 1)
     start = min((r.arrival_s for r in fleet.requests), default=0.0)
