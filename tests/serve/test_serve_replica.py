@@ -147,3 +147,33 @@ def test_least_outstanding_router_sends_each_request_to_the_emptier_replica():
 def test_round_robin_router_takes_replicas_in_turn():
     env, fleet = run_toy([0.0, 0.1, 0.2, 0.3, 0.4], [16] * 5, [2] * 5, replicas=3, log=False)
     assert [r.replica for r in fleet.requests] == [0, 1, 2, 0, 1]
+
+
+@pytest.mark.parametrize("replicas", [1, 3])
+def test_knowing_the_next_arrival_ahead_changes_no_timestamp_only_the_event_count(llama_8b, h100, replicas):
+    from scaleright.estimate.iteration import IterationModel
+    from scaleright.serve.cluster import Cluster
+    from scaleright.serve.kernel import Environment
+    from scaleright.serve.router import make_router
+
+    model = IterationModel(llama_8b, gpu=h100, max_rows=512)
+    rng = np.random.default_rng(11)
+    n = 300
+    arrivals = np.cumsum(rng.exponential(1 / (12.0 * replicas), n))
+    inputs, outputs = rng.integers(16, 400, n), rng.integers(2, 200, n)
+
+    def go(ahead: bool):
+        env = Environment(0)
+        fleet = Cluster(env, model, SchedulerConfig(64, 512), replicas=replicas, kv_blocks=2000,
+                        router=make_router("round-robin"), input_tokens=inputs, output_tokens=outputs,
+                        arrival_s=arrivals)  # fmt: skip
+        if not ahead:
+            for rep in fleet.replicas:
+                rep.next_arrival = None  # fall back to cutting runs when a request arrives
+        env.run()
+        return [(r.first_token_s, r.finish_s) for r in fleet.requests], env.events_processed
+
+    known, ev_known = go(True)
+    cut, ev_cut = go(False)
+    assert known == pytest.approx(cut, rel=1e-12)
+    assert ev_known < ev_cut

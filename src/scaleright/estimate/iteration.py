@@ -34,8 +34,6 @@ building blocks), so the serving simulator evaluates an iteration with a few flo
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-
 import numpy as np
 
 from scaleright.errors import InputError, LayoutError
@@ -73,15 +71,18 @@ def serving_layout(spec: TransformerSpec, *, tp: int = 1, pp: int = 1, ep: int =
     return lay
 
 
-@dataclass(frozen=True)
 class DecodeRun:
     """``n`` consecutive iterations with the same rows whose total context grows by ``batch`` per iteration:
-    iteration j takes ``intercept_s + slope_s · (context0 + j · batch)``."""
+    iteration j takes ``intercept_s + slope_s · (context0 + j · batch)``. (A plain slotted class: the simulator
+    builds one per decode run, and a frozen dataclass costs several times more to construct.)"""
 
-    intercept_s: float
-    slope_s: float  # seconds per context token in the batch
-    batch: int
-    context0: float
+    __slots__ = ("intercept_s", "slope_s", "batch", "context0")
+
+    def __init__(self, intercept_s: float, slope_s: float, batch: int, context0: float):
+        self.intercept_s = intercept_s
+        self.slope_s = slope_s  # seconds per context token in the batch
+        self.batch = batch
+        self.context0 = context0
 
     def total_s(self, n: int) -> float:
         """Sum of the first ``n`` iterations' times (exact: the cost is affine in the total context)."""

@@ -13,6 +13,7 @@ from scaleright.estimate.iteration import IterationModel
 from scaleright.serve.kernel import Environment, Priority
 from scaleright.serve.replica import Replica, SchedulerConfig
 from scaleright.serve.request import Request
+from scaleright.serve.router import RoundRobin
 
 __all__ = ["Cluster"]
 
@@ -34,9 +35,11 @@ class Cluster:
         self.concurrency = concurrency
         self.trace_rows: list[list] | None = [[] for _ in range(replicas)] if trace else None
         on_finish = self._client_next if concurrency else None
+        # open loop with round robin: request j goes to replica j mod R, so each replica knows its next arrival
+        ahead = self._next_for if not concurrency and (replicas == 1 or isinstance(router, RoundRobin)) else None
         self.replicas = [
             Replica(env, model, config, kv_blocks=kv_blocks, index=i, on_finish=on_finish,
-                    trace=self.trace_rows[i] if trace else None)  # fmt: skip
+                    trace=self.trace_rows[i] if trace else None, next_arrival=ahead)  # fmt: skip
             for i in range(replicas)
         ]
         self.requests: list[Request] = []
@@ -48,6 +51,11 @@ class Cluster:
             self.times = arrival_s.tolist()
             if self.n:
                 env.schedule(self.times[0], _ARRIVAL, self._arrive_open)
+
+    def _next_for(self, index: int) -> float:
+        """Arrival time of the next request round robin sends to replica ``index`` (inf when none is left)."""
+        j = self.issued + (index - self.issued) % len(self.replicas)
+        return self.times[j] if j < self.n else float("inf")
 
     def _new(self, env: Environment) -> None:
         i = self.issued

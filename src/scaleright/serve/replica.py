@@ -66,12 +66,13 @@ class Replica:
 
     def __init__(self, env: Environment, model: IterationModel, config: SchedulerConfig, *, kv_blocks: int,
                  index: int = 0, on_finish: Callable[[Environment, Request], None] | None = None,
-                 trace: list | None = None):  # fmt: skip
+                 trace: list | None = None, next_arrival: Callable[[int], float] | None = None):  # fmt: skip
         if kv_blocks < 1:
             raise InputError(f"kv_blocks={kv_blocks}: the KV cache holds no block of {BLOCK_TOKENS} tokens")
         self.env, self.model, self.cfg, self.index = env, model, config, index
         self.total_blocks = self.free = kv_blocks
         self.on_finish = on_finish
+        self.next_arrival = next_arrival  # time of the next request routed here, when the router knows it ahead
         self.trace = trace  # list of (start_s, duration_s, iterations, decode batch, prefill tokens), or None
         self.waiting: deque[Request] = deque()
         self.prefilling: list[Request] = []
@@ -137,14 +138,14 @@ class Replica:
             if not self._wake:
                 self._wake = True
                 env.schedule(env.now, _SCHED, self._step)
-        elif head and self._run is not None and self._run[1] is not None:
+        elif head and self._run is not None and self._run[1] is not None and not self._run[4]:
             # a decode-only run is in flight: cut it at the iteration boundary after now if the request could join
             if self.running < self.cfg.max_num_seqs and self.B < self.cfg.max_num_batched_tokens:
-                start, run, n, _ = self._run
+                start, run, n, _, _ = self._run
                 n2 = run.iterations_until(env.now - start, n)
                 if n2 < n:
                     self._epoch += 1
-                    self._run = (start, run, n2, None)
+                    self._run = (start, run, n2, None, True)
                     env.schedule(max(start + run.total_s(n2), env.now), _END, self._end, self._epoch)
 
     # -- KV blocks of decoding sequences -----------------------------------------------------------------------
@@ -276,7 +277,7 @@ class Replica:
                 kv_tok += r.done + take
             dur = self.model.time_s(prefill_tokens=int(p), decode_batch=self.B, decode_context_tokens=ctx,
                                     prefill_pairs=pairs, prefill_kv_tokens=kv_tok, prefill_seqs=len(chunks))  # fmt: skip
-            self._run = (env.now, None, 1, chunks)
+            self._run = (env.now, None, 1, chunks, True)
             end = env.now + dur
         else:
             heap = self._heap
@@ -284,22 +285,35 @@ class Replica:
                 heapq.heappop(heap)
             n = min(heap[0][0] - self.g, self._max_decode_iterations())
             run = self.model.decode_run(self.B, ctx)
-            self._run = (env.now, run, n, None)
             end = env.now + run.total_s(n)
+            cut = False
+            if self.next_arrival is not None and not self.waiting:
+                # the router knows when the next request comes here: end the run at the iteration it can join
+                t_next = self.next_arrival(self.index)
+                cut = True
+                if t_next < end and self.running < self.cfg.max_num_seqs and self.B < self.cfg.max_num_batched_tokens:
+                    n = run.iterations_until(t_next - env.now, n)
+                    end = max(env.now + run.total_s(n), t_next)
+            self._run = (env.now, run, n, None, cut)
         self._epoch += 1
         env.schedule(end, _END, self._end, self._epoch)
 
     def _end(self, env: Environment, epoch: int) -> None:
         if epoch != self._epoch:
             return  # the run was cut short by an arrival; its new end is booked
-        start, run, n, chunks = self._run
+        start, run, n, chunks, _ = self._run
         now = env.now
         dur = now - start
         used0 = self.total_blocks - self.free
         B = self.B
-        new = self._decode_blocks(n) if B else 0
+        if not B:
+            new = 0
+        elif n == 1:
+            new = self.phase[(-self.g) % BLOCK_TOKENS]
+        else:
+            new = self._decode_blocks(n)
         self.free -= new
-        self.g += n
+        g = self.g = self.g + n
         self.iterations += n
         self.busy_s += dur
         self.kv_block_s += (used0 + used0 + new) / 2 * dur
@@ -311,12 +325,14 @@ class Replica:
             env.record("iterations", n, B, sum(t for _, t in chunks) if chunks else 0, start)
         done: list[Request] = []
         heap = self._heap
-        while heap and heap[0][0] <= self.g:
-            _, _, ep, r = heapq.heappop(heap)
-            if r.state == DECODE and r.epoch == ep:
-                self.free += self._remove_decode(r)
-                r.generated = r.output_tokens
-                done.append(r)
+        if heap and heap[0][0] <= g:
+            pop = heapq.heappop
+            while heap and heap[0][0] <= g:
+                _, _, ep, r = pop(heap)
+                if r.state == DECODE and r.epoch == ep:
+                    self.free += self._remove_decode(r)
+                    r.generated = r.output_tokens
+                    done.append(r)
         if chunks:
             for r, take in chunks:
                 r.done += take
@@ -336,15 +352,16 @@ class Replica:
                 r.blocks = 0
         if done:
             self._tick(now)
+            self.in_system -= len(done)
+            self.finished += done
+            log, cb = env.log, self.on_finish
             for r in done:
                 r.state = DONE
                 r.finish_s = now
-                self.in_system -= 1
-                self.finished.append(r)
-                if env.log is not None:
+                if log is not None:
                     env.record("finish", r.id)
-                if self.on_finish is not None:
-                    self.on_finish(env, r)
+                if cb is not None:
+                    cb(env, r)
         self._run = None
         if env.peek() > now:
             self._step(env)  # nothing else happens at this instant: schedule the next iteration right away
