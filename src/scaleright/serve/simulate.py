@@ -16,6 +16,7 @@ with the same seed and request count, so the SLO test is a deterministic functio
 
 from __future__ import annotations
 
+import gc
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -208,7 +209,15 @@ def simulate(
     fleet = Cluster(env, model, config, replicas=replicas, kv_blocks=blocks, router=make_router(router),
                     input_tokens=np.asarray(inputs), output_tokens=np.asarray(outputs), arrival_s=arrivals,
                     concurrency=concurrency, trace=chrome_trace)  # fmt: skip
-    env.run()
+    # The run allocates one object per request and keeps them all: the cyclic garbage collector would rescan that
+    # growing heap again and again (runs 2x slower at 10**5 requests); nothing in the loop forms cycles.
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        env.run()
+    finally:
+        if was_enabled:
+            gc.enable()
     fleet.close(env.now)
     return _result(fleet, env, model=model, gpus=gpus, tp=tp, pp=pp, ep=ep, engine=engine, blocks=blocks,
                    slo_ttft_ms=slo_ttft_ms, slo_tpot_ms=slo_tpot_ms, price=price_usd_per_gpu_hour,
