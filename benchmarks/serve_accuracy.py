@@ -28,12 +28,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "src")]
 
-from scaleright.catalog import get_gpu  # noqa: E402
-from scaleright.errors import ScalerightError  # noqa: E402
-from scaleright.serve import simulate  # noqa: E402
-from validation.files import SkipRow  # noqa: E402
-from validation.hardware import map_gpu  # noqa: E402
-from validation.models import MODEL_MAP, catalog_spec, model_key  # noqa: E402
+from scaleright.catalog import get_gpu
+from scaleright.errors import ScalerightError
+from scaleright.serve import simulate
+from validation.files import SkipRow
+from validation.hardware import map_gpu
+from validation.models import MODEL_MAP, catalog_spec, model_key
 
 REF = ROOT / "validation" / "reference"
 

@@ -22,11 +22,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-import numpy as np  # noqa: E402
+import numpy as np
 
-from scaleright.catalog import get_gpu  # noqa: E402
-from scaleright.serve import simulate  # noqa: E402
-from scaleright.workload import load_model  # noqa: E402
+from scaleright.catalog import get_gpu
+from scaleright.serve import simulate
+from scaleright.workload import load_model
 
 RATE_PER_REPLICA = 16.0
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from conftest import ToyModel, run_toy
+
 from scaleright.errors import InputError
 from scaleright.serve.replica import BLOCK_TOKENS, SchedulerConfig
 
@@ -55,13 +55,13 @@ def test_a_long_prompt_is_chunked_by_the_token_budget():
 
 def test_decode_tokens_take_the_budget_before_prefills():
     # budget 8, two sequences decoding: a new 16-token prompt gets 6 tokens per iteration
-    env, fleet = run_toy([0.0, 0.0, 0.001], [4, 4, 16], [50, 50, 2], max_num_batched_tokens=8, max_num_seqs=4)
+    env, _fleet = run_toy([0.0, 0.0, 0.001], [4, 4, 16], [50, 50, 2], max_num_batched_tokens=8, max_num_seqs=4)
     prefills = [ev[4] for ev in env.log if ev[1] == "iterations" and ev[4]]
     assert prefills == [8, 6, 6, 4]
 
 
 def test_max_num_seqs_holds_the_queue_until_a_completion():
-    env, fleet = run_toy([0.0, 0.0, 0.0], [16, 16, 16], [3, 3, 3], max_num_seqs=2)
+    env, _fleet = run_toy([0.0, 0.0, 0.0], [16, 16, 16], [3, 3, 3], max_num_seqs=2)
     first = {ev[2]: ev[0] for ev in env.log if ev[1] == "first_token"}
     finish = {ev[2]: ev[0] for ev in env.log if ev[1] == "finish"}
     assert first[2] > finish[0]  # the third request is admitted only after one of the first two finishes
@@ -80,13 +80,13 @@ def test_preemption_by_recompute_when_the_kv_cache_runs_out_and_every_request_st
 
 
 def test_a_request_longer_than_the_whole_cache_is_rejected_not_stuck():
-    env, fleet = run_toy([0.0, 0.0], [16, 200], [4, 4], kv_blocks=8)
+    _env, fleet = run_toy([0.0, 0.0], [16, 200], [4, 4], kv_blocks=8)
     rep = fleet.replicas[0]
     assert [r.id for r in rep.rejected] == [1] and [r.id for r in rep.finished] == [0]
 
 
 def test_prefix_cache_hits_skip_whole_blocks_of_the_prompt():
-    env, fleet = run_toy([0.0], [100], [1], prefix_cache_hit_rate=0.5)
+    env, _fleet = run_toy([0.0], [100], [1], prefix_cache_hit_rate=0.5)
     its = [ev for ev in env.log if ev[1] == "iterations"]
     assert its[0][4] == 100 - 48  # 50 % of 100 tokens rounded down to whole 16-token blocks: 48 cached
 
@@ -98,7 +98,7 @@ def test_block_count_of_the_batch_matches_a_per_sequence_count(seed):
     arrivals = np.sort(rng.uniform(0, 0.5, n))
     inputs = rng.integers(1, 80, n)
     outputs = rng.integers(1, 60, n)
-    env, fleet = run_toy(arrivals, inputs, outputs, kv_blocks=40, max_num_seqs=16, max_num_batched_tokens=64,
+    _env, fleet = run_toy(arrivals, inputs, outputs, kv_blocks=40, max_num_seqs=16, max_num_batched_tokens=64,
                          log=False)  # fmt: skip
     rep = fleet.replicas[0]
     assert len(rep.finished) == n and rep.free == rep.total_blocks
@@ -116,7 +116,7 @@ def test_block_phase_classes_agree_with_counting_each_sequence():
         r.done, r.order = c, i
         rep._add_decode(r)
     rep.g = 7
-    for n in range(0, 70):
+    for n in range(70):
         # a sequence of KV length c (at g = 0; now c + 7) needs a block before each step that starts at a multiple
         brute = sum(sum(1 for j in range(n) if (c + 7 + j) % BLOCK_TOKENS == 0) for c in lengths)
         assert rep._decode_blocks(n) == brute
@@ -130,7 +130,7 @@ def test_scheduler_limits_are_checked_with_their_values():
 
 
 def test_closed_loop_clients_keep_the_concurrency_constant():
-    env, fleet = run_toy(None, [16] * 20, [8] * 20, concurrency=4, log=False)
+    _env, fleet = run_toy(None, [16] * 20, [8] * 20, concurrency=4, log=False)
     reqs = fleet.requests
     assert len(reqs) == 20 and all(r.finish_s == r.finish_s for r in reqs)
     # a new request starts the moment one finishes: arrivals after the first four are completion times
@@ -140,12 +140,12 @@ def test_closed_loop_clients_keep_the_concurrency_constant():
 
 def test_least_outstanding_router_sends_each_request_to_the_emptier_replica():
     # all at t=0, nothing finishes in between: counts (0,0) -> 0, (1,0) -> 1, (1,1) -> 0 (tie: lowest), (2,1) -> 1
-    env, fleet = run_toy([0.0] * 4, [16] * 4, [100, 1, 1, 1], replicas=2, router="least-outstanding", log=False)
+    _env, fleet = run_toy([0.0] * 4, [16] * 4, [100, 1, 1, 1], replicas=2, router="least-outstanding", log=False)
     assert [r.replica for r in fleet.requests] == [0, 1, 0, 1]
 
 
 def test_round_robin_router_takes_replicas_in_turn():
-    env, fleet = run_toy([0.0, 0.1, 0.2, 0.3, 0.4], [16] * 5, [2] * 5, replicas=3, log=False)
+    _env, fleet = run_toy([0.0, 0.1, 0.2, 0.3, 0.4], [16] * 5, [2] * 5, replicas=3, log=False)
     assert [r.replica for r in fleet.requests] == [0, 1, 2, 0, 1]
 
 

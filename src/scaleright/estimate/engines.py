@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from scaleright.errors import UnknownNameError
 
-__all__ = ["EngineProfile", "ENGINES", "get_engine", "engine_names"]
+__all__ = ["ENGINES", "EngineProfile", "engine_names", "get_engine"]
 
 
 @dataclass(frozen=True)
@@ -55,8 +55,8 @@ ENGINES: dict[str, EngineProfile] = {
             quantised_kv_precision="bf16", frontend_latency_s=0.0,
             status="fitted",
             grounded_in=(
-                "components/serving_engine.csv: vLLM (ROCm) benchmark_latency, Llama 3.1 405B FP8, 8x MI300X, "
-                "batch 1-256 (derived ms per output token)",
+                ("components/serving_engine.csv: vLLM (ROCm) benchmark_latency, Llama 3.1 405B FP8, 8x MI300X, "
+                "batch 1-256 (derived ms per output token)"),
                 "components/serving_engine.csv: vLLM (ROCm), Llama 3.1 70B FP8, 8x MI300X, batch 1-4 end-to-end",
             ),
             note="Grid fit (hbm_fraction 0.40-0.60, overhead 3-8 ms) of the 12 end-to-end rows: median |error| 1.6 %. "
@@ -75,8 +75,8 @@ ENGINES: dict[str, EngineProfile] = {
             name="trtllm", iteration_overhead_s=0.5e-3, hbm_fraction=0.60, gemm_efficiency_factor=1.0,
             quantised_kv_precision="fp8", frontend_latency_s=4e-3, status="fitted",
             grounded_in=(
-                "infer_measured.csv: 'Online Serving Measurements' (TensorRT-LLM 0.14 + Triton), lowest-QPS rows "
-                "(mean TTFT and ITL), Llama 3.1 8B / 70B on H100 and H200",
+                ("infer_measured.csv: 'Online Serving Measurements' (TensorRT-LLM 0.14 + Triton), lowest-QPS rows "
+                "(mean TTFT and ITL), Llama 3.1 8B / 70B on H100 and H200"),
                 "components/serving_engine.csv: TensorRT-LLM Azure ND A100/H100/H200 end-to-end tables",
             ),
             note="Grid fit (hbm_fraction 0.55-0.80, overhead 0.5-4 ms) of mean ITL, TTFT (finite QPS) and output "
@@ -88,8 +88,8 @@ ENGINES: dict[str, EngineProfile] = {
             name="llama.cpp", iteration_overhead_s=0.3e-3, hbm_fraction=0.80, gemm_efficiency_factor=1.0,
             quantised_kv_precision="fp16", frontend_latency_s=0.0, status="fitted",
             grounded_in=(
-                "components/serving_engine.csv: llama.cpp (CUDA backend) tg128 rows, codellama-7b F16 / Q8_0 on "
-                "RTX 4090, llama 7B Q4_0 on RTX 3090 Ti (ms per token = 1000 / tokens per second)",
+                ("components/serving_engine.csv: llama.cpp (CUDA backend) tg128 rows, codellama-7b F16 / Q8_0 on "
+                "RTX 4090, llama 7B Q4_0 on RTX 3090 Ti (ms per token = 1000 / tokens per second)"),
                 "components/serving_engine.csv: llama.cpp pp512 rows (prefill tokens per second)",
             ),
             note="Single-stream decode streams weights at ~80 % of HBM bandwidth (tg128 rows within ~15 %). Prefill "

@@ -34,6 +34,7 @@ building blocks), so the serving simulator evaluates an iteration with a few flo
 from __future__ import annotations
 
 import math
+
 import numpy as np
 
 from scaleright.errors import InputError, LayoutError
@@ -49,7 +50,7 @@ from scaleright.workload.params import count_params
 from scaleright.workload.precision import bytes_per_element
 from scaleright.workload.spec import TransformerSpec
 
-__all__ = ["IterationModel", "DecodeRun", "iteration_time_s", "serving_layout"]
+__all__ = ["DecodeRun", "IterationModel", "iteration_time_s", "serving_layout"]
 
 
 def _gemm_time(m, k, n, *, peak, eff_max, half_dim, hbm, bytes_per_el, count=1.0):
@@ -76,7 +77,7 @@ class DecodeRun:
     iteration j takes ``intercept_s + slope_s · (context0 + j · batch)``. (A plain slotted class: the simulator
     builds one per decode run, and a frozen dataclass costs several times more to construct.)"""
 
-    __slots__ = ("intercept_s", "slope_s", "batch", "context0")
+    __slots__ = ("batch", "context0", "intercept_s", "slope_s")
 
     def __init__(self, intercept_s: float, slope_s: float, batch: int, context0: float):
         self.intercept_s = intercept_s

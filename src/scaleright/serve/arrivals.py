@@ -22,7 +22,7 @@ import numpy as np
 from scaleright.errors import InputError
 from scaleright.textfile import check_input_file, read_text
 
-__all__ = ["ARRIVALS", "poisson", "gamma", "diurnal", "arrival_times", "read_trace"]
+__all__ = ["ARRIVALS", "arrival_times", "diurnal", "gamma", "poisson", "read_trace"]
 
 ARRIVALS = ("poisson", "gamma", "diurnal")
 

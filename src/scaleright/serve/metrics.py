@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["summary", "weighted_summary", "QUANTILES"]
+__all__ = ["QUANTILES", "summary", "weighted_summary"]
 
 QUANTILES = (50, 90, 99)
 

@@ -32,7 +32,7 @@ from scaleright.estimate.iteration import IterationModel
 from scaleright.serve.kernel import Environment, Priority
 from scaleright.serve.request import DECODE, DONE, PREFILL, REJECTED, WAITING, Request
 
-__all__ = ["Replica", "SchedulerConfig", "BLOCK_TOKENS"]
+__all__ = ["BLOCK_TOKENS", "Replica", "SchedulerConfig"]
 
 BLOCK_TOKENS = 16  # vLLM's default KV block size (tokens per block)
 _END = Priority.ITERATION_END
@@ -42,7 +42,7 @@ _SCHED = Priority.SCHEDULE
 class SchedulerConfig:
     """Continuous-batching limits of one replica (vLLM flags of the same names)."""
 
-    __slots__ = ("max_num_seqs", "max_num_batched_tokens", "prefix_cache_hit_rate")
+    __slots__ = ("max_num_batched_tokens", "max_num_seqs", "prefix_cache_hit_rate")
 
     def __init__(self, max_num_seqs: int = 256, max_num_batched_tokens: int = 8192, prefix_cache_hit_rate: float = 0.0):
         if not isinstance(max_num_seqs, int) or max_num_seqs < 1:
@@ -301,7 +301,7 @@ class Replica:
     def _end(self, env: Environment, epoch: int) -> None:
         if epoch != self._epoch:
             return  # the run was cut short by an arrival; its new end is booked
-        start, run, n, chunks, _ = self._run
+        start, _, n, chunks, _ = self._run
         now = env.now
         dur = now - start
         used0 = self.total_blocks - self.free

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["Request", "WAITING", "PREFILL", "DECODE", "DONE", "REJECTED"]
+__all__ = ["DECODE", "DONE", "PREFILL", "REJECTED", "WAITING", "Request"]
 
 WAITING, PREFILL, DECODE, DONE, REJECTED = range(5)
 
@@ -12,9 +12,25 @@ class Request:
     so far; in decode, ``base`` is the KV length minus the replica's decode-iteration counter (constant while the
     request decodes, so contexts of the whole batch advance by one counter)."""
 
-    __slots__ = ("id", "arrival_s", "input_tokens", "output_tokens", "cached_tokens", "state", "generated",
-                 "target", "done", "blocks", "order", "base", "epoch", "first_token_s", "finish_s", "preemptions",
-                 "replica")  # fmt: skip
+    __slots__ = (
+        "arrival_s",
+        "base",
+        "blocks",
+        "cached_tokens",
+        "done",
+        "epoch",
+        "finish_s",
+        "first_token_s",
+        "generated",
+        "id",
+        "input_tokens",
+        "order",
+        "output_tokens",
+        "preemptions",
+        "replica",
+        "state",
+        "target",
+    )  # fmt: skip
 
     def __init__(self, rid: int, arrival_s: float, input_tokens: int, output_tokens: int, cached_tokens: int = 0):
         self.id = rid

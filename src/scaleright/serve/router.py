@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 from scaleright.errors import UnknownNameError
 
-__all__ = ["ROUTERS", "RoundRobin", "LeastOutstanding", "make_router"]
+__all__ = ["ROUTERS", "LeastOutstanding", "RoundRobin", "make_router"]
 
 
 class RoundRobin:

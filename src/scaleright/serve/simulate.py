@@ -39,7 +39,7 @@ from scaleright.serve.replica import BLOCK_TOKENS, SchedulerConfig
 from scaleright.serve.router import make_router
 from scaleright.workload.spec import TransformerSpec
 
-__all__ = ["SimulationResult", "simulate", "capacity", "kv_blocks_per_replica", "MAX_REQUESTS"]
+__all__ = ["MAX_REQUESTS", "SimulationResult", "capacity", "kv_blocks_per_replica", "simulate"]
 
 MAX_REQUESTS = 10_000_000  # requests per simulation: 10**7 keeps one run under minutes and its records in memory
 
@@ -241,7 +241,7 @@ def _result(fleet: Cluster, env: Environment, *, model, gpus, tp, pp, ep, engine
     tpot = (e2e[multi] - ttft[multi]) / (out[multi] - 1)
     start = min((r.arrival_s for r in fleet.requests), default=0.0)
     span = (float(fin.max()) - start) if done else 0.0
-    per = (lambda x: x / span) if span > 0 else (lambda x: float("nan"))  # noqa: E731
+    per = (lambda x: x / span) if span > 0 else (lambda x: float("nan"))
     itl_v = [v for rep in reps for v, _ in rep.itl]
     itl_w = [w for rep in reps for _, w in rep.itl]
     goodput = None
@@ -301,8 +301,8 @@ def capacity(spec: TransformerSpec, *, slo_ttft_p99_ms: float, slo_tpot_p99_ms: 
     def ok(rate: float) -> bool:
         r = simulate(spec, rate=rate, requests=requests, model=model, **kw)
         cache[rate] = r
-        good = r.rejected == 0 and r.ttft_ms["p99"] <= slo_ttft_p99_ms and (
-            not r.tpot_ms["p99"] == r.tpot_ms["p99"] or r.tpot_ms["p99"] <= slo_tpot_p99_ms)  # NaN: no decode
+        tpot = r.tpot_ms["p99"]  # NaN when no request decodes (one output token each)
+        good = r.rejected == 0 and r.ttft_ms["p99"] <= slo_ttft_p99_ms and (math.isnan(tpot) or tpot <= slo_tpot_p99_ms)
         trials.append((rate, good))
         return good
 
