@@ -79,3 +79,14 @@ def test_bad_flags_are_one_error_naming_the_flag(app, extra, message):
     assert isinstance(res.exception, InputError), res.output
     with pytest.raises(InputError, match=message):
         raise res.exception
+
+
+def test_empirical_lengths_from_files_and_a_diurnal_stream(app, tmp_path):
+    lens = tmp_path / "in.txt"
+    lens.write_text("100\n300\n")
+    d = _json(app, BASE + ["--rate", "2", "--requests", "40", "--input-lengths", str(lens), "--arrival", "diurnal",
+                           "--diurnal-period-s", "60", "--diurnal-amplitude", "0.9", "--json"])  # fmt: skip
+    assert d["requests"] == 40
+    res = runner.invoke(app, BASE + ["--rate", "2", "--input-lengths", str(tmp_path / "none.txt")])
+    with pytest.raises(InputError, match="--input-lengths="):
+        raise res.exception

@@ -106,3 +106,25 @@ def test_bad_layouts_and_too_little_memory_are_named(llama_8b, llama_70b, h100):
         simulate(llama_70b, gpu=h100, rate=1)
     with pytest.raises(InputError, match="exactly one of rate, concurrency or trace"):
         simulate(llama_8b, gpu=h100, rate=1, concurrency=2)
+
+
+def test_engine_profiles_pick_their_kv_format_for_fp8_checkpoints(llama_8b, h100):
+    kw = dict(gpu=h100, rate=2, requests=20, precision="fp8")
+    trt = simulate(llama_8b, engine="trtllm", **kw)
+    vllm = simulate(llama_8b, engine="vllm", **kw)
+    assert trt.kv_blocks_per_replica > 1.9 * vllm.kv_blocks_per_replica  # fp8 KV holds twice the tokens of bf16
+
+
+def test_goodput_and_cost_follow_from_the_measured_rates(run):
+    res = run(rate=30, requests=600, slo_ttft_ms=60, slo_tpot_ms=20, price_usd_per_gpu_hour=3.0)
+    assert 0 < res.goodput_requests_per_s <= res.requests_per_s
+    assert res.usd_per_1m_output_tokens == pytest.approx(3.0 / 3600 / res.output_tokens_per_s * 1e6)
+
+
+def test_moe_with_expert_parallel_and_pipeline_layouts_serve(mixtral_8x7b, llama_8b, h100):
+    moe = simulate(mixtral_8x7b, gpu=h100, gpus=2, tp=2, ep=2, rate=4, requests=100)
+    assert moe.requests == 100 and moe.layout == {"tp": 2, "pp": 1, "ep": 2, "replicas": 1, "gpus": 2}
+    pp = simulate(llama_8b, gpu=h100, gpus=2, pp=2, rate=4, requests=100)
+    one = simulate(llama_8b, gpu=h100, rate=4, requests=100)
+    assert pp.kv_blocks_per_replica > one.kv_blocks_per_replica  # half the weights per GPU
+    assert pp.tpot_ms["p50"] > one.tpot_ms["p50"]  # stages one after another, plus the activation hop

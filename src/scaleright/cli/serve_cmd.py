@@ -118,6 +118,11 @@ def simulate_cmd(
     requests: int | None = typer.Option(None, "--requests", help="Requests to simulate (default 1000)."),
     duration_s: float | None = typer.Option(None, "--duration-s", help="Simulated seconds of arrivals (--rate)."),
     length_dist: str = _DIST,
+    input_lengths: Path | None = typer.Option(None, "--input-lengths", help="File of prompt lengths to resample "
+                                              "(one integer a line): empirical input lengths."),
+    output_lengths: Path | None = typer.Option(None, "--output-lengths", help="File of output lengths to resample."),
+    diurnal_period_s: float = typer.Option(86_400.0, "--diurnal-period-s", help="Period of --arrival diurnal."),
+    diurnal_amplitude: float = typer.Option(0.5, "--diurnal-amplitude", help="Swing of --arrival diurnal, [0, 1]."),
     engine: str = _ENGINE, precision: str = _PREC, kv_precision: str | None = _KVP, max_num_seqs: int = _SEQS,
     max_num_batched_tokens: int = _TOKS, prefix_cache_hit_rate: float = _HIT, router: str = _ROUTER,
     seed: int = _SEED,
@@ -160,8 +165,21 @@ def simulate_cmd(
         check_output_path("--trace-out", trace_out)
     spec, kw = _common(model, gpu, gpus, tp, pp, ep, input_len, output_len, engine, precision, kv_precision,
                        max_num_seqs, max_num_batched_tokens, prefix_cache_hit_rate, router, catalog, calibration)  # fmt: skip
+    from scaleright.serve.lengths import read_lengths
+
+    if trace is not None and (input_lengths is not None or output_lengths is not None):
+        raise InputError("--input-lengths / --output-lengths apply to --rate and --concurrency; a --trace has its own")
+    samples_in = read_lengths(input_lengths, flag="--input-lengths") if input_lengths is not None else None
+    samples_out = read_lengths(output_lengths, flag="--output-lengths") if output_lengths is not None else None
+    _check_pos("--diurnal-period-s", diurnal_period_s)
+    if not 0 <= diurnal_amplitude <= 1:
+        raise InputError(f"--diurnal-amplitude={diurnal_amplitude} must lie in [0, 1]")
     res = simulate(spec, rate=rate, concurrency=concurrency, trace=trace, arrival=arrival, burstiness=burstiness,
-                   requests=requests, duration_s=duration_s, input_dist=length_dist, output_dist=length_dist,
+                   requests=requests, duration_s=duration_s,
+                   input_dist="empirical" if samples_in is not None else length_dist,
+                   output_dist="empirical" if samples_out is not None else length_dist,
+                   input_samples=samples_in, output_samples=samples_out, diurnal_period_s=diurnal_period_s,
+                   diurnal_amplitude=diurnal_amplitude,
                    seed=seed, slo_ttft_ms=slo_ttft_ms, slo_tpot_ms=slo_tpot_ms,
                    price_usd_per_gpu_hour=price_usd_per_gpu_hour, chrome_trace=trace_out is not None, **kw)  # fmt: skip
     if trace_out is not None:

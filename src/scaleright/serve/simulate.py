@@ -83,7 +83,10 @@ def kv_blocks_per_replica(spec: TransformerSpec, model: IterationModel, *, gpu, 
                           precision: str, max_num_seqs: int, max_num_batched_tokens: int,
                           gpu_memory_utilization: float = 0.9) -> int:  # fmt: skip
     """KV blocks of 16 tokens one replica holds after weights, workspace and overheads."""
-    arrs = inference_memory_arrays(spec, batch=max_num_seqs, context=1, tp=tp, pp=pp, ep=ep, precision=precision,
+    # serving splits experts over the ep ranks of the tp group, so expert weights per GPU are 1/tp as dense ones
+    # (the memory model's ep is a training axis across data parallel: here it stays 1)
+    del ep
+    arrs = inference_memory_arrays(spec, batch=max_num_seqs, context=1, tp=tp, pp=pp, ep=1, precision=precision,
                                    kv_precision=model.kv_precision, prefill_chunk=max_num_batched_tokens)  # fmt: skip
     other = float(arrs["weights"] + arrs["activations"] + arrs["overhead"])
     free = gpu_memory_utilization * gpu.memory_gb * GB - other
@@ -122,6 +125,10 @@ def simulate(
     input_dist: str = "fixed",
     output_dist: str = "fixed",
     length_cv: float = 0.5,
+    input_samples=None,
+    output_samples=None,
+    diurnal_period_s: float = 86_400.0,
+    diurnal_amplitude: float = 0.5,
     engine: str = "vllm",
     precision: str = "bf16",
     kv_precision: str | None = None,
@@ -141,7 +148,9 @@ def simulate(
 ) -> SimulationResult:
     """Simulate serving ``spec`` on ``gpus`` GPUs as ``gpus / (tp · pp)`` replicas, under an open-loop ``rate``
     (``arrival`` process), ``concurrency`` closed-loop clients, or a ``trace`` CSV. ``requests`` (default 1000) or
-    ``duration_s`` (open loop) sets the length of the run."""
+    ``duration_s`` (open loop) sets the length of the run. Lengths: ``input_dist`` / ``output_dist`` fixed,
+    lognormal (mean = input_len / output_len, ``length_cv``) or empirical (``input_samples`` / ``output_samples``,
+    arrays of token counts, e.g. from ``serve.lengths.read_lengths``)."""
     gpus = _int_arg("gpus", gpus, "gpus")
     for name, v in (("tp", tp), ("pp", pp), ("ep", ep)):
         _int_arg(name, v, "parallel_degree")
@@ -191,14 +200,17 @@ def simulate(
         if n > MAX_REQUESTS:
             raise InputError(f"requests={n} must be <= {MAX_REQUESTS:,} (one simulation's records stay in memory)")
         if rate is not None:
-            arrivals = arrival_times(rng, arrival, rate=rate, n=n, burstiness=burstiness)
+            arrivals = arrival_times(rng, arrival, rate=rate, n=n, burstiness=burstiness, period_s=diurnal_period_s,
+                                     amplitude=diurnal_amplitude)  # fmt: skip
             if duration_s is not None:
                 arrivals = arrivals[arrivals <= duration_s]
                 n = len(arrivals)
         else:
             _int_arg("concurrency", concurrency, "batch")
-        inputs = draw_lengths(rng, input_dist, n=n, mean=input_len, cv=length_cv, field="input length")
-        outputs = draw_lengths(rng, output_dist, n=n, mean=output_len, cv=length_cv, field="output length")
+        inputs = draw_lengths(rng, input_dist, n=n, mean=input_len, cv=length_cv, samples=input_samples,
+                              field="input length")  # fmt: skip
+        outputs = draw_lengths(rng, output_dist, n=n, mean=output_len, cv=length_cv, samples=output_samples,
+                               field="output length")  # fmt: skip
     if model is None:
         rows = max_num_batched_tokens
         model = IterationModel(spec, gpu=gpu, cluster=cluster, tp=tp, pp=pp, ep=ep, precision=precision,
