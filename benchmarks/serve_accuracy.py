@@ -13,7 +13,9 @@ Sources (``validation/reference``):
   without a profile (MLC LLM, ExLlama) are skipped with the reason.
 Errors are ``predicted / measured − 1``; a group's score is the median of |error| over its rows.
 
-    python benchmarks/serve_accuracy.py [--rows]
+    python benchmarks/serve_accuracy.py [--rows] [--max-error 0.25]
+
+Exits 1 when the overall median |error| exceeds ``--max-error`` (a validation that fails, not one that prints).
 """
 
 from __future__ import annotations
@@ -134,6 +136,7 @@ def engine_rows():
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rows", action="store_true", help="print every scored row")
+    ap.add_argument("--max-error", type=float, default=0.25, help="fail above this overall median |error|")
     args = ap.parse_args(argv)
     a, sa = online_rows()
     b, sb = engine_rows()
@@ -153,6 +156,9 @@ def main(argv=None) -> int:
     overall = statistics.median([e for g, errs in groups.items() if g != "trtllm_azure" for e in errs])
     print("serve_accuracy " + " ".join(f"{g}={statistics.median(e):.3f}" for g, e in groups.items())
           + f" overall={overall:.3f}")  # fmt: skip
+    if overall > args.max_error:
+        print(f"FAIL: overall median |error| {overall:.1%} > {args.max_error:.0%}", file=sys.stderr)
+        return 1
     return 0
 
 
