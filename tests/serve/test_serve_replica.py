@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import ToyModel, run_toy
+from serve_toy import ToyModel, run_toy
 
 from scaleright.errors import InputError
 from scaleright.serve.replica import BLOCK_TOKENS, SchedulerConfig
