@@ -128,3 +128,13 @@ def test_moe_with_expert_parallel_and_pipeline_layouts_serve(mixtral_8x7b, llama
     one = simulate(llama_8b, gpu=h100, rate=4, requests=100)
     assert pp.kv_blocks_per_replica > one.kv_blocks_per_replica  # half the weights per GPU
     assert pp.tpot_ms["p50"] > one.tpot_ms["p50"]  # stages one after another, plus the activation hop
+
+
+def test_a_result_cache_answers_repeated_prompts_without_the_gpu(run):
+    base = run(rate=30, requests=1000)
+    cached = run(rate=30, requests=1000, result_cache_hit_rate=0.5)
+    assert 400 < cached.result_cache_hits < 600 and cached.requests == 1000
+    assert cached.ttft_ms["p50"] < base.ttft_ms["p50"]
+    assert cached.iterations < base.iterations
+    with pytest.raises(InputError, match=r"result_cache_hit_rate=1.0 must lie in \[0, 1\)"):
+        run(rate=1, result_cache_hit_rate=1.0)

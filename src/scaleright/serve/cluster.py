@@ -1,5 +1,8 @@
 """A fleet of identical replicas behind a router, fed by an open-loop arrival stream or closed-loop clients.
 
+A result cache (repeated prompts answered without the engine, e.g. an exact-match cache in front of the fleet)
+serves a given share of requests on arrival.
+
 Open loop (``--rate`` / ``--trace``): request i arrives at its time whatever the fleet does; only the next
 arrival sits in the event heap. Closed loop (``--concurrency C``): C clients each send a request at time 0 and the
 next one the moment their previous one completes (``vllm bench serve --max-concurrency`` with an infinite rate).
@@ -25,7 +28,8 @@ class Cluster:
 
     def __init__(self, env: Environment, model: IterationModel, config: SchedulerConfig, *, replicas: int,
                  kv_blocks: int, router, input_tokens: np.ndarray, output_tokens: np.ndarray,
-                 arrival_s: np.ndarray | None = None, concurrency: int | None = None, trace: bool = False):  # fmt: skip
+                 arrival_s: np.ndarray | None = None, concurrency: int | None = None, trace: bool = False,
+                 result_cached: np.ndarray | None = None):  # fmt: skip
         self.env = env
         self.router = router
         self.inputs = input_tokens.tolist()
@@ -43,6 +47,9 @@ class Cluster:
             for i in range(replicas)
         ]
         self.requests: list[Request] = []
+        # requests answered from the result cache (a repeated prompt): done on arrival, no replica sees them
+        self.result_cached = result_cached.tolist() if result_cached is not None else None
+        self.cache_hits: list[Request] = []
         if concurrency:
             for _ in range(min(concurrency, self.n)):
                 env.schedule(0.0, _ARRIVAL, self._arrive)
@@ -62,6 +69,13 @@ class Cluster:
         self.issued += 1
         req = Request(i, env.now, self.inputs[i], self.outputs[i])
         self.requests.append(req)
+        if self.result_cached is not None and self.result_cached[i]:
+            req.first_token_s = req.finish_s = env.now
+            req.generated = req.output_tokens
+            self.cache_hits.append(req)
+            if self.concurrency:
+                self._client_next(env, req)
+            return
         reps = self.replicas
         reps[self.router.pick(reps) if len(reps) > 1 else 0].submit(env, req)
 

@@ -61,6 +61,7 @@ class SimulationResult:
     mean_queue_length: float  # requests waiting, time average over the fleet
     mean_requests_in_system: float  # waiting or running, time average over the fleet (Little's L)
     preemptions: int
+    result_cache_hits: int  # requests answered from the result cache (in TTFT, end-to-end, throughput; not TPOT)
     requests: int  # completed
     rejected: int  # longer than a replica's whole KV cache
     duration_s: float  # first arrival to last completion
@@ -135,6 +136,7 @@ def simulate(
     max_num_seqs: int = 256,
     max_num_batched_tokens: int = 8192,
     prefix_cache_hit_rate: float = 0.0,
+    result_cache_hit_rate: float = 0.0,
     gpu_memory_utilization: float = 0.9,
     router: str = "round-robin",
     seed: int = 0,
@@ -168,6 +170,8 @@ def simulate(
     if not 0 < gpu_memory_utilization <= 1:
         raise InputError(f"gpu_memory_utilization={gpu_memory_utilization} must lie in (0, 1]")
     config = SchedulerConfig(max_num_seqs, max_num_batched_tokens, prefix_cache_hit_rate)
+    if not 0 <= result_cache_hit_rate < 1:
+        raise InputError(f"result_cache_hit_rate={result_cache_hit_rate} must lie in [0, 1)")
     get_engine(engine)
     env = Environment(seed, log=log)
     rng = env.rng
@@ -218,9 +222,10 @@ def simulate(
     blocks = kv_blocks_per_replica(spec, model, gpu=gpu, tp=tp, pp=pp, ep=ep, precision=precision,
                                    max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
                                    gpu_memory_utilization=gpu_memory_utilization)  # fmt: skip
+    cached = rng.random(len(inputs)) < result_cache_hit_rate if result_cache_hit_rate else None
     fleet = Cluster(env, model, config, replicas=replicas, kv_blocks=blocks, router=make_router(router),
                     input_tokens=np.asarray(inputs), output_tokens=np.asarray(outputs), arrival_s=arrivals,
-                    concurrency=concurrency, trace=chrome_trace)  # fmt: skip
+                    concurrency=concurrency, trace=chrome_trace, result_cached=cached)  # fmt: skip
     # The run allocates one object per request and keeps them all: the cyclic garbage collector would rescan that
     # growing heap again and again (runs 2x slower at 10**5 requests); nothing in the loop forms cycles.
     was_enabled = gc.isenabled()
@@ -239,8 +244,9 @@ def simulate(
 def _result(fleet: Cluster, env: Environment, *, model, gpus, tp, pp, ep, engine, blocks, slo_ttft_ms, slo_tpot_ms,
             price, chrome_trace) -> SimulationResult:  # fmt: skip
     reps = fleet.replicas
-    done = [r for rep in reps for r in rep.finished]
+    done = [r for rep in reps for r in rep.finished] + fleet.cache_hits
     done.sort(key=lambda r: r.id)
+    engine_made = np.array([r.replica >= 0 for r in done], dtype=bool)  # result-cache hits never reach a replica
     arr = np.array([r.arrival_s for r in done])
     first = np.array([r.first_token_s for r in done])
     fin = np.array([r.finish_s for r in done])
@@ -249,7 +255,7 @@ def _result(fleet: Cluster, env: Environment, *, model, gpus, tp, pp, ep, engine
     front = get_engine(engine).frontend_latency_s  # outside the engine: shifts every request's clock alike
     ttft = first - arr + front
     e2e = fin - arr + front
-    multi = out > 1
+    multi = (out > 1) & engine_made
     tpot = (e2e[multi] - ttft[multi]) / (out[multi] - 1)
     start = min((r.arrival_s for r in fleet.requests), default=0.0)
     span = (float(fin.max()) - start) if done else 0.0
@@ -276,7 +282,7 @@ def _result(fleet: Cluster, env: Environment, *, model, gpus, tp, pp, ep, engine
         kv_utilisation=sum(rep.kv_block_s for rep in reps) / (len(reps) * blocks * span) if span > 0 else 0.0,
         mean_queue_length=per(sum(rep.queue_s for rep in reps)),
         mean_requests_in_system=per(sum(rep.system_s for rep in reps)),
-        preemptions=sum(rep.preemptions for rep in reps), requests=len(done),
+        preemptions=sum(rep.preemptions for rep in reps), result_cache_hits=len(fleet.cache_hits), requests=len(done),
         rejected=sum(len(rep.rejected) for rep in reps), duration_s=span, replicas=len(reps),
         kv_blocks_per_replica=blocks, iterations=sum(rep.iterations for rep in reps), events=env.events_processed,
         usd_per_1m_output_tokens=usd_h / 3600 / out_tps * 1e6 if usd_h is not None and out_tps > 0 else None,
