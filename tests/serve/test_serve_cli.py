@@ -90,3 +90,12 @@ def test_empirical_lengths_from_files_and_a_diurnal_stream(app, tmp_path):
     res = runner.invoke(app, BASE + ["--rate", "2", "--input-lengths", str(tmp_path / "none.txt")])
     with pytest.raises(InputError, match="--input-lengths="):
         raise res.exception
+
+
+def test_cost_uses_the_catalog_price_unless_one_is_given(app):
+    d = _json(app, BASE + ["--rate", "4", "--requests", "30", "--json"])
+    assert d["price_usd_per_gpu_hour"] > 0 and d["price_source"].startswith("catalog on-demand")
+    assert d["usd_per_1m_output_tokens"] == pytest.approx(
+        d["price_usd_per_gpu_hour"] / 3600 / d["output_tokens_per_s"] * 1e6)
+    g = _json(app, BASE + ["--rate", "4", "--requests", "30", "--price-usd-per-gpu-hour", "2", "--json"])
+    assert g["price_usd_per_gpu_hour"] == 2 and g["price_source"] == "--price-usd-per-gpu-hour"

@@ -87,8 +87,22 @@ _RESULT = typer.Option(0.0, "--result-cache-hit-rate", help="Share of requests a
 _ROUTER = typer.Option("round-robin", "--router", help="round-robin or least-outstanding.")
 _SEED = typer.Option(0, "--seed", help="Seed of arrivals and lengths.")
 _CAL = typer.Option(None, "--calibration", help="Calibration profile name or JSON path.")
-_PRICE = typer.Option(None, "--price-usd-per-gpu-hour", help="GPU price, for cost per 1M tokens.")
+_PRICE = typer.Option(None, "--price-usd-per-gpu-hour", help="GPU price for cost per 1M tokens "
+                      "(default: the catalog's on-demand price).")
 _DIST = typer.Option("fixed", "--length-dist", help="Input and output length distribution: fixed or lognormal.")
+
+
+def _price(given: float | None, gpu, catalog: Path | None) -> tuple[float | None, str | None]:
+    """The GPU price for cost per 1M tokens: the flag, else the catalog's on-demand price (None when it has none)."""
+    if given is not None:
+        return given, "--price-usd-per-gpu-hour"
+    from scaleright.catalog import find_price
+
+    try:
+        row = find_price(gpu.id, "on-demand", catalog=catalog_from(catalog))
+    except InputError:
+        return None, None
+    return row.usd, f"catalog on-demand: {row.provider or 'unnamed provider'} {row.date or ''}".strip()
 
 
 def _print(res, title: str) -> None:
@@ -177,6 +191,7 @@ def simulate_cmd(
         raise InputError(f"--result-cache-hit-rate={result_cache_hit_rate} must lie in [0, 1)")
     if not 0 <= diurnal_amplitude <= 1:
         raise InputError(f"--diurnal-amplitude={diurnal_amplitude} must lie in [0, 1]")
+    price, price_source = _price(price_usd_per_gpu_hour, kw["gpu"], catalog)
     res = simulate(spec, rate=rate, concurrency=concurrency, trace=trace, arrival=arrival, burstiness=burstiness,
                    requests=requests, duration_s=duration_s,
                    input_dist="empirical" if samples_in is not None else length_dist,
@@ -184,12 +199,13 @@ def simulate_cmd(
                    input_samples=samples_in, output_samples=samples_out, diurnal_period_s=diurnal_period_s,
                    diurnal_amplitude=diurnal_amplitude, result_cache_hit_rate=result_cache_hit_rate,
                    seed=seed, slo_ttft_ms=slo_ttft_ms, slo_tpot_ms=slo_tpot_ms,
-                   price_usd_per_gpu_hour=price_usd_per_gpu_hour, chrome_trace=trace_out is not None, **kw)  # fmt: skip
+                   price_usd_per_gpu_hour=price, chrome_trace=trace_out is not None, **kw)  # fmt: skip
     if trace_out is not None:
         from scaleright.serve.trace import write_chrome_trace
 
         write_chrome_trace(trace_out, res.chrome_trace)
-    d = res.as_dict() | {"model": spec.name, "gpu": kw["gpu"].id}
+    d = res.as_dict() | {"model": spec.name, "gpu": kw["gpu"].id, "price_usd_per_gpu_hour": price,
+                         "price_source": price_source}  # fmt: skip
     if as_json:
         emit_json(d)
         return
@@ -227,13 +243,14 @@ def capacity_cmd(
     _check_int("--requests", requests, "batch")
     spec, kw = _common(model, gpu, gpus, tp, pp, ep, input_len, output_len, engine, precision, kv_precision,
                        max_num_seqs, max_num_batched_tokens, prefix_cache_hit_rate, router, catalog, calibration)  # fmt: skip
+    price, price_source = _price(price_usd_per_gpu_hour, kw["gpu"], catalog)
     best, res, trials = capacity(spec, slo_ttft_p99_ms=slo_ttft_p99_ms, slo_tpot_p99_ms=slo_tpot_p99_ms,
                                  requests=requests, arrival=arrival, burstiness=burstiness, input_dist=length_dist,
-                                 output_dist=length_dist, seed=seed, price_usd_per_gpu_hour=price_usd_per_gpu_hour,
+                                 output_dist=length_dist, seed=seed, price_usd_per_gpu_hour=price,
                                  **kw)  # fmt: skip
     d = {"max_rate_per_s": best, **(res.as_dict() if res is not None else {}),
          "trials": [{"rate_per_s": r, "meets_slo": ok} for r, ok in trials], "model": spec.name,
-         "gpu": kw["gpu"].id}  # fmt: skip
+         "gpu": kw["gpu"].id, "price_usd_per_gpu_hour": price, "price_source": price_source}  # fmt: skip
     if as_json:
         emit_json(d)
         return
