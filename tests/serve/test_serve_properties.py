@@ -8,7 +8,6 @@ import math
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
 from serve_toy import ToyModel, run_toy
 
 
@@ -22,7 +21,7 @@ def test_random_workloads_finish_return_every_block_and_respect_lower_bounds(n, 
     inputs, outputs = rng.integers(1, 120, n), rng.integers(1, 40, n)
     budget = max(budget, max_seqs)
     model = ToyModel(fixed_s=0.01, per_prefill_token_s=1e-4)
-    env, fleet = run_toy(arrivals, inputs, outputs, kv_blocks=kv_blocks, max_num_seqs=max_seqs,
+    _env, fleet = run_toy(arrivals, inputs, outputs, kv_blocks=kv_blocks, max_num_seqs=max_seqs,
                          max_num_batched_tokens=budget, model=model, replicas=replicas, router=router, log=False)  # fmt: skip
     finished = [r for rep in fleet.replicas for r in rep.finished]
     rejected = [r for rep in fleet.replicas for r in rep.rejected]
