@@ -36,3 +36,17 @@ def test_random_workloads_finish_return_every_block_and_respect_lower_bounds(n, 
         assert r.finish_s - r.first_token_s >= (r.output_tokens - 1) * model.fixed_s - 1e-12
     for r in rejected:
         assert -(-(r.input_tokens + r.output_tokens) // 16) > kv_blocks
+
+
+@settings(max_examples=40)
+@given(n=st.integers(1, 30), seed=st.integers(0, 2**16), kv_blocks=st.integers(4, 40), max_seqs=st.integers(1, 8))
+def test_swap_preemption_keeps_the_same_invariants(n, seed, kv_blocks, max_seqs):
+    rng = np.random.default_rng(seed)
+    arrivals = np.sort(rng.uniform(0, 0.3, n))
+    inputs, outputs = rng.integers(1, 120, n), rng.integers(1, 60, n)
+    _env, fleet = run_toy(arrivals, inputs, outputs, kv_blocks=kv_blocks, max_num_seqs=max_seqs,
+                          max_num_batched_tokens=64, preemption="swap", log=False)  # fmt: skip
+    rep = fleet.replicas[0]
+    assert len(rep.finished) + len(rep.rejected) == n
+    assert rep.free == rep.total_blocks and rep.B == 0 and not rep.waiting and not rep._joining
+    assert all(r.generated == r.output_tokens for r in rep.finished)

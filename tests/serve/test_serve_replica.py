@@ -177,3 +177,21 @@ def test_knowing_the_next_arrival_ahead_changes_no_timestamp_only_the_event_coun
     cut, ev_cut = go(False)
     assert known == pytest.approx(cut, rel=1e-12)
     assert ev_known < ev_cut
+
+
+def test_swap_preemption_moves_kv_to_the_host_and_back_without_recompute():
+    # the recompute scenario again, with swapping: the victim keeps its KV, so no prompt is prefilled twice
+    kw = dict(kv_blocks=6)
+    env_r, fleet_r = run_toy([0.0, 0.0, 0.0], [16, 16, 16], [40, 40, 40], **kw)
+    env_s, fleet_s = run_toy([0.0, 0.0, 0.0], [16, 16, 16], [40, 40, 40], preemption="swap", **kw)
+    rep = fleet_s.replicas[0]
+    assert rep.preemptions >= 1 and rep.swapped_tokens > 0
+    assert sorted(r.id for r in rep.finished) == [0, 1, 2] and rep.free == rep.total_blocks
+    prefill = lambda env: sum(ev[4] for ev in env.log if ev[1] == "iterations")  # noqa: E731
+    assert prefill(env_s) == 48 < prefill(env_r)  # three 16-token prompts, once each
+    assert all(r.generated == r.output_tokens for r in rep.finished)
+
+
+def test_unknown_preemption_mode_is_named():
+    with pytest.raises(InputError, match="preemption='drop' not allowed; allowed: recompute, swap"):
+        SchedulerConfig(preemption="drop")

@@ -84,6 +84,7 @@ _SEQS = typer.Option(256, "--max-num-seqs", help="Most sequences running at once
 _TOKS = typer.Option(8192, "--max-num-batched-tokens", help="Token budget of one iteration (chunked prefill).")
 _HIT = typer.Option(0.0, "--prefix-cache-hit-rate", help="Share of each prompt found in the prefix cache, [0, 1).")
 _RESULT = typer.Option(0.0, "--result-cache-hit-rate", help="Share of requests answered from a result cache, [0, 1).")
+_PREEMPT = typer.Option("recompute", "--preemption", help="When the KV cache runs out: recompute or swap.")
 _ROUTER = typer.Option("round-robin", "--router", help="round-robin or least-outstanding.")
 _SEED = typer.Option(0, "--seed", help="Seed of arrivals and lengths.")
 _CAL = typer.Option(None, "--calibration", help="Calibration profile name or JSON path.")
@@ -140,7 +141,7 @@ def simulate_cmd(
     diurnal_amplitude: float = typer.Option(0.5, "--diurnal-amplitude", help="Swing of --arrival diurnal, [0, 1]."),
     engine: str = _ENGINE, precision: str = _PREC, kv_precision: str | None = _KVP, max_num_seqs: int = _SEQS,
     max_num_batched_tokens: int = _TOKS, prefix_cache_hit_rate: float = _HIT,
-    result_cache_hit_rate: float = _RESULT, router: str = _ROUTER, seed: int = _SEED,
+    result_cache_hit_rate: float = _RESULT, preemption: str = _PREEMPT, router: str = _ROUTER, seed: int = _SEED,
     slo_ttft_ms: float | None = typer.Option(None, "--slo-ttft-ms", help="TTFT limit for goodput."),
     slo_tpot_ms: float | None = typer.Option(None, "--slo-tpot-ms", help="TPOT limit for goodput."),
     price_usd_per_gpu_hour: float | None = _PRICE,
@@ -187,6 +188,7 @@ def simulate_cmd(
     samples_in = read_lengths(input_lengths, flag="--input-lengths") if input_lengths is not None else None
     samples_out = read_lengths(output_lengths, flag="--output-lengths") if output_lengths is not None else None
     _check_pos("--diurnal-period-s", diurnal_period_s)
+    check_choice("--preemption", preemption, ("recompute", "swap"))
     if not 0 <= result_cache_hit_rate < 1:
         raise InputError(f"--result-cache-hit-rate={result_cache_hit_rate} must lie in [0, 1)")
     if not 0 <= diurnal_amplitude <= 1:
@@ -198,6 +200,7 @@ def simulate_cmd(
                    output_dist="empirical" if samples_out is not None else length_dist,
                    input_samples=samples_in, output_samples=samples_out, diurnal_period_s=diurnal_period_s,
                    diurnal_amplitude=diurnal_amplitude, result_cache_hit_rate=result_cache_hit_rate,
+                   preemption=preemption,
                    seed=seed, slo_ttft_ms=slo_ttft_ms, slo_tpot_ms=slo_tpot_ms,
                    price_usd_per_gpu_hour=price, chrome_trace=trace_out is not None, **kw)  # fmt: skip
     if trace_out is not None:

@@ -63,6 +63,12 @@ def _gemm_time(m, k, n, *, peak, eff_max, half_dim, hbm, bytes_per_el, count=1.0
     return count * np.maximum(2.0 * m * k * n / (peak * eff), bytes_per_el * (m * k + k * n + m * n) / hbm)
 
 
+# PCIe x16 bandwidth per direction by generation, GB/s (PCI-SIG: 8, 16, 32, 64 GT/s with 128b/130b encoding;
+# 6.0 with FLIT/PAM4 ~121 GB/s usable). The host link of KV swap-out and swap-in.
+PCIE_X16_GB_PER_S = {"3.0": 15.75, "4.0": 31.5, "5.0": 63.0, "6.0": 121.0}
+DEFAULT_PCIE_GEN = "4.0"  # when the catalog gives no host link (e.g. SXM modules listed without one)
+
+
 def serving_layout(spec: TransformerSpec, *, tp: int = 1, pp: int = 1, ep: int = 1) -> Layout:
     """A validated serving replica layout: ``tp · pp`` GPUs, ``ep`` dividing ``tp`` (experts split over the
     tensor-parallel group)."""
@@ -206,6 +212,9 @@ class IterationModel:
                                                        kv_precision=self.kv_precision))  # fmt: skip
         self._kv_s = self.kv_bytes_per_token * pp / hbm  # every stage reads its layers' share, one after another
         self.decode_slope_s = max(self._attn_flop_s, self._kv_s)
+        # KV swap to host memory: each GPU moves its share over its own PCIe link, in parallel
+        pcie = PCIE_X16_GB_PER_S.get(gpu.pcie_gen or DEFAULT_PCIE_GEN, PCIE_X16_GB_PER_S[DEFAULT_PCIE_GEN])
+        self.swap_s_per_token = self.kv_bytes_per_token / (pcie * 1e9)
         # FLOPs and bytes of the whole iteration's matmuls, for roofline checks
         self.weight_bytes_per_gpu = float(self._weight_bytes(spec, c, bpe))
         self.peak_flops = peak

@@ -3,8 +3,10 @@
 Every engine iteration (Orca, Yu et al. 2022; vLLM V1 ``Scheduler.schedule``):
 1. every decoding sequence gets one token; a sequence whose KV length is a multiple of the block size needs a new
    16-token block first (Kwon et al. 2023, PagedAttention). When the free blocks do not suffice, the most recently
-   admitted running request is preempted by recompute: its blocks are freed and it returns to the head of the
-   queue, to prefill its prompt and the tokens generated so far again;
+   admitted running request is preempted and returns to the head of the queue: by recompute (vLLM V1; its blocks
+   are freed and it prefills its prompt and the tokens generated so far again) or by swap (vLLM V0: a decoding
+   request's KV goes to host memory over PCIe and comes back whole when blocks for it and its next token are free;
+   both transfers lengthen the iteration they happen in; a partial prefill is always recomputed);
 2. the rest of the token budget (``max_num_batched_tokens`` minus the decode tokens) goes to chunked prefills:
    first the requests already prefilling, in admission order, then new requests from the queue (first come, first
    served; the head blocks the queue) while fewer than ``max_num_seqs`` run and their chunk's blocks are free;
@@ -30,11 +32,12 @@ from collections.abc import Callable
 from scaleright.errors import InputError
 from scaleright.estimate.iteration import IterationModel
 from scaleright.serve.kernel import Environment, Priority
-from scaleright.serve.request import DECODE, DONE, PREFILL, REJECTED, WAITING, Request
+from scaleright.serve.request import DECODE, DONE, PREFILL, REJECTED, SWAPPED, WAITING, Request
 
 __all__ = ["BLOCK_TOKENS", "Replica", "SchedulerConfig"]
 
 BLOCK_TOKENS = 16  # vLLM's default KV block size (tokens per block)
+PREEMPTION = ("recompute", "swap")
 _END = Priority.ITERATION_END
 _SCHED = Priority.SCHEDULE
 
@@ -42,9 +45,10 @@ _SCHED = Priority.SCHEDULE
 class SchedulerConfig:
     """Continuous-batching limits of one replica (vLLM flags of the same names)."""
 
-    __slots__ = ("max_num_batched_tokens", "max_num_seqs", "prefix_cache_hit_rate")
+    __slots__ = ("max_num_batched_tokens", "max_num_seqs", "preemption", "prefix_cache_hit_rate")
 
-    def __init__(self, max_num_seqs: int = 256, max_num_batched_tokens: int = 8192, prefix_cache_hit_rate: float = 0.0):
+    def __init__(self, max_num_seqs: int = 256, max_num_batched_tokens: int = 8192, prefix_cache_hit_rate: float = 0.0,
+                 preemption: str = "recompute"):  # fmt: skip
         if not isinstance(max_num_seqs, int) or max_num_seqs < 1:
             raise InputError(f"max_num_seqs={max_num_seqs!r} must be a positive integer")
         if not isinstance(max_num_batched_tokens, int) or max_num_batched_tokens < max_num_seqs:
@@ -52,6 +56,9 @@ class SchedulerConfig:
                              f"max_num_seqs({max_num_seqs}) (each running sequence needs a token per iteration)")  # fmt: skip
         if not 0 <= prefix_cache_hit_rate < 1:
             raise InputError(f"prefix_cache_hit_rate={prefix_cache_hit_rate} must lie in [0, 1)")
+        if preemption not in PREEMPTION:
+            raise InputError(f"preemption={preemption!r} not allowed; allowed: {', '.join(PREEMPTION)}")
+        self.preemption = preemption
         self.max_num_seqs = max_num_seqs
         self.max_num_batched_tokens = max_num_batched_tokens
         self.prefix_cache_hit_rate = prefix_cache_hit_rate
@@ -97,6 +104,10 @@ class Replica:
         self.queue_s = 0.0  # ∫ waiting requests dt
         self._last = 0.0
         self.itl: list[tuple[float, int]] = []  # (mean iteration seconds of a run, tokens it sampled in decode)
+        self._joining: list[Request] = []  # swapped-in requests that join the decode batch when this iteration ends
+        self._spare = 0  # blocks held back for the joining requests' next token, returned when they join
+        self._swap_tokens = 0  # KV tokens to move over the host link in the next iteration (swap out and in)
+        self.swapped_tokens = 0  # all KV tokens swapped out or in
 
     # -- bookkeeping -------------------------------------------------------------------------------------------
     def _tick(self, now: float) -> None:
@@ -196,14 +207,25 @@ class Replica:
                 victim = r
         assert victim is not None, "preemption with nothing running"
         if victim.state == DECODE:
+            # while decoding, KV length = prompt + tokens sampled − 1 (the last sampled token is not in KV yet)
+            victim.generated = victim.base + self.g - victim.input_tokens + 1
+        if victim.state == DECODE and self.cfg.preemption == "swap":
+            kv = victim.base + self.g
             self.free += self._remove_decode(victim)
+            victim.state = SWAPPED  # its KV goes to host memory and comes back whole: no recompute
+            victim.done = kv
+            self._swap_tokens += kv
+            self.swapped_tokens += kv
         else:
-            self.prefilling.remove(victim)
-            self.free += victim.blocks
+            if victim.state == DECODE:
+                self.free += self._remove_decode(victim)
+            else:  # a partial prefill is recomputed in both modes (vLLM swaps only running decodes)
+                self.prefilling.remove(victim)
+                self.free += victim.blocks
+            victim.state = WAITING
+            victim.target = victim.input_tokens + victim.generated
+            victim.done = victim.cached_tokens
         victim.blocks = 0
-        victim.state = WAITING
-        victim.target = victim.input_tokens + victim.generated
-        victim.done = victim.cached_tokens
         victim.preemptions += 1
         self.preemptions += 1
         self._tick(env.now)
@@ -235,8 +257,21 @@ class Replica:
         waiting = self.waiting
         if waiting:
             self._tick(env.now)
-        while waiting and budget > 0 and self.running < cfg.max_num_seqs:
+        while waiting and budget > 0 and self.running + len(self._joining) < cfg.max_num_seqs:
             r = waiting[0]
+            if r.state == SWAPPED:  # swap its KV back in; it decodes from the next iteration on
+                need = _blocks(r.done + 1)  # with room for its next token, or it would preempt itself at once
+                if need > self.free:
+                    break
+                waiting.popleft()
+                self.free -= need
+                r.order = self._order
+                self._order += 1
+                self._swap_tokens += r.done
+                self.swapped_tokens += r.done
+                self._joining.append(r)
+                self._spare += need - _blocks(r.done)  # held for it until it joins the batch
+                continue
             take = min(r.target - r.done, budget)
             need = _blocks(r.done + take)
             if need > self.free:
@@ -259,17 +294,21 @@ class Replica:
             while self.B and self.phase[(-self.g) % BLOCK_TOKENS] > self.free:
                 self._preempt_latest(env)
             chunks = self._schedule_prefills(env)
-            if chunks or self.B or not self.prefilling:
+            if chunks or self.B or self._joining or not self.prefilling:
                 break
             self._preempt_latest(env)  # prefills hold every block and none can go on: free the latest one's
-        if not chunks and not self.B:
+        if not chunks and not self.B and not self._joining:
             assert not self.waiting, "a queued request fits an empty cache by the admission rule"
             self.busy = False
             self._run = None
             return
         self.busy = True
         ctx = self.sum_base + self.B * self.g
-        if chunks:
+        swap_s = 0.0
+        if self._swap_tokens:
+            swap_s = self._swap_tokens * self.model.swap_s_per_token  # host link, serialised with the step
+            self._swap_tokens = 0
+        if chunks or swap_s or self._joining:
             p = pairs = kv_tok = 0.0
             for r, take in chunks:
                 p += take
@@ -278,7 +317,7 @@ class Replica:
             dur = self.model.time_s(prefill_tokens=int(p), decode_batch=self.B, decode_context_tokens=ctx,
                                     prefill_pairs=pairs, prefill_kv_tokens=kv_tok, prefill_seqs=len(chunks))  # fmt: skip
             self._run = (env.now, None, 1, chunks, True)
-            end = env.now + dur
+            end = env.now + dur + swap_s
         else:
             heap = self._heap
             while heap[0][3].state != DECODE or heap[0][2] != heap[0][3].epoch:
@@ -350,6 +389,12 @@ class Replica:
                 else:
                     self._add_decode(r)
                 r.blocks = 0
+        if self._joining:
+            self.free += self._spare  # the next step's decode check hands these blocks to them first
+            self._spare = 0
+            for r in self._joining:
+                self._add_decode(r)
+            self._joining = []
         if done:
             self._tick(now)
             self.in_system -= len(done)

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-__all__ = ["DECODE", "DONE", "PREFILL", "REJECTED", "WAITING", "Request"]
+__all__ = ["DECODE", "DONE", "PREFILL", "REJECTED", "SWAPPED", "WAITING", "Request"]
 
-WAITING, PREFILL, DECODE, DONE, REJECTED = range(5)
+WAITING, PREFILL, DECODE, DONE, REJECTED, SWAPPED = range(6)  # SWAPPED: KV in host memory, queued
 
 
 class Request:

@@ -61,6 +61,7 @@ class SimulationResult:
     mean_queue_length: float  # requests waiting, time average over the fleet
     mean_requests_in_system: float  # waiting or running, time average over the fleet (Little's L)
     preemptions: int
+    swapped_kv_tokens: int  # KV tokens moved to host memory and back (preemption="swap")
     result_cache_hits: int  # requests answered from the result cache (in TTFT, end-to-end, throughput; not TPOT)
     requests: int  # completed
     rejected: int  # longer than a replica's whole KV cache
@@ -137,6 +138,7 @@ def simulate(
     max_num_batched_tokens: int = 8192,
     prefix_cache_hit_rate: float = 0.0,
     result_cache_hit_rate: float = 0.0,
+    preemption: str = "recompute",
     gpu_memory_utilization: float = 0.9,
     router: str = "round-robin",
     seed: int = 0,
@@ -169,7 +171,7 @@ def simulate(
     _int_arg("max_num_batched_tokens", max_num_batched_tokens, "tokens_per_request")
     if not 0 < gpu_memory_utilization <= 1:
         raise InputError(f"gpu_memory_utilization={gpu_memory_utilization} must lie in (0, 1]")
-    config = SchedulerConfig(max_num_seqs, max_num_batched_tokens, prefix_cache_hit_rate)
+    config = SchedulerConfig(max_num_seqs, max_num_batched_tokens, prefix_cache_hit_rate, preemption)
     if not 0 <= result_cache_hit_rate < 1:
         raise InputError(f"result_cache_hit_rate={result_cache_hit_rate} must lie in [0, 1)")
     get_engine(engine)
@@ -282,7 +284,8 @@ def _result(fleet: Cluster, env: Environment, *, model, gpus, tp, pp, ep, engine
         kv_utilisation=sum(rep.kv_block_s for rep in reps) / (len(reps) * blocks * span) if span > 0 else 0.0,
         mean_queue_length=per(sum(rep.queue_s for rep in reps)),
         mean_requests_in_system=per(sum(rep.system_s for rep in reps)),
-        preemptions=sum(rep.preemptions for rep in reps), result_cache_hits=len(fleet.cache_hits), requests=len(done),
+        preemptions=sum(rep.preemptions for rep in reps),
+        swapped_kv_tokens=sum(rep.swapped_tokens for rep in reps), result_cache_hits=len(fleet.cache_hits), requests=len(done),
         rejected=sum(len(rep.rejected) for rep in reps), duration_s=span, replicas=len(reps),
         kv_blocks_per_replica=blocks, iterations=sum(rep.iterations for rep in reps), events=env.events_processed,
         usd_per_1m_output_tokens=usd_h / 3600 / out_tps * 1e6 if usd_h is not None and out_tps > 0 else None,
