@@ -44,7 +44,7 @@ def _check_pos(flag: str, v: float | None) -> None:
 
 
 def _common(model, gpu, gpus, tp, pp, ep, input_len, output_len, engine, precision, kv_precision, max_num_seqs,
-            max_num_batched_tokens, prefix_cache_hit_rate, router, catalog, calibration):  # fmt: skip
+            max_num_batched_tokens, prefix_cache_hit_rate, router, catalog, calibration, gpu_memory_utilization):  # fmt: skip
     from scaleright.estimate.calibration import load_calibration
     from scaleright.estimate.engines import engine_names
     from scaleright.serve.router import ROUTERS
@@ -62,6 +62,8 @@ def _common(model, gpu, gpus, tp, pp, ep, input_len, output_len, engine, precisi
         raise InputError(f"--max-num-batched-tokens={max_num_batched_tokens} must be >= --max-num-seqs={max_num_seqs}")
     if not 0 <= prefix_cache_hit_rate < 1:
         raise InputError(f"--prefix-cache-hit-rate={prefix_cache_hit_rate} must lie in [0, 1)")
+    if not 0 < gpu_memory_utilization <= 1:
+        raise InputError(f"--gpu-memory-utilization={gpu_memory_utilization} must lie in (0, 1]")
     if gpus % (tp * pp):
         raise InputError(f"--tp({tp}) * --pp({pp}) = {tp * pp} does not divide --gpus({gpus})")
     check_choice("--engine", engine, engine_names())
@@ -74,7 +76,8 @@ def _common(model, gpu, gpus, tp, pp, ep, input_len, output_len, engine, precisi
     return spec, dict(gpu=cat.gpu(gpu), gpus=gpus, tp=tp, pp=pp, ep=ep, input_len=input_len, output_len=output_len,
                       engine=engine, precision=precision, kv_precision=kv_precision, max_num_seqs=max_num_seqs,
                       max_num_batched_tokens=max_num_batched_tokens, prefix_cache_hit_rate=prefix_cache_hit_rate,
-                      router=router, cal=load_calibration(calibration))  # fmt: skip
+                      router=router, cal=load_calibration(calibration),
+                      gpu_memory_utilization=gpu_memory_utilization)  # fmt: skip
 
 
 _ENGINE = typer.Option("vllm", "--engine", help="Engine profile: vllm, sglang, trtllm or llama.cpp.")
@@ -85,6 +88,7 @@ _TOKS = typer.Option(8192, "--max-num-batched-tokens", help="Token budget of one
 _HIT = typer.Option(0.0, "--prefix-cache-hit-rate", help="Share of each prompt found in the prefix cache, [0, 1).")
 _RESULT = typer.Option(0.0, "--result-cache-hit-rate", help="Share of requests answered from a result cache, [0, 1).")
 _PREEMPT = typer.Option("recompute", "--preemption", help="When the KV cache runs out: recompute or swap.")
+_GMU = typer.Option(0.9, "--gpu-memory-utilization", help="Share of GPU memory the engine may use (vLLM 0.9).")
 _ROUTER = typer.Option("round-robin", "--router", help="round-robin or least-outstanding.")
 _SEED = typer.Option(0, "--seed", help="Seed of arrivals and lengths.")
 _CAL = typer.Option(None, "--calibration", help="Calibration profile name or JSON path.")
@@ -141,7 +145,7 @@ def simulate_cmd(
     diurnal_amplitude: float = typer.Option(0.5, "--diurnal-amplitude", help="Swing of --arrival diurnal, [0, 1]."),
     engine: str = _ENGINE, precision: str = _PREC, kv_precision: str | None = _KVP, max_num_seqs: int = _SEQS,
     max_num_batched_tokens: int = _TOKS, prefix_cache_hit_rate: float = _HIT,
-    result_cache_hit_rate: float = _RESULT, preemption: str = _PREEMPT, router: str = _ROUTER, seed: int = _SEED,
+    gpu_memory_utilization: float = _GMU, result_cache_hit_rate: float = _RESULT, preemption: str = _PREEMPT, router: str = _ROUTER, seed: int = _SEED,
     slo_ttft_ms: float | None = typer.Option(None, "--slo-ttft-ms", help="TTFT limit for goodput."),
     slo_tpot_ms: float | None = typer.Option(None, "--slo-tpot-ms", help="TPOT limit for goodput."),
     price_usd_per_gpu_hour: float | None = _PRICE,
@@ -180,7 +184,8 @@ def simulate_cmd(
 
         check_output_path("--trace-out", trace_out)
     spec, kw = _common(model, gpu, gpus, tp, pp, ep, input_len, output_len, engine, precision, kv_precision,
-                       max_num_seqs, max_num_batched_tokens, prefix_cache_hit_rate, router, catalog, calibration)  # fmt: skip
+                       max_num_seqs, max_num_batched_tokens, prefix_cache_hit_rate, router, catalog, calibration,
+                       gpu_memory_utilization)  # fmt: skip
     from scaleright.serve.lengths import read_lengths
 
     if trace is not None and (input_lengths is not None or output_lengths is not None):
@@ -229,7 +234,8 @@ def capacity_cmd(
     requests: int = typer.Option(1000, "--requests", help="Requests per trial rate."),
     length_dist: str = _DIST,
     engine: str = _ENGINE, precision: str = _PREC, kv_precision: str | None = _KVP, max_num_seqs: int = _SEQS,
-    max_num_batched_tokens: int = _TOKS, prefix_cache_hit_rate: float = _HIT, router: str = _ROUTER,
+    max_num_batched_tokens: int = _TOKS, prefix_cache_hit_rate: float = _HIT,
+    gpu_memory_utilization: float = _GMU, router: str = _ROUTER,
     seed: int = _SEED, price_usd_per_gpu_hour: float | None = _PRICE,
     calibration: str | None = _CAL, catalog: Path | None = CatalogOpt, as_json: bool = JsonOpt,
 ) -> None:  # fmt: skip
@@ -245,7 +251,8 @@ def capacity_cmd(
     _check_pos("--price-usd-per-gpu-hour", price_usd_per_gpu_hour)
     _check_int("--requests", requests, "batch")
     spec, kw = _common(model, gpu, gpus, tp, pp, ep, input_len, output_len, engine, precision, kv_precision,
-                       max_num_seqs, max_num_batched_tokens, prefix_cache_hit_rate, router, catalog, calibration)  # fmt: skip
+                       max_num_seqs, max_num_batched_tokens, prefix_cache_hit_rate, router, catalog, calibration,
+                       gpu_memory_utilization)  # fmt: skip
     price, price_source = _price(price_usd_per_gpu_hour, kw["gpu"], catalog)
     best, res, trials = capacity(spec, slo_ttft_p99_ms=slo_ttft_p99_ms, slo_tpot_p99_ms=slo_tpot_p99_ms,
                                  requests=requests, arrival=arrival, burstiness=burstiness, input_dist=length_dist,
