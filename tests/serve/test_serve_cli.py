@@ -99,3 +99,16 @@ def test_cost_uses_the_catalog_price_unless_one_is_given(app):
         d["price_usd_per_gpu_hour"] / 3600 / d["output_tokens_per_s"] * 1e6)
     g = _json(app, BASE + ["--rate", "4", "--requests", "30", "--price-usd-per-gpu-hour", "2", "--json"])
     assert g["price_usd_per_gpu_hour"] == 2 and g["price_source"] == "--price-usd-per-gpu-hour"
+
+
+def test_an_uncalibrated_engine_profile_is_flagged(app):
+    d = _json(app, BASE + ["--rate", "2", "--requests", "10", "--engine", "sglang", "--json"])
+    assert d["engine_status"] == "uncalibrated"
+    assert _json(app, BASE + ["--rate", "2", "--requests", "10", "--json"])["engine_status"] == "fitted"
+
+
+def test_the_serve_package_exports_what_it_names():
+    import scaleright.serve as serve
+
+    assert sorted(serve.__all__) == ["Environment", "Priority", "SimulationResult", "capacity", "simulate"]
+    assert all(hasattr(serve, name) for name in serve.__all__)

@@ -110,6 +110,16 @@ def _price(given: float | None, gpu, catalog: Path | None) -> tuple[float | None
     return row.usd, f"catalog on-demand: {row.provider or 'unnamed provider'} {row.date or ''}".strip()
 
 
+def _engine_status(engine: str) -> str:
+    """The profile's status; an uncalibrated one is said on stderr too (its numbers are a scenario)."""
+    from scaleright.estimate.engines import get_engine
+
+    status = get_engine(engine).status
+    if status != "fitted":
+        typer.echo(f"note: engine profile {engine!r} is {status} (no measured rows behind it)", err=True)
+    return status
+
+
 def _print(res, title: str) -> None:
     rows = [[name, d["mean"], d["p50"], d["p90"], d["p99"]]
             for name, d in (("TTFT (ms)", res.ttft_ms), ("TPOT (ms)", res.tpot_ms), ("ITL (ms)", res.itl_ms),
@@ -213,7 +223,7 @@ def simulate_cmd(
 
         write_chrome_trace(trace_out, res.chrome_trace)
     d = res.as_dict() | {"model": spec.name, "gpu": kw["gpu"].id, "price_usd_per_gpu_hour": price,
-                         "price_source": price_source}  # fmt: skip
+                         "price_source": price_source, "engine_status": _engine_status(engine)}  # fmt: skip
     if as_json:
         emit_json(d)
         return
@@ -260,7 +270,8 @@ def capacity_cmd(
                                  **kw)  # fmt: skip
     d = {"max_rate_per_s": best, **(res.as_dict() if res is not None else {}),
          "trials": [{"rate_per_s": r, "meets_slo": ok} for r, ok in trials], "model": spec.name,
-         "gpu": kw["gpu"].id, "price_usd_per_gpu_hour": price, "price_source": price_source}  # fmt: skip
+         "gpu": kw["gpu"].id, "price_usd_per_gpu_hour": price, "price_source": price_source,
+         "engine_status": _engine_status(engine)}  # fmt: skip
     if as_json:
         emit_json(d)
         return
