@@ -1,0 +1,281 @@
+"""``scaleright serve simulate|capacity``: a request stream on continuous-batching replicas, simulated.
+
+A thin layer over ``scaleright.serve.simulate`` / ``capacity``: flags are checked here (one line naming the flag,
+exit 2), every number printed is in the ``--json`` object.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import typer
+
+from scaleright.cli.common import CatalogOpt, JsonOpt, catalog_from, check_choice, console, emit_json, table
+from scaleright.errors import InputError
+
+serve_app = typer.Typer(help="Simulate serving under real traffic: latency percentiles, throughput, capacity.",
+                        no_args_is_help=True)  # fmt: skip
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(serve_app, name="serve")
+
+
+_LAYOUT = dict(
+    model=typer.Option(..., "--model", help="Catalog model (e.g. llama-3.1-8b) or a path to a HF config.json."),
+    gpu=typer.Option("h100-sxm", "--gpu", help="Catalog GPU id or alias."),
+    gpus=typer.Option(1, "--gpus", help="GPUs in total; replicas = gpus / (tp · pp)."),
+    tp=typer.Option(1, "--tp", help="Tensor-parallel size of a replica."),
+    pp=typer.Option(1, "--pp", help="Pipeline stages of a replica."),
+    ep=typer.Option(1, "--ep", help="Expert-parallel size (MoE; divides tp)."),
+)
+
+
+def _check_int(flag: str, v: int, kind: str, low: int = 1) -> None:
+    from scaleright.limits import check_limit
+
+    check_limit(flag, v, kind, low=low)
+
+
+def _check_pos(flag: str, v: float | None) -> None:
+    if v is not None and not (math.isfinite(v) and v > 0):
+        raise InputError(f"{flag}={v} must be a finite positive number")
+
+
+def _common(model, gpu, gpus, tp, pp, ep, input_len, output_len, engine, precision, kv_precision, max_num_seqs,
+            max_num_batched_tokens, prefix_cache_hit_rate, router, catalog, calibration, gpu_memory_utilization):  # fmt: skip
+    from scaleright.estimate.calibration import load_calibration
+    from scaleright.estimate.engines import engine_names
+    from scaleright.serve.router import ROUTERS
+    from scaleright.workload import load_model
+    from scaleright.workload.precision import KV_PRECISIONS, STORAGE_PRECISIONS
+
+    _check_int("--gpus", gpus, "gpus")
+    for flag, v in (("--tp", tp), ("--pp", pp), ("--ep", ep)):
+        _check_int(flag, v, "parallel_degree")
+    _check_int("--input-len", input_len, "tokens_per_request")
+    _check_int("--output-len", output_len, "tokens_per_request")
+    _check_int("--max-num-seqs", max_num_seqs, "batch")
+    _check_int("--max-num-batched-tokens", max_num_batched_tokens, "tokens_per_request")
+    if max_num_batched_tokens < max_num_seqs:
+        raise InputError(f"--max-num-batched-tokens={max_num_batched_tokens} must be >= --max-num-seqs={max_num_seqs}")
+    if not 0 <= prefix_cache_hit_rate < 1:
+        raise InputError(f"--prefix-cache-hit-rate={prefix_cache_hit_rate} must lie in [0, 1)")
+    if not 0 < gpu_memory_utilization <= 1:
+        raise InputError(f"--gpu-memory-utilization={gpu_memory_utilization} must lie in (0, 1]")
+    if gpus % (tp * pp):
+        raise InputError(f"--tp({tp}) * --pp({pp}) = {tp * pp} does not divide --gpus({gpus})")
+    check_choice("--engine", engine, engine_names())
+    check_choice("--precision", precision, STORAGE_PRECISIONS)
+    if kv_precision is not None:
+        check_choice("--kv-precision", kv_precision, KV_PRECISIONS)
+    check_choice("--router", router, tuple(ROUTERS))
+    cat = catalog_from(catalog)
+    spec = load_model(model, catalog=cat)
+    return spec, dict(gpu=cat.gpu(gpu), gpus=gpus, tp=tp, pp=pp, ep=ep, input_len=input_len, output_len=output_len,
+                      engine=engine, precision=precision, kv_precision=kv_precision, max_num_seqs=max_num_seqs,
+                      max_num_batched_tokens=max_num_batched_tokens, prefix_cache_hit_rate=prefix_cache_hit_rate,
+                      router=router, cal=load_calibration(calibration),
+                      gpu_memory_utilization=gpu_memory_utilization)  # fmt: skip
+
+
+_ENGINE = typer.Option("vllm", "--engine", help="Engine profile: vllm, sglang, trtllm or llama.cpp.")
+_PREC = typer.Option("bf16", "--precision", help="Weight / GEMM precision.")
+_KVP = typer.Option(None, "--kv-precision", help="KV-cache precision (default: the engine's choice).")
+_SEQS = typer.Option(256, "--max-num-seqs", help="Most sequences running at once per replica (vLLM default 256).")
+_TOKS = typer.Option(8192, "--max-num-batched-tokens", help="Token budget of one iteration (chunked prefill).")
+_HIT = typer.Option(0.0, "--prefix-cache-hit-rate", help="Share of each prompt found in the prefix cache, [0, 1).")
+_RESULT = typer.Option(0.0, "--result-cache-hit-rate", help="Share of requests answered from a result cache, [0, 1).")
+_PREEMPT = typer.Option("recompute", "--preemption", help="When the KV cache runs out: recompute or swap.")
+_GMU = typer.Option(0.9, "--gpu-memory-utilization", help="Share of GPU memory the engine may use (vLLM 0.9).")
+_ROUTER = typer.Option("round-robin", "--router", help="round-robin or least-outstanding.")
+_SEED = typer.Option(0, "--seed", help="Seed of arrivals and lengths.")
+_CAL = typer.Option(None, "--calibration", help="Calibration profile name or JSON path.")
+_PRICE = typer.Option(None, "--price-usd-per-gpu-hour", help="GPU price for cost per 1M tokens "
+                      "(default: the catalog's on-demand price).")
+_DIST = typer.Option("fixed", "--length-dist", help="Input and output length distribution: fixed or lognormal.")
+
+
+def _price(given: float | None, gpu, catalog: Path | None) -> tuple[float | None, str | None]:
+    """The GPU price for cost per 1M tokens: the flag, else the catalog's on-demand price (None when it has none)."""
+    if given is not None:
+        return given, "--price-usd-per-gpu-hour"
+    from scaleright.catalog import find_price
+
+    try:
+        row = find_price(gpu.id, "on-demand", catalog=catalog_from(catalog))
+    except InputError:
+        return None, None
+    return row.usd, f"catalog on-demand: {row.provider or 'unnamed provider'} {row.date or ''}".strip()
+
+
+def _engine_status(engine: str) -> str:
+    """The profile's status; an uncalibrated one is said on stderr too (its numbers are a scenario)."""
+    from scaleright.estimate.engines import get_engine
+
+    status = get_engine(engine).status
+    if status != "fitted":
+        typer.echo(f"note: engine profile {engine!r} is {status} (no measured rows behind it)", err=True)
+    return status
+
+
+def _print(res, title: str) -> None:
+    rows = [[name, d["mean"], d["p50"], d["p90"], d["p99"]]
+            for name, d in (("TTFT (ms)", res.ttft_ms), ("TPOT (ms)", res.tpot_ms), ("ITL (ms)", res.itl_ms),
+                            ("end-to-end (ms)", res.e2e_ms))]  # fmt: skip
+    table(title, ["latency", "mean", "p50", "p90", "p99"], rows)
+    table("Throughput and utilisation", ["metric", "value"], [
+        ["requests/s", res.requests_per_s], ["output tokens/s", res.output_tokens_per_s],
+        ["GPU busy share", res.gpu_utilisation], ["KV-cache utilisation", res.kv_utilisation],
+        ["mean queue length", res.mean_queue_length], ["preemptions", res.preemptions],
+        ["requests completed", res.requests], ["rejected (longer than the KV cache)", res.rejected],
+        ["USD per 1M output tokens", res.usd_per_1m_output_tokens],
+    ])  # fmt: skip
+
+
+@serve_app.command("simulate")
+def simulate_cmd(
+    model: str = _LAYOUT["model"], gpu: str = _LAYOUT["gpu"], gpus: int = _LAYOUT["gpus"], tp: int = _LAYOUT["tp"],
+    pp: int = _LAYOUT["pp"], ep: int = _LAYOUT["ep"],
+    input_len: int = typer.Option(512, "--input-len", help="Prompt tokens per request (mean with --length-dist)."),
+    output_len: int = typer.Option(128, "--output-len", help="Output tokens per request (mean with --length-dist)."),
+    rate: float | None = typer.Option(None, "--rate", help="Open-loop requests per second (all replicas)."),
+    concurrency: int | None = typer.Option(None, "--concurrency", help="Closed-loop clients (in-flight requests)."),
+    trace: Path | None = typer.Option(None, "--trace", help="Trace CSV: arrival_time_s,input_tokens,output_tokens."),
+    arrival: str = typer.Option("poisson", "--arrival", help="poisson, gamma or diurnal (with --rate)."),
+    burstiness: float = typer.Option(1.0, "--burstiness", help="Gamma shape (vllm bench serve); 1 = Poisson."),
+    requests: int | None = typer.Option(None, "--requests", help="Requests to simulate (default 1000)."),
+    duration_s: float | None = typer.Option(None, "--duration-s", help="Simulated seconds of arrivals (--rate)."),
+    length_dist: str = _DIST,
+    input_lengths: Path | None = typer.Option(None, "--input-lengths", help="File of prompt lengths to resample "
+                                              "(one integer a line): empirical input lengths."),
+    output_lengths: Path | None = typer.Option(None, "--output-lengths", help="File of output lengths to resample."),
+    diurnal_period_s: float = typer.Option(86_400.0, "--diurnal-period-s", help="Period of --arrival diurnal."),
+    diurnal_amplitude: float = typer.Option(0.5, "--diurnal-amplitude", help="Swing of --arrival diurnal, [0, 1]."),
+    engine: str = _ENGINE, precision: str = _PREC, kv_precision: str | None = _KVP, max_num_seqs: int = _SEQS,
+    max_num_batched_tokens: int = _TOKS, prefix_cache_hit_rate: float = _HIT,
+    gpu_memory_utilization: float = _GMU, result_cache_hit_rate: float = _RESULT, preemption: str = _PREEMPT, router: str = _ROUTER, seed: int = _SEED,
+    slo_ttft_ms: float | None = typer.Option(None, "--slo-ttft-ms", help="TTFT limit for goodput."),
+    slo_tpot_ms: float | None = typer.Option(None, "--slo-tpot-ms", help="TPOT limit for goodput."),
+    price_usd_per_gpu_hour: float | None = _PRICE,
+    trace_out: Path | None = typer.Option(None, "--trace-out", help="Write a Chrome trace (JSON) of the run here."),
+    calibration: str | None = _CAL, catalog: Path | None = CatalogOpt, as_json: bool = JsonOpt,
+) -> None:  # fmt: skip
+    """Latency percentiles (TTFT, TPOT, ITL, end-to-end), throughput and utilisation under a request stream."""
+    from scaleright.serve.arrivals import ARRIVALS
+    from scaleright.serve.simulate import simulate
+
+    given = [f for f, v in (("--rate", rate), ("--concurrency", concurrency), ("--trace", trace)) if v is not None]
+    if len(given) != 1:
+        raise InputError(f"give exactly one of --rate, --concurrency or --trace (got {', '.join(given) or 'none'})")
+    check_choice("--arrival", arrival, ARRIVALS)
+    check_choice("--length-dist", length_dist, ("fixed", "lognormal"))
+    if rate is not None:
+        _check_pos("--rate", rate)
+        from scaleright.limits import check_limit
+
+        check_limit("--rate", rate, "requests_per_s")
+    _check_pos("--burstiness", burstiness)
+    _check_pos("--duration-s", duration_s)
+    _check_pos("--slo-ttft-ms", slo_ttft_ms)
+    _check_pos("--slo-tpot-ms", slo_tpot_ms)
+    _check_pos("--price-usd-per-gpu-hour", price_usd_per_gpu_hour)
+    if concurrency is not None:
+        _check_int("--concurrency", concurrency, "batch")
+    if requests is not None:
+        _check_int("--requests", requests, "batch")
+    if requests is not None and duration_s is not None:
+        raise InputError("--requests and --duration-s are alternatives; give one")
+    if duration_s is not None and rate is None:
+        raise InputError("--duration-s needs --rate (closed loop and traces run --requests)")
+    if trace_out is not None:
+        from scaleright.textfile import check_output_path
+
+        check_output_path("--trace-out", trace_out)
+    spec, kw = _common(model, gpu, gpus, tp, pp, ep, input_len, output_len, engine, precision, kv_precision,
+                       max_num_seqs, max_num_batched_tokens, prefix_cache_hit_rate, router, catalog, calibration,
+                       gpu_memory_utilization)  # fmt: skip
+    from scaleright.serve.lengths import read_lengths
+
+    if trace is not None and (input_lengths is not None or output_lengths is not None):
+        raise InputError("--input-lengths / --output-lengths apply to --rate and --concurrency; a --trace has its own")
+    samples_in = read_lengths(input_lengths, flag="--input-lengths") if input_lengths is not None else None
+    samples_out = read_lengths(output_lengths, flag="--output-lengths") if output_lengths is not None else None
+    _check_pos("--diurnal-period-s", diurnal_period_s)
+    check_choice("--preemption", preemption, ("recompute", "swap"))
+    if not 0 <= result_cache_hit_rate < 1:
+        raise InputError(f"--result-cache-hit-rate={result_cache_hit_rate} must lie in [0, 1)")
+    if not 0 <= diurnal_amplitude <= 1:
+        raise InputError(f"--diurnal-amplitude={diurnal_amplitude} must lie in [0, 1]")
+    price, price_source = _price(price_usd_per_gpu_hour, kw["gpu"], catalog)
+    res = simulate(spec, rate=rate, concurrency=concurrency, trace=trace, arrival=arrival, burstiness=burstiness,
+                   requests=requests, duration_s=duration_s,
+                   input_dist="empirical" if samples_in is not None else length_dist,
+                   output_dist="empirical" if samples_out is not None else length_dist,
+                   input_samples=samples_in, output_samples=samples_out, diurnal_period_s=diurnal_period_s,
+                   diurnal_amplitude=diurnal_amplitude, result_cache_hit_rate=result_cache_hit_rate,
+                   preemption=preemption,
+                   seed=seed, slo_ttft_ms=slo_ttft_ms, slo_tpot_ms=slo_tpot_ms,
+                   price_usd_per_gpu_hour=price, chrome_trace=trace_out is not None, **kw)  # fmt: skip
+    if trace_out is not None:
+        from scaleright.serve.trace import write_chrome_trace
+
+        write_chrome_trace(trace_out, res.chrome_trace)
+    d = res.as_dict() | {"model": spec.name, "gpu": kw["gpu"].id, "price_usd_per_gpu_hour": price,
+                         "price_source": price_source, "engine_status": _engine_status(engine)}  # fmt: skip
+    if as_json:
+        emit_json(d)
+        return
+    load = f"{rate} req/s {arrival}" if rate else (f"{concurrency} clients" if concurrency else f"trace {trace}")
+    _print(res, f"{spec.name} on {gpus} x {kw['gpu'].id} (tp={tp} pp={pp}, {res.replicas} replicas, {engine}), {load}")
+
+
+@serve_app.command("capacity")
+def capacity_cmd(
+    model: str = _LAYOUT["model"], gpu: str = _LAYOUT["gpu"], gpus: int = _LAYOUT["gpus"], tp: int = _LAYOUT["tp"],
+    pp: int = _LAYOUT["pp"], ep: int = _LAYOUT["ep"],
+    input_len: int = typer.Option(512, "--input-len", help="Prompt tokens per request."),
+    output_len: int = typer.Option(128, "--output-len", help="Output tokens per request."),
+    slo_ttft_p99_ms: float = typer.Option(..., "--slo-ttft-p99-ms", help="Limit on p99 time to first token."),
+    slo_tpot_p99_ms: float = typer.Option(..., "--slo-tpot-p99-ms", help="Limit on p99 time per output token."),
+    arrival: str = typer.Option("poisson", "--arrival", help="poisson, gamma or diurnal."),
+    burstiness: float = typer.Option(1.0, "--burstiness", help="Gamma shape; 1 = Poisson."),
+    requests: int = typer.Option(1000, "--requests", help="Requests per trial rate."),
+    length_dist: str = _DIST,
+    engine: str = _ENGINE, precision: str = _PREC, kv_precision: str | None = _KVP, max_num_seqs: int = _SEQS,
+    max_num_batched_tokens: int = _TOKS, prefix_cache_hit_rate: float = _HIT,
+    gpu_memory_utilization: float = _GMU, router: str = _ROUTER,
+    seed: int = _SEED, price_usd_per_gpu_hour: float | None = _PRICE,
+    calibration: str | None = _CAL, catalog: Path | None = CatalogOpt, as_json: bool = JsonOpt,
+) -> None:  # fmt: skip
+    """The highest request rate the layout sustains with p99 TTFT and p99 TPOT under their limits."""
+    from scaleright.serve.arrivals import ARRIVALS
+    from scaleright.serve.simulate import capacity
+
+    check_choice("--arrival", arrival, ARRIVALS)
+    check_choice("--length-dist", length_dist, ("fixed", "lognormal"))
+    _check_pos("--slo-ttft-p99-ms", slo_ttft_p99_ms)
+    _check_pos("--slo-tpot-p99-ms", slo_tpot_p99_ms)
+    _check_pos("--burstiness", burstiness)
+    _check_pos("--price-usd-per-gpu-hour", price_usd_per_gpu_hour)
+    _check_int("--requests", requests, "batch")
+    spec, kw = _common(model, gpu, gpus, tp, pp, ep, input_len, output_len, engine, precision, kv_precision,
+                       max_num_seqs, max_num_batched_tokens, prefix_cache_hit_rate, router, catalog, calibration,
+                       gpu_memory_utilization)  # fmt: skip
+    price, price_source = _price(price_usd_per_gpu_hour, kw["gpu"], catalog)
+    best, res, trials = capacity(spec, slo_ttft_p99_ms=slo_ttft_p99_ms, slo_tpot_p99_ms=slo_tpot_p99_ms,
+                                 requests=requests, arrival=arrival, burstiness=burstiness, input_dist=length_dist,
+                                 output_dist=length_dist, seed=seed, price_usd_per_gpu_hour=price,
+                                 **kw)  # fmt: skip
+    d = {"max_rate_per_s": best, **(res.as_dict() if res is not None else {}),
+         "trials": [{"rate_per_s": r, "meets_slo": ok} for r, ok in trials], "model": spec.name,
+         "gpu": kw["gpu"].id, "price_usd_per_gpu_hour": price, "price_source": price_source,
+         "engine_status": _engine_status(engine)}  # fmt: skip
+    if as_json:
+        emit_json(d)
+        return
+    console.print(f"[bold]{spec.name} on {gpus} x {kw['gpu'].id}: highest rate with p99 TTFT <= {slo_ttft_p99_ms} ms "
+                  f"and p99 TPOT <= {slo_tpot_p99_ms} ms: {best:.3g} requests/s[/bold]")  # fmt: skip
+    if res is not None:
+        _print(res, f"at {best:.3g} requests/s")

@@ -1,0 +1,288 @@
+"""The time of one serving-engine iteration: a fused batch of decode tokens and chunked-prefill tokens.
+
+An engine iteration (Orca, Yu et al. 2022; vLLM V1 / SGLang / TensorRT-LLM in-flight batching) runs one forward
+pass over ``m = B + P`` rows: one new token for each of the ``B`` decoding sequences and ``P`` prompt tokens of
+chunked prefills. On one replica of ``tp · pp`` GPUs it costs
+
+    t = overhead + Σ_GEMMs max(FLOPs / (peak · eff(m)), bytes / HBM)          (weights read once per iteration)
+          + elementwise(m) + max(decode attention FLOPs / peak_attn, KV bytes / HBM)         (KV read per sequence)
+          + max(prefill attention FLOPs / peak_attn, prefix KV bytes / HBM)
+          + 2 · layers · all_reduce(m · h · 2 B, tp) + MoE all-to-all(m, ep) + (pp − 1) · p2p(m)
+
+- The tensor-parallel all-reduce is the α–β ring of ``estimate.comm`` or, inside a node, the one-shot kernel
+  serving engines use for small activations (vLLM and TensorRT-LLM custom all-reduce: α + (tp − 1)·S / B),
+  whichever is faster: at decode sizes the ring's 2(tp − 1) latency steps would dominate.
+
+- GEMMs are rooflines with the shape law of ``estimate.layer.gemm_time`` (training and prefill), except that few
+  rows do not lower the efficiency (``_gemm_time`` here): a batch-1 decode is bandwidth-bound GEMV, its time the
+  weight bytes over the achievable HBM bandwidth (Pope et al. 2022, section 2), inversely proportional to the HBM
+  bandwidth; a long prefill chunk is compute-bound.
+- Decode attention reads every sequence's KV cache once: its time is affine in the batch's total context, so a run
+  of identical iterations whose contexts only grow can be summed in closed form (``DecodeRun``).
+- MoE layers read only the experts the batch touches, E·(1 − (1 − k/E)^m) of E; with expert parallelism
+  (``ep`` divides ``tp``: experts are split over the ep ranks of the tensor-parallel group instead of sliced) each
+  GPU holds E/ep experts and tokens cross two all-to-alls per MoE layer (dispatch and combine).
+- Pipeline stages run one after another for one iteration; pp adds (pp − 1) activation transfers. Interleaving of
+  several micro-batches over the stages (vLLM virtual engines) is not modelled.
+- The engine profile (``estimate.engines``) sets the per-iteration overhead (scheduling, sampling, launch gaps),
+  the achievable HBM fraction of decode kernels and a factor on the GEMM efficiency.
+
+``IterationModel`` precomputes the parts that depend on ``m`` only as arrays (one vectorised call of the shared
+building blocks), so the serving simulator evaluates an iteration with a few float operations.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from scaleright.errors import InputError, LayoutError
+from scaleright.estimate.calibration import DEFAULT_CALIBRATION, Calibration
+from scaleright.estimate.comm import Cluster, collective_time_s, group_bandwidth
+from scaleright.estimate.engines import EngineProfile, get_engine
+from scaleright.estimate.infer import compute_precision
+from scaleright.estimate.layer import elementwise_values
+from scaleright.estimate.layout import Layout
+from scaleright.estimate.memory import kv_cache_bytes
+from scaleright.estimate.train import peak_flops
+from scaleright.workload.params import count_params
+from scaleright.workload.precision import bytes_per_element
+from scaleright.workload.spec import TransformerSpec
+
+__all__ = ["DecodeRun", "IterationModel", "iteration_time_s", "serving_layout"]
+
+
+def _gemm_time(m, k, n, *, peak, eff_max, half_dim, hbm, bytes_per_el, count=1.0):
+    """``estimate.layer.gemm_time`` with the row count floored at ``half_dim`` in the efficiency only: a GEMM of
+    few rows (decode) runs as a bandwidth-bound GEMV / split-K kernel, not as a tensor-core tile 1/97 full, so
+    its time is its bytes over HBM bandwidth; from ``half_dim`` rows up (prefill) it is the shared shape law."""
+    m, k, n = (np.asarray(x, dtype=float) for x in (m, k, n))
+    d = np.minimum(np.minimum(np.maximum(m, half_dim), k), n)
+    eff = eff_max * d / (d + half_dim)
+    return count * np.maximum(2.0 * m * k * n / (peak * eff), bytes_per_el * (m * k + k * n + m * n) / hbm)
+
+
+# PCIe x16 bandwidth per direction by generation, GB/s (PCI-SIG: 8, 16, 32, 64 GT/s with 128b/130b encoding;
+# 6.0 with FLIT/PAM4 ~121 GB/s usable). The host link of KV swap-out and swap-in.
+PCIE_X16_GB_PER_S = {"3.0": 15.75, "4.0": 31.5, "5.0": 63.0, "6.0": 121.0}
+DEFAULT_PCIE_GEN = "4.0"  # when the catalog gives no host link (e.g. SXM modules listed without one)
+
+
+def serving_layout(spec: TransformerSpec, *, tp: int = 1, pp: int = 1, ep: int = 1) -> Layout:
+    """A validated serving replica layout: ``tp · pp`` GPUs, ``ep`` dividing ``tp`` (experts split over the
+    tensor-parallel group)."""
+    lay = Layout(tp=tp, pp=pp, dp=ep, ep=ep).validate(spec)  # dp=ep only to pass Layout's ep | dp·cp rule
+    if tp % ep:
+        raise LayoutError(f"ep({ep}) does not divide tp({tp}): serving splits experts over the tensor-parallel group")
+    return lay
+
+
+class DecodeRun:
+    """``n`` consecutive iterations with the same rows whose total context grows by ``batch`` per iteration:
+    iteration j takes ``intercept_s + slope_s · (context0 + j · batch)``. (A plain slotted class: the simulator
+    builds one per decode run, and a frozen dataclass costs several times more to construct.)"""
+
+    __slots__ = ("batch", "context0", "intercept_s", "slope_s")
+
+    def __init__(self, intercept_s: float, slope_s: float, batch: int, context0: float):
+        self.intercept_s = intercept_s
+        self.slope_s = slope_s  # seconds per context token in the batch
+        self.batch = batch
+        self.context0 = context0
+
+    def total_s(self, n: int) -> float:
+        """Sum of the first ``n`` iterations' times (exact: the cost is affine in the total context)."""
+        return n * self.intercept_s + self.slope_s * (n * self.context0 + self.batch * n * (n - 1) / 2.0)
+
+    def iterations_until(self, dt: float, n_max: int) -> int:
+        """Smallest n in 1..n_max with total_s(n) >= dt (n_max if none)."""
+        if dt <= 0:
+            return 1
+        a = self.slope_s * self.batch / 2.0
+        b = self.intercept_s + self.slope_s * self.context0 - a
+        if a > 0:
+            n = (-b + math.sqrt(b * b + 4 * a * dt)) / (2 * a)
+        else:
+            n = dt / b if b > 0 else float(n_max)
+        n = max(1, min(n_max, math.ceil(n - 1e-9)))
+        while n > 1 and self.total_s(n - 1) >= dt:
+            n -= 1
+        while n < n_max and self.total_s(n) < dt:
+            n += 1
+        return n
+
+
+class IterationModel:
+    """Iteration cost of one replica, precomputed for rows ``m`` in 0..``max_rows``. Knows no scheduler."""
+
+    def __init__(self, spec: TransformerSpec, *, gpu, cluster: Cluster | None = None, tp: int = 1, pp: int = 1,
+                 ep: int = 1, precision: str = "bf16", kv_precision: str | None = None,
+                 engine: str | EngineProfile = "vllm", cal: Calibration = DEFAULT_CALIBRATION,
+                 max_rows: int = 8192):  # fmt: skip
+        serving_layout(spec, tp=tp, pp=pp, ep=ep)
+        self.engine = get_engine(engine) if isinstance(engine, str) else engine
+        self.kv_precision = kv_precision or self.engine.kv_precision_for(precision)
+        bytes_per_element(self.kv_precision, field="kv_precision")
+        if max_rows < 1:
+            raise InputError(f"max_rows={max_rows} must be a positive integer")
+        self.spec, self.gpu, self.tp, self.pp, self.ep = spec, gpu, tp, pp, ep
+        self.precision, self.max_rows = precision, int(max_rows)
+        cluster = cluster or Cluster.for_gpu(gpu)
+        prof = self.engine
+        c = count_params(spec)
+        cprec = compute_precision(gpu, precision)
+        peak = peak_flops(gpu, cprec) * cal.tensor_scale(gpu)
+        peak16 = peak_flops(gpu, "bf16" if gpu.dense_tflops.get("bf16") else "fp16") * cal.tensor_scale(gpu)
+        eff = {"fp8": cal.fp8_gemm_efficiency, "fp4": cal.fp4_gemm_efficiency}.get(cprec, cal.gemm_efficiency)
+        eff = min(eff * prof.gemm_efficiency_factor, 1.0)
+        hbm_frac = prof.hbm_fraction if prof.hbm_fraction is not None else cal.decode_memory_efficiency
+        self.hbm_bytes_per_s = gpu.hbm_bandwidth_tb_per_s * 1e12 * hbm_frac
+        hbm = self.hbm_bytes_per_s
+        bpe = bytes_per_element(precision)
+        gemm = dict(peak=peak, eff_max=eff, half_dim=cal.gemm_half_dim, hbm=hbm, bytes_per_el=bpe)
+        m = np.arange(0, self.max_rows + 1, dtype=float)
+        mm = np.maximum(m, 1.0)  # rows 0 never runs (no work); keep the arrays finite
+        h, L = spec.hidden, spec.layers
+        # attention projections of one layer (MLA: latent projections), sliced over tp
+        if spec.mla:
+            a = spec.mla
+            attn = _gemm_time(mm, h, a.kv_lora_rank + a.qk_rope_head_dim, **gemm)
+            if a.q_lora_rank:
+                attn = attn + _gemm_time(mm, h, a.q_lora_rank, **gemm) + _gemm_time(mm, a.q_lora_rank, spec.q_dim / tp, **gemm)
+            else:
+                attn = attn + _gemm_time(mm, h, spec.q_dim / tp, **gemm)
+            attn = attn + _gemm_time(mm, a.kv_lora_rank, spec.heads * (a.qk_nope_head_dim + a.v_head_dim) / tp, **gemm)
+            attn = attn + _gemm_time(mm, spec.heads * a.v_head_dim / tp, h, **gemm)
+        else:
+            kv_tp = max(spec.kv_dim / tp, spec.head_dim)
+            attn = _gemm_time(mm, h, spec.q_dim / tp + 2 * kv_tp, **gemm) + _gemm_time(mm, spec.q_dim / tp, h, **gemm)
+        n_up = 2 if spec.gated_mlp else 1
+
+        def ffn(rows, f, width_split, count=1.0):
+            return (_gemm_time(rows, h, n_up * f / width_split, count=count, **gemm)
+                    + _gemm_time(rows, f / width_split, h, count=count, **gemm))  # fmt: skip
+
+        dense = ffn(mm, spec.ffn_hidden, tp)
+        a2a = 0.0 * m
+        if spec.moe:
+            mo = spec.moe
+            frac = c.moe_layers / c.layers
+            touched = mo.num_experts * (1 - (1 - mo.top_k / mo.num_experts) ** mm)  # experts the rows reach
+            local = touched / ep
+            rows = mm * mo.top_k / touched  # rows per touched expert
+            moe = ffn(rows, mo.expert_ffn_hidden, tp // ep, count=local)
+            if mo.num_shared_experts:
+                moe = moe + ffn(mm, mo.shared_ffn_hidden * mo.num_shared_experts, tp)
+            moe = moe + _gemm_time(mm, h, mo.num_experts, **gemm)  # router
+            layer_ffn = (1 - frac) * dense + frac * moe
+            bw_ep, al_ep = group_bandwidth(cluster, cal, size=ep, stride=1)
+            a2a = c.moe_layers * 2 * collective_time_s("all_to_all", mm * mo.top_k * h * 2.0, ep, bw_ep, al_ep)
+        else:
+            layer_ffn = dense
+        repl, split = elementwise_values(spec, c)
+        elem = cal.elementwise_factor * mm * (repl + split / tp) * 2 / (gpu.hbm_bandwidth_tb_per_s * 1e12
+                                                                       * cal.memory_efficiency)  # fmt: skip
+        bw, al = group_bandwidth(cluster, cal, size=tp, stride=1)
+        ring = collective_time_s("all_reduce", mm * h * 2.0, tp, bw, al)
+        if tp > 1 and tp <= cluster.gpus_per_node:
+            # serving engines all-reduce small activations in one shot inside a node (vLLM / TensorRT-LLM custom
+            # all-reduce: every rank reads its peers' buffers over NVLink): one latency, (tp − 1) buffers
+            ring = np.minimum(ring, al + (tp - 1) * mm * h * 2.0 / bw)
+        ar = L * 2 * ring
+        bw_pp, al_pp = group_bandwidth(cluster, cal, size=pp, stride=tp)
+        p2p = (pp - 1) * collective_time_s("p2p", mm * h * 2.0, 2, bw_pp, al_pp) if pp > 1 else 0.0 * m
+        body = (L * (attn + layer_ffn + elem) + ar + a2a) / pp + p2p / pp  # per stage, then pp stages in a row
+        fixed = pp * body + prof.iteration_overhead_s
+        fixed[0] = 0.0
+        self._fixed = fixed.tolist()
+        # the output head runs on one row per sequence that samples a token (not on every prompt token)
+        head_params = c.embedding if spec.tied_embeddings else c.lm_head
+        head = _gemm_time(mm, h, head_params / h / tp, **{**gemm, "bytes_per_el": max(bpe, 2.0)})
+        head[0] = 0.0
+        self._head = head.tolist()
+        # attention: FLOPs and KV bytes per context token attended (affine in the batch's total context)
+        if spec.mla:
+            per_ctx = 2 * spec.heads * (spec.mla.qk_nope_head_dim + spec.mla.qk_rope_head_dim + spec.mla.v_head_dim)
+        else:
+            per_ctx = 4 * spec.heads * spec.head_dim
+        attn_peak = peak16 * cal.attention_efficiency
+        self._attn_flop_s = per_ctx * L / tp / attn_peak  # seconds per (query, context token) pair, all layers
+        self.kv_bytes_per_token = float(kv_cache_bytes(spec, batch=1, context=1, tp=tp, pp=pp,
+                                                       kv_precision=self.kv_precision))  # fmt: skip
+        self._kv_s = self.kv_bytes_per_token * pp / hbm  # every stage reads its layers' share, one after another
+        self.decode_slope_s = max(self._attn_flop_s, self._kv_s)
+        # KV swap to host memory: each GPU moves its share over its own PCIe link, in parallel
+        pcie = PCIE_X16_GB_PER_S.get(gpu.pcie_gen or DEFAULT_PCIE_GEN, PCIE_X16_GB_PER_S[DEFAULT_PCIE_GEN])
+        self.swap_s_per_token = self.kv_bytes_per_token / (pcie * 1e9)
+        # FLOPs and bytes of the whole iteration's matmuls, for roofline checks
+        self.weight_bytes_per_gpu = float(self._weight_bytes(spec, c, bpe))
+        self.peak_flops = peak
+
+    def _weight_bytes(self, spec, c, bpe):
+        head = c.embedding if spec.tied_embeddings else c.lm_head
+        blocks = c.total - c.routed_experts_total - c.embedding - c.positions - c.lm_head
+        return (blocks * bpe + head * max(bpe, 2.0)) / (self.tp * self.pp)
+
+    # -- evaluation -------------------------------------------------------------------------------------------
+    def rows_ok(self, rows: int) -> None:
+        if rows > self.max_rows:
+            raise InputError(f"rows {rows} in one iteration exceed max_rows={self.max_rows} "
+                             "(raise max_num_batched_tokens' bound)")  # fmt: skip
+
+    def time_s(self, *, prefill_tokens: int = 0, decode_batch: int = 0, decode_context_tokens: float = 0.0,
+               prefill_pairs: float = 0.0, prefill_kv_tokens: float = 0.0, prefill_seqs: int = 0) -> float:
+        """One iteration: ``prefill_tokens`` prompt tokens of ``prefill_seqs`` sequences (``prefill_pairs`` causal
+        (query, key) pairs, ``prefill_kv_tokens`` KV tokens touched) fused with ``decode_batch`` decode tokens over
+        ``decode_context_tokens`` tokens of KV cache in total."""
+        m = prefill_tokens + decode_batch
+        if m == 0:
+            return 0.0
+        self.rows_ok(m)
+        t = self._fixed[m] + self._head[min(decode_batch + prefill_seqs, self.max_rows)]
+        t += self.decode_slope_s * decode_context_tokens
+        if prefill_tokens:
+            t += max(self._attn_flop_s * prefill_pairs, self._kv_s * prefill_kv_tokens)
+        return t
+
+    def decode_run(self, batch: int, context0: float) -> DecodeRun:
+        """The affine cost of decode-only iterations of ``batch`` sequences starting at ``context0`` tokens."""
+        self.rows_ok(batch)
+        return DecodeRun(self._fixed[batch] + self._head[batch], self.decode_slope_s, batch, context0)
+
+
+def chunk_attention(prefill_tokens, prefix_tokens):
+    """(causal query-key pairs, KV tokens touched) of chunks of ``prefill_tokens`` after ``prefix_tokens`` each."""
+    p = np.asarray(prefill_tokens, dtype=float)
+    c0 = np.asarray(prefix_tokens, dtype=float)
+    return float(np.sum(p * (c0 + (p + 1) / 2))), float(np.sum(c0 + p))
+
+
+def iteration_time_s(spec: TransformerSpec, *, gpu, cluster: Cluster | None = None, tp: int = 1, pp: int = 1,
+                     ep: int = 1, prefill_tokens=0, prefill_prefix_tokens=0, decode_batch: int = 0,
+                     decode_context_tokens=0, precision: str = "bf16", kv_precision: str | None = None,
+                     engine: str | EngineProfile = "vllm", cal: Calibration = DEFAULT_CALIBRATION) -> float:  # fmt: skip
+    """Seconds of one engine iteration on one replica of ``tp · pp`` GPUs.
+
+    ``prefill_tokens``: prompt tokens scheduled in this iteration, an int or one chunk size per sequence;
+    ``prefill_prefix_tokens``: tokens already in each of those sequences' KV cache (same shape, default 0);
+    ``decode_batch``: sequences decoding one token each; ``decode_context_tokens``: their KV-cache lengths, the
+    sum or an array of ``decode_batch`` lengths. The engine profile names the per-iteration overhead, HBM fraction
+    and GEMM factor (``estimate.engines``); ``kv_precision`` defaults to the engine's choice for ``precision``.
+    """
+    chunks = np.atleast_1d(np.asarray(prefill_tokens, dtype=float))
+    prefix = np.broadcast_to(np.asarray(prefill_prefix_tokens, dtype=float), chunks.shape)
+    if np.any(chunks < 0) or np.any(prefix < 0) or decode_batch < 0:
+        raise InputError(f"prefill_tokens={prefill_tokens!r}, prefill_prefix_tokens={prefill_prefix_tokens!r} and "
+                         f"decode_batch={decode_batch} must be non-negative")  # fmt: skip
+    ctx = np.asarray(decode_context_tokens, dtype=float)
+    if ctx.ndim and ctx.size != decode_batch:
+        raise InputError(f"decode_context_tokens has {ctx.size} lengths for decode_batch={decode_batch}")
+    p_total = int(chunks.sum())
+    model = IterationModel(spec, gpu=gpu, cluster=cluster, tp=tp, pp=pp, ep=ep, precision=precision,
+                           kv_precision=kv_precision, engine=engine, cal=cal,
+                           max_rows=max(p_total + decode_batch, 1))  # fmt: skip
+    pairs, kv_tok = chunk_attention(chunks, prefix)
+    return model.time_s(prefill_tokens=p_total, decode_batch=int(decode_batch), decode_context_tokens=float(ctx.sum()),
+                        prefill_pairs=pairs, prefill_kv_tokens=kv_tok,
+                        prefill_seqs=int(np.count_nonzero(chunks)))  # fmt: skip

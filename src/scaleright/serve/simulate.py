@@ -1,0 +1,347 @@
+"""``simulate``: serve a request stream on ``gpus / (tp · pp)`` replicas and measure it; ``capacity``: the highest
+request rate a layout sustains under TTFT and TPOT p99 limits.
+
+The KV cache of a replica is what the engine leaves after weights, activation workspace and runtime overheads
+(``estimate.memory.inference_memory_arrays``) of ``gpu_memory_utilization`` of each GPU's memory (vLLM's default
+0.9), in blocks of 16 tokens. Everything random (arrivals, lengths) is drawn from the environment's seeded
+generator: the same seed and inputs give the same result, bit for bit.
+
+The engine profile's frontend latency (HTTP, tokenisation) is added to each request's TTFT and end-to-end latency:
+for an open-loop stream that equals delaying every arrival by it; closed-loop clients send their next request
+without it.
+
+``capacity`` brackets the rate by doubling (or halving) from 1 request/s and bisects to ``rel_tol``, every trial
+with the same seed and request count, so the SLO test is a deterministic function of the rate.
+"""
+
+from __future__ import annotations
+
+import gc
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from scaleright.errors import InputError
+from scaleright.estimate.calibration import DEFAULT_CALIBRATION, Calibration
+from scaleright.estimate.comm import Cluster as Network
+from scaleright.estimate.engines import get_engine
+from scaleright.estimate.iteration import IterationModel, serving_layout
+from scaleright.estimate.memory import GB, inference_memory_arrays
+from scaleright.limits import check_limit
+from scaleright.serve.arrivals import arrival_times, read_trace
+from scaleright.serve.cluster import Cluster
+from scaleright.serve.kernel import Environment
+from scaleright.serve.lengths import draw_lengths
+from scaleright.serve.metrics import summary, weighted_summary
+from scaleright.serve.replica import BLOCK_TOKENS, SchedulerConfig
+from scaleright.serve.router import make_router
+from scaleright.workload.spec import TransformerSpec
+
+__all__ = ["MAX_REQUESTS", "SimulationResult", "capacity", "kv_blocks_per_replica", "simulate"]
+
+MAX_REQUESTS = 10_000_000  # requests per simulation: 10**7 keeps one run under minutes and its records in memory
+
+
+@dataclass(frozen=True)
+class SimulationResult:
+    """Measured serving metrics (the ``as_dict`` keys are the CLI's JSON contract; latencies in ms)."""
+
+    ttft_ms: dict[str, float]
+    tpot_ms: dict[str, float]
+    itl_ms: dict[str, float]
+    e2e_ms: dict[str, float]
+    output_tokens_per_s: float
+    input_tokens_per_s: float
+    requests_per_s: float
+    goodput_requests_per_s: float | None  # requests meeting every SLO given, per second (None: no SLO given)
+    gpu_utilisation: float
+    kv_utilisation: float
+    mean_queue_length: float  # requests waiting, time average over the fleet
+    mean_requests_in_system: float  # waiting or running, time average over the fleet (Little's L)
+    preemptions: int
+    swapped_kv_tokens: int  # KV tokens moved to host memory and back (preemption="swap")
+    result_cache_hits: int  # requests answered from the result cache (in TTFT, end-to-end, throughput; not TPOT)
+    requests: int  # completed
+    rejected: int  # longer than a replica's whole KV cache
+    duration_s: float  # first arrival to last completion
+    replicas: int
+    kv_blocks_per_replica: int
+    iterations: int
+    events: int
+    usd_per_1m_output_tokens: float | None
+    usd_per_1m_input_tokens: float | None
+    layout: dict
+    engine: str
+    records: dict = field(default_factory=dict, repr=False, compare=False)  # per-request arrays (not in as_dict)
+    chrome_trace: dict | None = field(default=None, repr=False, compare=False)
+
+    def as_dict(self) -> dict:
+        return {k: getattr(self, k) for k in self.__dataclass_fields__ if k not in ("records", "chrome_trace")}
+
+
+def kv_blocks_per_replica(spec: TransformerSpec, model: IterationModel, *, gpu, tp: int, pp: int, ep: int,
+                          precision: str, max_num_seqs: int, max_num_batched_tokens: int,
+                          gpu_memory_utilization: float = 0.9) -> int:  # fmt: skip
+    """KV blocks of 16 tokens one replica holds after weights, workspace and overheads."""
+    # serving splits experts over the ep ranks of the tp group, so expert weights per GPU are 1/tp as dense ones
+    # (the memory model's ep is a training axis across data parallel: here it stays 1)
+    del ep
+    arrs = inference_memory_arrays(spec, batch=max_num_seqs, context=1, tp=tp, pp=pp, ep=1, precision=precision,
+                                   kv_precision=model.kv_precision, prefill_chunk=max_num_batched_tokens)  # fmt: skip
+    other = float(arrs["weights"] + arrs["activations"] + arrs["overhead"])
+    free = gpu_memory_utilization * gpu.memory_gb * GB - other
+    blocks = int(free // (model.kv_bytes_per_token * BLOCK_TOKENS))
+    if blocks < 1:
+        raise InputError(f"{spec.name} at tp={tp} pp={pp} {precision} needs {other / GB:.1f} GB per GPU before any KV "
+                         f"cache; {gpu.id} offers {gpu_memory_utilization:.0%} of {gpu.memory_gb:.1f} GB")  # fmt: skip
+    return blocks
+
+
+def _int_arg(name: str, v, kind: str, low: int = 1) -> int:
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+        raise InputError(f"{name}={v!r} must be an integer")
+    check_limit(name, v, kind, low=low)
+    return int(v)
+
+
+def simulate(
+    spec: TransformerSpec,
+    *,
+    gpu,
+    gpus: int = 1,
+    tp: int = 1,
+    pp: int = 1,
+    ep: int = 1,
+    cluster: Network | None = None,
+    input_len: int = 512,
+    output_len: int = 128,
+    rate: float | None = None,
+    concurrency: int | None = None,
+    trace: Path | str | None = None,
+    arrival: str = "poisson",
+    burstiness: float = 1.0,
+    requests: int | None = None,
+    duration_s: float | None = None,
+    input_dist: str = "fixed",
+    output_dist: str = "fixed",
+    length_cv: float = 0.5,
+    input_samples=None,
+    output_samples=None,
+    diurnal_period_s: float = 86_400.0,
+    diurnal_amplitude: float = 0.5,
+    engine: str = "vllm",
+    precision: str = "bf16",
+    kv_precision: str | None = None,
+    max_num_seqs: int = 256,
+    max_num_batched_tokens: int = 8192,
+    prefix_cache_hit_rate: float = 0.0,
+    result_cache_hit_rate: float = 0.0,
+    preemption: str = "recompute",
+    gpu_memory_utilization: float = 0.9,
+    router: str = "round-robin",
+    seed: int = 0,
+    slo_ttft_ms: float | None = None,
+    slo_tpot_ms: float | None = None,
+    price_usd_per_gpu_hour: float | None = None,
+    cal: Calibration = DEFAULT_CALIBRATION,
+    log: bool = False,
+    chrome_trace: bool = False,
+    model: IterationModel | None = None,
+) -> SimulationResult:
+    """Simulate serving ``spec`` on ``gpus`` GPUs as ``gpus / (tp · pp)`` replicas, under an open-loop ``rate``
+    (``arrival`` process), ``concurrency`` closed-loop clients, or a ``trace`` CSV. ``requests`` (default 1000) or
+    ``duration_s`` (open loop) sets the length of the run. Lengths: ``input_dist`` / ``output_dist`` fixed,
+    lognormal (mean = input_len / output_len, ``length_cv``) or empirical (``input_samples`` / ``output_samples``,
+    arrays of token counts, e.g. from ``serve.lengths.read_lengths``)."""
+    gpus = _int_arg("gpus", gpus, "gpus")
+    for name, v in (("tp", tp), ("pp", pp), ("ep", ep)):
+        _int_arg(name, v, "parallel_degree")
+    serving_layout(spec, tp=tp, pp=pp, ep=ep)
+    if gpus % (tp * pp):
+        raise InputError(f"tp({tp}) * pp({pp}) = {tp * pp} does not divide gpus({gpus})")
+    replicas = gpus // (tp * pp)
+    modes = [x is not None for x in (rate, concurrency, trace)]
+    if sum(modes) != 1:
+        raise InputError("give exactly one of rate, concurrency or trace")
+    if requests is not None and duration_s is not None:
+        raise InputError("requests and duration_s are alternatives; give one")
+    _int_arg("max_num_seqs", max_num_seqs, "batch")
+    _int_arg("max_num_batched_tokens", max_num_batched_tokens, "tokens_per_request")
+    if not 0 < gpu_memory_utilization <= 1:
+        raise InputError(f"gpu_memory_utilization={gpu_memory_utilization} must lie in (0, 1]")
+    config = SchedulerConfig(max_num_seqs, max_num_batched_tokens, prefix_cache_hit_rate, preemption)
+    if not 0 <= result_cache_hit_rate < 1:
+        raise InputError(f"result_cache_hit_rate={result_cache_hit_rate} must lie in [0, 1)")
+    get_engine(engine)
+    env = Environment(seed, log=log)
+    rng = env.rng
+    arrivals = None
+    if trace is not None:
+        arrivals, inputs, outputs = read_trace(trace)
+        if requests is not None:
+            arrivals, inputs, outputs = arrivals[:requests], inputs[:requests], outputs[:requests]
+        if duration_s is not None:
+            keep = arrivals <= duration_s
+            arrivals, inputs, outputs = arrivals[keep], inputs[keep], outputs[keep]
+    else:
+        _int_arg("input_len", input_len, "tokens_per_request")
+        _int_arg("output_len", output_len, "tokens_per_request")
+        if rate is not None:
+            check_limit("rate", rate, "requests_per_s")
+            if not (isinstance(rate, (int, float)) and math.isfinite(rate) and rate > 0):
+                raise InputError(f"rate={rate!r} must be a finite positive number of requests per second")
+        if duration_s is not None:
+            if rate is None:
+                raise InputError("duration_s needs an open-loop rate (use requests with concurrency)")
+            check_limit("duration_s", duration_s, "hours", low=0)
+            if not duration_s > 0:
+                raise InputError(f"duration_s={duration_s} must be positive")
+            n = int(rate * duration_s * 1.1 + 10 * math.sqrt(rate * duration_s) + 10)
+        else:
+            n = requests if requests is not None else 1000
+        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
+            raise InputError(f"requests={n!r} must be a positive integer")
+        if n > MAX_REQUESTS:
+            raise InputError(f"requests={n} must be <= {MAX_REQUESTS:,} (one simulation's records stay in memory)")
+        if rate is not None:
+            arrivals = arrival_times(rng, arrival, rate=rate, n=n, burstiness=burstiness, period_s=diurnal_period_s,
+                                     amplitude=diurnal_amplitude)  # fmt: skip
+            if duration_s is not None:
+                arrivals = arrivals[arrivals <= duration_s]
+                n = len(arrivals)
+        else:
+            _int_arg("concurrency", concurrency, "batch")
+        inputs = draw_lengths(rng, input_dist, n=n, mean=input_len, cv=length_cv, samples=input_samples,
+                              field="input length")  # fmt: skip
+        outputs = draw_lengths(rng, output_dist, n=n, mean=output_len, cv=length_cv, samples=output_samples,
+                               field="output length")  # fmt: skip
+    if model is None:
+        rows = max_num_batched_tokens
+        model = IterationModel(spec, gpu=gpu, cluster=cluster, tp=tp, pp=pp, ep=ep, precision=precision,
+                               kv_precision=kv_precision, engine=engine, cal=cal, max_rows=rows)  # fmt: skip
+    blocks = kv_blocks_per_replica(spec, model, gpu=gpu, tp=tp, pp=pp, ep=ep, precision=precision,
+                                   max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
+                                   gpu_memory_utilization=gpu_memory_utilization)  # fmt: skip
+    cached = rng.random(len(inputs)) < result_cache_hit_rate if result_cache_hit_rate else None
+    fleet = Cluster(env, model, config, replicas=replicas, kv_blocks=blocks, router=make_router(router),
+                    input_tokens=np.asarray(inputs), output_tokens=np.asarray(outputs), arrival_s=arrivals,
+                    concurrency=concurrency, trace=chrome_trace, result_cached=cached)  # fmt: skip
+    # The run allocates one object per request and keeps them all: the cyclic garbage collector would rescan that
+    # growing heap again and again (runs 2x slower at 10**5 requests); nothing in the loop forms cycles.
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        env.run()
+    finally:
+        if was_enabled:
+            gc.enable()
+    fleet.close(env.now)
+    return _result(fleet, env, model=model, gpus=gpus, tp=tp, pp=pp, ep=ep, engine=engine, blocks=blocks,
+                   slo_ttft_ms=slo_ttft_ms, slo_tpot_ms=slo_tpot_ms, price=price_usd_per_gpu_hour,
+                   chrome_trace=chrome_trace)  # fmt: skip
+
+
+def _result(fleet: Cluster, env: Environment, *, model, gpus, tp, pp, ep, engine, blocks, slo_ttft_ms, slo_tpot_ms,
+            price, chrome_trace) -> SimulationResult:  # fmt: skip
+    reps = fleet.replicas
+    done = [r for rep in reps for r in rep.finished] + fleet.cache_hits
+    done.sort(key=lambda r: r.id)
+    engine_made = np.array([r.replica >= 0 for r in done], dtype=bool)  # result-cache hits never reach a replica
+    arr = np.array([r.arrival_s for r in done])
+    first = np.array([r.first_token_s for r in done])
+    fin = np.array([r.finish_s for r in done])
+    out = np.array([r.output_tokens for r in done], dtype=float)
+    inp = np.array([r.input_tokens for r in done], dtype=float)
+    front = get_engine(engine).frontend_latency_s  # outside the engine: shifts every request's clock alike
+    ttft = first - arr + front
+    e2e = fin - arr + front
+    multi = (out > 1) & engine_made
+    tpot = (e2e[multi] - ttft[multi]) / (out[multi] - 1)
+    start = min((r.arrival_s for r in fleet.requests), default=0.0)
+    span = (float(fin.max()) - start) if done else 0.0
+    per = (lambda x: x / span) if span > 0 else (lambda x: float("nan"))
+    itl_v = [v for rep in reps for v, _ in rep.itl]
+    itl_w = [w for rep in reps for _, w in rep.itl]
+    goodput = None
+    if slo_ttft_ms is not None or slo_tpot_ms is not None:
+        ok = np.ones(len(done), dtype=bool)
+        if slo_ttft_ms is not None:
+            ok &= ttft * 1e3 <= slo_ttft_ms
+        if slo_tpot_ms is not None:
+            tp_all = np.where(multi, (e2e - ttft) / np.maximum(out - 1, 1), 0.0)
+            ok &= tp_all * 1e3 <= slo_tpot_ms
+        goodput = per(float(ok.sum()))
+    out_tps, in_tps = per(float(out.sum())), per(float(inp.sum()))
+    usd_h = price * gpus if price is not None else None
+    busy = sum(rep.busy_s for rep in reps)
+    res = SimulationResult(
+        ttft_ms=summary(ttft), tpot_ms=summary(tpot), itl_ms=weighted_summary(itl_v, itl_w), e2e_ms=summary(e2e),
+        output_tokens_per_s=out_tps, input_tokens_per_s=in_tps, requests_per_s=per(float(len(done))),
+        goodput_requests_per_s=goodput,
+        gpu_utilisation=busy / (len(reps) * span) if span > 0 else 0.0,
+        kv_utilisation=sum(rep.kv_block_s for rep in reps) / (len(reps) * blocks * span) if span > 0 else 0.0,
+        mean_queue_length=per(sum(rep.queue_s for rep in reps)),
+        mean_requests_in_system=per(sum(rep.system_s for rep in reps)),
+        preemptions=sum(rep.preemptions for rep in reps),
+        swapped_kv_tokens=sum(rep.swapped_tokens for rep in reps), result_cache_hits=len(fleet.cache_hits), requests=len(done),
+        rejected=sum(len(rep.rejected) for rep in reps), duration_s=span, replicas=len(reps),
+        kv_blocks_per_replica=blocks, iterations=sum(rep.iterations for rep in reps), events=env.events_processed,
+        usd_per_1m_output_tokens=usd_h / 3600 / out_tps * 1e6 if usd_h is not None and out_tps > 0 else None,
+        usd_per_1m_input_tokens=usd_h / 3600 / in_tps * 1e6 if usd_h is not None and in_tps > 0 else None,
+        layout={"tp": tp, "pp": pp, "ep": ep, "replicas": len(reps), "gpus": gpus}, engine=engine,
+        records={"id": np.array([r.id for r in done]), "arrival_s": arr, "first_token_s": first, "finish_s": fin,
+                 "input_tokens": inp, "output_tokens": out, "log": env.log},
+    )  # fmt: skip
+    if chrome_trace:
+        from scaleright.serve.trace import chrome_trace_events
+
+        object.__setattr__(res, "chrome_trace", chrome_trace_events(fleet))
+    return res
+
+
+def capacity(spec: TransformerSpec, *, slo_ttft_p99_ms: float, slo_tpot_p99_ms: float, requests: int = 1000,
+             rel_tol: float = 0.02, max_trials: int = 40, **kw) -> tuple[float, SimulationResult | None, list]:  # fmt: skip
+    """(highest rate/s with p99 TTFT and p99 TPOT within their limits, the simulation at that rate, the trials
+    as (rate, passed)). Rate 0 and None when even 1/1024 request/s misses the limits."""
+    for name, v in (("slo_ttft_p99_ms", slo_ttft_p99_ms), ("slo_tpot_p99_ms", slo_tpot_p99_ms)):
+        if not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
+            raise InputError(f"{name}={v!r} must be a finite positive number of milliseconds")
+    if any(k in kw for k in ("rate", "concurrency", "trace", "duration_s")):
+        raise InputError("capacity searches the rate itself: give no rate, concurrency, trace or duration_s")
+    gpu = kw["gpu"]
+    model = IterationModel(spec, gpu=gpu, cluster=kw.get("cluster"), tp=kw.get("tp", 1), pp=kw.get("pp", 1),
+                           ep=kw.get("ep", 1), precision=kw.get("precision", "bf16"),
+                           kv_precision=kw.get("kv_precision"), engine=kw.get("engine", "vllm"),
+                           cal=kw.get("cal", DEFAULT_CALIBRATION),
+                           max_rows=kw.get("max_num_batched_tokens", 8192))  # fmt: skip
+    trials: list[tuple[float, bool]] = []
+    cache: dict[float, SimulationResult] = {}
+
+    def ok(rate: float) -> bool:
+        r = simulate(spec, rate=rate, requests=requests, model=model, **kw)
+        cache[rate] = r
+        tpot = r.tpot_ms["p99"]  # NaN when no request decodes (one output token each)
+        good = r.rejected == 0 and r.ttft_ms["p99"] <= slo_ttft_p99_ms and (math.isnan(tpot) or tpot <= slo_tpot_p99_ms)
+        trials.append((rate, good))
+        return good
+
+    lo, hi = 0.0, 1.0
+    if ok(hi):
+        while len(trials) < max_trials and ok(hi * 2):
+            hi *= 2
+        lo, hi = hi, hi * 2
+    else:
+        while len(trials) < 11 and not ok(hi / 2):
+            hi /= 2
+        if len(trials) >= 11:
+            return 0.0, None, trials
+        lo = hi / 2
+    while hi - lo > rel_tol * lo and len(trials) < max_trials:
+        mid = (lo + hi) / 2
+        if ok(mid):
+            lo = mid
+        else:
+            hi = mid
+    return lo, cache.get(lo), trials

@@ -1,0 +1,114 @@
+"""``scaleright serve simulate|capacity``: the JSON contract, the Chrome trace file, and bad flags as one line naming
+the flag. The command group is registered on a fresh typer app here (the lead wires it into ``cli.main``)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from scaleright.cli import serve_cmd
+from scaleright.errors import InputError
+
+runner = CliRunner()
+BASE = ["serve", "simulate", "--model", "llama-3.1-8b", "--gpu", "h100", "--input-len", "256", "--output-len", "32"]
+
+
+@pytest.fixture(scope="module")
+def app():
+    a = typer.Typer()
+
+    @a.callback()
+    def _root() -> None:
+        """test root"""
+
+    serve_cmd.register(a)
+    return a
+
+
+def _json(app, args):
+    res = runner.invoke(app, args)
+    assert res.exit_code == 0, f"{args}: {res.output}\n{res.exception!r}"
+    return json.loads(res.stdout)
+
+
+def test_simulate_json_has_the_contract_keys(app):
+    d = _json(app, BASE + ["--rate", "4", "--requests", "50", "--json"])
+    for key in ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms"):
+        assert set(d[key]) == {"mean", "p50", "p90", "p99"}
+    for key in ("output_tokens_per_s", "requests_per_s", "gpu_utilisation", "kv_utilisation", "preemptions"):
+        assert key in d
+    assert d["requests"] == 50 and d["model"] == "llama-3.1-8b" and d["gpu"] == "h100-sxm"
+
+
+def test_simulate_replays_a_trace_and_writes_a_chrome_trace(app, tmp_path):
+    trace = tmp_path / "in.csv"
+    trace.write_text("arrival_time_s,input_tokens,output_tokens\n0,100,10\n0.5,200,20\n1.0,50,5\n")
+    out = tmp_path / "trace.json"
+    d = _json(app, BASE + ["--trace", str(trace), "--trace-out", str(out), "--json"])
+    assert d["requests"] == 3
+    ev = json.loads(out.read_text())["traceEvents"]
+    assert any(e["ph"] == "X" for e in ev)
+
+
+def test_capacity_json_reports_the_highest_rate_and_its_metrics(app):
+    d = _json(app, ["serve", "capacity", "--model", "llama-3.1-8b", "--gpu", "h100", "--input-len", "256",
+                    "--output-len", "32", "--slo-ttft-p99-ms", "150", "--slo-tpot-p99-ms", "20", "--requests", "100",
+                    "--json"])  # fmt: skip
+    assert d["max_rate_per_s"] > 1
+    assert d["ttft_ms"]["p99"] <= 150 and d["tpot_ms"]["p99"] <= 20
+    assert d["trials"]
+
+
+@pytest.mark.parametrize(("extra", "message"), [
+    (["--rate", "1", "--concurrency", "2"], "give exactly one of --rate, --concurrency or --trace"),
+    ([], "give exactly one of --rate, --concurrency or --trace"),
+    (["--rate", "-1"], "--rate=-1.0 must be a finite positive number"),
+    (["--rate", "1", "--engine", "tgi"], "--engine='tgi' not allowed; allowed: vllm, sglang, trtllm, llama.cpp"),
+    (["--rate", "1", "--tp", "2"], r"--tp\(2\) \* --pp\(1\) = 2 does not divide --gpus\(1\)"),
+    (["--rate", "1", "--max-num-seqs", "512", "--max-num-batched-tokens", "256"],
+     "--max-num-batched-tokens=256 must be >= --max-num-seqs=512"),
+    (["--concurrency", "4", "--duration-s", "10"], "--duration-s needs --rate"),
+    (["--rate", "1", "--requests", "0"], "--requests must be >= 1"),
+    (["--rate", "1", "--kv-precision", "fp6"], "--kv-precision='fp6' not allowed"),
+])  # fmt: skip
+def test_bad_flags_are_one_error_naming_the_flag(app, extra, message):
+    res = runner.invoke(app, BASE + extra)
+    assert isinstance(res.exception, InputError), res.output
+    with pytest.raises(InputError, match=message):
+        raise res.exception
+
+
+def test_empirical_lengths_from_files_and_a_diurnal_stream(app, tmp_path):
+    lens = tmp_path / "in.txt"
+    lens.write_text("100\n300\n")
+    d = _json(app, BASE + ["--rate", "2", "--requests", "40", "--input-lengths", str(lens), "--arrival", "diurnal",
+                           "--diurnal-period-s", "60", "--diurnal-amplitude", "0.9", "--json"])  # fmt: skip
+    assert d["requests"] == 40
+    res = runner.invoke(app, BASE + ["--rate", "2", "--input-lengths", str(tmp_path / "none.txt")])
+    with pytest.raises(InputError, match="--input-lengths="):
+        raise res.exception
+
+
+def test_cost_uses_the_catalog_price_unless_one_is_given(app):
+    d = _json(app, BASE + ["--rate", "4", "--requests", "30", "--json"])
+    assert d["price_usd_per_gpu_hour"] > 0 and d["price_source"].startswith("catalog on-demand")
+    assert d["usd_per_1m_output_tokens"] == pytest.approx(
+        d["price_usd_per_gpu_hour"] / 3600 / d["output_tokens_per_s"] * 1e6)
+    g = _json(app, BASE + ["--rate", "4", "--requests", "30", "--price-usd-per-gpu-hour", "2", "--json"])
+    assert g["price_usd_per_gpu_hour"] == 2 and g["price_source"] == "--price-usd-per-gpu-hour"
+
+
+def test_an_uncalibrated_engine_profile_is_flagged(app):
+    d = _json(app, BASE + ["--rate", "2", "--requests", "10", "--engine", "sglang", "--json"])
+    assert d["engine_status"] == "uncalibrated"
+    assert _json(app, BASE + ["--rate", "2", "--requests", "10", "--json"])["engine_status"] == "fitted"
+
+
+def test_the_serve_package_exports_what_it_names():
+    import scaleright.serve as serve
+
+    assert sorted(serve.__all__) == ["Environment", "Priority", "SimulationResult", "capacity", "simulate"]
+    assert all(hasattr(serve, name) for name in serve.__all__)

@@ -1,0 +1,140 @@
+"""Serving scenarios on the real iteration model: zero load, Little's law, load curves, determinism, capacity."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from scaleright.errors import InputError, LayoutError
+from scaleright.estimate.iteration import IterationModel, iteration_time_s
+from scaleright.serve import capacity, simulate
+
+
+@pytest.fixture(scope="module")
+def run(llama_8b, h100):
+    def go(**kw):
+        kw.setdefault("input_len", 512)
+        kw.setdefault("output_len", 128)
+        return simulate(llama_8b, gpu=h100, **kw)
+
+    return go
+
+
+def test_at_zero_load_ttft_is_the_prefill_time_of_one_request(run, llama_8b, h100, tmp_path):
+    trace = tmp_path / "alone.csv"  # each request finishes long before the next arrives
+    trace.write_text("arrival_time_s,input_tokens,output_tokens\n" + "".join(f"{10 * i},512,16\n" for i in range(5)))
+    res = run(trace=trace)
+    prefill = iteration_time_s(llama_8b, gpu=h100, prefill_tokens=512)
+    assert res.ttft_ms["p50"] == pytest.approx(prefill * 1e3, rel=1e-9)
+    assert res.ttft_ms["p99"] == pytest.approx(prefill * 1e3, rel=1e-9)
+    # alone, every decode iteration is one batch-1 step over a growing context
+    model = IterationModel(llama_8b, gpu=h100)
+    first = model.time_s(decode_batch=1, decode_context_tokens=512)
+    last = model.time_s(decode_batch=1, decode_context_tokens=512 + 14)
+    assert first * 1e3 <= res.tpot_ms["p50"] <= last * 1e3
+
+
+def test_littles_law_holds_in_steady_state(run):
+    rate = 10.0
+    res = run(rate=rate, requests=3000)
+    assert res.preemptions == 0
+    assert res.mean_requests_in_system == pytest.approx(rate * res.e2e_ms["mean"] / 1e3, rel=0.03)
+
+
+def test_p99_ttft_rises_with_load_and_diverges_past_capacity(run):
+    rates = [5, 10, 20, 40, 80]
+    p99 = [run(rate=r, requests=400).ttft_ms["p99"] for r in rates]
+    assert p99 == sorted(p99) and len(set(p99)) == len(p99)
+    assert p99[-1] > 20 * p99[0]  # 80 req/s is past what one H100 sustains at 512/128 tokens: the queue grows
+
+
+def test_same_seed_same_result_and_another_seed_another(run):
+    a = run(rate=20, requests=300, seed=3, input_dist="lognormal", output_dist="lognormal")
+    b = run(rate=20, requests=300, seed=3, input_dist="lognormal", output_dist="lognormal")
+    c = run(rate=20, requests=300, seed=4, input_dist="lognormal", output_dist="lognormal")
+    assert json.dumps(a.as_dict()) == json.dumps(b.as_dict())
+    assert a.as_dict() != c.as_dict()
+
+
+def test_burstier_arrivals_raise_tail_latency_at_the_same_rate(run):
+    smooth = run(rate=30, requests=600, arrival="gamma", burstiness=4.0)
+    bursty = run(rate=30, requests=600, arrival="gamma", burstiness=0.25)
+    assert bursty.ttft_ms["p99"] > smooth.ttft_ms["p99"]
+
+
+def test_four_replicas_carry_four_times_the_rate_at_similar_latency(run):
+    one = run(rate=10, requests=1000)
+    four = run(rate=40, requests=4000, gpus=4)
+    assert four.replicas == 4
+    assert four.ttft_ms["p50"] == pytest.approx(one.ttft_ms["p50"], rel=0.15)
+    assert four.output_tokens_per_s == pytest.approx(4 * one.output_tokens_per_s, rel=0.1)
+
+
+def test_closed_loop_concurrency_saturates_at_the_batch_limit(run):
+    res = run(concurrency=64, requests=640)
+    assert res.requests == 640 and res.tpot_ms["p50"] > 0
+    assert res.mean_requests_in_system == pytest.approx(64, rel=0.05)
+
+
+def test_a_tiny_kv_cache_preempts_and_still_serves_everything(run):
+    res = run(rate=40, requests=300, gpu_memory_utilization=0.22)
+    assert res.preemptions > 0 and res.requests == 300
+
+
+def test_capacity_meets_the_slos_and_a_bit_more_load_does_not(llama_8b, h100):
+    kw = dict(gpu=h100, input_len=512, output_len=128, requests=300)
+    best, res, trials = capacity(llama_8b, slo_ttft_p99_ms=200, slo_tpot_p99_ms=25, **kw)
+    assert best > 1 and res.ttft_ms["p99"] <= 200 and res.tpot_ms["p99"] <= 25
+    failed = [r for r, ok in trials if not ok]
+    assert failed and min(failed) <= best * 1.03
+
+
+def test_chrome_trace_has_iteration_and_request_events(run):
+    res = run(rate=5, requests=20, chrome_trace=True)
+    ev = res.chrome_trace["traceEvents"]
+    assert any(e["ph"] == "X" and e["name"].startswith("prefill") for e in ev)
+    assert sum(1 for e in ev if e["ph"] == "b") == 40
+
+
+def test_bad_layouts_and_too_little_memory_are_named(llama_8b, llama_70b, h100):
+    with pytest.raises(LayoutError, match=r"tp\(3\) does not divide num_attention_heads\(32\)"):
+        simulate(llama_8b, gpu=h100, tp=3, gpus=3, rate=1)
+    with pytest.raises(InputError, match=r"does not divide gpus\(3\)"):
+        simulate(llama_8b, gpu=h100, tp=2, gpus=3, rate=1)
+    with pytest.raises(InputError, match="before any KV cache"):
+        simulate(llama_70b, gpu=h100, rate=1)
+    with pytest.raises(InputError, match="exactly one of rate, concurrency or trace"):
+        simulate(llama_8b, gpu=h100, rate=1, concurrency=2)
+
+
+def test_engine_profiles_pick_their_kv_format_for_fp8_checkpoints(llama_8b, h100):
+    kw = dict(gpu=h100, rate=2, requests=20, precision="fp8")
+    trt = simulate(llama_8b, engine="trtllm", **kw)
+    vllm = simulate(llama_8b, engine="vllm", **kw)
+    assert trt.kv_blocks_per_replica > 1.9 * vllm.kv_blocks_per_replica  # fp8 KV holds twice the tokens of bf16
+
+
+def test_goodput_and_cost_follow_from_the_measured_rates(run):
+    res = run(rate=30, requests=600, slo_ttft_ms=60, slo_tpot_ms=20, price_usd_per_gpu_hour=3.0)
+    assert 0 < res.goodput_requests_per_s <= res.requests_per_s
+    assert res.usd_per_1m_output_tokens == pytest.approx(3.0 / 3600 / res.output_tokens_per_s * 1e6)
+
+
+def test_moe_with_expert_parallel_and_pipeline_layouts_serve(mixtral_8x7b, llama_8b, h100):
+    moe = simulate(mixtral_8x7b, gpu=h100, gpus=2, tp=2, ep=2, rate=4, requests=100)
+    assert moe.requests == 100 and moe.layout == {"tp": 2, "pp": 1, "ep": 2, "replicas": 1, "gpus": 2}
+    pp = simulate(llama_8b, gpu=h100, gpus=2, pp=2, rate=4, requests=100)
+    one = simulate(llama_8b, gpu=h100, rate=4, requests=100)
+    assert pp.kv_blocks_per_replica > one.kv_blocks_per_replica  # half the weights per GPU
+    assert pp.tpot_ms["p50"] > one.tpot_ms["p50"]  # stages one after another, plus the activation hop
+
+
+def test_a_result_cache_answers_repeated_prompts_without_the_gpu(run):
+    base = run(rate=30, requests=1000)
+    cached = run(rate=30, requests=1000, result_cache_hit_rate=0.5)
+    assert 400 < cached.result_cache_hits < 600 and cached.requests == 1000
+    assert cached.ttft_ms["p50"] < base.ttft_ms["p50"]
+    assert cached.tpot_ms["mean"] < base.tpot_ms["mean"]  # half the load on the engine: smaller batches
+    with pytest.raises(InputError, match=r"result_cache_hit_rate=1.0 must lie in \[0, 1\)"):
+        run(rate=1, result_cache_hit_rate=1.0)

@@ -1,0 +1,124 @@
+"""The iteration cost model: rooflines it may never beat, batch-1 decode bound by HBM bandwidth, the affine decode
+run, engine profiles, and errors with their operands."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from scaleright.catalog import get_gpu
+from scaleright.errors import InputError, LayoutError, UnknownNameError
+from scaleright.estimate.engines import ENGINES, get_engine
+from scaleright.estimate.iteration import IterationModel, iteration_time_s
+from scaleright.workload.flops import decode_flops_per_token
+from scaleright.workload.params import count_params
+
+GPUS = ("h100-sxm", "h200", "a100-sxm-80gb", "mi300x", "l40s", "rtx-4090")
+MODELS = ("llama-3.1-8b", "llama-2-7b", "mistral-7b", "qwen2.5-7b")
+
+
+def _bandwidth_copy(gpu, factor):
+    """A user-catalog copy of ``gpu`` with ``factor`` times its HBM bandwidth."""
+    return gpu.model_copy(update={"id": f"{gpu.id}-bw", "hbm_bandwidth_tb_per_s": gpu.hbm_bandwidth_tb_per_s * factor})
+
+
+@given(gpu_id=st.sampled_from(GPUS), name=st.sampled_from(MODELS), ctx=st.integers(1, 4096),
+       engine=st.sampled_from(sorted(ENGINES)))  # fmt: skip
+def test_batch_1_decode_time_scales_as_one_over_hbm_bandwidth(load_spec, gpu_id, name, ctx, engine):
+    spec, gpu = load_spec(name), get_gpu(gpu_id)
+    t1 = iteration_time_s(spec, gpu=gpu, decode_batch=1, decode_context_tokens=ctx, engine=engine)
+    t2 = iteration_time_s(spec, gpu=_bandwidth_copy(gpu, 2.0), decode_batch=1, decode_context_tokens=ctx,
+                          engine=engine)  # fmt: skip
+    assert t2 / t1 >= 0.5 - 1e-12  # never more than halves
+    overhead = get_engine(engine).iteration_overhead_s
+    # the time above the engine's fixed per-iteration overhead halves (up to the few compute-bound bits)
+    assert 0.5 - 1e-12 <= (t2 - overhead) / (t1 - overhead) <= 0.55
+
+
+@given(gpu_id=st.sampled_from(GPUS), name=st.sampled_from(MODELS), batch=st.integers(0, 512),
+       prefill=st.integers(0, 4096), ctx=st.integers(1, 4096))  # fmt: skip
+def test_an_iteration_never_beats_the_weight_read_nor_the_flop_roofline(load_spec, gpu_id, name, batch, prefill, ctx):
+    spec, gpu = load_spec(name), get_gpu(gpu_id)
+    if batch + prefill == 0:
+        return
+    t = iteration_time_s(spec, gpu=gpu, decode_batch=batch, decode_context_tokens=batch * ctx, prefill_tokens=prefill)
+    c = count_params(spec)
+    dense = c.total - c.embedding - c.positions  # every block matrix and the head, read once
+    assert t >= dense * 2.0 / (gpu.hbm_bandwidth_tb_per_s * 1e12)
+    flops = (batch + prefill) * 2.0 * (c.total - c.embedding - c.positions)
+    assert t >= flops / (gpu.dense_tflops["bf16"] * 1e12)
+
+
+@given(batch=st.integers(1, 1024), ctx=st.integers(1, 8192))
+def test_decode_throughput_never_exceeds_the_roofline(llama_8b, batch, ctx):
+    gpu = get_gpu("h100-sxm")
+    t = iteration_time_s(llama_8b, gpu=gpu, decode_batch=batch, decode_context_tokens=batch * ctx)
+    tokens_per_s = batch / t
+    assert tokens_per_s <= gpu.dense_tflops["bf16"] * 1e12 / decode_flops_per_token(llama_8b, ctx)
+
+
+def test_a_decode_run_sums_its_iterations_exactly(llama_8b):
+    model = IterationModel(llama_8b, gpu=get_gpu("h100-sxm"))
+    run = model.decode_run(32, 32 * 700)
+    one_by_one = sum(model.time_s(decode_batch=32, decode_context_tokens=32 * 700 + 32 * j) for j in range(50))
+    assert run.total_s(50) == pytest.approx(one_by_one, rel=1e-12)
+    n = run.iterations_until(run.total_s(20) - 1e-9, 50)
+    assert n == 20 and run.iterations_until(run.total_s(20) + 1e-9, 50) == 21
+
+
+def test_chunked_prefill_fused_with_decode_costs_less_than_both_apart(llama_8b):
+    gpu = get_gpu("h100-sxm")
+    fused = iteration_time_s(llama_8b, gpu=gpu, prefill_tokens=512, decode_batch=64, decode_context_tokens=64 * 600)
+    apart = iteration_time_s(llama_8b, gpu=gpu, prefill_tokens=512) + iteration_time_s(
+        llama_8b, gpu=gpu, decode_batch=64, decode_context_tokens=64 * 600)
+    assert fused < apart
+
+
+def test_long_prefill_is_compute_bound_and_grows_with_the_prefix(llama_8b):
+    gpu = get_gpu("h100-sxm")
+    t1 = iteration_time_s(llama_8b, gpu=gpu, prefill_tokens=4096)
+    t2 = iteration_time_s(llama_8b, gpu=gpu, prefill_tokens=8192)
+    assert 1.9 < t2 / t1 < 2.3  # linear GEMMs plus quadratic attention
+    later = iteration_time_s(llama_8b, gpu=gpu, prefill_tokens=4096, prefill_prefix_tokens=4096)
+    assert later > t1
+
+
+def test_tensor_parallel_adds_all_reduces_and_splits_weights(llama_70b):
+    gpu = get_gpu("h100-sxm")
+    t4 = iteration_time_s(llama_70b, gpu=gpu, tp=4, decode_batch=1, decode_context_tokens=512)
+    t8 = iteration_time_s(llama_70b, gpu=gpu, tp=8, decode_batch=1, decode_context_tokens=512)
+    assert t8 < t4 and t8 > t4 / 2  # half the weights per GPU, but latency-bound all-reduces do not shrink
+
+
+def test_moe_reads_only_the_experts_a_small_batch_touches(mixtral_8x7b):
+    gpu = get_gpu("h100-sxm")
+    kw = dict(gpu=gpu, tp=2, decode_context_tokens=0)
+    t1 = iteration_time_s(mixtral_8x7b, decode_batch=1, **kw)
+    t64 = iteration_time_s(mixtral_8x7b, decode_batch=64, **kw)
+    assert t64 > 1.5 * t1  # batch 1 touches 2 of 8 experts, batch 64 all of them
+    ep = iteration_time_s(mixtral_8x7b, decode_batch=64, ep=2, **kw)
+    assert ep > 0
+
+
+def test_engine_profiles_are_named_grounded_or_marked_uncalibrated():
+    for p in ENGINES.values():
+        assert p.status in ("fitted", "uncalibrated")
+        assert (p.status == "fitted") == bool(p.grounded_in)
+        assert p.note
+    assert get_engine("trtllm").kv_precision_for("fp8") == "fp8"
+    assert get_engine("vllm").kv_precision_for("fp8") == "bf16"
+    with pytest.raises(UnknownNameError, match="unknown engine 'vlm'; closest: vllm"):
+        get_engine("vlm")
+
+
+def test_bad_inputs_name_their_operands(llama_8b, mixtral_8x7b):
+    gpu = get_gpu("h100-sxm")
+    with pytest.raises(LayoutError, match=r"tp\(3\) does not divide num_attention_heads\(32\)"):
+        iteration_time_s(llama_8b, gpu=gpu, tp=3, decode_batch=1)
+    with pytest.raises(LayoutError, match=r"ep\(2\) does not divide tp\(1\)"):
+        iteration_time_s(mixtral_8x7b, gpu=gpu, ep=2, decode_batch=1)
+    with pytest.raises(InputError, match="decode_context_tokens has 2 lengths for decode_batch=3"):
+        iteration_time_s(llama_8b, gpu=gpu, decode_batch=3, decode_context_tokens=[1, 2])
+    with pytest.raises(InputError, match="kv_precision='fp6' is not a known precision"):
+        iteration_time_s(llama_8b, gpu=gpu, decode_batch=1, kv_precision="fp6")
