@@ -12,7 +12,7 @@ from typing import Annotated, Literal, cast
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from scaleright.errors import CatalogFileError, InputError
-from scaleright.limits import LIMITS, _show, limited, plain_text
+from scaleright.limits import LIMITS, _show, bounds, text_bounds
 from scaleright.textfile import _short, path_problem, read_text
 from scaleright.userdata import load_yaml
 
@@ -28,29 +28,29 @@ class _Strict(BaseModel):
 
 # Numbers: booleans are refused (YAML ``yes`` is not 1), an int is fine for a float, and every count, size, rate,
 # price and duration has an upper bound from ``scaleright.limits`` (the message gives the bound and its reason).
-_Tokens = limited(float, "tokens")
-_Epochs = limited(float, "epochs")
-_SeqLen = limited(int, "seq_len")
-_GlobalBatch = limited(int, "global_batch")
-_LoraRank = limited(int, "lora_rank")
-_PerS = limited(float, "requests_per_s")
-_PerDay = limited(float, "requests_per_day")
-_ReqTokens = limited(int, "tokens_per_request")
-_Seconds = limited(float, "latency_s")
-_Hours = limited(float, "hours")
-_Gpus = limited(int, "gpus")
-_NodeGpus = limited(int, "chips_per_domain")
-_UsdTotal = limited(float, "usd")
-_UsdHour = limited(float, "usd_per_hour")
-_Months = limited(float, "months")
-_Years = limited(float, "years")
-_UsdKwh = limited(float, "usd_per_kwh")
-_Co2 = limited(float, "kg_co2e_per_kwh")
-_Pue = limited(float, "pue")
-_Fraction = limited(float, "fraction")
+_Tokens = Annotated[float, *bounds("tokens")]
+_Epochs = Annotated[float, *bounds("epochs")]
+_SeqLen = Annotated[int, *bounds("seq_len")]
+_GlobalBatch = Annotated[int, *bounds("global_batch")]
+_LoraRank = Annotated[int, *bounds("lora_rank")]
+_PerS = Annotated[float, *bounds("requests_per_s")]
+_PerDay = Annotated[float, *bounds("requests_per_day")]
+_ReqTokens = Annotated[int, *bounds("tokens_per_request")]
+_Seconds = Annotated[float, *bounds("latency_s")]
+_Hours = Annotated[float, *bounds("hours")]
+_Gpus = Annotated[int, *bounds("gpus")]
+_NodeGpus = Annotated[int, *bounds("chips_per_domain")]
+_UsdTotal = Annotated[float, *bounds("usd")]
+_UsdHour = Annotated[float, *bounds("usd_per_hour")]
+_Months = Annotated[float, *bounds("months")]
+_Years = Annotated[float, *bounds("years")]
+_UsdKwh = Annotated[float, *bounds("usd_per_kwh")]
+_Co2 = Annotated[float, *bounds("kg_co2e_per_kwh")]
+_Pue = Annotated[float, *bounds("pue")]
+_Fraction = Annotated[float, *bounds("fraction")]
 _MAX_ITEMS = int(LIMITS["list_items"].high)  # GPU names in a list, price overrides in a mapping
-_Name = plain_text("name_chars")  # a GPU id or alias, a scenario name
-_PathText = plain_text("path_chars")  # a catalog model name or a path to a config.json
+_Name = Annotated[str, *text_bounds("name_chars")]  # a GPU id or alias, a scenario name
+_PathText = Annotated[str, *text_bounds("path_chars")]  # a catalog model name or a path to a config.json
 
 _Usd = Annotated[_UsdTotal, Field(ge=0, allow_inf_nan=False)]  # a finite, non-negative price in US dollars
 _UsdPerHour = Annotated[_UsdHour, Field(ge=0, allow_inf_nan=False)]  # a finite, non-negative hourly rate
