@@ -94,7 +94,7 @@ def load_model_config(
             raise CatalogFileError(
                 f"model {_short(path)!r}: is a directory, expected a config.json file or a directory containing one"
             ) from None
-        return copy.deepcopy(cat.model_configs[entry.name]), entry
+        return cast("dict[str, Any]", copy.deepcopy(cat.model_configs[entry.name])), entry  # the configs are dicts
     if why is None:
         return parse_config_json(path), None
     if why != "file not found" or path.suffix == ".json":
