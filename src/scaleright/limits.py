@@ -125,7 +125,8 @@ def bounds(kind: str) -> tuple[object, ...]:
 
     def too_big(value: object) -> PydanticCustomError:
         return PydanticCustomError(
-            "limit", "must be <= {high} ({why}); got {got}", {"high": _num(lim.high), "why": lim.why, "got": _show(value)}
+            "limit", "must be <= {high} ({why}); got {got}",
+            {"high": _num(lim.high), "why": lim.why, "got": _show(value)},
         )
 
     def before(value: object) -> object:

@@ -58,7 +58,8 @@ class Accelerator(BaseModel):
     intra_node_link_generation: str | None = None  # e.g. "NVLink 4"
     intra_node_gb_per_s_per_gpu: _GBps = Field(gt=0)  # one direction, per GPU, inside a node (GB/s)
     pcie_gen: str | None = None  # host link, e.g. "5.0"
-    gpus_per_node: _NodeGpus = Field(ge=1)  # GPUs sharing the intra-node link in the vendor's standard system (see notes)
+    # GPUs sharing the intra-node link in the vendor's standard system (see notes)
+    gpus_per_node: _NodeGpus = Field(ge=1)
     nic_gbps_per_gpu: _Gbps = Field(gt=0)  # typical inter-node NIC bandwidth per GPU (Gb/s, as NICs are sold)
     launch_year: int | None = None
     form_factor: str

@@ -57,7 +57,7 @@ class PriceRow(BaseModel):
         if v is None:
             return v
         parts = [int(p) for p in v.split("-")]
-        year, month, day = (parts + [1, 1])[:3]
+        year, month, day = [*parts, 1, 1][:3]
         try:
             datetime.date(year, month, day)
         except ValueError as exc:
