@@ -41,11 +41,15 @@ def main() -> int:
         return 2
     print(f"collective model vs {len(rows)} measured rows ({len(skipped)} skipped); shipped fit "
           f"{shipped.fitted_on} sha256 {shipped.rows_sha256[:12]}{' (STALE: rows changed)' if stale else ''}")
-    print(f"{'fabric':10s} {'rows':>5s} {'in-sample':>10s} {'LOSO':>8s} {'>=64MiB rows':>13s} {'in-sample':>10s} {'LOSO':>8s}")
+    print(f"{'fabric':10s} {'rows':>5s} {'in-sample':>10s} {'LOSO':>8s} {'>=64MiB rows':>13s} {'in-sample':>10s} "
+          f"{'LOSO':>8s}")
+
+    def med(e: np.ndarray, m: np.ndarray) -> float:
+        return float(np.median(cf.pct(e[m]))) if m.any() else float("nan")
+
     for f in sorted({r.fabric for r in rows}):
         ix = np.array([r.fabric == f for r in rows])
         big = ix & np.array([r.message_bytes >= LARGE for r in rows])
-        med = lambda e, m: float(np.median(cf.pct(e[m]))) if m.any() else float("nan")
         print(f"{f:10s} {ix.sum():5d} {med(ins, ix):9.1f}% {med(loso, ix):7.1f}% {big.sum():13d} "
               f"{med(ins, big):9.1f}% {med(loso, big):7.1f}%")
     by_source = Counter(r.source for r in rows)
@@ -56,7 +60,8 @@ def main() -> int:
         f"{f}.{p}={getattr(ff, p):.3g}" for f, ff in shipped.fabrics.items() if ff.status == "fitted"
         for p in ("eta", "alpha_us", "ll_eta", "ll_alpha_us", "nvls_eta", "nvls_alpha_us", "tree_ratio")
         if getattr(ff, p) is not None))  # fmt: skip
-    print(f"loso_median_pct={float(np.median(cf.pct(loso))):.1f} in_sample_median_pct={float(np.median(cf.pct(ins))):.1f} "
+    print(f"loso_median_pct={float(np.median(cf.pct(loso))):.1f} "
+          f"in_sample_median_pct={float(np.median(cf.pct(ins))):.1f} "
           f"params_at_bound={','.join(at_bound) if at_bound else 'none'}")
     return 1 if stale or at_bound else 0
 

@@ -282,7 +282,8 @@ BAD_INPUT = {
     "precision fp7": (["estimate", "train", "--model", "llama-3.1-8b", "--precision", "fp7"],
                       r"--precision='fp7' not allowed; allowed: .*bf16"),
     "batch foo": ([*INFER, "--batch", "foo"], r"--batch='foo' must be a positive integer or 'max'"),
-    "catalog not a directory": (["catalog", "gpus", "--catalog", "/nonexistent/catalog"], r"--catalog=/nonexistent/catalog: directory not found"),
+    "catalog not a directory": (["catalog", "gpus", "--catalog", "/nonexistent/catalog"],
+                                r"--catalog=/nonexistent/catalog: directory not found"),
     # tracebacks that became one line
     "tp=0 (infer)": ([*INFER, "--gpus", "8", "--tp", "0"], r"--tp=0 must be a positive integer"),
     "html is a directory": (["plan", str(EXAMPLES_DIR / "lora-7b-one-gpu.yaml"), "--html", str(EXAMPLES_DIR)],

@@ -61,7 +61,8 @@ def _one_line(p: subprocess.CompletedProcess, pattern: str) -> str:
 USAGE = {
     "unknown option": (["estimate", "memory", "--model", "gpt2", "--bogus"],
                        r"^error: No such option: --bogus .*; try 'scaleright estimate memory --help'$"),
-    "missing option": (["estimate", "memory"], r"^error: Missing option '--model'; try 'scaleright estimate memory --help'$"),
+    "missing option": (["estimate", "memory"],
+                       r"^error: Missing option '--model'; try 'scaleright estimate memory --help'$"),
     "int option given text": (["estimate", "train", "--model", "gpt2", "--gpus", "abc"],
                               r"^error: Invalid value for '--gpus': .*; try 'scaleright estimate train --help'$"),
     "float option given text": (["estimate", "train", "--model", "gpt2", "--tokens", "lots"],
@@ -91,7 +92,8 @@ def test_version_and_help_still_exit_zero():
 
 
 def test_an_over_long_catalog_path_is_one_line():
-    _one_line(_cli(["catalog", "gpus", "--catalog", f"/tmp/{LONG}"]), r"^error: --catalog=/tmp/a+…a+: file name too long$")
+    _one_line(_cli(["catalog", "gpus", "--catalog", f"/tmp/{LONG}"]),
+              r"^error: --catalog=/tmp/a+…a+: file name too long$")
 
 
 def test_an_over_long_scaleright_catalog_variable_is_one_line_naming_the_variable():
@@ -110,7 +112,8 @@ def test_an_over_long_calibration_profile_name_is_one_line():
 
 
 def test_an_over_long_html_path_is_one_line():
-    _one_line(_cli(["plan", str(LORA_EXAMPLE), "--html", f"/tmp/{LONG}.html"]), r"^error: --html=.*: file name too long")
+    _one_line(_cli(["plan", str(LORA_EXAMPLE), "--html", f"/tmp/{LONG}.html"]),
+              r"^error: --html=.*: file name too long")
 
 
 def test_a_catalog_that_is_a_file_is_not_a_directory(tmp_path):
@@ -122,7 +125,8 @@ def test_a_catalog_that_is_a_file_is_not_a_directory(tmp_path):
 def test_a_catalog_symlink_loop_says_so(tmp_path):
     loop = tmp_path / "loop"
     loop.symlink_to(loop)
-    _one_line(_cli(["catalog", "models", "--catalog", str(loop)]), r"--catalog=.*loop: too many levels of symbolic links")
+    _one_line(_cli(["catalog", "models", "--catalog", str(loop)]),
+              r"--catalog=.*loop: too many levels of symbolic links")
 
 
 def test_a_calibration_symlink_loop_is_not_reported_as_not_found(tmp_path):
@@ -144,7 +148,8 @@ def test_a_calibration_directory_is_a_directory(tmp_path):
 def test_a_calibration_fifo_is_a_named_pipe_and_nothing_blocks(tmp_path):
     fifo = tmp_path / "cal.json"
     os.mkfifo(fifo)
-    _one_line(_cli(["plan", str(LORA_EXAMPLE), "--calibration", str(fifo)]), r"--calibration=.*: is a named pipe \(FIFO\)")
+    _one_line(_cli(["plan", str(LORA_EXAMPLE), "--calibration", str(fifo)]),
+              r"--calibration=.*: is a named pipe \(FIFO\)")
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -161,17 +166,22 @@ BOUNDS = {
                           r"^error: --micro-batch must be <= 65,536 \(2\*\*16 sequences per GPU per micro-step\); got "
                           + str(2**63) + "$"),
     "global-batch 2**63": ([*TRAIN, "--global-batch", str(2**63)], r"^error: --global-batch must be <= 16,777,216 \("),
-    "gpus 2**64": ([*MEMORY, "--gpus", str(2**64)], r"^error: --gpus must be <= 1,048,576 .*got an integer of about 20"),
+    "gpus 2**64": ([*MEMORY, "--gpus", str(2**64)],
+                   r"^error: --gpus must be <= 1,048,576 .*got an integer of about 20"),
     "tp 2**21": ([*TRAIN, "--tp", str(2**21)], r"^error: --tp must be <= 1,048,576 \(a parallel degree"),
     "dp 2**62": ([*TRAIN, "--dp", str(2**62)], r"^error: --dp must be <= 1,048,576"),
-    "virtual stages 2**40": ([*TRAIN, "--virtual-stages", str(2**40)], r"^error: --virtual-stages must be <= 1,048,576"),
+    "virtual stages 2**40": ([*TRAIN, "--virtual-stages", str(2**40)],
+                             r"^error: --virtual-stages must be <= 1,048,576"),
     "seq-len 2**24 + 1": ([*MEMORY, "--seq-len", str(2**24 + 1)], r"^error: --seq-len must be <= 16,777,216"),
     "tokens 1e308": ([*TRAIN, "--tokens", "1e308"], r"^error: --tokens must be <= 1e\+17 \(10\*\*17 tokens"),
     "lora-rank 2**16 + 1": ([*TRAIN, "--task", "lora", "--lora-rank", str(2**16 + 1)],
                             r"^error: --lora-rank must be <= 65,536"),
-    "gpus-per-node 1025": ([*TRAIN, "--gpus-per-node", "1025"], r"^error: --gpus-per-node must be <= 1,024 \(the largest"),
-    "gpus-per-node 0 (infer)": ([*INFER, "--gpus-per-node", "0"], r"^error: --gpus-per-node=0 must be a positive integer$"),
-    "input-len 2**24 + 1": (["estimate", "infer", "--model", "gpt2", "--input-len", str(2**24 + 1), "--output-len", "1"],
+    "gpus-per-node 1025": ([*TRAIN, "--gpus-per-node", "1025"],
+                           r"^error: --gpus-per-node must be <= 1,024 \(the largest"),
+    "gpus-per-node 0 (infer)": ([*INFER, "--gpus-per-node", "0"],
+                                r"^error: --gpus-per-node=0 must be a positive integer$"),
+    "input-len 2**24 + 1": (["estimate", "infer", "--model", "gpt2", "--input-len", str(2**24 + 1),
+                             "--output-len", "1"],
                             r"^error: --input-len must be <= 16,777,216"),
     "batch 2**20 + 1 (infer)": ([*INFER, "--batch", str(2**20 + 1)], r"^error: --batch must be <= 1,048,576"),
     "batch 2**20 + 1 (memory)": ([*MEMORY, "--task", "inference", "--batch", str(2**20 + 1)],
@@ -199,13 +209,18 @@ def test_a_count_beyond_its_bound_is_one_line_naming_the_flag_and_why(case):
 # ---------------------------------------------------------------------------------------------------------------
 
 NOT_APPLICABLE = {
-    "lora-rank -5 with pretrain (train)": ([*TRAIN, "--lora-rank", "-5"], r"^error: --lora-rank=-5 must be a positive integer$"),
-    "lora-rank -5 with pretrain (memory)": ([*MEMORY, "--lora-rank", "-5"], r"^error: --lora-rank=-5 must be a positive integer$"),
-    "lora-rank 0 with lora": ([*MEMORY, "--task", "lora", "--lora-rank", "0"], r"^error: --lora-rank=0 must be a positive"),
+    "lora-rank -5 with pretrain (train)": ([*TRAIN, "--lora-rank", "-5"],
+                                           r"^error: --lora-rank=-5 must be a positive integer$"),
+    "lora-rank -5 with pretrain (memory)": ([*MEMORY, "--lora-rank", "-5"],
+                                            r"^error: --lora-rank=-5 must be a positive integer$"),
+    "lora-rank 0 with lora": ([*MEMORY, "--task", "lora", "--lora-rank", "0"],
+                              r"^error: --lora-rank=0 must be a positive"),
     "lora-rank 8 with pretrain": ([*TRAIN, "--lora-rank", "8"],
-                                  r"^error: --lora-rank=8 applies to --task lora or qlora; --task pretrain does not use it"),
+                                  r"^error: --lora-rank=8 applies to --task lora or qlora; "
+                                  r"--task pretrain does not use it"),
     "lora-targets with full-finetune": ([*MEMORY, "--task", "full-finetune", "--lora-targets", "q,v"],
-                                        r"^error: --lora-targets=q,v applies to --task lora or qlora; --task full-finetune"),
+                                        r"^error: --lora-targets=q,v applies to --task lora or qlora; "
+                                        r"--task full-finetune"),
     "lora-rank with inference": ([*MEMORY, "--task", "inference", "--lora-rank", "4"],
                                  r"^error: --lora-rank=4 applies to --task lora or qlora; --task inference"),
     "sequence-parallel with tp 1 (train)": ([*TRAIN, "--sequence-parallel"],
@@ -344,7 +359,8 @@ def test_markup_and_escapes_in_a_user_price_row_print_as_text_in_the_table(tmp_p
     with (cat / "prices.csv").open("w", newline="") as f:
         csv.writer(f).writerows([
             ["gpu_id", "kind", "usd", "usd_low", "usd_high", "unit", "provider", "sku", "date", "source", "notes"],
-            ["h100-sxm", "spot", "1.5", "", "", "usd_per_gpu_hour", "[/b]acme\x1b[2J", "", "2026", "[red]a test[/red]", ""],
+            ["h100-sxm", "spot", "1.5", "", "", "usd_per_gpu_hour", "[/b]acme\x1b[2J", "", "2026",
+             "[red]a test[/red]", ""],
         ])  # fmt: skip
     p = _cli(["catalog", "prices", "--gpu", "h100-sxm", "--kind", "spot", "--catalog", str(cat)])
     assert p.returncode == 0, p.stderr  # was rich.errors.MarkupError: closing tag '[/b]' at position 0 ...
@@ -633,8 +649,9 @@ _INFER_BASE = {"model": "llama-3.1-8b", "task": "inference", "inference": {"requ
 def test_property_plan_training_is_finite_for_in_bound_values(model, task, tokens, seq_len, global_batch, lora_rank,
                                                              max_gpus, gpus_per_node, mode, hours_per_day,
                                                              deadline_h):  # fmt: skip
-    scn = _scenario(_TRAIN_BASE | {"model": model}, training={"tokens": tokens, "seq_len": seq_len, "global_batch": global_batch,
-                                           "lora_rank": lora_rank},
+    scn = _scenario(_TRAIN_BASE | {"model": model},
+                    training={"tokens": tokens, "seq_len": seq_len, "global_batch": global_batch,
+                              "lora_rank": lora_rank},
                     constraints={"max_gpus": max_gpus, "gpus_per_node": gpus_per_node, "deadline_h": deadline_h},
                     pricing={"mode": mode, "hours_per_day": hours_per_day})  # fmt: skip
     scn = scn.model_copy(update={"task": task})

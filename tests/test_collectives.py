@@ -197,8 +197,8 @@ def test_a_group_inside_one_node_never_pays_nic_costs(system, kind, s, data):
     g = system.tiers[0].domain_gpus
     n = data.draw(st.integers(min_value=1, max_value=g))
     c = collective_cost(kind, s, system=system, size=n)
-    slow_nic = system.model_copy(update={"tiers": [*system.tiers[:-1],
-                                                   system.nic.model_copy(update={"bandwidth_gb_per_s": 1e-3})]})  # fmt: skip
+    slow_nic = system.model_copy(update={"tiers": [
+        *system.tiers[:-1], system.nic.model_copy(update={"bandwidth_gb_per_s": 1e-3})]})  # fmt: skip
     assert float(c.nic_gb_per_s_per_gpu) == 0.0
     assert collective_time_s(kind, s, system=slow_nic, size=n) == float(c.time_s)
 
@@ -238,7 +238,8 @@ def test_tp_over_pcie_without_p2p_costs_at_least_bytes_over_the_best_host_staged
     """Each rank of a ring all-reduce sends 2(n−1)/n·S over its PCIe link. Without P2P every byte goes through host
     memory, and no P2P-disabled row of pcie_p2p.csv moves more than 59 % of the link's spec (HGX H100, 36.27-38.05
     of 63 GB/s): the time is at least 2(n−1)/n·S / (0.59 · 31.5 GB/s) on a PCIe 4.0 RTX 4090."""
-    best = max(float(re.findall(r"[\d.]+", r["achieved_GB_per_s"])[-1]) / float(r["link_spec_GB_per_s_unidir_or_duplex_see_notes"])
+    best = max(float(re.findall(r"[\d.]+", r["achieved_GB_per_s"])[-1])
+               / float(r["link_spec_GB_per_s_unidir_or_duplex_see_notes"])
                for r in PCIE if "Disabled" in r["test"] and r["direction"] == "GPU->GPU"
                and r["link_spec_GB_per_s_unidir_or_duplex_see_notes"])  # fmt: skip
     assert 0.55 < best < 0.62

@@ -74,7 +74,8 @@ def test_a_catalog_file_that_is_a_broken_link_is_an_error_not_skipped(tmp_path):
 @pytest.mark.parametrize(
     ("name", "right"),
     [("gpu.yaml", "gpus.yaml"), ("gpus.yml", "gpus.yaml"), ("price.csv", "prices.csv"), ("model.yaml", "models.yaml"),
-     ("Prices.csv", "prices.csv"), ("prices.tsv", "prices.csv"), ("gpus.yaml.txt", "gpus.yaml"), ("modles.yaml", "models.yaml")],
+     ("Prices.csv", "prices.csv"), ("prices.tsv", "prices.csv"), ("gpus.yaml.txt", "gpus.yaml"),
+     ("modles.yaml", "models.yaml")],
 )  # fmt: skip
 def test_a_misnamed_catalog_file_is_refused_with_the_right_name(tmp_path, name, right):
     (tmp_path / name).write_text("")
@@ -89,7 +90,8 @@ def test_unrelated_files_in_a_catalog_directory_are_fine(tmp_path):
 
 
 def test_an_empty_catalog_path_is_refused_not_read_as_the_working_directory():
-    with pytest.raises(InputError, match=r"^catalog directory: empty path; give a directory \(--catalog DIR\), or none$"):
+    with pytest.raises(InputError,
+                       match=r"^catalog directory: empty path; give a directory \(--catalog DIR\), or none$"):
         Catalog.load("")
 
 
@@ -108,8 +110,8 @@ def test_a_catalog_path_that_is_not_a_directory_says_what_it_is(tmp_path, kind):
         p.symlink_to(p)
     elif kind == "long":
         p = tmp_path / ("c" * 300)
-    why = {"file": "not a directory", "loop": "too many levels of symbolic links", "missing": "catalog directory not found",
-           "long": "file name too long"}[kind]  # fmt: skip
+    why = {"file": "not a directory", "loop": "too many levels of symbolic links",
+           "missing": "catalog directory not found", "long": "file name too long"}[kind]  # fmt: skip
     assert why in _load_error(p)
 
 
@@ -186,7 +188,8 @@ def test_cli_price_of_1e308_is_one_line_and_exit_2(tmp_path, monkeypatch, capsys
 def _gpu_yaml(**changes) -> str:
     base = {
         "id": "my-gpu", "name": "My GPU", "vendor": "me", "architecture": "x", "memory_gb": 80, "memory_type": "HBM",
-        "hbm_bandwidth_tb_per_s": 3, "dense_tflops": {p: 100 for p in ("fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp4")},
+        "hbm_bandwidth_tb_per_s": 3,
+        "dense_tflops": {p: 100 for p in ("fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp4")},
         "intra_node_link": "nvlink", "intra_node_gb_per_s_per_gpu": 450, "gpus_per_node": 8, "nic_gbps_per_gpu": 400,
         "form_factor": "sxm", "source": "test",
     }  # fmt: skip
@@ -345,5 +348,6 @@ def test_the_future_check_is_for_user_files_and_uses_the_given_day():
 def test_a_calibration_built_with_a_huge_integer_is_an_input_error_not_an_overflow():
     from scaleright.estimate.calibration import Calibration
 
-    with pytest.raises(InputError, match=r"^calibration gemm_efficiency=an integer of about 401 digits must be a finite non-negative number$"):
+    with pytest.raises(InputError, match=r"^calibration gemm_efficiency=an integer of about 401 digits "
+                                         r"must be a finite non-negative number$"):
         Calibration(gemm_efficiency=10**400)

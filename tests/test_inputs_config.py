@@ -110,7 +110,8 @@ def test_an_explicit_head_dim_allows_any_width():
 @pytest.mark.parametrize(
     ("field", "value", "pattern"),
     [
-        ("num_hidden_layers", 2**21, r"'num_hidden_layers' must be an integer from 1 to 1,048,576, got 2097152 \(2\*\*20 blocks"),
+        ("num_hidden_layers", 2**21,
+         r"'num_hidden_layers' must be an integer from 1 to 1,048,576, got 2097152 \(2\*\*20 blocks"),
         ("vocab_size", 2**27, r"'vocab_size' must be an integer from 1 to 67,108,864, got 134217728 \(2\*\*26 tokens"),
         ("hidden_size", 10**60, r"'hidden_size' must be an integer from 1 to 10,000,000, got an integer of 61 digits"),
         ("num_key_value_heads", True, r"'num_key_value_heads' must be an integer from 1 to 10,000,000, got True$"),
@@ -162,7 +163,8 @@ def test_nan_in_a_config_is_refused(tmp_path):
 
 
 def test_a_directory_without_config_json_is_a_directory_not_an_unknown_model(tmp_path):
-    with pytest.raises(CatalogFileError, match=r"is a directory, expected a config\.json file or a directory containing one$"):
+    with pytest.raises(CatalogFileError,
+                       match=r"is a directory, expected a config\.json file or a directory containing one$"):
         load_model(str(tmp_path))
 
 

@@ -110,7 +110,8 @@ def test_an_int_for_a_float_field_is_fine():
          r"pricing\.purchase_usd_per_gpu\.h100-sxm: must be <= 1e\+15"),
         ({**_training(), "pricing": {"horizon_months": 1e9}}, r"pricing\.horizon_months: must be <= 1,200 \(100 years"),
         ({**_training(), "pricing": {"depreciation_years": 1000}}, r"pricing\.depreciation_years: must be <= 100"),
-        ({**_training(), "pricing": {"electricity_usd_per_kwh": 1e308}}, r"pricing\.electricity_usd_per_kwh: must be <="),
+        ({**_training(), "pricing": {"electricity_usd_per_kwh": 1e308}},
+         r"pricing\.electricity_usd_per_kwh: must be <="),
         ({**_training(), "pricing": {"pue": 1e6}}, r"pricing\.pue: must be <= 10 "),
         ({**_training(), "pricing": {"grid_kg_co2e_per_kwh": 1e6}}, r"pricing\.grid_kg_co2e_per_kwh: must be <= 10 "),
         ({**_training(), "pricing": {"resale_fraction": 2}}, r"pricing\.resale_fraction: must be <= 1 \(a fraction"),
@@ -256,8 +257,8 @@ def test_plan_rate_of_1e308_is_one_line_and_exit_2(tmp_path, monkeypatch, capsys
 
 def test_plan_dev_null_and_a_long_path_through_the_real_entry_point(tmp_path):
     for arg, pattern in (("/dev/null", "is a device"), (str(tmp_path / ("s" * 300)), "file name too long")):
-        r = subprocess.run([sys.executable, "-m", "scaleright", "plan", arg], capture_output=True, text=True, check=False,
-                           timeout=120)  # fmt: skip
+        r = subprocess.run([sys.executable, "-m", "scaleright", "plan", arg], capture_output=True, text=True,
+                           check=False, timeout=120)  # fmt: skip
         assert r.returncode == 2, r.stderr
         assert r.stdout == ""
         assert len(r.stderr.splitlines()) == 1 and pattern in r.stderr and "Traceback" not in r.stderr, r.stderr

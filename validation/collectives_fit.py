@@ -11,13 +11,15 @@ message size not stated, copy-engine NVLink figures, ...).
 The model is ``scaleright.estimate.collectives`` itself (one home for the formula): for a parameter vector the
 fit builds a ``CollectiveFits`` and predicts every row. Parameters (per fabric family, ``FREE``): the Simple
 protocol's efficiency ``eta`` and step latency ``alpha_us``, the LL protocol's ``ll_eta`` and ``ll_alpha_us``
-where the fabric has small-message rows, the tree's ``tree_ratio`` across nodes, NVLS's ``nvls_eta`` and ``nvls_alpha_us`` on NVSwitch. They are fitted
+where the fabric has small-message rows, the tree's ``tree_ratio`` across nodes, NVLS's ``nvls_eta`` and
+``nvls_alpha_us`` on NVSwitch. They are fitted
 jointly (multi-node rows depend on the intra-node fabric too) with scipy ``least_squares`` (trust-region
 reflective, soft-L1) on log(predicted / measured busbw), in log-parameter space, bounded to ``BOUNDS``; every
 source weighs the same. A parameter that ends on its bound is reported: it means the model lacks a term.
 Fabrics without rows (TPU ICI, NeuronLink) borrow NVSwitch's values and say so.
 
-    python -m validation.collectives_fit            # fit, report, and write src/scaleright/catalog/data/collective_fits.yaml
+    python -m validation.collectives_fit            # fit, report, and write
+                                                    # src/scaleright/catalog/data/collective_fits.yaml
     python -m validation.collectives_fit --check    # fit and report only
 
 Leave-one-source-out (LOSO): for each source, refit on the other sources and predict its rows.
@@ -57,10 +59,12 @@ FREE: dict[str, tuple[str, ...]] = {
 }
 TIED = {("nic", "eta"): "efa"}  # (family, parameter) -> the family whose value it takes, when that one has rows
 SIBLING = {"efa": "nic", "nic": "efa"}  # a family without rows in a (LOSO) training set takes its sibling's values
-BORROWED: dict[str, str | dict[str, str]] = {"pcie-p2p": {"alpha_us": "pcie-host"}, "ici": "nvswitch", "neuronlink": "nvswitch"}
+BORROWED: dict[str, str | dict[str, str]] = {"pcie-p2p": {"alpha_us": "pcie-host"}, "ici": "nvswitch",
+                                             "neuronlink": "nvswitch"}  # fmt: skip
 BOUNDS = {"eta": (0.02, 1.0), "ll_eta": (0.005, 1.0), "nvls_eta": (0.05, 1.0), "tree_ratio": (0.05, 1.0),
           "alpha_us": (0.05, 500.0), "ll_alpha_us": (0.05, 500.0), "nvls_alpha_us": (0.05, 2000.0)}  # fmt: skip
-START = {"eta": 0.7, "ll_eta": 0.1, "nvls_eta": 0.5, "alpha_us": 5.0, "ll_alpha_us": 2.0, "nvls_alpha_us": 30.0, "tree_ratio": 0.6}
+START = {"eta": 0.7, "ll_eta": 0.1, "nvls_eta": 0.5, "alpha_us": 5.0, "ll_alpha_us": 2.0, "nvls_alpha_us": 30.0,
+         "tree_ratio": 0.6}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -171,10 +175,8 @@ def _collective_rows(directory) -> tuple[list[CollectiveRow], list[Skipped]]:
                 fab = r["inter_node_fabric"]
                 nic_kind = "efa" if "EFA" in fab else "roce" if "RoCE" in fab else "infiniband"
                 m = re.search(r"(\d+)x ([\d.]+) Gb/s", fab)
-                if m:  # e.g. "4x 200 Gb/s HCAs per node": the NIC's own speed and GPUs per NIC
-                    nic = (nic_kind, float(m.group(2)) / 8.0, g / int(m.group(1)))
-                else:
-                    nic = (nic_kind, per_gpu / 8.0, 1.0)
+                # e.g. "4x 200 Gb/s HCAs per node": the NIC's own speed and GPUs per NIC
+                nic = (nic_kind, float(m.group(2)) / 8.0, g / int(m.group(1))) if m else (nic_kind, per_gpu / 8.0, 1.0)
             algo = _algorithm(r["algorithm_protocol"])
             system = _system(r["gpu"], _intra(r["gpu"], r["intra_node_fabric"]), g, nic)
             rows.append(CollectiveRow("collectives.csv", line, src, r["gpu"], kind, s, n, system, algo, busbw))
@@ -215,7 +217,8 @@ def _pcie_rows(directory) -> tuple[list[CollectiveRow], list[Skipped]]:
                 if v is None:
                     raise SkipRow("no bandwidth value")
                 busbw = v / 2.0 if r["direction"] == "bidirectional" else v  # per direction
-                s = 64.0 * 2**20 if "simpleP2P" in r["tool"] else 160e6  # simpleP2P 64 MiB; p2pBandwidthLatencyTest 40M ints
+                # simpleP2P 64 MiB; p2pBandwidthLatencyTest 40M ints
+                s = 64.0 * 2**20 if "simpleP2P" in r["tool"] else 160e6
             system = _system(r["gpu"], (kind, spec, None, False), 2, None)
             rows.append(CollectiveRow("pcie_p2p.csv", line, src, r["gpu"] + " / " + r["system"], "p2p", s, 2,
                                       system, "auto", busbw))  # fmt: skip
@@ -398,8 +401,10 @@ def write_yaml(res: FitResult, rows: list[CollectiveRow], sha: str, path: Path =
     header = ("# Fitted parameters of scaleright.estimate.collectives, one entry per fabric family. Written by\n"
               "# validation/collectives_fit.py from validation/reference/components/collectives.csv and pcie_p2p.csv\n"
               "# (rows_sha256 is the sha256 of those two files). eta: achieved fraction of the link's one-direction\n"
-              "# spec; alpha_us: latency of one algorithm step (µs); ll_*: NCCL's LL protocol; nvls_*: NVLink SHARP.\n")  # fmt: skip
-    path.write_text(header + yaml.safe_dump(data, sort_keys=False, width=110, default_flow_style=None), encoding="utf-8")
+              "# spec; alpha_us: latency of one algorithm step (µs); ll_*: NCCL's LL protocol; "
+              "nvls_*: NVLink SHARP.\n")  # fmt: skip
+    path.write_text(header + yaml.safe_dump(data, sort_keys=False, width=110, default_flow_style=None),
+                    encoding="utf-8")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from scaleright.errors import InputError
 
-__all__ = ["Limit", "LIMITS", "check_limit", "limited", "plain_text"]
+__all__ = ["Limit", "LIMITS", "check_limit", "limited", "bounds", "plain_text", "text_bounds"]
 
 
 @dataclass(frozen=True)
@@ -105,12 +105,19 @@ def _show(value: object) -> str:
 
 
 def limited(tp: type, kind: str) -> object:
-    """``tp`` (int or float) as a pydantic type bounded by ``LIMITS[kind]``: booleans are refused (YAML ``yes`` is
-    not 1), and a value above the bound fails with the bound and its reason, before pydantic's own parsing can turn
-    it into an overflow or a misleading message. Combine with ``Field(ge=..., gt=...)`` for the lower bound. Meant
-    for non-negative quantities (counts, sizes, rates, prices): an integer below -2**64 is refused as negative."""
+    """``tp`` (int or float) as a pydantic type bounded by ``LIMITS[kind]``: ``Annotated[tp, *bounds(kind)]``.
+    mypy cannot use the result as an annotation; at module level write ``Annotated[float, *bounds(kind)]``."""
     from typing import Annotated
 
+    return Annotated[(tp, *bounds(kind))]
+
+
+def bounds(kind: str) -> tuple[object, ...]:
+    """The pydantic metadata bounding an int or float by ``LIMITS[kind]``, for ``Annotated[int, *bounds(kind)]``:
+    booleans are refused (YAML ``yes`` is not 1), and a value above the bound fails with the bound and its reason,
+    before pydantic's own parsing can turn it into an overflow or a misleading message. Combine with
+    ``Field(ge=..., gt=...)`` for the lower bound. Meant for non-negative quantities (counts, sizes, rates, prices):
+    an integer below -2**64 is refused as negative."""
     from pydantic import AfterValidator, BeforeValidator
     from pydantic_core import PydanticCustomError
 
@@ -118,7 +125,8 @@ def limited(tp: type, kind: str) -> object:
 
     def too_big(value: object) -> PydanticCustomError:
         return PydanticCustomError(
-            "limit", "must be <= {high} ({why}); got {got}", {"high": _num(lim.high), "why": lim.why, "got": _show(value)}
+            "limit", "must be <= {high} ({why}); got {got}",
+            {"high": _num(lim.high), "why": lim.why, "got": _show(value)},
         )
 
     def before(value: object) -> object:
@@ -139,14 +147,21 @@ def limited(tp: type, kind: str) -> object:
             raise too_big(value)
         return value
 
-    return Annotated[tp, BeforeValidator(before), AfterValidator(after)]
+    return BeforeValidator(before), AfterValidator(after)
 
 
 def plain_text(kind: str) -> object:
-    """``str`` as a pydantic type: at most ``LIMITS[kind]`` characters and no control characters (a newline or an
-    escape sequence in a name would break one-line messages and terminals). Stored as written; printers escape."""
+    """``str`` as a pydantic type: ``Annotated[str, *text_bounds(kind)]`` (mypy cannot use the result as an
+    annotation; at module level write that instead)."""
     from typing import Annotated
 
+    return Annotated[(str, *text_bounds(kind))]
+
+
+def text_bounds(kind: str) -> tuple[object, ...]:
+    """The pydantic metadata for ``Annotated[str, *text_bounds(kind)]``: at most ``LIMITS[kind]`` characters and no
+    control characters (a newline or an escape sequence in a name would break one-line messages and terminals).
+    Stored as written; printers escape."""
     from pydantic import AfterValidator
     from pydantic_core import PydanticCustomError
 
@@ -162,4 +177,4 @@ def plain_text(kind: str) -> object:
                                       {"got": repr(bad)})  # fmt: skip
         return value
 
-    return Annotated[str, AfterValidator(check)]
+    return (AfterValidator(check),)

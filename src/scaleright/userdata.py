@@ -124,7 +124,8 @@ def _constant_line(text: str) -> str:
     """``"line N: "`` of the first NaN / Infinity literal (outside strings, after ``:``, ``[`` or ``,``), or ``""``."""
     import re
 
-    m = re.search(r'(?:^|[:\[,])\s*(-?Infinity|NaN)\b', re.sub(r'"(?:[^"\\]|\\.)*"', lambda s: "_" * len(s.group()), text))
+    unquoted = re.sub(r'"(?:[^"\\]|\\.)*"', lambda s: "_" * len(s.group()), text)  # strings blanked, same length
+    m = re.search(r'(?:^|[:\[,])\s*(-?Infinity|NaN)\b', unquoted)
     return f"line {text.count(chr(10), 0, m.start(1)) + 1}: " if m else ""
 
 

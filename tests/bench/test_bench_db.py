@@ -24,7 +24,7 @@ def store(tmp_path):
 
 
 def test_constructor_creates_nothing_and_a_missing_store_is_an_error_not_an_empty_list(store):
-    with pytest.raises(RunStoreError, match="file not found .no runs stored yet"):
+    with pytest.raises(RunStoreError, match=r"file not found .no runs stored yet"):
         store.list()
     assert not store.path.exists()
 

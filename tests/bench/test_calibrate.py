@@ -43,7 +43,7 @@ def cpu_catalog(tmp_path):
 
 FIVE_RUNS = [(1, 4, 64), (1, 8, 128), (2, 8, 64), (2, 4, 128), (1, 16, 256)]  # (world size, micro-batch, hidden)
 # enough shapes to tell compute, memory, fixed overhead and the link's bandwidth and latency apart
-TEN_RUNS = FIVE_RUNS + [(2, 16, 256), (1, 1, 64), (2, 1, 512), (1, 2, 512), (2, 32, 128)]
+TEN_RUNS = [*FIVE_RUNS, (2, 16, 256), (1, 1, 64), (2, 1, 512), (1, 2, 512), (2, 32, 128)]
 
 # Ground truth set by the test, far from every default (0.589, 0.80, 5e-6 s, 0.547 and the default overhead)
 TRUTH = {"gemm_efficiency": 0.3, "memory_efficiency": 0.4, "step_overhead_s": 0.02, "intra_link_efficiency": 0.2,

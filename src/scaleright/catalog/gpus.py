@@ -11,11 +11,11 @@ source-flagged fields are named in ``unverified``.
 from __future__ import annotations
 
 import re
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from scaleright.limits import limited
+from scaleright.limits import bounds
 
 __all__ = ["Accelerator", "PRECISIONS", "LINKS", "normalize_name"]
 
@@ -25,13 +25,13 @@ LINKS = ("nvlink", "pcie", "infinity-fabric", "ici", "neuronlink", "roce")
 _SEPARATORS = re.compile(r"[\s_\-]+")
 
 # Upper bounds (scaleright.limits, each with its reason) keep a user's gpus.yaml finite in the planner's arithmetic.
-_MemoryGB = limited(float, "memory_gb")
-_TBps = limited(float, "tb_per_s")
-_TFlops = limited(float, "tflops")
-_Watts = limited(float, "watts")
-_GBps = limited(float, "gb_per_s")
-_Gbps = limited(float, "gbps")
-_NodeGpus = limited(int, "chips_per_domain")
+_MemoryGB = Annotated[float, *bounds("memory_gb")]
+_TBps = Annotated[float, *bounds("tb_per_s")]
+_TFlops = Annotated[float, *bounds("tflops")]
+_Watts = Annotated[float, *bounds("watts")]
+_GBps = Annotated[float, *bounds("gb_per_s")]
+_Gbps = Annotated[float, *bounds("gbps")]
+_NodeGpus = Annotated[int, *bounds("chips_per_domain")]
 
 
 def normalize_name(name: str) -> str:
@@ -58,7 +58,8 @@ class Accelerator(BaseModel):
     intra_node_link_generation: str | None = None  # e.g. "NVLink 4"
     intra_node_gb_per_s_per_gpu: _GBps = Field(gt=0)  # one direction, per GPU, inside a node (GB/s)
     pcie_gen: str | None = None  # host link, e.g. "5.0"
-    gpus_per_node: _NodeGpus = Field(ge=1)  # GPUs sharing the intra-node link in the vendor's standard system (see notes)
+    # GPUs sharing the intra-node link in the vendor's standard system (see notes)
+    gpus_per_node: _NodeGpus = Field(ge=1)
     nic_gbps_per_gpu: _Gbps = Field(gt=0)  # typical inter-node NIC bandwidth per GPU (Gb/s, as NICs are sold)
     launch_year: int | None = None
     form_factor: str

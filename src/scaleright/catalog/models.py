@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import copy
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, cast
+from typing import TYPE_CHECKING, Annotated, Any, Literal, cast
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from scaleright.errors import CatalogFileError, InputError, UnknownNameError
-from scaleright.limits import limited
+from scaleright.limits import bounds
 from scaleright.textfile import _short, path_problem, read_text
 from scaleright.userdata import load_json
 
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 __all__ = ["ModelEntry", "get_model_entry", "load_model_config", "parse_config_json"]
 
 
-_Billions = limited(float, "billions")  # a parameter count in billions, bounded (scaleright.limits)
+_Billions = Annotated[float, *bounds("billions")]  # a parameter count in billions, bounded (scaleright.limits)
 
 
 class ModelEntry(BaseModel):
@@ -94,7 +94,7 @@ def load_model_config(
             raise CatalogFileError(
                 f"model {_short(path)!r}: is a directory, expected a config.json file or a directory containing one"
             ) from None
-        return copy.deepcopy(cat.model_configs[entry.name]), entry
+        return cast("dict[str, Any]", copy.deepcopy(cat.model_configs[entry.name])), entry  # the configs are dicts
     if why is None:
         return parse_config_json(path), None
     if why != "file not found" or path.suffix == ".json":

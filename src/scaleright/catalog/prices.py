@@ -10,12 +10,12 @@ ignores both. Prices age fast: every row keeps its date and source, and users ov
 from __future__ import annotations
 
 import datetime
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from scaleright.errors import InputError
-from scaleright.limits import LIMITS, _num, _show, limited
+from scaleright.limits import LIMITS, _num, _show, bounds
 
 if TYPE_CHECKING:
     from scaleright.catalog.store import Catalog
@@ -27,7 +27,7 @@ PRICE_COLUMNS = ("gpu_id", "kind", "usd", "usd_low", "usd_high", "unit", "provid
 USABLE_UNIT = {k: "usd_per_gpu_hour" for k in KINDS} | {"purchase": "usd_per_gpu"}  # the unit find_price uses
 FIRST_YEAR = 1999  # the first product sold as a GPU (GeForce 256) shipped in 1999: an earlier price is a typo
 
-_Usd = limited(float, "usd")  # any unit; per-hour units are bounded tighter in ``_bounds``
+_Usd = Annotated[float, *bounds("usd")]  # any unit; per-hour units are bounded tighter in ``_bounds``
 
 
 class PriceRow(BaseModel):
@@ -57,7 +57,7 @@ class PriceRow(BaseModel):
         if v is None:
             return v
         parts = [int(p) for p in v.split("-")]
-        year, month, day = (parts + [1, 1])[:3]
+        year, month, day = [*parts, 1, 1][:3]
         try:
             datetime.date(year, month, day)
         except ValueError as exc:

@@ -182,7 +182,7 @@ def system_for(gpu_id: str, *, system: str | None = None, gpus_per_node: int | N
         base = nic if nic is not None else Tier(kind="ethernet", bandwidth_gb_per_s=1.0, source="override")
         new = base.model_copy(update={"bandwidth_gb_per_s": nic_gbps_per_gpu / 8.0, "shared_by_gpus": 1.0,
                                       "source": f"override: {nic_gbps_per_gpu} Gb/s per GPU"})  # fmt: skip
-        tiers = tiers[:-1] + [new] if nic is not None else tiers + [new]
+        tiers = [*tiers[:-1], new] if nic is not None else [*tiers, new]
     update: dict[str, object] = {"tiers": tiers}
     if gpus_per_node is not None:
         update["gpus_per_node"] = gpus_per_node

@@ -9,6 +9,7 @@ rooted at ``ScalerightError`` and the argument parser's usage errors become one 
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING
 
 import typer
 
@@ -50,11 +51,15 @@ for _group in _GROUPS:
 
 # typer ships its own copy of click (0.20+) or uses click itself (older); find its exception classes either way.
 _CLICK_ERRORS = {c.__name__: c for c in typer.BadParameter.__mro__}
-_ClickException = _CLICK_ERRORS["ClickException"]
-_UsageError = _CLICK_ERRORS["UsageError"]
+if TYPE_CHECKING:  # what mypy reads: the classes of typer's own copy (the typer this is checked with is 0.20+)
+    from typer._click.exceptions import ClickException as _ClickException
+    from typer._click.exceptions import UsageError as _UsageError
+else:
+    _ClickException = _CLICK_ERRORS["ClickException"]
+    _UsageError = _CLICK_ERRORS["UsageError"]
 
 
-def _usage_line(exc: Exception) -> str:
+def _usage_line(exc: _UsageError) -> str:
     """A usage error of the argument parser as one line: the message, then where to find help."""
     msg = visible(exc.format_message()).rstrip(".")  # a newline or ESC in what the user typed stays visible
     ctx = getattr(exc, "ctx", None)

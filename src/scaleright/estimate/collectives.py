@@ -84,9 +84,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from importlib.resources import files
 from types import MappingProxyType
+from typing import Any
 
 import numpy as np
 import yaml
+from numpy.typing import ArrayLike, NDArray
 
 from scaleright.catalog.systems import System, Tier
 from scaleright.errors import InputError
@@ -128,7 +130,7 @@ class CollectiveFits:
         return self.fabrics[name]
 
     @classmethod
-    def from_mapping(cls, data: Mapping) -> CollectiveFits:
+    def from_mapping(cls, data: Mapping[str, Any]) -> CollectiveFits:
         fabrics = {}
         for name, entry in data["fabrics"].items():
             params = {k: (v["value"] if isinstance(v, dict) else v) for k, v in entry["params"].items()}
@@ -140,18 +142,19 @@ class CollectiveFits:
     @functools.cache
     def builtin(cls) -> CollectiveFits:
         """The package's ``data/collective_fits.yaml``."""
-        return cls.from_mapping(yaml.safe_load(read_text(files("scaleright.catalog") / "data" / "collective_fits.yaml")))
+        path = files("scaleright.catalog") / "data" / "collective_fits.yaml"
+        return cls.from_mapping(yaml.safe_load(read_text(path)))
 
 
-def bus_factor(kind: str, n):
+def bus_factor(kind: str, n: ArrayLike) -> NDArray[np.float64]:
     """nccl-tests busbw / algbw for ``kind`` on ``n`` ranks (doc/PERFORMANCE.md)."""
-    n = np.asarray(n, dtype=float)
+    r = np.asarray(n, dtype=np.float64)  # ranks (a new name: mypy keeps the float64 dtype)
     if kind == "all_reduce":
-        return 2.0 * (n - 1.0) / n
+        return 2.0 * (r - 1.0) / r
     if kind in ("all_gather", "reduce_scatter", "all_to_all"):
-        return (n - 1.0) / n
+        return (r - 1.0) / r
     if kind in ("p2p", "broadcast"):
-        return np.ones_like(n)
+        return np.ones_like(r)
     raise InputError(f"collective {kind!r}; allowed: {', '.join(COLLECTIVE_KINDS)}")
 
 
@@ -166,7 +169,8 @@ class CollectiveCost:
     tiers_used: np.ndarray  # number of tiers the group spans (0 for size 1)
 
 
-def _tier_gpu_bw(tier: Tier, m_here, m_inner, span, system: System, sharers):
+def _tier_gpu_bw(tier: Tier, m_here: np.ndarray, m_inner: np.ndarray | None, span: np.ndarray, system: System,
+                 sharers: np.ndarray) -> np.ndarray:  # fmt: skip
     """Spec bandwidth (B/s) one GPU of the group gets on ``tier``, before the fabric's efficiency."""
     b = tier.bandwidth_gb_per_s * 1e9
     if tier.scale_out:
@@ -185,7 +189,8 @@ def _tier_gpu_bw(tier: Tier, m_here, m_inner, span, system: System, sharers):
     return b * np.ones_like(np.asarray(m_here, dtype=float))
 
 
-def _ring_hops(tier: Tier, m, inner, n):
+def _ring_hops(tier: Tier, m: NDArray[np.float64], inner: NDArray[np.float64], n: NDArray[np.float64]
+               ) -> NDArray[np.float64]:  # fmt: skip
     """Ring hops that cross ``tier`` on one pass: ``n/m_{i−1} − n/m_i``; on a torus the collective runs one ring per
     axis in turn, so a group of ``m`` chips pays ``Σ_j (extent_j − 1)`` hops over the axes it covers, not ``m − 1``."""
     if tier.torus_dims is None:
@@ -199,9 +204,9 @@ def _ring_hops(tier: Tier, m, inner, n):
     return hops * (n / m)  # each of the n/m torus domains of the group in turn (n/m = 1 unless a NIC joins them)
 
 
-def collective_cost(kind: str, message_bytes, *, system: System, size, stride=1, concurrent_groups=None,
-                    algorithm: str = "auto", fits: CollectiveFits | None = None,
-                    _nested: bool = False) -> CollectiveCost:  # fmt: skip
+def collective_cost(kind: str, message_bytes: ArrayLike, *, system: System, size: ArrayLike, stride: ArrayLike = 1,
+                    concurrent_groups: ArrayLike | None = None, algorithm: str = "auto",
+                    fits: CollectiveFits | None = None, _nested: bool = False) -> CollectiveCost:  # fmt: skip
     """Time of one ``kind`` collective of ``message_bytes`` on a group of ``size`` ranks ``stride`` apart.
 
     ``concurrent_groups``: groups of this shape communicating at once on one host (default: enough to keep every
@@ -215,7 +220,7 @@ def collective_cost(kind: str, message_bytes, *, system: System, size, stride=1,
     s_bytes, n, st = np.broadcast_arrays(np.asarray(message_bytes, dtype=float), np.asarray(size, dtype=float),
                                          np.asarray(stride, dtype=float))  # fmt: skip
     if np.any(n < 1) or np.any(st < 1) or np.any(s_bytes < 0):
-        raise InputError(f"size={size}, stride={stride}, message_bytes={message_bytes}: need size >= 1, "
+        raise InputError(f"size={size!s}, stride={stride!s}, message_bytes={message_bytes!s}: need size >= 1, "
                          f"stride >= 1, message_bytes >= 0")  # fmt: skip
     g = float(system.gpus_per_node)
 
@@ -230,7 +235,7 @@ def collective_cost(kind: str, message_bytes, *, system: System, size, stride=1,
         prev = m
     uncovered = ms[-1] < n  # the outermost tier is bounded and the group is bigger than its domain
     if np.any(uncovered):
-        raise InputError(f"a group of size={size} stride={stride} does not fit the {system.id} system's largest "
+        raise InputError(f"a group of size={size!s} stride={stride!s} does not fit the {system.id} system's largest "
                          f"domain ({system.tiers[-1].domain_gpus} GPUs) and the system has no NIC tier")  # fmt: skip
 
     # GPUs of one host crossing the NICs at once
@@ -241,7 +246,7 @@ def collective_cost(kind: str, message_bytes, *, system: System, size, stride=1,
     else:
         c = np.asarray(concurrent_groups, dtype=float)
         if np.any(c < 1):
-            raise InputError(f"concurrent_groups={concurrent_groups}: must be >= 1")
+            raise InputError(f"concurrent_groups={concurrent_groups!s}: must be >= 1")
         sharers = np.clip(m_host * c, 1.0, g)
 
     inf = np.full_like(n, np.inf)
@@ -322,7 +327,7 @@ def collective_cost(kind: str, message_bytes, *, system: System, size, stride=1,
         time = cands[algorithm]
         algo = np.full(n.shape, algorithm, dtype=object)
         if np.any(np.isinf(time) & (n > 1)):
-            raise InputError(f"algorithm {algorithm!r} does not apply to every group given (size={size})")
+            raise InputError(f"algorithm {algorithm!r} does not apply to every group given (size={size!s})")
     one = n <= 1
     time = np.where(one, 0.0, time)
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -331,8 +336,9 @@ def collective_cost(kind: str, message_bytes, *, system: System, size, stride=1,
                           nic_gb_per_s_per_gpu=np.where(one, 0.0, nic_bw), tiers_used=n_used)  # fmt: skip
 
 
-def collective_time_s(kind: str, message_bytes, *, system: System, size, stride=1, concurrent_groups=None,
-                      algorithm: str = "auto", fits: CollectiveFits | None = None):  # fmt: skip
+def collective_time_s(kind: str, message_bytes: ArrayLike, *, system: System, size: ArrayLike, stride: ArrayLike = 1,
+                      concurrent_groups: ArrayLike | None = None, algorithm: str = "auto",
+                      fits: CollectiveFits | None = None) -> np.ndarray:  # fmt: skip
     """Seconds for one collective (``collective_cost(...).time_s``); 0 when ``size`` is 1."""
     return collective_cost(kind, message_bytes, system=system, size=size, stride=stride,
                            concurrent_groups=concurrent_groups, algorithm=algorithm, fits=fits).time_s  # fmt: skip

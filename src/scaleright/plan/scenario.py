@@ -12,7 +12,7 @@ from typing import Annotated, Literal, cast
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from scaleright.errors import CatalogFileError, InputError
-from scaleright.limits import LIMITS, _show, limited, plain_text
+from scaleright.limits import LIMITS, _show, bounds, text_bounds
 from scaleright.textfile import _short, path_problem, read_text
 from scaleright.userdata import load_yaml
 
@@ -28,29 +28,29 @@ class _Strict(BaseModel):
 
 # Numbers: booleans are refused (YAML ``yes`` is not 1), an int is fine for a float, and every count, size, rate,
 # price and duration has an upper bound from ``scaleright.limits`` (the message gives the bound and its reason).
-_Tokens = limited(float, "tokens")
-_Epochs = limited(float, "epochs")
-_SeqLen = limited(int, "seq_len")
-_GlobalBatch = limited(int, "global_batch")
-_LoraRank = limited(int, "lora_rank")
-_PerS = limited(float, "requests_per_s")
-_PerDay = limited(float, "requests_per_day")
-_ReqTokens = limited(int, "tokens_per_request")
-_Seconds = limited(float, "latency_s")
-_Hours = limited(float, "hours")
-_Gpus = limited(int, "gpus")
-_NodeGpus = limited(int, "chips_per_domain")
-_UsdTotal = limited(float, "usd")
-_UsdHour = limited(float, "usd_per_hour")
-_Months = limited(float, "months")
-_Years = limited(float, "years")
-_UsdKwh = limited(float, "usd_per_kwh")
-_Co2 = limited(float, "kg_co2e_per_kwh")
-_Pue = limited(float, "pue")
-_Fraction = limited(float, "fraction")
+_Tokens = Annotated[float, *bounds("tokens")]
+_Epochs = Annotated[float, *bounds("epochs")]
+_SeqLen = Annotated[int, *bounds("seq_len")]
+_GlobalBatch = Annotated[int, *bounds("global_batch")]
+_LoraRank = Annotated[int, *bounds("lora_rank")]
+_PerS = Annotated[float, *bounds("requests_per_s")]
+_PerDay = Annotated[float, *bounds("requests_per_day")]
+_ReqTokens = Annotated[int, *bounds("tokens_per_request")]
+_Seconds = Annotated[float, *bounds("latency_s")]
+_Hours = Annotated[float, *bounds("hours")]
+_Gpus = Annotated[int, *bounds("gpus")]
+_NodeGpus = Annotated[int, *bounds("chips_per_domain")]
+_UsdTotal = Annotated[float, *bounds("usd")]
+_UsdHour = Annotated[float, *bounds("usd_per_hour")]
+_Months = Annotated[float, *bounds("months")]
+_Years = Annotated[float, *bounds("years")]
+_UsdKwh = Annotated[float, *bounds("usd_per_kwh")]
+_Co2 = Annotated[float, *bounds("kg_co2e_per_kwh")]
+_Pue = Annotated[float, *bounds("pue")]
+_Fraction = Annotated[float, *bounds("fraction")]
 _MAX_ITEMS = int(LIMITS["list_items"].high)  # GPU names in a list, price overrides in a mapping
-_Name = plain_text("name_chars")  # a GPU id or alias, a scenario name
-_PathText = plain_text("path_chars")  # a catalog model name or a path to a config.json
+_Name = Annotated[str, *text_bounds("name_chars")]  # a GPU id or alias, a scenario name
+_PathText = Annotated[str, *text_bounds("path_chars")]  # a catalog model name or a path to a config.json
 
 _Usd = Annotated[_UsdTotal, Field(ge=0, allow_inf_nan=False)]  # a finite, non-negative price in US dollars
 _UsdPerHour = Annotated[_UsdHour, Field(ge=0, allow_inf_nan=False)]  # a finite, non-negative hourly rate
@@ -63,7 +63,8 @@ class Training(_Strict):
     dataset_tokens: _Tokens | None = Field(None, gt=0)  # tokens in the dataset (with epochs)
     epochs: _Epochs = Field(1.0, gt=0)  # passes over dataset_tokens
     seq_len: _SeqLen = Field(4096, ge=1)  # tokens per sequence
-    global_batch: _GlobalBatch = Field(256, ge=1)  # sequences per optimizer step; layouts whose dp · micro-batch does not divide it are skipped
+    # sequences per optimizer step; layouts whose dp · micro-batch does not divide it are skipped
+    global_batch: _GlobalBatch = Field(256, ge=1)
     precision: Literal["fp32", "bf16", "fp16", "fp8", "fp4"] = "bf16"
     optimizer: Literal["adamw", "adam", "adam8bit", "sgd"] = "adamw"
     lora_rank: _LoraRank = Field(16, ge=1)  # LoRA / QLoRA adapter rank
@@ -110,7 +111,8 @@ class Constraints(_Strict):
 
     deadline_h: _Hours | None = Field(None, gt=0)  # wall-clock limit for a training job
     budget_usd: _UsdTotal | None = Field(None, gt=0)  # cost limit for the job (training) or per month (inference)
-    gpu_types: list[_Name] | None = Field(None, max_length=_MAX_ITEMS)  # allowed GPU ids/aliases (None: every catalog GPU with a price)
+    # allowed GPU ids/aliases (None: every catalog GPU with a price)
+    gpu_types: list[_Name] | None = Field(None, max_length=_MAX_ITEMS)
     max_gpus: _Gpus = Field(512, ge=1)  # most GPUs one option may use
     gpus_per_node: _NodeGpus | None = Field(None, ge=1)  # override the GPU's typical node size
     interconnect: Literal["any", "nvlink", "pcie"] = "any"  # only GPUs whose intra-node link is of this kind
@@ -127,14 +129,20 @@ class Pricing(_Strict):
     """How GPU time is paid for, and the facts needed for total cost of ownership and carbon."""
 
     mode: Literal["on-demand", "spot", "marketplace", "own"] = "on-demand"
-    price_usd_per_gpu_hour: dict[_Name, _UsdPerHour] = Field({}, max_length=_MAX_ITEMS)  # rent prices by GPU id overriding the catalog
-    purchase_usd_per_gpu: dict[_Name, _Usd] = Field({}, max_length=_MAX_ITEMS)  # purchase prices by GPU id overriding the catalog
+    # rent prices by GPU id overriding the catalog
+    price_usd_per_gpu_hour: dict[_Name, _UsdPerHour] = Field({}, max_length=_MAX_ITEMS)
+    # purchase prices by GPU id overriding the catalog
+    purchase_usd_per_gpu: dict[_Name, _Usd] = Field({}, max_length=_MAX_ITEMS)
     hours_per_day: _Hours = Field(24.0, gt=0, le=24)  # hours a day the hardware is used (utilisation)
     horizon_months: _Months = Field(36.0, gt=0)  # period over which owning and renting are compared
     electricity_usd_per_kwh: _UsdKwh = Field(0.127, ge=0)  # default: US average commercial retail price 2023 (EIA)
-    pue: _Pue = Field(1.58, ge=1.0)  # power usage effectiveness; default: the 2023 global average (Uptime Institute Global Data Center Survey 2023)
-    grid_kg_co2e_per_kwh: _Co2 = Field(0.48, ge=0)  # default: world average 2023, 480 g/kWh (Ember Global Electricity Review 2024)
-    load_fraction: _Fraction = Field(0.8, gt=0, le=1)  # average board power / TDP while busy; default is an assumption (training runs near TDP, decode-heavy serving below it)
+    # power usage effectiveness; default: the 2023 global average (Uptime Institute Global Data Center Survey 2023)
+    pue: _Pue = Field(1.58, ge=1.0)
+    # default: world average 2023, 480 g/kWh (Ember Global Electricity Review 2024)
+    grid_kg_co2e_per_kwh: _Co2 = Field(0.48, ge=0)
+    # average board power / TDP while busy; default is an assumption (training runs near TDP, decode-heavy serving
+    # below it)
+    load_fraction: _Fraction = Field(0.8, gt=0, le=1)
     ops_overhead_usd_per_gpu_hour: _UsdHour = Field(0.0, ge=0)  # staff, space, support per owned GPU-hour
     server_share_usd_per_gpu: _UsdTotal = Field(0.0, ge=0)  # CPU, RAM, chassis, network per owned GPU
     facility_upgrade_usd: _UsdTotal = Field(0.0, ge=0)  # one-off power/cooling work for owned hardware

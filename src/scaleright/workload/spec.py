@@ -290,7 +290,8 @@ def _llama_like(r: _Reader, family: str, name: str) -> TransformerSpec:
     moe = None
     if family == "mixtral":
         moe = MoESpec(
-            num_experts=r.int("num_local_experts", maximum=MAX_EXPERTS), top_k=r.int("num_experts_per_tok", maximum=MAX_EXPERTS),
+            num_experts=r.int("num_local_experts", maximum=MAX_EXPERTS),
+            top_k=r.int("num_experts_per_tok", maximum=MAX_EXPERTS),
             expert_ffn_hidden=r.int("intermediate_size"),
         )  # fmt: skip
     elif family in ("qwen2_moe", "qwen3_moe"):
@@ -299,7 +300,8 @@ def _llama_like(r: _Reader, family: str, name: str) -> TransformerSpec:
         if mlp_only:
             raise InputError(f"{r.source}: mlp_only_layers={mlp_only} is not supported yet (must be empty)")
         moe = MoESpec(
-            num_experts=r.int("num_experts", maximum=MAX_EXPERTS), top_k=r.int("num_experts_per_tok", maximum=MAX_EXPERTS),
+            num_experts=r.int("num_experts", maximum=MAX_EXPERTS),
+            top_k=r.int("num_experts_per_tok", maximum=MAX_EXPERTS),
             expert_ffn_hidden=r.int("moe_intermediate_size"),
             num_shared_experts=1 if shared else 0, shared_ffn_hidden=shared, shared_expert_gate=bool(shared),
             moe_every=r.int("decoder_sparse_step", default=1, maximum=MAX_LAYERS),
@@ -329,7 +331,8 @@ def _gpt2(r: _Reader, family: str, name: str) -> TransformerSpec:
     heads = r.int("n_head", "num_attention_heads")
     inner = r.int("n_inner", default=4 * hidden)
     return TransformerSpec(
-        name=name, family=family, layers=r.int("n_layer", "num_hidden_layers", maximum=MAX_LAYERS), hidden=hidden, heads=heads,
+        name=name, family=family, layers=r.int("n_layer", "num_hidden_layers", maximum=MAX_LAYERS),
+        hidden=hidden, heads=heads,
         kv_heads=heads, head_dim=hidden // heads, ffn_hidden=inner, vocab=r.int("vocab_size", maximum=MAX_VOCAB),
         gated_mlp=False, tied_embeddings=r.bool("tie_word_embeddings", default=True), qkv_bias=True,
         out_bias=True, mlp_bias=True, norm="layernorm",
@@ -344,7 +347,8 @@ def _gpt_neox(r: _Reader, family: str, name: str) -> TransformerSpec:
     hidden = r.int("hidden_size")
     heads = r.int("num_attention_heads")
     return TransformerSpec(
-        name=name, family=family, layers=r.int("num_hidden_layers", maximum=MAX_LAYERS), hidden=hidden, heads=heads, kv_heads=heads,
+        name=name, family=family, layers=r.int("num_hidden_layers", maximum=MAX_LAYERS),
+        hidden=hidden, heads=heads, kv_heads=heads,
         head_dim=hidden // heads, ffn_hidden=r.int("intermediate_size"), vocab=r.int("vocab_size", maximum=MAX_VOCAB),
         gated_mlp=False, tied_embeddings=r.bool("tie_word_embeddings", default=False), qkv_bias=True,
         out_bias=True, mlp_bias=True, norm="layernorm", parallel_attn=r.bool("use_parallel_residual", default=True),
@@ -366,7 +370,8 @@ def _falcon(r: _Reader, family: str, name: str) -> TransformerSpec:
     parallel = r.bool("parallel_attn", default=True)
     bias = r.bool("bias", default=False)
     return TransformerSpec(
-        name=name, family="falcon", layers=r.int("num_hidden_layers", "n_layer", maximum=MAX_LAYERS), hidden=hidden, heads=heads,
+        name=name, family="falcon", layers=r.int("num_hidden_layers", "n_layer", maximum=MAX_LAYERS),
+        hidden=hidden, heads=heads,
         kv_heads=kv, head_dim=hidden // heads, ffn_hidden=r.int("ffn_hidden_size", default=4 * hidden),
         vocab=r.int("vocab_size", maximum=MAX_VOCAB), gated_mlp=False,
         tied_embeddings=r.bool("tie_word_embeddings", default=True), qkv_bias=bias, out_bias=bias,
@@ -391,8 +396,10 @@ def _deepseek(r: _Reader, family: str, name: str) -> TransformerSpec:
     )  # fmt: skip
     moe_ffn = r.int("moe_intermediate_size")
     moe = MoESpec(
-        num_experts=r.int("n_routed_experts", maximum=MAX_EXPERTS), top_k=r.int("num_experts_per_tok", maximum=MAX_EXPERTS), expert_ffn_hidden=moe_ffn,
-        num_shared_experts=r.int("n_shared_experts", default=0, minimum=0, maximum=MAX_EXPERTS), shared_ffn_hidden=moe_ffn,
+        num_experts=r.int("n_routed_experts", maximum=MAX_EXPERTS),
+        top_k=r.int("num_experts_per_tok", maximum=MAX_EXPERTS), expert_ffn_hidden=moe_ffn,
+        num_shared_experts=r.int("n_shared_experts", default=0, minimum=0, maximum=MAX_EXPERTS),
+        shared_ffn_hidden=moe_ffn,
         router_bias=r.get("topk_method", default="") == "noaux_tc",
         num_dense_layers=r.int("first_k_dense_replace", default=0, minimum=0, maximum=MAX_LAYERS),
         moe_every=r.int("moe_layer_freq", default=1, maximum=MAX_LAYERS),
