@@ -260,7 +260,7 @@ def test_find_price_picks_the_lower_median_of_the_newest_date(tmp_path):
         ("rtx-4090", "on-demand", 2.0, "", "", "usd_per_gpu_hour", "a", "", "2026-03"),
         ("rtx-4090", "on-demand", 3.0, "", "", "usd_per_gpu_hour", "b", "", "2026-03"),
         ("rtx-4090", "on-demand", 4.0, "", "", "usd_per_gpu_hour", "d", "", "2026-03"),
-        ("rtx-4090", "on-demand", 0.5, "", "", "usd_per_gpu", "wrong unit", "", "2027"),
+        ("rtx-4090", "on-demand", 0.5, "", "", "usd_per_gpu", "wrong unit", "", "2026-11"),
     ])
     cat = Catalog.load(d)
     row = find_price("4090", "on-demand", catalog=cat)
@@ -334,7 +334,7 @@ def test_config_path_loads_without_entry(tmp_path):
 def test_malformed_config_json_names_file_and_position(tmp_path):
     p = tmp_path / "config.json"
     p.write_text('{\n  "model_type": "llama",\n  "hidden_size": ,\n}')
-    with pytest.raises(CatalogFileError, match=r"config\.json: invalid JSON at line 3 column 18"):
+    with pytest.raises(CatalogFileError, match=r"config\.json: not valid JSON \(line 3, column 18"):
         load_model_config(p)
 
 
@@ -405,7 +405,7 @@ def test_invalid_user_gpu_fields_are_one_line_errors(tmp_path, builtin, change, 
 def test_malformed_user_files_are_errors(tmp_path):
     (tmp_path / "a").mkdir()
     (tmp_path / "a" / "gpus.yaml").write_text("- id: [unclosed\n")
-    with pytest.raises(CatalogFileError, match=r"gpus\.yaml: invalid YAML: line"):
+    with pytest.raises(CatalogFileError, match=r"gpus\.yaml: not valid YAML \(line"):
         Catalog.load(tmp_path / "a")
     d = _user_prices(tmp_path / "b", [("h100-sxm", "rent", 1, "", "", "usd_per_gpu_hour", "p", "", "2026")])
     with pytest.raises(CatalogFileError, match=r"prices\.csv: row 2\.kind: Input should be 'on-demand'"):

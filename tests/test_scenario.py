@@ -330,7 +330,7 @@ def test_malformed_yaml_names_the_file_and_the_line(tmp_path):
 def test_bad_indentation_is_reported_with_its_line(tmp_path):
     p = tmp_path / "indent.yaml"
     p.write_text("model: llama-3.1-8b\ntask: lora\n  training: 3\n")
-    with pytest.raises(CatalogFileError, match=r"indent\.yaml: line 3 not valid YAML"):
+    with pytest.raises(CatalogFileError, match=r"indent\.yaml: not valid YAML \(line 3: "):
         load_scenario(p)
 
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from scaleright.errors import InputError
 
-__all__ = ["Limit", "LIMITS", "check_limit"]
+__all__ = ["Limit", "LIMITS", "check_limit", "limited", "plain_text"]
 
 
 @dataclass(frozen=True)
@@ -45,6 +45,27 @@ LIMITS: dict[str, Limit] = {
     "steps": Limit(1_000_000, "10**6 benchmark steps or repetitions"),
     "timeout_s": Limit(604_800, "one week"),
     "bytes": Limit(1e15, "a petabyte"),
+    "chips_per_domain": Limit(65_536, "2**16 accelerators sharing one intra-node link; a TPU v5p pod has 8,960"),
+    "fraction": Limit(1, "a fraction of the whole"),
+    "latency_s": Limit(86_400, "one day; latency targets are seconds or less"),
+    "usd_per_kwh": Limit(1_000, "10**3 US dollars per kWh; retail electricity costs ~0.1"),
+    "kg_co2e_per_kwh": Limit(10, "coal-fired power emits ~1 kg CO2e per kWh"),
+    "pue": Limit(10, "the least efficient data centres report a PUE of ~3"),
+    "name_chars": Limit(200, "characters in a name"),
+    "path_chars": Limit(4_096, "characters in a path (PATH_MAX on Linux)"),
+    "list_items": Limit(10_000, "entries in one list of names"),
+    "width": Limit(16_777_216, "2**24; the widest published models have hidden sizes ~2**14"),
+    "layers": Limit(1_048_576, "2**20 blocks; the deepest published models have ~10**2"),
+    "vocab": Limit(67_108_864, "2**26 tokens; the largest published vocabularies have ~2.6 * 10**5"),
+    "experts": Limit(65_536, "2**16 experts per layer; published MoE models have at most ~10**3"),
+    "positions": Limit(1_000_000_000, "10**9 positions; max_position_embeddings is informational"),
+    "memory_gb": Limit(1e6, "10**6 GB (a petabyte) on one device"),
+    "tb_per_s": Limit(1e4, "10**4 TB/s; the fastest HBM delivers ~10"),
+    "tflops": Limit(1e7, "10**7 TFLOP/s on one device; the fastest deliver ~10**4"),
+    "watts": Limit(1e6, "a megawatt on one device"),
+    "gb_per_s": Limit(1e6, "10**6 GB/s per device link; NVLink 5 delivers ~900"),
+    "gbps": Limit(1e7, "10**7 Gb/s per device; NICs deliver ~800"),
+    "billions": Limit(1e9, "10**18 parameters; the largest published models have ~10**12"),
 }
 
 
@@ -79,3 +100,64 @@ def _show(value: object) -> str:
         return f"an integer of about {int(value.bit_length() * 0.30103) + 1} digits"
     s = repr(value)
     return s if len(s) <= 40 else s[:37] + "..."
+
+
+def limited(tp: type, kind: str) -> object:
+    """``tp`` (int or float) as a pydantic type bounded by ``LIMITS[kind]``: booleans are refused (YAML ``yes`` is
+    not 1), and a value above the bound fails with the bound and its reason, before pydantic's own parsing can turn
+    it into an overflow or a misleading message. Combine with ``Field(ge=..., gt=...)`` for the lower bound. Meant
+    for non-negative quantities (counts, sizes, rates, prices): an integer below -2**64 is refused as negative."""
+    from typing import Annotated
+
+    from pydantic import AfterValidator, BeforeValidator
+    from pydantic_core import PydanticCustomError
+
+    lim = LIMITS[kind]
+
+    def too_big(value: object) -> PydanticCustomError:
+        return PydanticCustomError(
+            "limit", "must be <= {high} ({why}); got {got}", {"high": _num(lim.high), "why": lim.why, "got": _show(value)}
+        )
+
+    def before(value: object) -> object:
+        if isinstance(value, bool):
+            raise PydanticCustomError("bool_not_number", "must be a number, not a boolean (got {got})",
+                                      {"got": str(value).lower()})  # fmt: skip
+        if isinstance(value, (int, float)):
+            if isinstance(value, float) and not math.isfinite(value):
+                return value  # inf / NaN: pydantic's allow_inf_nan=False refuses them ("a finite number")
+            if value > lim.high:
+                raise too_big(value)
+            if isinstance(value, int) and value.bit_length() > 64:
+                raise PydanticCustomError("limit", "must not be negative; got {got}", {"got": _show(value)})
+        return value
+
+    def after(value: object) -> object:
+        if isinstance(value, (int, float)) and value > lim.high:
+            raise too_big(value)
+        return value
+
+    return Annotated[tp, BeforeValidator(before), AfterValidator(after)]
+
+
+def plain_text(kind: str) -> object:
+    """``str`` as a pydantic type: at most ``LIMITS[kind]`` characters and no control characters (a newline or an
+    escape sequence in a name would break one-line messages and terminals). Stored as written; printers escape."""
+    from typing import Annotated
+
+    from pydantic import AfterValidator
+    from pydantic_core import PydanticCustomError
+
+    lim = LIMITS[kind]
+
+    def check(value: str) -> str:
+        if len(value) > lim.high:
+            raise PydanticCustomError("limit", "must be at most {high} characters ({why}); got {got}",
+                                      {"high": _num(lim.high), "why": lim.why, "got": f"{len(value):,}"})  # fmt: skip
+        bad = next((c for c in value if ord(c) < 32 or ord(c) == 127), None)
+        if bad is not None:
+            raise PydanticCustomError("control_character", "must not contain control characters (got {got})",
+                                      {"got": repr(bad)})  # fmt: skip
+        return value
+
+    return Annotated[str, AfterValidator(check)]

@@ -115,7 +115,17 @@ def load_json(text: str, where: str) -> Any:
     except RecursionError:
         raise CatalogFileError(f"{where}: nested deeper than {MAX_DEPTH} levels") from None
     except ValueError as exc:
+        if "is not a JSON number" in str(exc):
+            raise CatalogFileError(f"{where}: {_constant_line(text)}{exc}") from None
         raise CatalogFileError(f"{where}: {_big_int(exc)}") from None
+
+
+def _constant_line(text: str) -> str:
+    """``"line N: "`` of the first NaN / Infinity literal (outside strings, after ``:``, ``[`` or ``,``), or ``""``."""
+    import re
+
+    m = re.search(r'(?:^|[:\[,])\s*(-?Infinity|NaN)\b', re.sub(r'"(?:[^"\\]|\\.)*"', lambda s: "_" * len(s.group()), text))
+    return f"line {text.count(chr(10), 0, m.start(1)) + 1}: " if m else ""
 
 
 def _big_int(exc: ValueError) -> str:

@@ -15,12 +15,23 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from scaleright.limits import limited
+
 __all__ = ["Accelerator", "PRECISIONS", "LINKS", "normalize_name"]
 
 PRECISIONS = ("fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp4")
 LINKS = ("nvlink", "pcie", "infinity-fabric", "ici", "neuronlink", "roce")
 
 _SEPARATORS = re.compile(r"[\s_\-]+")
+
+# Upper bounds (scaleright.limits, each with its reason) keep a user's gpus.yaml finite in the planner's arithmetic.
+_MemoryGB = limited(float, "memory_gb")
+_TBps = limited(float, "tb_per_s")
+_TFlops = limited(float, "tflops")
+_Watts = limited(float, "watts")
+_GBps = limited(float, "gb_per_s")
+_Gbps = limited(float, "gbps")
+_NodeGpus = limited(int, "chips_per_domain")
 
 
 def normalize_name(name: str) -> str:
@@ -38,17 +49,17 @@ class Accelerator(BaseModel):
     name: str  # vendor's name as in the source table
     vendor: str
     architecture: str
-    memory_gb: float = Field(gt=0)  # device memory, 1e9 bytes
+    memory_gb: _MemoryGB = Field(gt=0)  # device memory, 1e9 bytes
     memory_type: str  # e.g. "HBM3"; "(32 GiB)" where the source states GiB (memory_gb is then converted)
-    hbm_bandwidth_tb_per_s: float = Field(gt=0)  # device-memory bandwidth, 1e12 B/s
-    dense_tflops: dict[str, float | None]  # dense peak per precision (int8 in TOPS); None: lacking or a source gap
-    tdp_w: float | None = Field(default=None, gt=0)  # board power (W); None where none is published
+    hbm_bandwidth_tb_per_s: _TBps = Field(gt=0)  # device-memory bandwidth, 1e12 B/s
+    dense_tflops: dict[str, _TFlops | None]  # dense peak per precision (int8 in TOPS); None: lacking or a source gap
+    tdp_w: _Watts | None = Field(default=None, gt=0)  # board power (W); None where none is published
     intra_node_link: Literal["nvlink", "pcie", "infinity-fabric", "ici", "neuronlink", "roce"]
     intra_node_link_generation: str | None = None  # e.g. "NVLink 4"
-    intra_node_gb_per_s_per_gpu: float = Field(gt=0)  # one direction, per GPU, inside a node (GB/s)
+    intra_node_gb_per_s_per_gpu: _GBps = Field(gt=0)  # one direction, per GPU, inside a node (GB/s)
     pcie_gen: str | None = None  # host link, e.g. "5.0"
-    gpus_per_node: int = Field(ge=1)  # GPUs sharing the intra-node link in the vendor's standard system (see notes)
-    nic_gbps_per_gpu: float = Field(gt=0)  # typical inter-node NIC bandwidth per GPU (Gb/s, as NICs are sold)
+    gpus_per_node: _NodeGpus = Field(ge=1)  # GPUs sharing the intra-node link in the vendor's standard system (see notes)
+    nic_gbps_per_gpu: _Gbps = Field(gt=0)  # typical inter-node NIC bandwidth per GPU (Gb/s, as NICs are sold)
     launch_year: int | None = None
     form_factor: str
     unverified: list[str] = []  # fields assumed here or marked unverified by the sources

@@ -10,14 +10,15 @@ source was not read. A model is named by its catalog name or alias (case-insensi
 from __future__ import annotations
 
 import copy
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from scaleright.errors import CatalogFileError
-from scaleright.textfile import read_text
+from scaleright.errors import CatalogFileError, InputError, UnknownNameError
+from scaleright.limits import limited
+from scaleright.textfile import _short, path_problem, read_text
+from scaleright.userdata import load_json
 
 if TYPE_CHECKING:
     from importlib.resources.abc import Traversable
@@ -25,6 +26,9 @@ if TYPE_CHECKING:
     from scaleright.catalog.store import Catalog
 
 __all__ = ["ModelEntry", "get_model_entry", "load_model_config", "parse_config_json"]
+
+
+_Billions = limited(float, "billions")  # a parameter count in billions, bounded (scaleright.limits)
 
 
 class ModelEntry(BaseModel):
@@ -38,8 +42,8 @@ class ModelEntry(BaseModel):
     file: str = Field(pattern=r"^[\w.\-]+\.json$")  # config file name inside the catalog's models/ directory
     source: str  # where the config was read
     fidelity: Literal["verbatim", "transcription", "derivative", "constructed"]
-    published_params_total_b: float | None = Field(default=None, gt=0)  # billions; None: not read
-    published_params_active_b: float | None = Field(default=None, gt=0)  # per token; = total for dense models
+    published_params_total_b: _Billions | None = Field(default=None, gt=0)  # billions; None: not read
+    published_params_active_b: _Billions | None = Field(default=None, gt=0)  # per token; = total for dense models
     published_params_source: str  # where the counts were read, or "not read"
 
     def names(self) -> list[str]:
@@ -49,11 +53,7 @@ class ModelEntry(BaseModel):
 
 def parse_config_json(path: Path | Traversable) -> dict[str, Any]:
     """A config.json as a dict; ``CatalogFileError`` naming the file and the JSON error position."""
-    text = read_text(path)
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise CatalogFileError(f"{path}: invalid JSON at line {e.lineno} column {e.colno}: {e.msg}") from None
+    data = load_json(read_text(path), str(path))
     if not isinstance(data, dict):
         raise CatalogFileError(f"{path}: expected a JSON object at the top level, got {type(data).__name__}")
     return data
@@ -75,14 +75,32 @@ def load_model_config(
 ) -> tuple[dict[str, Any], ModelEntry | None]:
     """``(config, entry)`` for a catalog name/alias, or ``(config, None)`` for a path to a ``config.json`` file
     (or a directory holding one). The config is a fresh copy the caller may modify."""
+    text = str(name_or_path)
+    if text == "":
+        raise InputError("model: empty name; give a catalog model name or a path to a config.json")
     path = Path(name_or_path)
-    if path.is_dir() and (path / "config.json").is_file():
-        path = path / "config.json"
-    if path.is_file():
+    why = path_problem(path)
+    if why is not None and why.startswith("is a directory"):
+        inner = path / "config.json"
+        inner_why = path_problem(inner)
+        if inner_why is None:
+            return parse_config_json(inner), None
+        if inner_why != "file not found":
+            raise CatalogFileError(f"model {_short(inner)!r}: {inner_why}")
+        cat = _catalog(catalog)
+        try:  # a directory in the working directory that happens to share a catalog name does not hide the model
+            entry = cat.model_entry(text)
+        except UnknownNameError:
+            raise CatalogFileError(
+                f"model {_short(path)!r}: is a directory, expected a config.json file or a directory containing one"
+            ) from None
+        return copy.deepcopy(cat.model_configs[entry.name]), entry
+    if why is None:
         return parse_config_json(path), None
-    if path.suffix == ".json":
-        what = "is a directory, expected a config.json file" if path.is_dir() else "file not found"
-        raise CatalogFileError(f"{path}: {what}")
+    if why != "file not found" or path.suffix == ".json":
+        # something is there but cannot be read as a file (a FIFO, a device, a loop, a broken link, a name too
+        # long), or a .json path that does not exist: the truth, not "unknown model"
+        raise CatalogFileError(f"model {_short(path)!r}: {why}")
     cat = _catalog(catalog)
     entry = cat.model_entry(str(name_or_path))
     return copy.deepcopy(cat.model_configs[entry.name]), entry

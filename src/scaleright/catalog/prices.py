@@ -9,11 +9,13 @@ ignores both. Prices age fast: every row keeps its date and source, and users ov
 
 from __future__ import annotations
 
+import datetime
 from typing import TYPE_CHECKING, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from scaleright.errors import InputError
+from scaleright.limits import LIMITS, _num, _show, limited
 
 if TYPE_CHECKING:
     from scaleright.catalog.store import Catalog
@@ -23,6 +25,9 @@ __all__ = ["PriceRow", "KINDS", "PRICE_COLUMNS", "USABLE_UNIT", "find_price", "l
 KINDS = ("on-demand", "spot", "marketplace", "reserved", "purchase")
 PRICE_COLUMNS = ("gpu_id", "kind", "usd", "usd_low", "usd_high", "unit", "provider", "sku", "date", "source", "notes")
 USABLE_UNIT = {k: "usd_per_gpu_hour" for k in KINDS} | {"purchase": "usd_per_gpu"}  # the unit find_price uses
+FIRST_YEAR = 1999  # the first product sold as a GPU (GeForce 256) shipped in 1999: an earlier price is a typo
+
+_Usd = limited(float, "usd")  # any unit; per-hour units are bounded tighter in ``_bounds``
 
 
 class PriceRow(BaseModel):
@@ -32,9 +37,9 @@ class PriceRow(BaseModel):
 
     gpu_id: str = Field(pattern=r"^(other:)?[a-z0-9][a-z0-9.\-]*$")  # catalog GPU id, or other:<name>
     kind: Literal["on-demand", "spot", "marketplace", "reserved", "purchase"]
-    usd: float | None = Field(default=None, ge=0)  # the price, in ``unit``
-    usd_low: float | None = Field(default=None, ge=0)  # low end of a quoted range (or the cheapest listing)
-    usd_high: float | None = Field(default=None, ge=0)  # high end of a quoted range ("up to")
+    usd: _Usd | None = Field(default=None, ge=0)  # the price, in ``unit``
+    usd_low: _Usd | None = Field(default=None, ge=0)  # low end of a quoted range (or the cheapest listing)
+    usd_high: _Usd | None = Field(default=None, ge=0)  # high end of a quoted range ("up to")
     unit: str = Field(pattern=r"^usd_[a-z_]+$")  # usd_per_gpu_hour, usd_per_gpu, or a kept unit (usd_per_kwh, ...)
     provider: str = ""
     sku: str = ""
@@ -42,6 +47,40 @@ class PriceRow(BaseModel):
     source: str
     notes: str = ""
     price_basis: Literal["usd", "midpoint of low/high"] | None = None  # set by find_price on the row it returns
+
+    @field_validator("date")
+    @classmethod
+    def _real_date(cls, v: str | None, info: ValidationInfo) -> str | None:
+        """A calendar date (2026-02-30 and 9999-99-99 are not), from 1999 on, and, when the validation context
+        gives ``today`` (a user's file), not after it: a wrong date would win as "the newest price" in
+        ``find_price``."""
+        if v is None:
+            return v
+        parts = [int(p) for p in v.split("-")]
+        year, month, day = (parts + [1, 1])[:3]
+        try:
+            datetime.date(year, month, day)
+        except ValueError as exc:
+            raise ValueError(f"{v!r} is not a calendar date ({exc}); give YYYY, YYYY-MM or YYYY-MM-DD") from None
+        if year < FIRST_YEAR:
+            raise ValueError(f"{v!r} is before {FIRST_YEAR}, when the first GPU shipped")
+        today = (info.context or {}).get("today")
+        if today is not None:
+            latest = today + datetime.timedelta(days=1)  # a price written today east of UTC is dated tomorrow in UTC
+            if tuple(parts) > (latest.year, latest.month, latest.day)[: len(parts)]:
+                raise ValueError(f"{v!r} is in the future (today is {today}); a price is dated when it was read")
+        return v
+
+    @model_validator(mode="after")
+    def _bounds(self) -> PriceRow:
+        if "hour" in self.unit:
+            lim = LIMITS["usd_per_hour"]
+            for name in ("usd", "usd_low", "usd_high"):
+                v = getattr(self, name)
+                if v is not None and v > lim.high:
+                    raise ValueError(f"{name} must be <= {_num(lim.high)} for unit {self.unit} ({lim.why}); "
+                                     f"got {_show(v)}")  # fmt: skip
+        return self
 
     @model_validator(mode="after")
     def _some_price(self) -> PriceRow:

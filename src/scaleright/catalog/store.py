@@ -12,6 +12,7 @@ exists replaces the built-in one, a new one is added; user price rows replace ev
 from __future__ import annotations
 
 import csv
+import datetime
 import functools
 import io
 import os
@@ -22,14 +23,15 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, TypeVar
 
-import yaml
 from pydantic import BaseModel, ValidationError
 
 from scaleright.catalog.gpus import Accelerator, normalize_name
 from scaleright.catalog.models import ModelEntry, parse_config_json
 from scaleright.catalog.prices import PRICE_COLUMNS, PriceRow
-from scaleright.errors import CatalogFileError, UnknownNameError
-from scaleright.textfile import read_text
+from scaleright.errors import CatalogFileError, InputError, UnknownNameError
+from scaleright.limits import _show
+from scaleright.textfile import _short, path_problem, read_text
+from scaleright.userdata import load_yaml
 
 if TYPE_CHECKING:
     from importlib.resources.abc import Traversable
@@ -54,8 +56,20 @@ class Catalog:
     @classmethod
     def load(cls, user_dir: Path | str | None = None) -> Catalog:
         """Built-ins overlaid with ``user_dir`` (default: ``$SCALERIGHT_CATALOG`` if set)."""
-        user_dir = user_dir if user_dir is not None else os.environ.get(ENV_VAR) or None
-        return _load(Path(user_dir).expanduser().resolve() if user_dir is not None else None)
+        if user_dir is not None and str(user_dir) == "":
+            raise InputError("catalog directory: empty path; give a directory (--catalog DIR), or none")
+        origin = "given as argument"
+        if user_dir is None:
+            user_dir, origin = os.environ.get(ENV_VAR) or None, f"from ${ENV_VAR}"  # an empty variable is unset
+        if user_dir is None:
+            return _load(None)
+        p = Path(user_dir).expanduser()
+        why = path_problem(p, want="dir")
+        if why is not None:
+            if why == "directory not found":
+                why = "catalog directory not found"
+            raise CatalogFileError(f"{_short(p)}: {why} ({origin})")
+        return _load(p.resolve())
 
     def gpu(self, name: str) -> Accelerator:
         """An accelerator by id or alias (case-insensitive; spaces, underscores and hyphens alike)."""
@@ -85,12 +99,12 @@ def list_gpus(*, catalog: Catalog | None = None) -> list[Accelerator]:
 # ---- loading -------------------------------------------------------------------------------------------------
 
 
-def _validate(model: type[M], data: Any, file: object, where: str) -> M:
+def _validate(model: type[M], data: Any, file: object, where: str, context: dict | None = None) -> M:
     """``model(**data)``, or CatalogFileError naming the file, the entry and field, and what is allowed."""
     if not isinstance(data, dict):
         raise CatalogFileError(f"{file}: {where}: expected a mapping of fields, got {type(data).__name__}")
     try:
-        return model.model_validate(data)
+        return model.model_validate(data, context=context)
     except ValidationError as exc:
         err = exc.errors()[0]
         loc = ".".join(str(p) for p in err["loc"])
@@ -99,17 +113,14 @@ def _validate(model: type[M], data: Any, file: object, where: str) -> M:
             msg = f"unknown key; allowed keys: {', '.join(model.model_fields)}"
         elif err["type"] == "missing":
             msg = "required field is missing"
+        elif err["type"] in ("finite_number", "float_parsing", "float_type", "int_parsing", "int_type", "string_type"):
+            msg = f"{msg} (got {_show(err.get('input'))})"
+        msg = " ".join(msg.split())  # one line
         raise CatalogFileError(f"{file}: {where}{'.' + loc if loc else ''}: {msg}") from None
 
 
 def _read_yaml_list(path: Traversable) -> list[Any]:
-    text = read_text(path)
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1} column {mark.column + 1}: " if mark else ""
-        raise CatalogFileError(f"{path}: invalid YAML: {where}{getattr(exc, 'problem', None) or exc}") from None
+    data = load_yaml(read_text(path), str(path))
     if data is None:
         return []
     if not isinstance(data, list):
@@ -130,21 +141,32 @@ def _read_models(path: Traversable) -> list[ModelEntry]:
     return [_validate(ModelEntry, d, path, _entry_label(d, "name", i)) for i, d in enumerate(_read_yaml_list(path))]
 
 
-def _read_prices(path: Traversable) -> list[tuple[str, PriceRow]]:
-    """(row label, row) per data row; empty cells take the field's default."""
+def _read_prices(path: Traversable, *, user: bool = False) -> list[tuple[str, PriceRow]]:
+    """(row label, row) per data row; empty cells take the field's default. A user's rows may not be dated after
+    today (UTC, with a day of slack); the built-in rows are reviewed and never depend on the machine's clock."""
+    context = {"today": datetime.datetime.now(datetime.timezone.utc).date()} if user else None
     reader = csv.DictReader(io.StringIO(read_text(path)))
-    header = reader.fieldnames or []
-    unknown = [c for c in header if c not in PRICE_COLUMNS]
-    missing = [c for c in PRICE_COLUMNS if c not in header]
-    if unknown or missing:
-        what = f"unknown column(s) {unknown}" if unknown else f"missing column(s) {missing}"
-        raise CatalogFileError(f"{path}: header: {what}; allowed columns: {', '.join(PRICE_COLUMNS)}")
-    rows = []
-    for rec in reader:
-        label = f"row {reader.line_num}"
-        if None in rec or None in rec.values():
-            raise CatalogFileError(f"{path}: {label}: expected {len(PRICE_COLUMNS)} fields ({', '.join(header)})")
-        rows.append((label, _validate(PriceRow, {k: v for k, v in rec.items() if v != ""}, path, label)))
+    try:
+        header = reader.fieldnames or []
+        unknown = [c for c in header if c not in PRICE_COLUMNS]
+        missing = [c for c in PRICE_COLUMNS if c not in header]
+        if unknown or missing:
+            what = f"unknown column(s) {unknown}" if unknown else f"missing column(s) {missing}"
+            raise CatalogFileError(f"{path}: header: {what}; allowed columns: {', '.join(PRICE_COLUMNS)}")
+        rows = []
+        for rec in reader:
+            label = f"row {reader.line_num}"
+            if None in rec or None in rec.values():
+                raise CatalogFileError(f"{path}: {label}: expected {len(PRICE_COLUMNS)} fields ({', '.join(header)})")
+            rec = {k: v for k, v in rec.items() if v != ""}
+            rows.append((label, _validate(PriceRow, rec, path, label, context)))
+    except csv.Error as exc:
+        line = reader.line_num + 1  # the record that failed starts after the last line read
+        if "field larger than field limit" in str(exc):
+            what = f"a field is longer than {csv.field_size_limit():,} characters"
+        else:
+            what = f"not valid CSV ({exc})"
+        raise CatalogFileError(f"{path}: line {line}: {what}") from None
     return rows
 
 
@@ -169,16 +191,75 @@ def _index(entries: Mapping[str, Any], origin: Mapping[str, object], field_name:
     return index
 
 
+_FILES = ("gpus.yaml", "models.yaml", "prices.csv")  # the catalog files a directory may hold, beside models/
+
+
+def _present(path: Traversable, user: bool) -> bool:
+    """Whether the optional catalog file ``path`` is there. In a user directory, a name that exists but is not a
+    regular file (a directory, a broken link, a FIFO, ...) is an error, never silently skipped."""
+    if not user:
+        return path.is_file()
+    why = path_problem(path)  # type: ignore[arg-type]
+    if why is None:
+        return True
+    if why == "file not found":
+        return False
+    raise CatalogFileError(f"{_short(path)}: {why}")
+
+
+def _misnamed(root: Path) -> None:
+    """A file in a user catalog directory that looks like a catalog file under another name (``gpu.yaml``,
+    ``gpus.yml``, ``price.csv``, ``Models.yaml``) would be ignored without a word: refuse it, with the right name.
+    Other files (a README, ``inventory.yaml``, ``my-gpus.yaml``) are left alone."""
+    import difflib
+
+    try:
+        names = sorted(p.name for p in root.iterdir())
+    except OSError as exc:
+        raise CatalogFileError(f"{_short(root)}: cannot list the catalog directory ({exc.strerror})") from None
+    stems = {f.rpartition(".")[0]: f for f in _FILES}
+    for name in names:
+        if name in _FILES or name == "models" or name.startswith("."):
+            continue
+        stem, _, ext = name.lower().rpartition(".")
+        if ext not in ("yaml", "yml", "csv", "tsv", "json", "txt") or not stem:
+            continue
+        for inner in (".yaml", ".yml", ".csv"):  # gpus.yaml.txt, as some editors save it
+            stem = stem.removesuffix(inner)
+        near = max(stems, key=lambda s: difflib.SequenceMatcher(None, stem, s).ratio())
+        if difflib.SequenceMatcher(None, stem, near).ratio() > 0.8:
+            raise CatalogFileError(
+                f"{_short(root / name)}: not a catalog file name; did you mean {stems[near]}? "
+                f"(a catalog directory holds {', '.join(_FILES)} and models/*.json)"
+            )
+
+
+def _check_families(models: Mapping[str, ModelEntry], configs: Mapping[str, Mapping[str, Any]], file: object) -> None:
+    """An entry's ``family`` must be its config's ``model_type`` (after the spec's aliases, e.g. RefinedWebModel is
+    falcon): a disagreement means the entry points at the wrong file, or the family is a typo."""
+    from scaleright.workload.spec import _FAMILY_ALIASES
+
+    for name, entry in models.items():
+        mt = configs[name].get("model_type")
+        if isinstance(mt, str) and entry.family not in (mt, _FAMILY_ALIASES.get(mt, mt)):
+            raise CatalogFileError(
+                f"{file}: {name}.family: '{entry.family}' disagrees with model_type '{mt}' in models/{entry.file}"
+            )
+
+
 class _Layer:
     """The files of one catalog directory (built-in or user), each optional, validated."""
 
-    def __init__(self, root: Traversable):
+    def __init__(self, root: Traversable, *, user: bool = False):
+        if user:
+            _misnamed(root)  # type: ignore[arg-type]
         gpus, models, prices = root / "gpus.yaml", root / "models.yaml", root / "prices.csv"
-        self.gpus = _by_key(_read_gpus(gpus), "id", gpus) if gpus.is_file() else {}
-        self.models = _by_key(_read_models(models), "name", models) if models.is_file() else {}
-        self.prices = _read_prices(prices) if prices.is_file() else []
+        self.gpus = _by_key(_read_gpus(gpus), "id", gpus) if _present(gpus, user) else {}
+        self.models = _by_key(_read_models(models), "name", models) if _present(models, user) else {}
+        self.prices = _read_prices(prices, user=user) if _present(prices, user) else []
         self.files = {"gpus": gpus, "models": models, "prices": prices}
         self.configs = {name: parse_config_json(root / "models" / m.file) for name, m in self.models.items()}
+        _check_families(self.models, self.configs, models)
 
 
 @functools.lru_cache(maxsize=1)
@@ -190,9 +271,7 @@ def _builtin() -> _Layer:
 def _load(user_dir: Path | None) -> Catalog:
     layers = [_builtin()]
     if user_dir is not None:
-        if not user_dir.is_dir():
-            raise CatalogFileError(f"{user_dir}: catalog directory not found (set by argument or ${ENV_VAR})")
-        layers.append(_Layer(user_dir))
+        layers.append(_Layer(user_dir, user=True))
     gpus: dict[str, Accelerator] = {}
     models: dict[str, ModelEntry] = {}
     configs: dict[str, Any] = {}

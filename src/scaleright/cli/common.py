@@ -31,9 +31,10 @@ JsonOpt = typer.Option(False, "--json", help="Print one JSON object instead of t
 
 def catalog_from(path: Path | None):
     from scaleright.catalog import Catalog
+    from scaleright.textfile import _short, path_problem
 
-    if path is not None and not Path(path).is_dir():
-        raise InputError(f"--catalog={path}: not a directory")
+    if path is not None and (why := path_problem(path, want="dir")):  # the truth: a loop, too long, not found...
+        raise InputError(f"--catalog={_short(path)}: {why}")
     return Catalog.load(path)
 
 

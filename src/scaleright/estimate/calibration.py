@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 
 from scaleright.errors import CatalogFileError, InputError
-from scaleright.textfile import read_text
+from scaleright.limits import _show
+from scaleright.textfile import _short, path_problem, read_text
+from scaleright.userdata import load_json
 
 __all__ = ["Calibration", "DEFAULT_CALIBRATION", "load_calibration", "save_calibration", "calibration_dir"]
 
@@ -143,17 +146,22 @@ def load_calibration(name_or_path: str | None, *, directory: Path | None = None)
     if name_or_path in (None, "", "default"):
         return DEFAULT_CALIBRATION
     p = Path(name_or_path)
-    if not p.suffix:
-        p = (directory or calibration_dir()) / f"{name_or_path}.json"
-    if not p.exists():
+    named = not p.suffix and "/" not in str(name_or_path) and os.sep not in str(name_or_path)  # else: a path
+    if named:
         d = directory or calibration_dir()
-        known = sorted(x.stem for x in d.glob("*.json")) if d.exists() else []
-        raise InputError(f"calibration {name_or_path!r} not found; known: {', '.join(known) or 'none'} (in {d})")
-    text = read_text(p)
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise CatalogFileError(f"{p}: not a calibration profile (invalid JSON: {exc})") from None
+        why_dir = path_problem(d, want="dir")
+        if why_dir is not None and why_dir != "directory not found":
+            raise InputError(f"calibration directory {_short(d)!r} (from $SCALERIGHT_CALIBRATION_DIR or the user data "
+                             f"directory): {why_dir}")  # fmt: skip
+        p = d / f"{name_or_path}.json"
+    why = path_problem(p)
+    if why == "file not found" and named:
+        known = sorted(x.stem for x in d.glob("*.json") if path_problem(x) is None) if why_dir is None else []
+        raise InputError(f"calibration {_short(name_or_path)!r} not found; known: {', '.join(known) or 'none'} "
+                         f"(in {_short(d)})")  # fmt: skip
+    if why is not None:
+        raise InputError(f"calibration {_short(p)!r}: {why}")
+    data = load_json(read_text(p), str(p))
     params = data.get("parameters", data) if isinstance(data, dict) else data
     if not isinstance(params, dict):
         raise CatalogFileError(f"{p}: not a calibration profile (expected a JSON object of parameters)")
@@ -161,6 +169,11 @@ def load_calibration(name_or_path: str | None, *, directory: Path | None = None)
     unknown = set(params) - allowed
     if unknown:
         raise CatalogFileError(f"{p}: unknown calibration field(s) {sorted(unknown)}; allowed: {sorted(allowed)}")
+    for key, v in params.items():
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise CatalogFileError(f"{p}: calibration {key} must be a number, got {_show(v)}")
+        if isinstance(v, int) and abs(v) > 1e300:  # an integer no float can hold (math.isfinite would overflow)
+            raise CatalogFileError(f"{p}: calibration {key} must be a finite number, got {_show(v)}")
     try:
         return Calibration(**params)
     except InputError as exc:

@@ -9,11 +9,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from scaleright.errors import CatalogFileError, InputError
-from scaleright.textfile import read_text
+from scaleright.limits import _show, limited, plain_text
+from scaleright.textfile import _short, path_problem, read_text
+from scaleright.userdata import load_yaml
 
 __all__ = ["Scenario", "Training", "Inference", "Constraints", "Pricing", "load_scenario", "PRICING_MODES"]
 
@@ -25,20 +26,46 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
-_Usd = Annotated[float, Field(ge=0, allow_inf_nan=False)]  # a finite, non-negative price in US dollars
+# Numbers: booleans are refused (YAML ``yes`` is not 1), an int is fine for a float, and every count, size, rate,
+# price and duration has an upper bound from ``scaleright.limits`` (the message gives the bound and its reason).
+_Tokens = limited(float, "tokens")
+_Epochs = limited(float, "epochs")
+_SeqLen = limited(int, "seq_len")
+_GlobalBatch = limited(int, "global_batch")
+_LoraRank = limited(int, "lora_rank")
+_PerS = limited(float, "requests_per_s")
+_PerDay = limited(float, "requests_per_day")
+_ReqTokens = limited(int, "tokens_per_request")
+_Seconds = limited(float, "latency_s")
+_Hours = limited(float, "hours")
+_Gpus = limited(int, "gpus")
+_NodeGpus = limited(int, "chips_per_domain")
+_UsdTotal = limited(float, "usd")
+_UsdHour = limited(float, "usd_per_hour")
+_Months = limited(float, "months")
+_Years = limited(float, "years")
+_UsdKwh = limited(float, "usd_per_kwh")
+_Co2 = limited(float, "kg_co2e_per_kwh")
+_Pue = limited(float, "pue")
+_Fraction = limited(float, "fraction")
+_Name = plain_text("name_chars")  # a GPU id or alias, a scenario name
+_PathText = plain_text("path_chars")  # a catalog model name or a path to a config.json
+
+_Usd = Annotated[_UsdTotal, Field(ge=0, allow_inf_nan=False)]  # a finite, non-negative price in US dollars
+_UsdPerHour = Annotated[_UsdHour, Field(ge=0, allow_inf_nan=False)]  # a finite, non-negative hourly rate
 
 
 class Training(_Strict):
     """What to train. Give ``tokens``, or ``dataset_tokens`` and ``epochs``."""
 
-    tokens: float | None = Field(None, gt=0)  # tokens processed by the whole job
-    dataset_tokens: float | None = Field(None, gt=0)  # tokens in the dataset (with epochs)
-    epochs: float = Field(1.0, gt=0)  # passes over dataset_tokens
-    seq_len: int = Field(4096, ge=1)  # tokens per sequence
-    global_batch: int = Field(256, ge=1)  # sequences per optimizer step; layouts whose dp · micro-batch does not divide it are skipped
+    tokens: _Tokens | None = Field(None, gt=0)  # tokens processed by the whole job
+    dataset_tokens: _Tokens | None = Field(None, gt=0)  # tokens in the dataset (with epochs)
+    epochs: _Epochs = Field(1.0, gt=0)  # passes over dataset_tokens
+    seq_len: _SeqLen = Field(4096, ge=1)  # tokens per sequence
+    global_batch: _GlobalBatch = Field(256, ge=1)  # sequences per optimizer step; layouts whose dp · micro-batch does not divide it are skipped
     precision: Literal["fp32", "bf16", "fp16", "fp8", "fp4"] = "bf16"
     optimizer: Literal["adamw", "adam", "adam8bit", "sgd"] = "adamw"
-    lora_rank: int = Field(16, ge=1)  # LoRA / QLoRA adapter rank
+    lora_rank: _LoraRank = Field(16, ge=1)  # LoRA / QLoRA adapter rank
 
     @model_validator(mode="after")
     def _tokens(self) -> Training:
@@ -56,15 +83,15 @@ class Training(_Strict):
 class Inference(_Strict):
     """What to serve. Give ``requests_per_s`` or ``requests_per_day``."""
 
-    requests_per_s: float | None = Field(None, gt=0)  # mean arrival rate at peak
-    requests_per_day: float | None = Field(None, gt=0)  # converted to a rate over ``Pricing.hours_per_day`` hours
-    input_len: int = Field(1024, ge=1)  # prompt tokens per request
-    output_len: int = Field(256, ge=1)  # generated tokens per request
-    ttft_slo_s: float | None = Field(None, gt=0)  # time-to-first-token limit (None: no limit)
-    tpot_slo_s: float | None = Field(None, gt=0)  # time-per-output-token limit (None: no limit)
+    requests_per_s: _PerS | None = Field(None, gt=0)  # mean arrival rate at peak
+    requests_per_day: _PerDay | None = Field(None, gt=0)  # converted to a rate over ``Pricing.hours_per_day`` hours
+    input_len: _ReqTokens = Field(1024, ge=1)  # prompt tokens per request
+    output_len: _ReqTokens = Field(256, ge=1)  # generated tokens per request
+    ttft_slo_s: _Seconds | None = Field(None, gt=0)  # time-to-first-token limit (None: no limit)
+    tpot_slo_s: _Seconds | None = Field(None, gt=0)  # time-per-output-token limit (None: no limit)
     precision: Literal["fp32", "bf16", "fp16", "fp8", "int8", "int4", "fp4"] = "bf16"
     kv_precision: Literal["fp32", "bf16", "fp16", "fp8", "int8"] = "bf16"
-    api_usd_per_1m_output_tokens: float | None = Field(None, gt=0)  # an API's price to compare self-hosting with
+    api_usd_per_1m_output_tokens: _UsdTotal | None = Field(None, gt=0)  # an API's price to compare self-hosting with
 
     @model_validator(mode="after")
     def _rate(self) -> Inference:
@@ -76,11 +103,11 @@ class Inference(_Strict):
 class Constraints(_Strict):
     """Limits the recommendation must respect."""
 
-    deadline_h: float | None = Field(None, gt=0)  # wall-clock limit for a training job
-    budget_usd: float | None = Field(None, gt=0)  # cost limit for the job (training) or per month (inference)
-    gpu_types: list[str] | None = None  # allowed GPU ids/aliases (None: every catalog GPU with a price)
-    max_gpus: int = Field(512, ge=1)  # most GPUs one option may use
-    gpus_per_node: int | None = Field(None, ge=1)  # override the GPU's typical node size
+    deadline_h: _Hours | None = Field(None, gt=0)  # wall-clock limit for a training job
+    budget_usd: _UsdTotal | None = Field(None, gt=0)  # cost limit for the job (training) or per month (inference)
+    gpu_types: list[_Name] | None = Field(None, max_length=10_000)  # allowed GPU ids/aliases (None: every catalog GPU with a price)
+    max_gpus: _Gpus = Field(512, ge=1)  # most GPUs one option may use
+    gpus_per_node: _NodeGpus | None = Field(None, ge=1)  # override the GPU's typical node size
     interconnect: Literal["any", "nvlink", "pcie"] = "any"  # only GPUs whose intra-node link is of this kind
 
     @field_validator("gpu_types")
@@ -95,26 +122,26 @@ class Pricing(_Strict):
     """How GPU time is paid for, and the facts needed for total cost of ownership and carbon."""
 
     mode: Literal["on-demand", "spot", "marketplace", "own"] = "on-demand"
-    price_usd_per_gpu_hour: dict[str, _Usd] = {}  # rent prices by GPU id overriding the catalog
-    purchase_usd_per_gpu: dict[str, _Usd] = {}  # purchase prices by GPU id overriding the catalog
-    hours_per_day: float = Field(24.0, gt=0, le=24)  # hours a day the hardware is used (utilisation)
-    horizon_months: float = Field(36.0, gt=0)  # period over which owning and renting are compared
-    electricity_usd_per_kwh: float = Field(0.127, ge=0)  # default: US average commercial retail price 2023 (EIA)
-    pue: float = Field(1.58, ge=1.0)  # power usage effectiveness; default: the 2023 global average (Uptime Institute Global Data Center Survey 2023)
-    grid_kg_co2e_per_kwh: float = Field(0.48, ge=0)  # default: world average 2023, 480 g/kWh (Ember Global Electricity Review 2024)
-    load_fraction: float = Field(0.8, gt=0, le=1)  # average board power / TDP while busy; default is an assumption (training runs near TDP, decode-heavy serving below it)
-    ops_overhead_usd_per_gpu_hour: float = Field(0.0, ge=0)  # staff, space, support per owned GPU-hour
-    server_share_usd_per_gpu: float = Field(0.0, ge=0)  # CPU, RAM, chassis, network per owned GPU
-    facility_upgrade_usd: float = Field(0.0, ge=0)  # one-off power/cooling work for owned hardware
-    depreciation_years: float = Field(4.0, gt=0)  # accounting life of owned hardware
-    resale_fraction: float = Field(0.2, ge=0, le=1)  # resale value at the end of the horizon, of purchase
+    price_usd_per_gpu_hour: dict[_Name, _UsdPerHour] = Field({}, max_length=10_000)  # rent prices by GPU id overriding the catalog
+    purchase_usd_per_gpu: dict[_Name, _Usd] = Field({}, max_length=10_000)  # purchase prices by GPU id overriding the catalog
+    hours_per_day: _Hours = Field(24.0, gt=0, le=24)  # hours a day the hardware is used (utilisation)
+    horizon_months: _Months = Field(36.0, gt=0)  # period over which owning and renting are compared
+    electricity_usd_per_kwh: _UsdKwh = Field(0.127, ge=0)  # default: US average commercial retail price 2023 (EIA)
+    pue: _Pue = Field(1.58, ge=1.0)  # power usage effectiveness; default: the 2023 global average (Uptime Institute Global Data Center Survey 2023)
+    grid_kg_co2e_per_kwh: _Co2 = Field(0.48, ge=0)  # default: world average 2023, 480 g/kWh (Ember Global Electricity Review 2024)
+    load_fraction: _Fraction = Field(0.8, gt=0, le=1)  # average board power / TDP while busy; default is an assumption (training runs near TDP, decode-heavy serving below it)
+    ops_overhead_usd_per_gpu_hour: _UsdHour = Field(0.0, ge=0)  # staff, space, support per owned GPU-hour
+    server_share_usd_per_gpu: _UsdTotal = Field(0.0, ge=0)  # CPU, RAM, chassis, network per owned GPU
+    facility_upgrade_usd: _UsdTotal = Field(0.0, ge=0)  # one-off power/cooling work for owned hardware
+    depreciation_years: _Years = Field(4.0, gt=0)  # accounting life of owned hardware
+    resale_fraction: _Fraction = Field(0.2, ge=0, le=1)  # resale value at the end of the horizon, of purchase
 
 
 class Scenario(_Strict):
     """One planning question."""
 
-    name: str = "scenario"
-    model: str  # catalog name or path to a HF config.json
+    name: _Name = "scenario"  # plain text, printed as written (never read as markup)
+    model: _PathText = Field(min_length=1)  # catalog name or path to a HF config.json
     task: Literal["pretrain", "full-finetune", "lora", "qlora", "inference"]
     training: Training | None = None
     inference: Inference | None = None
@@ -156,14 +183,21 @@ class Scenario(_Strict):
 
 
 def _first_error(exc: ValidationError, source: str) -> str:
+    """pydantic's first error as one line: the file, the field path as the user wrote it, what is allowed."""
     err = exc.errors()[0]
-    loc = ".".join(str(x) for x in err["loc"]) or "(top level)"
+    loc = ".".join(_short(x, 40) for x in err["loc"] if x != "[key]") or "(top level)"
+    if err["loc"] and err["loc"][-1] == "[key]":
+        loc += " (a key)"
     msg = err["msg"]
     if err["type"] == "extra_forbidden":
         msg = "unknown key"
     elif err["type"] == "literal_error":
         msg = f"must be one of {err['ctx']['expected']}" if "ctx" in err else msg
-    return f"{source}: {loc}: {msg.removeprefix('Value error, ')}"
+    elif err["type"] in ("int_parsing", "int_type", "int_from_float", "float_parsing", "float_type",
+                         "string_type", "dict_type", "list_type", "model_type", "model_attributes_type"):  # fmt: skip
+        msg = f"{msg} (got {_show(err.get('input'))})"
+    msg = " ".join(msg.removeprefix("Value error, ").split())  # one line, whatever the message held
+    return f"{source}: {loc}: {msg}"
 
 
 def parse_scenario(data: object, *, source: str = "scenario") -> Scenario:
@@ -176,17 +210,18 @@ def parse_scenario(data: object, *, source: str = "scenario") -> Scenario:
 
 
 def load_scenario(path: str | Path) -> Scenario:
-    """Read and validate a YAML scenario; one-line ``CatalogFileError`` naming the file and field on error."""
+    """Read and validate a YAML scenario; one-line ``CatalogFileError`` naming the file and field on error.
+
+    A path that is not a regular file is refused with the truth (not found, a directory, a device such as
+    ``/dev/null``, a FIFO, a symlink loop, a name too long), never read."""
+    why = path_problem(path)
+    if why is not None:
+        shown = repr(_short(path))
+        if why == "file not found":
+            raise InputError(f"scenario file {shown} not found")
+        if why.startswith("is a directory"):
+            raise InputError(f"scenario file {shown} is a directory, expected a YAML file")
+        raise InputError(f"scenario file {shown}: {why}")
     p = Path(path)
-    if p.is_dir():
-        raise InputError(f"scenario file {str(p)!r} is a directory, expected a YAML file")
-    if not p.is_file():
-        raise InputError(f"scenario file {str(p)!r} not found")
-    text = read_text(p)
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" line {mark.line + 1}" if mark else ""
-        raise CatalogFileError(f"{p}:{where} not valid YAML ({getattr(exc, 'problem', exc)})") from None
+    data = load_yaml(read_text(p), str(p))
     return parse_scenario(data, source=str(p))

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from scaleright.errors import CatalogFileError, InputError
+from scaleright.limits import LIMITS
 
 __all__ = ["TransformerSpec", "MoESpec", "MLASpec", "from_hf_config", "SUPPORTED_FAMILIES"]
 
@@ -117,10 +118,34 @@ SUPPORTED_FAMILIES = (
 _FAMILY_ALIASES = {"RefinedWebModel": "falcon", "RefinedWeb": "falcon", "deepseek_v2": "deepseek_v3"}
 
 
-# Largest dimension or count accepted from a config (hidden size, vocabulary, layers, ...): far beyond any model,
-# small enough that products of dimensions stay exact in float64 and int64 arithmetic.
+# Largest width or head count accepted from a config (hidden size, intermediate size, heads, ranks): far beyond any
+# model, small enough that products of dimensions stay exact in float64 and int64 arithmetic. Layers, vocabulary,
+# experts and positions have their own bounds (``scaleright.limits``), each with its reason.
 MAX_DIM = 10_000_000
-MAX_POSITIONS = 1_000_000_000  # max_position_embeddings is informational and may be large
+MAX_LAYERS = int(LIMITS["layers"].high)  # 2**20
+MAX_VOCAB = int(LIMITS["vocab"].high)  # 2**26
+MAX_EXPERTS = int(LIMITS["experts"].high)  # 2**16
+MAX_POSITIONS = int(LIMITS["positions"].high)  # max_position_embeddings is informational and may be large
+_WHY = {
+    MAX_DIM: "10**7; the widest published models have hidden sizes ~2**14",
+    MAX_LAYERS: LIMITS["layers"].why,
+    MAX_VOCAB: LIMITS["vocab"].why,
+    MAX_EXPERTS: LIMITS["experts"].why,
+    MAX_POSITIONS: LIMITS["positions"].why,
+}
+assert len(_WHY) == 5, "each bound needs its own value to find its reason"
+
+# Keys that name the same quantity in different families' configs (transformers' ``attribute_map``). A config that
+# gives two of them with different values is contradictory: which one a reader takes is an accident, so it is an
+# error naming both.
+_SYNONYMS = (
+    ("hidden_size", "n_embd", "d_model"),
+    ("num_hidden_layers", "n_layer", "num_layers"),
+    ("num_attention_heads", "n_head", "num_heads"),
+    ("num_key_value_heads", "num_kv_heads", "n_head_kv"),
+    ("intermediate_size", "n_inner", "ffn_hidden_size"),
+    ("num_local_experts", "num_experts", "n_routed_experts"),
+)
 
 
 class _Reader:
@@ -145,9 +170,11 @@ class _Reader:
         means "none" (q_lora_rank, first_k_dense_replace, shared expert sizes, ...)."""
         v = self.get(*keys, default=default)
         if isinstance(v, bool) or not isinstance(v, int) or not minimum <= v <= maximum:
+            why = f" ({_WHY[maximum]})" if isinstance(v, int) and not isinstance(v, bool) and v > maximum else ""
+            default = " (not given, so its default)" if all(self.cfg.get(k) is None for k in keys) else ""
             raise CatalogFileError(
-                f"{self.source}: field {self._key(keys)!r} must be an integer from {minimum} to {maximum:,}, "
-                f"got {v!r}"
+                f"{self.source}: field {self._key(keys)!r}{default} must be an integer from {minimum} to "
+                f"{maximum:,}, got {_show(v)}{why}"
             )
         return v
 
@@ -170,6 +197,31 @@ class _Reader:
         return next((k for k in keys if self.cfg.get(k) is not None), keys[0])
 
 
+def _show(v: Any) -> str:
+    """A config value for a message; an integer of more than 40 digits by its length."""
+    if isinstance(v, int) and not isinstance(v, bool) and len(str(abs(v))) > 40:
+        return f"an integer of {len(str(abs(v)))} digits"
+    s = repr(v)
+    return s if len(s) <= 60 else s[:57] + "..."
+
+
+def _json_type(v: Any) -> str:
+    return {list: "list", dict: "dict (JSON object)", bool: "boolean", int: "number", float: "number"}.get(
+        type(v), type(v).__name__
+    ) + f" ({_show(v)})"
+
+
+def _check_synonyms(cfg: dict[str, Any], source: str) -> None:
+    for group in _SYNONYMS:
+        given = [(k, cfg[k]) for k in group if cfg.get(k) is not None]
+        if len({repr(v) for _, v in given}) > 1:
+            (k1, v1), (k2, v2) = given[0], next((k, v) for k, v in given[1:] if repr(v) != repr(given[0][1]))
+            raise CatalogFileError(
+                f"{source}: {k1}={_show(v1)} and {k2}={_show(v2)} name the same quantity with different values; "
+                "keep one of them"
+            )
+
+
 def _dropout(r: _Reader, *keys: str) -> bool:
     return any(r.prob(k) > 0 for k in keys)
 
@@ -185,6 +237,12 @@ def from_hf_config(cfg: dict[str, Any], *, name: str | None = None, source: str 
     mt = cfg.get("model_type")
     if mt is None:
         raise CatalogFileError(f"{source}: missing field 'model_type' (one of {', '.join(SUPPORTED_FAMILIES)})")
+    if not isinstance(mt, str):
+        raise CatalogFileError(
+            f"{source}: field 'model_type' must be a string, one of {', '.join(SUPPORTED_FAMILIES)}; "
+            f"got a {_json_type(mt)}"
+        )
+    _check_synonyms(cfg, source)
     family = _FAMILY_ALIASES.get(mt, mt)
     if family not in SUPPORTED_FAMILIES:
         raise InputError(
@@ -196,10 +254,17 @@ def from_hf_config(cfg: dict[str, Any], *, name: str | None = None, source: str 
         "gpt2": _gpt2, "gpt_neox": _gpt_neox, "falcon": _falcon, "deepseek_v3": _deepseek,
     }.get(family, _llama_like)  # fmt: skip
     spec = builder(r, family, label)
+    hidden_key, heads_key = r._key(("hidden_size", "n_embd")), r._key(("num_attention_heads", "n_head"))
     if spec.head_dim < 1:
         raise CatalogFileError(
-            f"{source}: hidden_size={spec.hidden} is smaller than num_attention_heads={spec.heads}, "
+            f"{source}: {hidden_key}={spec.hidden} is smaller than {heads_key}={spec.heads}, "
             "so a head would have no width (give head_dim, or fewer heads)"
+        )
+    if spec.mla is None and cfg.get("head_dim") is None and spec.hidden % spec.heads:
+        raise CatalogFileError(
+            f"{source}: {hidden_key}={spec.hidden} is not divisible by {heads_key}={spec.heads} "
+            f"({spec.hidden} / {spec.heads} = {spec.hidden / spec.heads:g}); give head_dim explicitly, "
+            "or a width that is a multiple of the heads"
         )
     if spec.moe and spec.moe.top_k > spec.moe.num_experts:
         raise CatalogFileError(
@@ -218,14 +283,14 @@ def _llama_like(r: _Reader, family: str, name: str) -> TransformerSpec:
     heads = r.int("num_attention_heads")
     kv = r.int("num_key_value_heads", default=heads)
     head_dim = r.int("head_dim") if r.cfg.get("head_dim") is not None else hidden // heads  # checked >= 1 below
-    layers = r.int("num_hidden_layers")
+    layers = r.int("num_hidden_layers", maximum=MAX_LAYERS)
     qwen = family.startswith("qwen")
     gemma2 = family == "gemma2"
     tied_default = family in ("gemma", "gemma2")
     moe = None
     if family == "mixtral":
         moe = MoESpec(
-            num_experts=r.int("num_local_experts"), top_k=r.int("num_experts_per_tok"),
+            num_experts=r.int("num_local_experts", maximum=MAX_EXPERTS), top_k=r.int("num_experts_per_tok", maximum=MAX_EXPERTS),
             expert_ffn_hidden=r.int("intermediate_size"),
         )  # fmt: skip
     elif family in ("qwen2_moe", "qwen3_moe"):
@@ -234,10 +299,10 @@ def _llama_like(r: _Reader, family: str, name: str) -> TransformerSpec:
         if mlp_only:
             raise InputError(f"{r.source}: mlp_only_layers={mlp_only} is not supported yet (must be empty)")
         moe = MoESpec(
-            num_experts=r.int("num_experts"), top_k=r.int("num_experts_per_tok"),
+            num_experts=r.int("num_experts", maximum=MAX_EXPERTS), top_k=r.int("num_experts_per_tok", maximum=MAX_EXPERTS),
             expert_ffn_hidden=r.int("moe_intermediate_size"),
             num_shared_experts=1 if shared else 0, shared_ffn_hidden=shared, shared_expert_gate=bool(shared),
-            moe_every=r.int("decoder_sparse_step", default=1),
+            moe_every=r.int("decoder_sparse_step", default=1, maximum=MAX_LAYERS),
         )  # fmt: skip
     window = r.int("sliding_window", default=0, minimum=0, maximum=MAX_POSITIONS)
     use_window = r.bool("use_sliding_window", default=True)
@@ -246,7 +311,7 @@ def _llama_like(r: _Reader, family: str, name: str) -> TransformerSpec:
         sliding_every = 2 if gemma2 else 1
     return TransformerSpec(
         name=name, family=family, layers=layers, hidden=hidden, heads=heads, kv_heads=kv, head_dim=head_dim,
-        ffn_hidden=r.int("intermediate_size"), vocab=r.int("vocab_size"), gated_mlp=True,
+        ffn_hidden=r.int("intermediate_size"), vocab=r.int("vocab_size", maximum=MAX_VOCAB), gated_mlp=True,
         tied_embeddings=r.bool("tie_word_embeddings", default=tied_default),
         qkv_bias=r.bool("attention_bias", default=family == "qwen2" or family == "qwen2_moe"),
         out_bias=r.bool("attention_bias", default=False) and not qwen,
@@ -264,13 +329,13 @@ def _gpt2(r: _Reader, family: str, name: str) -> TransformerSpec:
     heads = r.int("n_head", "num_attention_heads")
     inner = r.int("n_inner", default=4 * hidden)
     return TransformerSpec(
-        name=name, family=family, layers=r.int("n_layer", "num_hidden_layers"), hidden=hidden, heads=heads,
-        kv_heads=heads, head_dim=hidden // heads, ffn_hidden=inner, vocab=r.int("vocab_size"),
+        name=name, family=family, layers=r.int("n_layer", "num_hidden_layers", maximum=MAX_LAYERS), hidden=hidden, heads=heads,
+        kv_heads=heads, head_dim=hidden // heads, ffn_hidden=inner, vocab=r.int("vocab_size", maximum=MAX_VOCAB),
         gated_mlp=False, tied_embeddings=r.bool("tie_word_embeddings", default=True), qkv_bias=True,
         out_bias=True, mlp_bias=True, norm="layernorm",
-        learned_positions=r.int("n_positions", default=1024, minimum=0),
+        learned_positions=r.int("n_positions", default=1024, minimum=0, maximum=MAX_POSITIONS),
         dropout=_dropout(r, "resid_pdrop", "attn_pdrop", "embd_pdrop"),
-        max_position=r.int("n_positions", default=1024, minimum=0),
+        max_position=r.int("n_positions", default=1024, minimum=0, maximum=MAX_POSITIONS),
     )  # fmt: skip
 
 
@@ -279,8 +344,8 @@ def _gpt_neox(r: _Reader, family: str, name: str) -> TransformerSpec:
     hidden = r.int("hidden_size")
     heads = r.int("num_attention_heads")
     return TransformerSpec(
-        name=name, family=family, layers=r.int("num_hidden_layers"), hidden=hidden, heads=heads, kv_heads=heads,
-        head_dim=hidden // heads, ffn_hidden=r.int("intermediate_size"), vocab=r.int("vocab_size"),
+        name=name, family=family, layers=r.int("num_hidden_layers", maximum=MAX_LAYERS), hidden=hidden, heads=heads, kv_heads=heads,
+        head_dim=hidden // heads, ffn_hidden=r.int("intermediate_size"), vocab=r.int("vocab_size", maximum=MAX_VOCAB),
         gated_mlp=False, tied_embeddings=r.bool("tie_word_embeddings", default=False), qkv_bias=True,
         out_bias=True, mlp_bias=True, norm="layernorm", parallel_attn=r.bool("use_parallel_residual", default=True),
         dropout=_dropout(r, "attention_dropout", "hidden_dropout", "attention_probs_dropout_prob", "hidden_dropout_prob"),
@@ -300,9 +365,9 @@ def _falcon(r: _Reader, family: str, name: str) -> TransformerSpec:
     parallel = r.bool("parallel_attn", default=True)
     bias = r.bool("bias", default=False)
     return TransformerSpec(
-        name=name, family="falcon", layers=r.int("num_hidden_layers", "n_layer"), hidden=hidden, heads=heads,
+        name=name, family="falcon", layers=r.int("num_hidden_layers", "n_layer", maximum=MAX_LAYERS), hidden=hidden, heads=heads,
         kv_heads=kv, head_dim=hidden // heads, ffn_hidden=r.int("ffn_hidden_size", default=4 * hidden),
-        vocab=r.int("vocab_size"), gated_mlp=False,
+        vocab=r.int("vocab_size", maximum=MAX_VOCAB), gated_mlp=False,
         tied_embeddings=r.bool("tie_word_embeddings", default=True), qkv_bias=bias, out_bias=bias,
         mlp_bias=bias, norm="layernorm", norms_per_layer=2 if new_arch or not parallel else 1,
         parallel_attn=parallel, dropout=_dropout(r, "attention_dropout", "hidden_dropout"),
@@ -325,16 +390,16 @@ def _deepseek(r: _Reader, family: str, name: str) -> TransformerSpec:
     )  # fmt: skip
     moe_ffn = r.int("moe_intermediate_size")
     moe = MoESpec(
-        num_experts=r.int("n_routed_experts"), top_k=r.int("num_experts_per_tok"), expert_ffn_hidden=moe_ffn,
-        num_shared_experts=r.int("n_shared_experts", default=0, minimum=0), shared_ffn_hidden=moe_ffn,
+        num_experts=r.int("n_routed_experts", maximum=MAX_EXPERTS), top_k=r.int("num_experts_per_tok", maximum=MAX_EXPERTS), expert_ffn_hidden=moe_ffn,
+        num_shared_experts=r.int("n_shared_experts", default=0, minimum=0, maximum=MAX_EXPERTS), shared_ffn_hidden=moe_ffn,
         router_bias=r.get("topk_method", default="") == "noaux_tc",
-        num_dense_layers=r.int("first_k_dense_replace", default=0, minimum=0),
-        moe_every=r.int("moe_layer_freq", default=1),
+        num_dense_layers=r.int("first_k_dense_replace", default=0, minimum=0, maximum=MAX_LAYERS),
+        moe_every=r.int("moe_layer_freq", default=1, maximum=MAX_LAYERS),
     )  # fmt: skip
     return TransformerSpec(
-        name=name, family=family, layers=r.int("num_hidden_layers"), hidden=hidden, heads=heads,
+        name=name, family=family, layers=r.int("num_hidden_layers", maximum=MAX_LAYERS), hidden=hidden, heads=heads,
         kv_heads=heads, head_dim=mla.qk_nope_head_dim + mla.qk_rope_head_dim,
-        ffn_hidden=r.int("intermediate_size"), vocab=r.int("vocab_size"), gated_mlp=True,
+        ffn_hidden=r.int("intermediate_size"), vocab=r.int("vocab_size", maximum=MAX_VOCAB), gated_mlp=True,
         tied_embeddings=r.bool("tie_word_embeddings", default=False),
         qkv_bias=r.bool("attention_bias", default=False), norm="rmsnorm",
         dropout=_dropout(r, "attention_dropout"),
