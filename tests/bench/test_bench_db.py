@@ -23,8 +23,9 @@ def store(tmp_path):
     return RunStore(tmp_path / "sub" / "runs.sqlite")
 
 
-def test_constructor_creates_nothing_and_an_empty_store_lists_nothing(store):
-    assert store.list() == []
+def test_constructor_creates_nothing_and_a_missing_store_is_an_error_not_an_empty_list(store):
+    with pytest.raises(RunStoreError, match="file not found .no runs stored yet"):
+        store.list()
     assert not store.path.exists()
 
 
@@ -66,19 +67,21 @@ def test_bad_kind_is_an_input_error(store, make_run):
 def test_a_file_that_is_not_sqlite_is_a_store_error(tmp_path):
     path = tmp_path / "junk.sqlite"
     path.write_text("not a database at all " * 100)
-    with pytest.raises(RunStoreError, match="is not a usable scaleright run database"):
+    with pytest.raises(RunStoreError, match="not a SQLite file, so not a scaleright run database"):
         RunStore(path).list()
 
 
 @pytest.mark.parametrize("method", ["list", "add", "integrity"])
-def test_a_directory_as_database_is_a_store_error_naming_it(tmp_path, make_run, method):
+def test_a_directory_as_database_is_a_store_error_naming_it(tmp_path, make_run, method, monkeypatch):
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))  # where add saves the unstored run
     store = RunStore(tmp_path)
     call = {"list": store.list, "add": lambda: store.add(**make_run()), "integrity": store.integrity}[method]
-    with pytest.raises(RunStoreError, match=rf"^{tmp_path} is a directory; a run database is a file"):
+    with pytest.raises(RunStoreError, match=rf"^--db={tmp_path} is a directory; a run database is a file"):
         call()
 
 
-def test_a_database_under_a_file_is_a_store_error(tmp_path, make_run):
+def test_a_database_under_a_file_is_a_store_error(tmp_path, make_run, monkeypatch):
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))  # where add saves the unstored run
     (tmp_path / "afile").write_text("")
     with pytest.raises(RunStoreError, match=r"afile/runs\.sqlite: cannot open the run database"):
         RunStore(tmp_path / "afile" / "runs.sqlite").add(**make_run())
@@ -86,7 +89,7 @@ def test_a_database_under_a_file_is_a_store_error(tmp_path, make_run):
 
 def test_export_to_an_unwritable_path_is_an_input_error(store, make_run, tmp_path):
     store.add(**make_run())
-    with pytest.raises(InputError, match=r"absent/out\.json: cannot write the export"):
+    with pytest.raises(InputError, match=r"absent/out\.json: directory .* does not exist"):
         store.export("json", tmp_path / "absent" / "out.json")
 
 

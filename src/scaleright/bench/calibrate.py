@@ -73,7 +73,23 @@ def select_runs(runs: list[dict], fingerprint: str | None) -> tuple[str, list[di
 
 
 def run_inputs(run: dict) -> RunInputs:
-    """Map one stored train run onto the performance model's inputs (see module docstring)."""
+    """Map one stored train run onto the performance model's inputs (see module docstring). A run with a missing
+    or out-of-range field is an ``InputError`` naming the run and the field."""
+    from scaleright.bench.report import run_problem
+
+    why = run_problem(run)
+    if why is not None:
+        raise InputError(f"run {run.get('id')}: {why}; cannot be predicted or fitted")
+    try:
+        return _run_inputs(run)
+    except KeyError as exc:
+        raise InputError(f"run {run.get('id')}: field {exc} is missing; cannot be predicted or fitted") from None
+    except (TypeError, ValueError) as exc:
+        raise InputError(f"run {run.get('id')}: a field has the wrong type ({exc}); cannot be predicted or "
+                         "fitted") from None
+
+
+def _run_inputs(run: dict) -> RunInputs:
     m, lay, met = run["model"], run["layout"], run["metrics"]
     cfg = {"model_type": "gpt2", "n_layer": m["layers"], "n_embd": m["hidden"], "n_head": m["heads"],
            "vocab_size": m["vocab"], "n_positions": m["seq_len"], "resid_pdrop": 0.0, "attn_pdrop": 0.0,

@@ -11,14 +11,16 @@ from __future__ import annotations
 
 import html
 import json
+import math
 from collections import defaultdict
 from typing import Any
 
 import numpy as np
 
 from scaleright.bench.scaling import job_cost_usd, job_time_h, scaling_curve
+from scaleright.errors import InputError
 
-__all__ = ["scaling_report", "render_table", "render_html", "group_label"]
+__all__ = ["scaling_report", "render_table", "render_html", "group_label", "run_problem"]
 
 _GROUP_LAYOUT = ("strategy", "precision", "activation_checkpointing", "micro_batch", "device_type")
 _GROUP_MODEL = ("layers", "hidden", "heads", "vocab", "seq_len")
@@ -38,13 +40,48 @@ def group_label(group: dict) -> str:
             f"{k['precision']}{ac} mb{k['micro_batch']} | {k['device_type']} {k['fingerprint']}")
 
 
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _peak(runs: list[dict]) -> float | None:
+    """Largest peak memory of repeated runs (None when no run recorded a number)."""
+    values = [v for r in runs if _number(v := r["metrics"].get("peak_memory_gb"))]
+    return max(values) if values else None
+
+
+def run_problem(run: dict) -> str | None:
+    """Why a stored ok train run cannot enter the report (a field missing or out of range); None when it can."""
+    if not all(isinstance(run.get(k), dict) for k in ("model", "layout", "metrics")):
+        return "has no model, layout or metrics object"
+    lay, met = run["layout"], run["metrics"]
+    ws = lay.get("world_size")
+    if isinstance(ws, bool) or not isinstance(ws, int) or ws < 1:
+        return f"layout.world_size={ws!r} is not a positive integer"
+    for key in ("tokens_per_s", "step_time_s_median"):
+        v = met.get(key)
+        if not (_number(v) and math.isfinite(v) and v > 0):
+            return f"metrics.{key}={v!r} is not a finite positive number"
+    return None
+
+
 def scaling_report(runs: list[dict], *, price_usd_per_gpu_hour: float | None = None,
-                   job_tokens: float = 1e9) -> list[dict[str, Any]]:
+                   job_tokens: float = 1e9, skipped: list[str] | None = None) -> list[dict[str, Any]]:
     """Groups of ``{"key", "rows": [{world_size, runs, run_ids, tokens_per_s, step_time_s_median, speedup,
-    scaling_efficiency, job_time_h, job_cost_usd}]}`` from ok train runs."""
+    scaling_efficiency, job_time_h, job_cost_usd}]}`` from ok train runs.
+
+    An ok train run with a missing or out-of-range field raises ``InputError`` naming the run and the field, unless
+    ``skipped`` is a list: then the run is left out and that message appended to it."""
     groups: dict[str, dict[int, list[dict]]] = defaultdict(lambda: defaultdict(list))
     for run in runs:
         if run["kind"] == "train" and run["status"] == "ok":
+            why = run_problem(run)
+            if why is not None:
+                message = f"run {run.get('id')}: {why}; not in the report"
+                if skipped is None:
+                    raise InputError(message)
+                skipped.append(message)
+                continue
             groups[_group_key(run)][run["layout"]["world_size"]].append(run)
     out = []
     for key, by_n in sorted(groups.items()):
@@ -58,7 +95,7 @@ def scaling_report(runs: list[dict], *, price_usd_per_gpu_hour: float | None = N
             rows.append({"world_size": n, "runs": len(by_n[n]), "run_ids": [r["id"] for r in by_n[n]],
                          "tokens_per_s": tps[n],
                          "step_time_s_median": float(np.median([r["metrics"]["step_time_s_median"] for r in by_n[n]])),
-                         "peak_memory_gb": max(r["metrics"]["peak_memory_gb"] for r in by_n[n]),
+                         "peak_memory_gb": _peak(by_n[n]),
                          **curve[n], "job_time_h": hours, "job_cost_usd": cost})
         out.append({"key": json.loads(key), "job_tokens": job_tokens,
                     "price_usd_per_gpu_hour": price_usd_per_gpu_hour, "rows": rows})

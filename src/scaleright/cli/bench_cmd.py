@@ -55,9 +55,12 @@ RdzvIdOpt = Annotated[str, typer.Option("--rdzv-id", help="Rendezvous job id, th
 
 
 def _store(db: Path | None):
+    """The run store for a command that adds runs, checked before anything is measured (``check_writable``)."""
     from scaleright.bench.db import RunStore
 
-    return RunStore(db)
+    store = RunStore(db)
+    store.check_writable()
+    return store
 
 
 def _launch(nnodes: int, node_rank: int, endpoint: str | None, rdzv_id: str, timeout_s: float) -> dict[str, Any]:
@@ -271,21 +274,26 @@ def report(
 ) -> None:
     """Speedup, scaling efficiency and cost per job against world size, from stored train runs."""
     from scaleright.bench.report import render_html, render_table, scaling_report
-    from scaleright.cli.common import check_output_path, write_output
+    from scaleright.cli.common import check_output_path, emit_json, write_output
     from scaleright.errors import InputError
+    from scaleright.textfile import refuse_input_as_output
 
     if not (math.isfinite(job_tokens) and job_tokens > 0):
         raise InputError(f"--job-tokens={job_tokens} must be a finite positive number")
     if price is not None and not (math.isfinite(price) and price >= 0):
         raise InputError(f"--price-usd-per-gpu-hour={price} must be a finite non-negative number")
+    store = _read_store(db)
     if html_out is not None:
         check_output_path("--html", html_out)
-    groups = scaling_report(_store(db).list("train", status="ok"), price_usd_per_gpu_hour=price,
-                            job_tokens=job_tokens)
+        refuse_input_as_output("--html", html_out, _store_files(store))
+    skipped: list[str] = []
+    groups = scaling_report(_listed(store, "train", status="ok"), price_usd_per_gpu_hour=price,
+                            job_tokens=job_tokens, skipped=skipped)
+    _warn(skipped)
     if html_out is not None:
         write_output("--html", html_out, render_html(groups))
     if as_json:
-        _echo_json(groups)
+        emit_json(groups)
         return
     from rich.console import Console
 
@@ -301,10 +309,13 @@ def runs_list(
     kind: Annotated[Optional[str], typer.Option("--kind", help="train, comm or infer.")] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Stored runs, oldest first."""
-    runs = _store(db).list(kind)
+    """Stored runs, oldest first (opens the database read-only; a damaged row is skipped with a warning)."""
+    from scaleright.cli.common import emit_json
+
+    _check_kind(kind)
+    runs = _listed(_read_store(db), kind)
     if as_json:
-        _echo_json(runs)
+        emit_json(runs)
         return
     from rich.console import Console
     from rich.table import Table
@@ -313,52 +324,129 @@ def runs_list(
     for col in ("id", "time (UTC)", "kind", "status", "hardware", "model", "layout", "headline"):
         t.add_column(col)
     for r in runs:
-        m, lay, met = r["model"], r["layout"], r["metrics"]
-        model = f"L{m['layers']} h{m['hidden']}" if "layers" in m else m.get("dtype", "")
-        layout = " ".join(str(lay[k]) for k in ("strategy", "precision") if k in lay)
-        layout += f" N={lay.get('world_size', '?')}" + (f" B={lay['batch_size']}" if "batch_size" in lay else "")
-        head = (f"{met['tokens_per_s']:,.0f} tok/s" if "tokens_per_s" in met else
-                f"{met['decode_tokens_per_s']:,.0f} decode tok/s" if "decode_tokens_per_s" in met else
-                f"{len(met.get('rows', []))} rows" if r["status"] == "ok" else (r["error"] or "")[:60])
-        t.add_row(str(r["id"]), r["time_utc"], r["kind"], r["status"], r["fingerprint"], model, layout, head)
-    Console().print(t)
+        t.add_row(*(_cell(v) for v in _list_row(r)))
+    Console(markup=False, highlight=False).print(t)
 
 
 @runs_app.command("show")
 def runs_show(
-    run_id: Annotated[int, typer.Argument(help="Run id.")],
+    run_id: Annotated[int, typer.Argument(help="Run id (1 to 2**63-1).")],
     db: DbOpt = None,
     as_json: Annotated[bool, typer.Option(
         "--json", help="Print JSON: this command's only output, so the flag changes nothing (accepted for "
         "uniformity with the other commands).")] = False,
 ) -> None:
-    """One stored run, as JSON (with or without --json)."""
+    """One stored run, as JSON (with or without --json); NaN and Infinity print as null."""
+    from scaleright.bench.db import MAX_RUN_ID
+    from scaleright.cli.common import emit_json
+    from scaleright.errors import InputError
+
     del as_json  # the output is JSON either way
-    _echo_json(_store(db).get(run_id))
+    if not 1 <= run_id <= MAX_RUN_ID:
+        shown = f"an integer of {len(str(abs(run_id)))} digits" if run_id.bit_length() > 64 else str(run_id)
+        raise InputError(f"ID={shown}: a run id is a whole number from 1 to {MAX_RUN_ID}")
+    emit_json(_read_store(db).get(run_id))
 
 
 @runs_app.command("export")
 def runs_export(
     fmt: Annotated[Format, typer.Option("--format", help="csv or json.")] = Format.json,
-    out: Annotated[Optional[Path], typer.Option("--out", help="Write to this file instead of stdout.")] = None,
+    out: Annotated[Optional[Path], typer.Option(
+        "--out", help="Write to this file (atomically; never the database itself) instead of stdout.")] = None,
     kind: Annotated[Optional[str], typer.Option("--kind", help="train, comm or infer.")] = None,
     db: DbOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="Same as --format json (the default).")] = False,
 ) -> None:
-    """Every stored run as CSV (nested fields flattened) or JSON (the default)."""
+    """Every stored run as CSV (nested fields flattened; cells that would start a spreadsheet formula get a leading
+    ') or JSON (the default; NaN and Infinity as null)."""
     from scaleright.cli.common import check_output_path
     from scaleright.errors import InputError
 
     if as_json and fmt is Format.csv:
         raise InputError("--json and --format csv conflict; give one")
+    _check_kind(kind)
     if out is not None:
         check_output_path("--out", out)
-    text = _store(db).export(fmt.value, out, kind=kind)
+    store = _read_store(db)
+    damaged: list[str] = []
+    text = store.export(fmt.value, out, kind=kind, damaged=damaged)
+    _warn(damaged)
     if out is None:
         typer.echo(text, nl=False)
+
+
+@runs_app.command("import")
+def runs_import(
+    file: Annotated[Path, typer.Argument(help="Recovery file written when a finished run could not be stored.")],
+    db: DbOpt = None,
+) -> None:
+    """Store a run that a benchmark saved to a recovery file because the database was busy or unusable."""
+    from scaleright.textfile import check_input_file
+
+    check_input_file("FILE", file)
+    store = _store(db)
+    run_id = store.import_unsaved(file)
+    typer.echo(f"stored the run from {file} as run id {run_id} in {store.path}; the recovery file is no longer "
+               "needed (importing it again would store the run twice)")
 
 
 def register(app: typer.Typer) -> None:
     """Add the ``bench`` and ``runs`` command groups to ``app``."""
     app.add_typer(bench_app, name="bench")
     app.add_typer(runs_app, name="runs")
+
+
+def _read_store(db: Path | None):
+    """The run store for a read-only command (nothing is created or changed)."""
+    from scaleright.bench.db import RunStore
+
+    return RunStore(db)
+
+
+def _check_kind(kind: str | None) -> None:
+    from scaleright.bench.db import KINDS
+    from scaleright.cli.common import check_choice
+
+    if kind is not None:
+        check_choice("--kind", kind, KINDS)
+
+
+def _store_files(store) -> list[str]:
+    return [str(store.path), f"{store.path}-wal", f"{store.path}-shm"]
+
+
+def _warn(messages: list[str]) -> None:
+    for m in messages:
+        typer.echo(f"warning: {m}", err=True)
+
+
+def _listed(store, kind: str | None = None, **filters: Any) -> list[dict]:
+    """``store.list``, printing one warning per damaged row (skipped) instead of failing."""
+    damaged: list[str] = []
+    runs = store.list(kind, damaged=damaged, **filters)
+    _warn([f"{m}; skipped" for m in damaged])
+    return runs
+
+
+def _cell(value: Any) -> str:
+    return "" if value is None else str(value)
+
+
+def _fmt_num(value: Any, spec: str) -> str:
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+        return format(value, spec)
+    return str(value)
+
+
+def _list_row(r: dict) -> list[Any]:
+    """One row of `runs list`: tolerant of runs that lack a field (older versions, other kinds)."""
+    m, lay, met = r["model"], r["layout"], r["metrics"]
+    model = f"L{m.get('layers', '?')} h{m.get('hidden', '?')}" if "layers" in m else m.get("dtype", "")
+    layout = " ".join(str(lay[k]) for k in ("strategy", "precision") if k in lay)
+    layout += f" N={lay.get('world_size', '?')}" + (f" B={lay['batch_size']}" if "batch_size" in lay else "")
+    rows = met.get("rows")
+    head = (f"{_fmt_num(met['tokens_per_s'], ',.0f')} tok/s" if "tokens_per_s" in met else
+            f"{_fmt_num(met['decode_tokens_per_s'], ',.0f')} decode tok/s" if "decode_tokens_per_s" in met else
+            f"{len(rows) if isinstance(rows, list) else 0} rows" if r["status"] == "ok" else
+            str(r["error"] or "")[:60])
+    return [r["id"], r["time_utc"], r["kind"], r["status"], r["fingerprint"], model, layout.strip(), head]

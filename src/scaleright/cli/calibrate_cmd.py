@@ -21,32 +21,53 @@ def register(app: typer.Typer) -> None:
 
 
 def _inputs(db: Path | None, fingerprint: str | None):
+    """The usable ok train runs of one machine, read without changing the database; a damaged or incomplete run is
+    skipped with a warning on stderr."""
     from scaleright.bench.calibrate import run_inputs, select_runs
     from scaleright.bench.db import RunStore
+    from scaleright.errors import InputError
 
-    store = RunStore(db)
-    fp, runs = select_runs(store.list(kind="train", status="ok"), fingerprint)
-    return fp, [run_inputs(r) for r in runs]
+    damaged: list[str] = []
+    fp, runs = select_runs(RunStore(db).list(kind="train", status="ok", damaged=damaged), fingerprint)
+    inputs = []
+    for r in runs:
+        try:
+            inputs.append(run_inputs(r))
+        except InputError as exc:
+            damaged.append(str(exc))
+    for message in damaged:
+        typer.echo(f"warning: {message}; skipped", err=True)
+    if not inputs:
+        raise InputError(f"none of the {len(runs)} successful train runs of {fp} can be used (see the warnings)")
+    return fp, inputs
 
 
 def calibrate_cmd(
-    name: str = typer.Option(..., "--name", help="Name of the calibration profile to save."),
+    name: str = typer.Option(..., "--name", help="Name of the calibration profile to save: 1 to 100 letters, "
+                             "digits, '-' or '_'."),
     gpu: str = GpuOpt,
     db: Path | None = DbOpt,
     fingerprint: str | None = FpOpt,
     catalog: Path | None = CatalogOpt,
     as_json: bool = JsonOpt,
+    force: bool = typer.Option(False, "--force", help="Replace an existing profile of the same name."),
 ) -> None:
     """Fit the performance model's efficiency parameters to the stored train runs of one machine and save them
     as a profile that `estimate` and `plan` use with --calibration NAME."""
     from scaleright.bench.calibrate import fit_calibration
-    from scaleright.estimate.calibration import DEFAULT_CALIBRATION, save_calibration
+    from scaleright.errors import InputError
+    from scaleright.estimate.calibration import DEFAULT_CALIBRATION, profile_path, save_calibration
 
+    # everything that can be refused is checked before the fit (which can take a while)
+    target = profile_path(name, flag="--name")
+    if target.exists() and not force:
+        raise InputError(f"--name={name}: a calibration profile already exists at {target}; pass --force to "
+                         "replace it")
     g = catalog_from(catalog).gpu(gpu)
     fp, inputs = _inputs(db, fingerprint)
     cal, report = fit_calibration(inputs, gpu=g)
     meta = {"fingerprint": fp, "gpu": g.id, **report}
-    path = save_calibration(name, cal, meta=meta)
+    path = save_calibration(name, cal, meta=meta, overwrite=force)
     changed = {k: (getattr(DEFAULT_CALIBRATION, k), getattr(cal, k)) for k in report["fitted"]}
     if as_json:
         emit_json({"name": name, "path": str(path), "parameters": cal.as_dict(), **meta})

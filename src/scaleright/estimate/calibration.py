@@ -20,7 +20,8 @@ from scaleright.limits import _show
 from scaleright.textfile import _short, path_problem, read_text
 from scaleright.userdata import load_json
 
-__all__ = ["Calibration", "DEFAULT_CALIBRATION", "load_calibration", "save_calibration", "calibration_dir"]
+__all__ = ["Calibration", "DEFAULT_CALIBRATION", "load_calibration", "save_calibration", "calibration_dir",
+           "check_profile_name", "profile_path", "PROFILE_NAME_MAX"]
 
 
 @dataclass(frozen=True)
@@ -128,17 +129,64 @@ def calibration_dir() -> Path:
     return Path(env) if env else Path(platformdirs.user_data_dir("scaleright")) / "calibrations"
 
 
-def save_calibration(name: str, cal: Calibration, *, meta: dict | None = None, directory: Path | None = None) -> Path:
-    """Write ``cal`` as ``<dir>/<name>.json`` with optional metadata (fingerprint, runs used, fit error)."""
-    if not name or any(ch in name for ch in "/\\") or name.startswith("."):
-        raise InputError(f"calibration name {name!r} must be a plain file name")
+PROFILE_NAME_MAX = 100  # characters in a calibration profile name
+_NAME_START = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789")
+_NAME_CHARS = _NAME_START | {"-", "_"}
+
+
+def check_profile_name(name: str, *, flag: str = "calibration name") -> str:
+    """``name`` when it can name a profile: 1 to ``PROFILE_NAME_MAX`` letters, digits, ``-`` or ``_``, starting with a
+    letter or digit, and not ``default`` (the built-in calibration). No ``.``: ``--calibration`` reads a name with a
+    suffix as a file path, so such a profile could never be loaded by name."""
+    if not isinstance(name, str):
+        raise InputError(f"{flag}: must be text, not {type(name).__name__}")
+    shown = repr(name) if len(name) <= 40 else repr(name[:37] + "...")
+    rule = (f"a profile name is 1 to {PROFILE_NAME_MAX} letters, digits, '-' or '_', starting with a letter or digit "
+            "(it is saved as <calibration dir>/<name>.json)")
+    if not name or name[0] not in _NAME_START or not set(name) <= _NAME_CHARS:
+        raise InputError(f"{flag}={shown}: {rule}")
+    if len(name) > PROFILE_NAME_MAX:
+        raise InputError(f"{flag}: {len(name)} characters is too long; {rule}")
+    if name.lower() == "default":
+        raise InputError(f"{flag}={shown}: 'default' names the built-in calibration; choose another name")
+    return name
+
+
+def profile_path(name: str, directory: Path | None = None, *, flag: str = "calibration name") -> Path:
+    """``<dir>/<name>.json`` after checking the name and that the calibration directory is a directory (or absent,
+    to be created on save). Reads nothing else and writes nothing."""
+    import os
+
+    from scaleright.textfile import _short, path_problem
+
+    check_profile_name(name, flag=flag)
     d = directory or calibration_dir()
-    d.mkdir(parents=True, exist_ok=True)
-    path = d / f"{name}.json"
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps({"parameters": cal.as_dict(), "meta": meta or {}}, indent=2))
-    tmp.replace(path)
-    return path
+    why = path_problem(d, want="dir")
+    if why not in (None, "directory not found"):
+        source = " (from $SCALERIGHT_CALIBRATION_DIR)" if directory is None and os.environ.get(
+            "SCALERIGHT_CALIBRATION_DIR") else ""
+        raise InputError(f"calibration directory {_short(d)}{source}: {why}; profiles are saved in a directory")
+    return d / f"{name}.json"
+
+
+def save_calibration(name: str, cal: Calibration, *, meta: dict | None = None, directory: Path | None = None,
+                     overwrite: bool = False) -> Path:
+    """Write ``cal`` atomically as ``<dir>/<name>.json`` with optional metadata (fingerprint, runs used, fit error).
+    An existing profile is replaced only with ``overwrite=True`` (``scaleright calibrate --force``)."""
+    from scaleright.textfile import write_atomic
+
+    path = profile_path(name, directory)
+    if path.exists() and not overwrite:
+        raise InputError(f"calibration profile '{name}' already exists at {path}; pass --force (overwrite=True) to "
+                         "replace it")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InputError(f"calibration directory {path.parent}: cannot create it ({exc.strerror or exc})") from None
+    # meta is flat (fingerprint, gpu, fit report); a NaN there is stored as null, never as the non-JSON NaN
+    meta = {k: None if isinstance(v, float) and not math.isfinite(v) else v for k, v in (meta or {}).items()}
+    text = json.dumps({"parameters": cal.as_dict(), "meta": meta}, indent=2, allow_nan=False)
+    return write_atomic(f"calibration profile '{name}'", path, text + "\n")
 
 
 def load_calibration(name_or_path: str | None, *, directory: Path | None = None) -> Calibration:
