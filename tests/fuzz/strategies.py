@@ -97,6 +97,11 @@ class Case:
                 lines.append(f"ln -s {_sh(content.target)} {_sh(path)}")
             else:
                 mkdir(str(Path(path).parent))
+                if isinstance(content, bytes) and content.startswith(b"SQLite format 3"):
+                    variant = next((v for v in RUN_DB_VARIANTS if _runs_db(v) == content), "ok")
+                    lines.append(f"python3 -c \"import sys; sys.path[:0] = ['tests', 'src']; from fuzz.strategies "
+                                 f"import _runs_db; open('{path}', 'wb').write(_runs_db('{variant}'))\"")
+                    continue
                 if isinstance(content, bytes) and not _is_utf8(content):
                     lines.append(f"printf '%b' {_sh(_escape_bytes(content[:limit]))} > {_sh(path)}")
                     continue
@@ -1127,6 +1132,9 @@ def _applies(flag: Flag, task: str) -> bool:
             or (flag.applies == "lora" and task in ("lora", "qlora")))  # fmt: skip
 
 
+RUN_DB_VARIANTS = ("ok", "bad_json", "big_int")
+
+
 @functools.cache
 def _runs_db(variant: str) -> bytes:
     """The bytes of a small run database: ``ok`` (two runs), ``bad_json`` (a row whose JSON does not parse),
@@ -1152,7 +1160,10 @@ def _runs_db(variant: str) -> bytes:
 
 
 def gen_cli(c: Chooser) -> Case:
-    group = c.choice(("estimate", "estimate", "estimate", "estimate", "runs", "plan_paths", "catalog", "calibrate"))
+    group = c.choice(("estimate", "estimate", "estimate", "estimate", "runs", "plan_paths", "catalog", "calibrate",
+                      "bench"))  # fmt: skip
+    if group == "bench":
+        return _gen_bench(c)
     if group == "runs":
         return _gen_runs(c)
     if group == "catalog":
@@ -1364,6 +1375,72 @@ def _gen_calibrate(c: Chooser) -> Case:
     argv = ["calibrate", "--name", name, "--gpu", "h100-sxm", "--db", "runs.sqlite"]
     invalid = name != "[/bold]"
     return Case("cli", tuple(argv), tuple(files), invalid, f"calibrate --name {_elide(name, 30)!r}", (".xdg/",))
+
+
+NPROC_LISTS = (("1", False), ("1,2,4", False), ("0", True), ("-1", True), ("1,,2", True), ("abc", True),
+               ("", True), ("2000", True), ("9223372036854775808", True), ("1" + "0" * 5000, True), ("2,2", False),
+               ("1.5", True), (" 2", False))  # fmt: skip
+BENCH_TRAIN_FLAGS = (
+    Flag("--micro-batch", _pos("micro_batch", **INT1)), Flag("--steps", _pos("steps", **INT1)),
+    Flag("--warmup", _pos("steps", integer=True, low=0, low_open=False)), Flag("--layers", _pos(MAX_DIM, **INT1)),
+    Flag("--hidden", _pos(MAX_DIM, **INT1)), Flag("--heads", _pos(MAX_DIM, **INT1)),
+    Flag("--vocab", _pos(MAX_DIM, **INT1)), Flag("--seq-len", _pos("seq_len", **INT1)),
+    Flag("--timeout-s", _pos("timeout_s")), Flag("--nnodes", _pos("nnodes", **INT1)),
+    Flag("--strategy", CHOICE), Flag("--model", CHOICE), Flag("--precision", CHOICE), Flag("--device", CHOICE),
+)  # fmt: skip
+BENCH_COMM_FLAGS = (
+    Flag("--warmup", _pos("steps", integer=True, low=0, low_open=False)), Flag("--iters", _pos("steps", **INT1)),
+    Flag("--timeout-s", _pos("timeout_s")), Flag("--dtype", CHOICE), Flag("--ops", CHOICE),
+)  # fmt: skip
+SIZE_LISTS = (("1MB,64MB", False), ("1KB", False), ("0MB", True), ("-1MB", True), ("1XB", True), ("", True),
+              ("1e400GB", True), ("MB", True), ("1,2", False), ("2000PB", True))  # fmt: skip
+
+
+def _gen_bench(c: Chooser) -> Case:
+    """``bench train|comm --dry-run`` (prints the torchrun command; runs nothing) and ``bench report``."""
+    sub = c.choice(("train", "train", "comm", "report"))
+    files: list[tuple[str, FileContent]] = []
+    invalid, why = False, f"bench {sub}"
+    outputs: tuple[str, ...] = ()
+    if sub == "report":
+        files.append(("runs.sqlite", _runs_db("ok")))
+        argv = ["bench", "report", "--db", "runs.sqlite"]
+        flag = c.choice(("--price-usd-per-gpu-hour", "--job-tokens", "--html", None))
+        if flag == "--html":
+            out = c.choice(("r.html", "runs.sqlite", "h" * 300 + ".html"))
+            argv += ["--html", out]
+            outputs = ("r.html",) if out == "r.html" else ()
+            invalid, why = out != "r.html", f"bench report --html {_elide(out, 30)}"
+        elif flag is not None:
+            v = c.choice(CLI_VALUES)
+            argv += [flag, v.cli or ""]
+            spec = _pos("usd_per_hour", low_open=False) if flag.startswith("--price") else _pos("tokens")
+            invalid, why = is_invalid(spec, v) or v.cli == "", f"bench report {flag} {v.label}"
+        return Case("cli", tuple(argv + (["--json"] if c.coin(60) else [])), tuple(files), invalid, why, outputs)
+    argv = ["bench", sub, "--dry-run"] + (["--model", "tiny", "--device", "cpu"] if sub == "train" else [])
+    if c.coin(85):
+        what = c.choice(("nproc", "nproc", "flag", "flag", "flag", "sizes" if sub == "comm" else "node_rank"))
+        if what == "nproc":
+            text, bad = c.choice(NPROC_LISTS)
+            argv += ["--nproc", text]
+            invalid, why = bad, f"bench {sub} --nproc {_elide(text, 30)!r}"
+        elif what == "sizes":
+            text, bad = c.choice(SIZE_LISTS)
+            argv += ["--sizes", text]
+            invalid, why = bad, f"bench comm --sizes {text!r}"
+        elif what == "node_rank":
+            rank = c.choice(("0", "1", "-1", "5"))
+            argv += ["--nnodes", "2", "--node-rank", rank, "--rdzv-endpoint", "localhost:29500"]
+            invalid, why = rank not in ("0", "1"), f"bench train --nnodes 2 --node-rank {rank}"
+        else:
+            flag = c.choice(BENCH_TRAIN_FLAGS if sub == "train" else BENCH_COMM_FLAGS)
+            v = c.choice(CLI_VALUES)
+            argv = _with(argv, flag.name, v.cli)
+            invalid = is_invalid(flag.spec, v) or (v.cli == "" and flag.spec.kind != "str")
+            why = f"bench {sub} {flag.name} {v.label}"
+    if c.coin(60):
+        argv.append("--json")
+    return Case("cli", tuple(argv), tuple(files), invalid, why, outputs)
 
 
 # ---- entry points ----------------------------------------------------------------------------------------------
