@@ -18,7 +18,7 @@ from fuzz.harness import _changes, _check_json, run_case, run_cli
 from fuzz.strategies import DIR, Case, Link
 
 # No shrinking: each input already carries one mutation, and a shrink reruns the CLI hundreds of times.
-FUZZ = settings(max_examples=40, derandomize=True, deadline=None, database=None, phases=(Phase.explicit, Phase.generate),
+FUZZ = settings(max_examples=100, derandomize=True, deadline=None, database=None, phases=(Phase.explicit, Phase.generate),
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])  # fmt: skip
 
 

@@ -8,7 +8,8 @@ captured separately by typer's ``CliRunner.isolation`` and a SIGALRM time limit.
 under the directory is snapshotted (bytes, mode, mtime, link target) before and after; anything changed, created
 or removed that is not a declared output is ``file_changed``.
 
-Outcomes: ``ok`` (exit 0; with ``--json`` or a JSON-only command, stdout parses and every number is finite),
+Outcomes: ``ok`` (exit 0; with ``--json`` or a JSON-only command, stdout parses and every number is finite; a
+known-invalid input accepted with a warning on stderr counts as ok: the user was told),
 ``rejected`` (exit 2, exactly one non-empty line on stderr, no traceback), ``traceback``, ``timeout``,
 ``file_changed``, ``silently_accepted`` (exit 0 on a known-invalid input), ``bad_output`` (exit 0 but unparseable
 JSON, NaN / Infinity, or a negative memory figure), ``bad_exit`` (any other exit code, or exit 2 without exactly
@@ -23,6 +24,7 @@ import os
 import re
 import shutil
 import signal
+import stat
 import sys
 import tempfile
 import time
@@ -34,7 +36,7 @@ from typing import Any
 
 from typer.testing import CliRunner
 
-from fuzz.strategies import Case, Dir, FileContent, Link
+from fuzz.strategies import HTML_PROBE, Case, Dir, FileContent, Fifo, Link
 
 __all__ = ["Outcome", "OUTCOMES", "run_cli", "run_case", "TIME_LIMIT_S"]
 
@@ -87,6 +89,8 @@ def _make(root: Path, files: Iterable[tuple[str, FileContent]]) -> None:
             p.mkdir(parents=True, exist_ok=True)
         elif isinstance(content, Link):
             os.symlink(content.target, p)
+        elif isinstance(content, Fifo):
+            os.mkfifo(p)
         elif isinstance(content, bytes):
             p.write_bytes(content)
         else:
@@ -101,10 +105,12 @@ def _snapshot(root: Path) -> dict[str, tuple[Any, ...]]:
             p = Path(dirpath) / name
             rel = str(p.relative_to(root))
             st = os.lstat(p)
-            if os.path.islink(p):
+            if stat.S_ISLNK(st.st_mode):
                 out[rel] = ("link", os.readlink(p))
-            elif p.is_dir():
+            elif stat.S_ISDIR(st.st_mode):
                 out[rel] = ("dir", st.st_mode)
+            elif not stat.S_ISREG(st.st_mode):  # a FIFO: reading it would block
+                out[rel] = ("special", st.st_mode, st.st_mtime_ns)
             else:
                 out[rel] = ("file", st.st_mode, st.st_mtime_ns, p.read_bytes())
     return out
@@ -204,7 +210,10 @@ def run_cli(argv: Iterable[str], files: Iterable[tuple[str, FileContent]] = (), 
         (root / ".xdg").mkdir(exist_ok=True)
         before = _snapshot(root)
         out = _invoke(argv, root, time_limit_s)
-        changed = _changes(before, _snapshot(root), outputs)
+        after = _snapshot(root)
+        changed = _changes(before, after, outputs)
+        leaked = [rel for rel, entry in after.items() if rel.endswith(".html") and entry[0] == "file"
+                  and HTML_PROBE.encode() in entry[-1]]
     finally:
         shutil.rmtree(root, ignore_errors=True)
     kind, code, stdout, stderr, detail, where, secs = out
@@ -214,9 +223,12 @@ def run_cli(argv: Iterable[str], files: Iterable[tuple[str, FileContent]] = (), 
         return Outcome("file_changed", code, stdout, stderr, "; ".join(changed[:4]), "", secs)
     lines = [ln for ln in stderr.splitlines() if ln.strip()]
     if code == 0:
-        if known_invalid:
+        warned = any(ln.lower().startswith(("warning", "error")) for ln in lines)
+        if known_invalid and not warned:
             return Outcome("silently_accepted", code, stdout, stderr, "", "", secs)
         why = _check_json(stdout) if _wants_json(argv) else ""
+        if leaked:
+            why = f"{leaked[0]} holds the input's <script> tag unescaped"
         if why:
             return Outcome("bad_output", code, stdout, stderr, why, "", secs)
         return Outcome("ok", code, stdout, stderr, "", "", secs)

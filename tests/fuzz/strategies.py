@@ -41,7 +41,7 @@ MAX_DIM = 10_000_000  # the config reader's bound on dimensions and counts (scal
 MAX_POSITIONS = 1_000_000_000  # its bound on max_position_embeddings / sliding_window
 
 __all__ = [
-    "Case", "Dir", "DIR", "Link", "Val", "Spec", "VALUES", "Chooser", "RandomChooser", "HypothesisChooser",
+    "Case", "Dir", "DIR", "Link", "Fifo", "FIFO", "Val", "Spec", "VALUES", "Chooser", "RandomChooser", "HypothesisChooser",
     "FAMILIES", "GENERATORS", "generate", "scenarios", "configs", "catalogs", "cli_args", "any_case", "is_invalid",
 ]  # fmt: skip
 
@@ -64,7 +64,13 @@ class Link:
     target: str
 
 
-FileContent = str | bytes | Dir | Link
+@dataclass(frozen=True)
+class Fifo:
+    """A named pipe (nothing ever writes to it: a reader that opens it blocks)."""
+
+
+FIFO = Fifo()
+FileContent = str | bytes | Dir | Link | Fifo
 
 
 @dataclass(frozen=True)
@@ -95,6 +101,9 @@ class Case:
             elif isinstance(content, Link):
                 mkdir(str(Path(path).parent))
                 lines.append(f"ln -s {_sh(content.target)} {_sh(path)}")
+            elif isinstance(content, Fifo):
+                mkdir(str(Path(path).parent))
+                lines.append(f"mkfifo {_sh(path)}")
             else:
                 mkdir(str(Path(path).parent))
                 if isinstance(content, bytes) and content.startswith(b"SQLite format 3"):
@@ -200,6 +209,7 @@ class Val:
     tags: frozenset[str]
     number: float | None = None  # numeric value for bound checks (inf beyond float)
     integral: bool = False  # an integer (or a string of one)
+    length: int | None = None  # characters, for a string
 
 
 def _yaml_float(x: float) -> str:
@@ -252,11 +262,14 @@ def _str(s: str, label: str, *extra: str, cli: bool = True) -> Val:
         tags.add("numeric_string")
     except ValueError:
         pass
-    return Val(label, json.dumps(s), json.dumps(s), s if cli else None, frozenset(tags), num, integral)
+    return Val(label, json.dumps(s), json.dumps(s), s if cli else None, frozenset(tags), num, integral, len(s))
 
 
 def _raw(label: str, yaml_text: str, json_text: str, cli: str | None, *tags: str) -> Val:
     return Val(label, yaml_text, json_text, cli, frozenset(tags))
+
+
+HTML_PROBE = "<script>alert('fuzz')</script>"  # must never reach an HTML report unescaped (harness checks)
 
 
 def _deep(n: int) -> Val:
@@ -286,7 +299,13 @@ VALUES: tuple[Val, ...] = (
     _str("[/bold]", "markup '[/bold]'", "markup"), _str("[bold red]x[/]", "markup '[bold red]x[/]'", "markup"),
     _str("\x1b[31mred\x1b[0m", "ANSI escape string", "markup"),
     _str("[link=file:///etc/passwd]x[/link]", "markup link", "markup"),
+    _str(HTML_PROBE, "HTML script tag", "html"),
     _str("a\nb", "string with a newline", "newline"), _str("nul\x00byte", "string with a NUL byte", "nul", cli=False),
+    _str("\ud800", "lone surrogate", "surrogate", cli=False), _str("\u202egpu\U0001f600", "RTL mark and emoji"),
+    # YAML 1.1 spellings of numbers (hex, octal, sexagesimal, underscores; 1e3 without a dot is a string)
+    _raw("hex 0x10", "0x10", "0x10", "0x10", "spelling"), _raw("octal 010", "010", "010", "010", "spelling"),
+    _raw("sexagesimal 1:30", "1:30", "1:30", "1:30", "spelling"), _raw("underscores 1_000", "1_000", "1_000", "1_000", "spelling"),
+    _raw("1e3 (a YAML string)", "1e3", "1e3", "1e3", "spelling"), _raw("YAML tag !!binary", "!!binary aGk=", '"aGk="', None, "spelling"),
     # containers and nesting
     _raw("null", "null", "null", None, "null"),
     _raw("list [1, 2]", "[1, 2]", "[1, 2]", None, "list"), _raw("empty list", "[]", "[]", None, "list", "empty"),
@@ -335,17 +354,27 @@ def is_invalid(spec: Spec, v: Val) -> bool:
             return True
         return spec.high is not None and n > spec.high
     if spec.kind == "str":
-        return bool(t & {"bool", "list", "dict"})
+        too_long = spec.high is not None and v.length is not None and v.length > spec.high
+        return bool(t & {"bool", "list", "dict"}) or too_long
     return True  # choice / name: no table value is an allowed choice or an existing name
 
 
-def _lim(kind: str) -> float:
-    return LIMITS[kind].high
+def _lim(kind: str) -> float | None:
+    """The bound ``scaleright.limits.LIMITS`` gives ``kind``; None where the checkout has none (then a huge
+    value is not known to be invalid)."""
+    return LIMITS[kind].high if kind in LIMITS else None
+
+
+def _lim_max(*kinds: str) -> float | None:
+    """The largest of the bounds ``LIMITS`` gives these kinds (where branches bound one quantity differently, a value
+    is known invalid only above all of them)."""
+    highs = [h for h in (_lim(k) for k in kinds) if h is not None]
+    return max(highs) if highs else None
 
 
 def _pos(kind_or_high: str | float | None = None, *, integer: bool = False, nullable: bool = False,
          low: float = 0, low_open: bool = True) -> Spec:  # fmt: skip
-    high = _lim(kind_or_high) if isinstance(kind_or_high, str) else kind_or_high
+    high = _lim_max(*kind_or_high.split("|")) if isinstance(kind_or_high, str) else kind_or_high
     return Spec("int" if integer else "float", low, low_open, high, nullable)
 
 
@@ -371,8 +400,8 @@ INFERENCE_FIELDS: dict[str, Spec] = {
     "requests_per_day": _pos("requests_per_day", nullable=True),
     "input_len": _pos("tokens_per_request", integer=True, low=1, low_open=False),
     "output_len": _pos("tokens_per_request", integer=True, low=1, low_open=False),
-    "ttft_slo_s": _pos(None, nullable=True),
-    "tpot_slo_s": _pos(None, nullable=True),
+    "ttft_slo_s": _pos("latency_s", nullable=True),
+    "tpot_slo_s": _pos("latency_s", nullable=True),
     "precision": CHOICE,
     "kv_precision": CHOICE,
     "api_usd_per_1m_output_tokens": _pos("usd", nullable=True),
@@ -381,16 +410,16 @@ CONSTRAINT_FIELDS: dict[str, Spec] = {
     "deadline_h": _pos("hours", nullable=True),
     "budget_usd": _pos("usd", nullable=True),
     "max_gpus": _pos("gpus", integer=True, low=1, low_open=False),
-    "gpus_per_node": _pos("gpus_per_node", integer=True, low=1, low_open=False, nullable=True),
+    "gpus_per_node": _pos("gpus_per_node|chips_per_domain", integer=True, low=1, low_open=False, nullable=True),
     "interconnect": CHOICE,
 }
 PRICING_FIELDS: dict[str, Spec] = {
     "mode": CHOICE,
     "hours_per_day": _pos(24.0),
     "horizon_months": _pos("months"),
-    "electricity_usd_per_kwh": _pos(None, low_open=False),
-    "pue": _pos(None, low=1.0, low_open=False),
-    "grid_kg_co2e_per_kwh": _pos(None, low_open=False),
+    "electricity_usd_per_kwh": _pos("usd_per_kwh", low_open=False),
+    "pue": _pos("pue", low=1.0, low_open=False),
+    "grid_kg_co2e_per_kwh": _pos("kg_co2e_per_kwh", low_open=False),
     "load_fraction": _pos(1.0),
     "ops_overhead_usd_per_gpu_hour": _pos("usd_per_hour", low_open=False),
     "server_share_usd_per_gpu": _pos("usd", low_open=False),
@@ -398,7 +427,7 @@ PRICING_FIELDS: dict[str, Spec] = {
     "depreciation_years": _pos("years"),
     "resale_fraction": _pos(1.0, low_open=False),
 }
-TOP_FIELDS: dict[str, Spec] = {"name": TEXT, "model": NAME, "task": CHOICE}
+TOP_FIELDS: dict[str, Spec] = {"name": Spec("str", high=_lim("name_chars")), "model": NAME, "task": CHOICE}
 PRICE_OVERRIDE = {"price_usd_per_gpu_hour": _pos("usd_per_hour", low_open=False),
                   "purchase_usd_per_gpu": _pos("usd", low_open=False)}  # fmt: skip
 
@@ -517,7 +546,20 @@ def _mutate_scenario(c: Chooser, s: dict[str, Any]) -> tuple[bool, str, list[tup
     task = s["task"]
     sections = _section_fields(task)
     kind = c.choice(("value", "value", "value", "value", "value", "unknown_key", "duplicate_key", "section",
-                     "cross", "gpu_types", "price_map", "model_path"))  # fmt: skip
+                     "cross", "gpu_types", "price_map", "model_path", "boundary", "boundary"))  # fmt: skip
+    if kind == "boundary":  # several fields at their upper bound (valid), or one just past it
+        pool = [(sec, k, sp) for sec, fields in sections.items() for k, sp in fields.items()
+                if sp.kind in ("int", "float") and sp.high is not None and k not in ("dataset_tokens", "requests_per_day")]
+        picked = {c.choice(pool) for _ in range(c.integer(1, 4))}
+        over = c.coin(30)
+        parts = []
+        for i, (sec, key, sp) in enumerate(sorted(picked, key=lambda t: (t[0], t[1]))):
+            value: float = int(sp.high) if sp.kind == "int" else float(sp.high)
+            if over and i == 0:
+                value = value + 1 if sp.kind == "int" else value * (1 + 1e-6)
+            _set(s, sec, key, value)
+            parts.append(f"{sec + '.' if sec else ''}{key}={'bound+' if over and i == 0 else 'bound'}")
+        return over, "at the bound: " + ", ".join(parts), []
     if kind == "value":
         section = c.choice(tuple(sections))
         key = c.choice(tuple(sections[section]))
@@ -568,6 +610,11 @@ def _mutate_scenario(c: Chooser, s: dict[str, Any]) -> tuple[bool, str, list[tup
         else:
             return False, "valid template", []
         return True, f"cross-field: {what}", []
+    if kind == "gpu_types" and c.coin(10):
+        n = c.choice((10_001, 50_000))
+        s["constraints"]["gpu_types"] = [s["constraints"]["gpu_types"][0]] * n
+        over = _lim("list_items") is not None and n > _lim("list_items")
+        return over, f"constraints.gpu_types lists one GPU {n} times", []
     if kind == "gpu_types":
         v = c.choice(VALUES)
         if c.coin(50):
@@ -603,6 +650,13 @@ def _mutate_scenario(c: Chooser, s: dict[str, Any]) -> tuple[bool, str, list[tup
     return True, "model = missing config path", []
 
 
+def alias_bomb(levels: int) -> str:
+    """YAML whose last anchor expands to 9**(levels+1) leaves: cheap to parse by reference, ruinous to walk."""
+    lines = ['bomb0: &b0 ["x", "x", "x", "x", "x", "x", "x", "x", "x"]']
+    lines += [f"bomb{i}: &b{i} [" + ", ".join([f"*b{i - 1}"] * 9) + "]" for i in range(1, levels + 1)]
+    return "\n".join(lines) + "\n"
+
+
 def gen_scenario(c: Chooser) -> Case:
     s = _base_scenario(c)
     invalid, why, extra = (False, "valid template", []) if c.coin(15) else _mutate_scenario(c, s)
@@ -622,12 +676,24 @@ def gen_scenario(c: Chooser) -> Case:
         text, invalid, why = b"\xff\xfe\x00name: x\n", True, "not UTF-8"
     else:
         text, invalid, why = "a: " + "[" * 100 + "]" * 100 + "\n", True, "nested 100 deep at the top"
+    rare = c.integer(0, 299)  # the rare cases sit mid-range: Hypothesis favours the ends of a range
+    if rare == 137:  # about 1 in 300: each may cost a full time limit
+        text, invalid, why = to_yaml(s) + "\n" + alias_bomb(8), True, "YAML alias bomb (9**8 leaves by reference)"
+    elif rare == 138:
+        text, invalid, why = FIFO, True, "scenario file is a named pipe"
+    elif 139 <= rare < 144:
+        tag = c.choice(("!!python/object/apply:os.system ['true']", "!!python/name:os.system", "!!set {a, b}",
+                        "!!timestamp 2024-01-01", "&a [*a]"))
+        text, invalid, why = to_yaml(s) + f"\nfuzz: {tag}\n", True, f"YAML tag or alias {tag.split()[0]}"
     argv = ["plan", "s.yaml"]
     text_out = "markup" in why or "ANSI" in why or c.coin(25)
     if not text_out:
         argv.append("--json")
     outputs: tuple[str, ...] = ()
-    if c.coin(10):
+    if "HTML" in why:
+        argv += ["--html", "out.html"]
+        outputs = ("out.html",)
+    elif c.coin(10):
         which = c.choice(("out.html", "s.yaml", "x" * 300 + ".html", "nodir/out.html", "."))
         argv += ["--html", which]
         if which == "out.html":
@@ -809,9 +875,9 @@ def gen_config(c: Chooser) -> Case:
 # ---- (c) user catalog directories --------------------------------------------------------------------------------
 
 GPU_FIELDS: dict[str, Spec] = {
-    "memory_gb": Spec("float", 0, True), "hbm_bandwidth_tb_per_s": Spec("float", 0, True),
-    "tdp_w": Spec("float", 0, True, None, True), "intra_node_gb_per_s_per_gpu": Spec("float", 0, True),
-    "gpus_per_node": Spec("int", 1, False, _lim("gpus_per_node")), "nic_gbps_per_gpu": Spec("float", 0, True),
+    "memory_gb": _pos("memory_gb"), "hbm_bandwidth_tb_per_s": _pos("tb_per_s"),
+    "tdp_w": _pos("watts", nullable=True), "intra_node_gb_per_s_per_gpu": _pos("gb_per_s"),
+    "gpus_per_node": Spec("int", 1, False, _lim_max("gpus_per_node", "chips_per_domain")), "nic_gbps_per_gpu": _pos("gbps"),
     "id": NAME, "intra_node_link": CHOICE, "name": TEXT, "vendor": TEXT, "launch_year": Spec("int", None, False, None, True),
 }  # fmt: skip
 PRICE_FIELDS: dict[str, Spec] = {
@@ -820,7 +886,7 @@ PRICE_FIELDS: dict[str, Spec] = {
 }  # fmt: skip
 MODEL_ENTRY_FIELDS: dict[str, Spec] = {
     "name": NAME, "family": NAME, "file": NAME, "fidelity": CHOICE, "source": TEXT,
-    "published_params_total_b": Spec("float", 0, True, None, True),
+    "published_params_total_b": _pos("billions", nullable=True),
 }  # fmt: skip
 BAD_DATES = ("9999-99-99", "2024-13-01", "2024-02-30", "2024-00-10", "24-01-01", "2024/01/01", "yesterday")
 PRICE_HEADER = "gpu_id,kind,usd,usd_low,usd_high,unit,provider,sku,date,source,notes"
@@ -878,7 +944,7 @@ def gen_catalog(c: Chooser) -> Case:
             elif key == "dense_tflops.bf16":
                 v = c.choice(VALUES)
                 gpu["dense_tflops"] = _Flow(gpu["dense_tflops"] | {"bf16": v})
-                invalid, why = is_invalid(Spec("float", 0, True, None, True), v), f"gpus.yaml dense_tflops.bf16 = {v.label}"
+                invalid, why = is_invalid(_pos("tflops", nullable=True), v), f"gpus.yaml dense_tflops.bf16 = {v.label}"
             else:
                 v = c.choice(VALUES)
                 gpu[key] = v
@@ -956,7 +1022,8 @@ def gen_catalog(c: Chooser) -> Case:
             invalid, why = True, f"{'gpus' if which == 'gpu' else 'models'}.yaml key {key} given twice"
         else:  # structure: misnamed files, directories, links, the catalog path itself
             what = c.choice(("misnamed", "dir", "broken_link", "loop", "models_dir_file", "catalog_file",
-                             "catalog_missing", "catalog_empty_arg", "catalog_long", "empty_dir", "config_missing"))
+                             "catalog_missing", "catalog_empty_arg", "catalog_long", "empty_dir", "config_missing",
+                             "fifo", "bom"))  # fmt: skip
             invalid = True
             if what == "misnamed":
                 which = c.choice(tuple(names))
@@ -965,6 +1032,13 @@ def gen_catalog(c: Chooser) -> Case:
                          "models": c.choice(("cat/model.yaml", "cat/models.yml"))}[which]  # fmt: skip
                 names[which] = wrong
                 why = f"catalog file misnamed {wrong.split('/')[1]}"
+            elif what == "fifo":
+                which = c.choice(tuple(names))
+                extra_files.append((names.pop(which), FIFO))
+                why = f"catalog {which} file is a named pipe"
+            elif what == "bom":
+                price_header = "\ufeff" + price_header
+                invalid, why = False, "prices.csv starts with a UTF-8 byte-order mark"
             elif what in ("dir", "broken_link", "loop"):
                 which = c.choice(tuple(names))
                 path = names.pop(which)
@@ -1054,10 +1128,10 @@ class Flag:
 
 INT1 = dict(integer=True, low=1, low_open=False)
 MEMORY_FLAGS = (
-    Flag("--gpus", _pos(1_000_000, **INT1)), Flag("--tp", _pos("parallel_degree", **INT1)),
+    Flag("--gpus", _pos("gpus", **INT1)), Flag("--tp", _pos("parallel_degree", **INT1)),
     Flag("--pp", _pos("parallel_degree", **INT1)), Flag("--cp", _pos("parallel_degree", **INT1), "training", "1"),
     Flag("--ep", _pos("parallel_degree", **INT1), "training", "1"), Flag("--zero", Spec("int", 0, False, 3), "training", "0"),
-    Flag("--seq-len", _pos(10_000_000, **INT1)), Flag("--micro-batch", _pos("micro_batch", **INT1), "training", "1"),
+    Flag("--seq-len", _pos("tokens_per_request", **INT1)), Flag("--micro-batch", _pos("micro_batch", **INT1), "training", "1"),
     Flag("--global-batch", _pos("global_batch", **INT1), "training"), Flag("--recompute", CHOICE, "training", "none"),
     Flag("--precision", CHOICE), Flag("--kv-precision", CHOICE, "inference"),
     Flag("--batch", _pos("batch", **INT1), "inference", "1"), Flag("--lora-rank", _pos("lora_rank", **INT1), "lora", "16"),
@@ -1065,20 +1139,20 @@ MEMORY_FLAGS = (
     Flag("--model", NAME), Flag("--task", CHOICE),
 )  # fmt: skip
 TRAIN_FLAGS = (
-    Flag("--gpus", _pos(1_000_000, **INT1)), Flag("--tp", _pos("parallel_degree", **INT1)),
-    Flag("--pp", _pos("parallel_degree", **INT1)), Flag("--dp", _pos(1_000_000, **INT1)),
+    Flag("--gpus", _pos("gpus", **INT1)), Flag("--tp", _pos("parallel_degree", **INT1)),
+    Flag("--pp", _pos("parallel_degree", **INT1)), Flag("--dp", _pos("gpus", **INT1)),
     Flag("--zero", Spec("int", 0, False, 3)), Flag("--virtual-stages", _pos("parallel_degree", **INT1)),
-    Flag("--seq-len", _pos(10_000_000, **INT1)), Flag("--global-batch", _pos("global_batch", **INT1)),
+    Flag("--seq-len", _pos("tokens_per_request", **INT1)), Flag("--global-batch", _pos("global_batch", **INT1)),
     Flag("--micro-batch", _pos("micro_batch", **INT1)), Flag("--lora-rank", _pos("lora_rank", **INT1), "lora", "16"),
-    Flag("--gpus-per-node", _pos("gpus_per_node", **INT1)), Flag("--inter-node-gbps-per-gpu", _pos(None)),
+    Flag("--gpus-per-node", _pos("gpus_per_node|chips_per_domain", **INT1)), Flag("--inter-node-gbps-per-gpu", _pos("link_gbps")),
     Flag("--tokens", _pos("tokens")), Flag("--precision", CHOICE), Flag("--recompute", CHOICE),
     Flag("--calibration", NAME), Flag("--gpu", NAME), Flag("--model", NAME),
 )  # fmt: skip
 INFER_FLAGS = (
-    Flag("--gpus", _pos(1_000_000, **INT1)), Flag("--tp", _pos("parallel_degree", **INT1)),
-    Flag("--pp", _pos("parallel_degree", **INT1)), Flag("--input-len", _pos(10_000_000, **INT1)),
-    Flag("--output-len", _pos(10_000_000, **INT1)), Flag("--batch", _pos("batch", **INT1)),
-    Flag("--concurrency", _pos("batch", **INT1)), Flag("--gpus-per-node", _pos("gpus_per_node", **INT1)),
+    Flag("--gpus", _pos("gpus", **INT1)), Flag("--tp", _pos("parallel_degree", **INT1)),
+    Flag("--pp", _pos("parallel_degree", **INT1)), Flag("--input-len", _pos("tokens_per_request", **INT1)),
+    Flag("--output-len", _pos("tokens_per_request", **INT1)), Flag("--batch", _pos("batch", **INT1)),
+    Flag("--concurrency", _pos("batch", **INT1)), Flag("--gpus-per-node", _pos("gpus_per_node|chips_per_domain", **INT1)),
     Flag("--precision", CHOICE), Flag("--kv-precision", CHOICE), Flag("--calibration", NAME), Flag("--gpu", NAME),
 )  # fmt: skip
 CLI_MODELS = ("gpt2", "llama-3.2-1b", "llama-3.1-8b", "qwen2.5-7b", "mixtral-8x7b", "llama-3.1-70b")
@@ -1180,8 +1254,22 @@ def gen_cli(c: Chooser) -> Case:
         pass
     else:
         kind = c.choice(("value", "value", "value", "value", "not_applicable", "sp_tp1", "unknown_flag",
-                         "missing_required", "extra_arg", "path", "calibration_file", "conflict"))  # fmt: skip
+                         "missing_required", "extra_arg", "path", "calibration_file", "conflict", "boundary",
+                         "boundary"))  # fmt: skip
         flags = {"memory": MEMORY_FLAGS, "train": TRAIN_FLAGS, "infer": INFER_FLAGS}[cmd]
+        if kind == "boundary":  # several counts at their upper bound (valid), or one just past it
+            pool = [f for f in flags if _applies(f, task) and f.spec.kind in ("int", "float") and f.spec.high
+                    and f.name not in ("--tp", "--pp", "--dp", "--zero", "--lora-rank", "--virtual-stages")]
+            picked = sorted({c.choice(pool) for _ in range(c.integer(1, 3))}, key=lambda f: f.name)
+            over = c.coin(30)
+            parts = []
+            for i, f in enumerate(picked):
+                high = f.spec.high
+                value = str(int(high) + (1 if over and i == 0 else 0)) if f.spec.kind == "int" else repr(
+                    high * (1 + 1e-6) if over and i == 0 else high)
+                argv = _with(argv, f.name, value)
+                parts.append(f"{f.name}={'bound+' if over and i == 0 else 'bound'}")
+            invalid, why = over, "at the bound: " + " ".join(parts)
         if kind == "value":
             flag = c.choice(tuple(f for f in flags if _applies(f, task)))
             v = c.choice(CLI_VALUES)
@@ -1217,7 +1305,7 @@ def gen_cli(c: Chooser) -> Case:
             invalid, why = argv[-1] != "--", f"extra argument {argv[-1]!r}"
         elif kind == "path":
             what = c.choice(("long_model", "long_catalog", "long_calibration", "empty_catalog", "model_dir",
-                             "model_fifo_like"))  # fmt: skip
+                             "model_is_dir", "model_fifo"))  # fmt: skip
             if what == "long_model":
                 argv = _with(argv, "--model", "m" * 300 + ".json")
             elif what == "long_catalog":
@@ -1229,6 +1317,9 @@ def gen_cli(c: Chooser) -> Case:
             elif what == "model_dir":
                 files.append(("emptydir", DIR))
                 argv = _with(argv, "--model", "emptydir")
+            elif what == "model_fifo":
+                files.append(("model.json", FIFO))
+                argv = _with(argv, "--model", "model.json")
             else:
                 files.append(("model.json", DIR))
                 argv = _with(argv, "--model", "model.json")
@@ -1262,6 +1353,8 @@ def gen_cli(c: Chooser) -> Case:
 
 def _gen_runs(c: Chooser) -> Case:
     variant = c.choice(("ok", "ok", "ok", "bad_json", "big_int", "missing", "text", "dir", "empty", "long"))
+    if c.integer(0, 49) == 23:
+        variant = "fifo"  # rare: a reader that opens it may block until the time limit
     files: list[tuple[str, FileContent]] = []
     db = "runs.sqlite"
     if variant in ("ok", "bad_json", "big_int"):
@@ -1272,12 +1365,14 @@ def _gen_runs(c: Chooser) -> Case:
         files.append((db, DIR))
     elif variant == "empty":
         files.append((db, b""))
+    elif variant == "fifo":
+        files.append((db, FIFO))
     elif variant == "missing":
         db = "typo.sqlite"
     else:
         db = "r" * 300 + ".sqlite"
     sub = c.choice(("list", "show", "export"))
-    invalid = variant in ("bad_json", "big_int", "missing", "text", "dir", "long")
+    invalid = variant in ("bad_json", "big_int", "missing", "text", "dir", "long", "fifo")
     why = f"--db {variant}"
     outputs: tuple[str, ...] = ()
     if sub == "list":
@@ -1302,7 +1397,9 @@ def _gen_runs(c: Chooser) -> Case:
             invalid = invalid or f == "xml"
             why += f", --format {f}"
         if c.coin(50):
-            out = c.choice(("out.txt", "out.txt", db, "x" * 300 + ".csv", "nodir/out.csv", "."))
+            out = c.choice(("out.txt", "out.txt", db, "x" * 300 + ".csv", "nodir/out.csv", ".", "link.out"))
+            if out == "link.out":
+                files.append(("link.out", Link(db)))
             argv += ["--out", out]
             if out == "out.txt":
                 outputs = ("out.txt",)
@@ -1382,9 +1479,9 @@ NPROC_LISTS = (("1", False), ("1,2,4", False), ("0", True), ("-1", True), ("1,,2
                ("1.5", True), (" 2", False))  # fmt: skip
 BENCH_TRAIN_FLAGS = (
     Flag("--micro-batch", _pos("micro_batch", **INT1)), Flag("--steps", _pos("steps", **INT1)),
-    Flag("--warmup", _pos("steps", integer=True, low=0, low_open=False)), Flag("--layers", _pos(MAX_DIM, **INT1)),
-    Flag("--hidden", _pos(MAX_DIM, **INT1)), Flag("--heads", _pos(MAX_DIM, **INT1)),
-    Flag("--vocab", _pos(MAX_DIM, **INT1)), Flag("--seq-len", _pos("seq_len", **INT1)),
+    Flag("--warmup", _pos("steps", integer=True, low=0, low_open=False)), Flag("--layers", _pos("layers", **INT1)),
+    Flag("--hidden", _pos("hidden|width", **INT1)), Flag("--heads", _pos("heads", **INT1)),
+    Flag("--vocab", _pos("vocab", **INT1)), Flag("--seq-len", _pos("seq_len", **INT1)),
     Flag("--timeout-s", _pos("timeout_s")), Flag("--nnodes", _pos("nnodes", **INT1)),
     Flag("--strategy", CHOICE), Flag("--model", CHOICE), Flag("--precision", CHOICE), Flag("--device", CHOICE),
 )  # fmt: skip
