@@ -1466,7 +1466,33 @@ def _gen_plan_paths(c: Chooser) -> Case:
     return Case("cli", tuple(argv), tuple(files), invalid, f"plan path: {what}", outputs)
 
 
+def _gen_compare(c: Chooser) -> Case:
+    """``compare``: predicted vs measured for stored runs, with a calibration profile."""
+    variant = c.choice(RUN_DB_VARIANTS + ("missing",))
+    files: list[tuple[str, FileContent]] = [] if variant == "missing" else [("runs.sqlite", _runs_db(variant))]
+    argv = ["compare", "--gpu", c.choice(("h100-sxm", "nope")), "--db", "runs.sqlite"]
+    invalid = variant != "ok" or argv[2] == "nope"
+    why = f"compare --db {variant} --gpu {argv[2]}"
+    cal = c.choice((None, "default", "missing", "k" * 300, "file"))
+    if cal == "file":
+        key = c.choice(CALIBRATION_FIELDS)
+        v = c.choice(VALUES)
+        files.append(("cal.json", to_json({"parameters": {key: v}}) + "\n"))
+        argv += ["--calibration", "cal.json"]
+        invalid = invalid or is_invalid(Spec("float", 0, True), v)
+        why += f", calibration {key} = {v.label}"
+    elif cal is not None:
+        argv += ["--calibration", cal]
+        invalid = invalid or cal != "default"
+        why += f", --calibration {_elide(cal, 20)}"
+    if c.coin(60):
+        argv.append("--json")
+    return Case("cli", tuple(argv), tuple(files), invalid, why)
+
+
 def _gen_calibrate(c: Chooser) -> Case:
+    if c.coin(50):
+        return _gen_compare(c)
     name = c.choice(("n" * 300, "../evil", ".hidden", "", "a/b", "[/bold]"))
     files: list[tuple[str, FileContent]] = [("runs.sqlite", _runs_db("ok"))]
     argv = ["calibrate", "--name", name, "--gpu", "h100-sxm", "--db", "runs.sqlite"]
@@ -1495,7 +1521,7 @@ SIZE_LISTS = (("1MB,64MB", False), ("1KB", False), ("0MB", True), ("-1MB", True)
 
 def _gen_bench(c: Chooser) -> Case:
     """``bench train|comm --dry-run`` (prints the torchrun command; runs nothing) and ``bench report``."""
-    sub = c.choice(("train", "train", "comm", "report"))
+    sub = c.choice(("train", "train", "comm", "report"))  # bench infer has no --dry-run: it would measure
     files: list[tuple[str, FileContent]] = []
     invalid, why = False, f"bench {sub}"
     outputs: tuple[str, ...] = ()
