@@ -144,7 +144,7 @@ def test_a_price_date_must_be_a_real_date_and_not_in_the_future(tmp_path, date, 
 
 
 def test_today_and_a_bare_current_year_are_fine(tmp_path):
-    today = datetime.datetime.now(datetime.timezone.utc).date()
+    today = datetime.datetime.now(datetime.UTC).date()
     d = _prices(tmp_path, _row(date=today.isoformat()), _row(date=str(today.year), kind="spot"))
     assert Catalog.load(d).prices
 
@@ -288,8 +288,17 @@ def test_a_deeply_nested_or_over_long_calibration_is_one_line(tmp_path):
 def test_a_calibration_directory_that_is_a_file_says_so(tmp_path):
     f = tmp_path / "cals"
     f.write_text("")
-    with pytest.raises(InputError, match=r"calibration directory '.*cals' .*: not a directory$"):
+    with pytest.raises(InputError, match=r"calibration directory '.*cals' \(given\): not a directory$"):
         load_calibration("mine", directory=f)
+
+
+def test_a_calibration_directory_from_the_environment_that_is_a_file_says_so(tmp_path, monkeypatch, capsys):
+    f = tmp_path / "cals"
+    f.write_text("")
+    monkeypatch.setenv("SCALERIGHT_CALIBRATION_DIR", str(f))
+    args = ["estimate", "train", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--gpus", "8", "--calibration", "mine"]
+    _one_line(*_main(args, monkeypatch, capsys),
+              r"calibration directory '.*cals' \(from \$SCALERIGHT_CALIBRATION_DIR\): not a directory$")
 
 
 def test_a_calibration_path_that_is_not_a_file_says_what_it_is(tmp_path):
@@ -331,3 +340,10 @@ def test_the_future_check_is_for_user_files_and_uses_the_given_day():
     assert PriceRow.model_validate(row, context={"today": datetime.date(2026, 3, 1)}).date == "2026-03"
     with pytest.raises(ValidationError, match=r"'2026-03' is in the future \(today is 2026-02-27\)"):
         PriceRow.model_validate(row, context={"today": datetime.date(2026, 2, 27)})
+
+
+def test_a_calibration_built_with_a_huge_integer_is_an_input_error_not_an_overflow():
+    from scaleright.estimate.calibration import Calibration
+
+    with pytest.raises(InputError, match=r"^calibration gemm_efficiency=an integer of about 401 digits must be a finite non-negative number$"):
+        Calibration(gemm_efficiency=10**400)

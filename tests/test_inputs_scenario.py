@@ -124,6 +124,12 @@ def test_every_count_size_rate_and_price_has_an_upper_bound_that_says_why(data, 
     assert re.search(pattern, msg), msg
 
 
+def test_dataset_tokens_times_epochs_is_bounded_like_tokens():
+    msg = _error({"model": "llama-3.1-8b", "task": "lora", "training": {"dataset_tokens": 1e16, "epochs": 1e3}})
+    assert msg == ("s.yaml: training: training.dataset_tokens x training.epochs = 1e+19 tokens must be <= 1e+17 "
+                   "(10**17 tokens; the largest published training runs use ~10**13)"), msg
+
+
 def test_the_largest_allowed_scenario_still_plans_without_overflow():
     """Every bound at once is still a finite plan question (nothing in the planner overflows)."""
     from scaleright.plan.planner import plan
@@ -250,7 +256,7 @@ def test_plan_rate_of_1e308_is_one_line_and_exit_2(tmp_path, monkeypatch, capsys
 
 def test_plan_dev_null_and_a_long_path_through_the_real_entry_point(tmp_path):
     for arg, pattern in (("/dev/null", "is a device"), (str(tmp_path / ("s" * 300)), "file name too long")):
-        r = subprocess.run([sys.executable, "-m", "scaleright", "plan", arg], capture_output=True, text=True,
+        r = subprocess.run([sys.executable, "-m", "scaleright", "plan", arg], capture_output=True, text=True, check=False,
                            timeout=120)  # fmt: skip
         assert r.returncode == 2, r.stderr
         assert r.stdout == ""

@@ -54,7 +54,6 @@ LIMITS: dict[str, Limit] = {
     "name_chars": Limit(200, "characters in a name"),
     "path_chars": Limit(4_096, "characters in a path (PATH_MAX on Linux)"),
     "list_items": Limit(10_000, "entries in one list of names"),
-    "width": Limit(16_777_216, "2**24; the widest published models have hidden sizes ~2**14"),
     "layers": Limit(1_048_576, "2**20 blocks; the deepest published models have ~10**2"),
     "vocab": Limit(67_108_864, "2**26 tokens; the largest published vocabularies have ~2.6 * 10**5"),
     "experts": Limit(65_536, "2**16 experts per layer; published MoE models have at most ~10**3"),

@@ -144,7 +144,7 @@ def _read_models(path: Traversable) -> list[ModelEntry]:
 def _read_prices(path: Traversable, *, user: bool = False) -> list[tuple[str, PriceRow]]:
     """(row label, row) per data row; empty cells take the field's default. A user's rows may not be dated after
     today (UTC, with a day of slack); the built-in rows are reviewed and never depend on the machine's clock."""
-    context = {"today": datetime.datetime.now(datetime.timezone.utc).date()} if user else None
+    context = {"today": datetime.datetime.now(datetime.UTC).date()} if user else None
     reader = csv.DictReader(io.StringIO(read_text(path)))
     try:
         header = reader.fieldnames or []

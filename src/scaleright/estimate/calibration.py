@@ -85,8 +85,9 @@ class Calibration:
     def __post_init__(self) -> None:
         for f in fields(self):
             v = getattr(self, f.name)
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
-                raise InputError(f"calibration {f.name}={v!r} must be a finite non-negative number")
+            huge = isinstance(v, int) and abs(v) > 1e300  # math.isfinite would raise OverflowError
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or huge or not math.isfinite(v) or v < 0:
+                raise InputError(f"calibration {f.name}={_show(v)} must be a finite non-negative number")
         # fractions of a datasheet figure that divide a time: 0 would mean infinitely slow, so (0, 1]
         for name in ("gemm_efficiency", "fp8_gemm_efficiency", "fp4_gemm_efficiency", "attention_efficiency",
                      "attention_bwd_efficiency", "memory_efficiency", "intra_link_efficiency",
@@ -199,8 +200,9 @@ def load_calibration(name_or_path: str | None, *, directory: Path | None = None)
         d = directory or calibration_dir()
         why_dir = path_problem(d, want="dir")
         if why_dir is not None and why_dir != "directory not found":
-            raise InputError(f"calibration directory {_short(d)!r} (from $SCALERIGHT_CALIBRATION_DIR or the user data "
-                             f"directory): {why_dir}")  # fmt: skip
+            origin = ("given" if directory is not None else "from $SCALERIGHT_CALIBRATION_DIR"
+                      if os.environ.get("SCALERIGHT_CALIBRATION_DIR") else "the user data directory")  # fmt: skip
+            raise InputError(f"calibration directory {_short(d)!r} ({origin}): {why_dir}")
         p = d / f"{name_or_path}.json"
     why = path_problem(p)
     if why == "file not found" and named:

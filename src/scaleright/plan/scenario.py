@@ -12,7 +12,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from scaleright.errors import CatalogFileError, InputError
-from scaleright.limits import _show, limited, plain_text
+from scaleright.limits import LIMITS, _show, limited, plain_text
 from scaleright.textfile import _short, path_problem, read_text
 from scaleright.userdata import load_yaml
 
@@ -48,6 +48,7 @@ _UsdKwh = limited(float, "usd_per_kwh")
 _Co2 = limited(float, "kg_co2e_per_kwh")
 _Pue = limited(float, "pue")
 _Fraction = limited(float, "fraction")
+_MAX_ITEMS = int(LIMITS["list_items"].high)  # GPU names in a list, price overrides in a mapping
 _Name = plain_text("name_chars")  # a GPU id or alias, a scenario name
 _PathText = plain_text("path_chars")  # a catalog model name or a path to a config.json
 
@@ -73,6 +74,10 @@ class Training(_Strict):
             raise ValueError("give training.tokens, or training.dataset_tokens with training.epochs")
         if self.tokens is not None and self.dataset_tokens is not None:
             raise ValueError("give training.tokens or training.dataset_tokens, not both")
+        lim = LIMITS["tokens"]
+        if self.total_tokens > lim.high:
+            raise ValueError(f"training.dataset_tokens x training.epochs = {self.total_tokens:g} tokens must be <= "
+                             f"{lim.high:g} ({lim.why})")  # fmt: skip
         return self
 
     @property
@@ -105,7 +110,7 @@ class Constraints(_Strict):
 
     deadline_h: _Hours | None = Field(None, gt=0)  # wall-clock limit for a training job
     budget_usd: _UsdTotal | None = Field(None, gt=0)  # cost limit for the job (training) or per month (inference)
-    gpu_types: list[_Name] | None = Field(None, max_length=10_000)  # allowed GPU ids/aliases (None: every catalog GPU with a price)
+    gpu_types: list[_Name] | None = Field(None, max_length=_MAX_ITEMS)  # allowed GPU ids/aliases (None: every catalog GPU with a price)
     max_gpus: _Gpus = Field(512, ge=1)  # most GPUs one option may use
     gpus_per_node: _NodeGpus | None = Field(None, ge=1)  # override the GPU's typical node size
     interconnect: Literal["any", "nvlink", "pcie"] = "any"  # only GPUs whose intra-node link is of this kind
@@ -122,8 +127,8 @@ class Pricing(_Strict):
     """How GPU time is paid for, and the facts needed for total cost of ownership and carbon."""
 
     mode: Literal["on-demand", "spot", "marketplace", "own"] = "on-demand"
-    price_usd_per_gpu_hour: dict[_Name, _UsdPerHour] = Field({}, max_length=10_000)  # rent prices by GPU id overriding the catalog
-    purchase_usd_per_gpu: dict[_Name, _Usd] = Field({}, max_length=10_000)  # purchase prices by GPU id overriding the catalog
+    price_usd_per_gpu_hour: dict[_Name, _UsdPerHour] = Field({}, max_length=_MAX_ITEMS)  # rent prices by GPU id overriding the catalog
+    purchase_usd_per_gpu: dict[_Name, _Usd] = Field({}, max_length=_MAX_ITEMS)  # purchase prices by GPU id overriding the catalog
     hours_per_day: _Hours = Field(24.0, gt=0, le=24)  # hours a day the hardware is used (utilisation)
     horizon_months: _Months = Field(36.0, gt=0)  # period over which owning and renting are compared
     electricity_usd_per_kwh: _UsdKwh = Field(0.127, ge=0)  # default: US average commercial retail price 2023 (EIA)
