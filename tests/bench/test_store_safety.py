@@ -96,8 +96,7 @@ def test_read_only_commands_leave_a_read_only_database_byte_for_byte_unchanged(r
     assert code == 0, err
     assert out.strip()
     assert _state(db) == before
-    # only SQLite's own WAL companions may appear next to it, nothing else
-    assert {p.name for p in db.parent.iterdir()} <= {"runs.sqlite", "runs.sqlite-wal", "runs.sqlite-shm"}
+    assert sorted(p.name for p in db.parent.iterdir()) == ["runs.sqlite"]  # not even SQLite's -wal and -shm
 
 
 def test_listing_a_foreign_sqlite_file_refuses_it_and_does_not_switch_it_to_wal(run_cli, tmp_path):
@@ -235,8 +234,8 @@ def test_runs_show_bounds_the_id(run_cli, db, run_id, shown):
 
 
 def test_get_bounds_the_id_in_the_api(db):
-    with pytest.raises(InputError, match=r"run id must be a whole number from 1 to 9223372036854775807; got "
-                                         r"9223372036854775808"):
+    with pytest.raises(InputError, match=r"^run_id=9223372036854775808: a run id is a whole number from 1 to "
+                                         r"9223372036854775807$"):
         RunStore(db).get(2**63)
 
 
@@ -244,10 +243,16 @@ def test_get_bounds_the_id_in_the_api(db):
     ("metrics_json", "{not json", r"not valid JSON: Expecting property name enclosed in double quotes at line 1"),
     ("layout_json", "[1, 2]", r"a JSON list, expected an object"),
     ("model_json", "[" * 100_000 + "]" * 100_000, r"not valid JSON: nested too deeply"),
-], ids=["not-json", "not-an-object", "too-deep"])
+    ("hardware_json", b"{\xff}", r"not UTF-8 text: byte 0xff at position 1"),
+], ids=["not-json", "not-an-object", "too-deep", "not-utf8"])
 def test_a_damaged_row_is_named_by_show_and_skipped_with_a_warning_by_list_and_export(run_cli, db, column, text, why):
-    with sqlite3.connect(db) as conn:
-        conn.execute(f"UPDATE runs SET {column} = ? WHERE id = 2", (text,))
+    conn = sqlite3.connect(db)
+    with conn:
+        if isinstance(text, bytes):  # text that is not UTF-8, as another program may store it
+            conn.execute(f"UPDATE runs SET {column} = CAST(? AS TEXT) WHERE id = 2", (text,))
+        else:
+            conn.execute(f"UPDATE runs SET {column} = ? WHERE id = 2", (text,))
+    conn.close()
     code, _, err = run_cli("runs", "show", "2", "--db", db)
     assert code == 2
     line = _one_error_line(err)
@@ -303,8 +308,7 @@ def test_a_failed_export_write_keeps_the_previous_file_and_leaves_no_temporary(d
     with pytest.raises(InputError, match=rf"^--out={out}: cannot write \(No space left on device\)$"):
         RunStore(db).export("json", out)
     assert out.read_text() == "previous export\n"
-    assert sorted(p.name for p in tmp_path.iterdir() if p.name != "xdg") == ["runs.json", "runs.sqlite",
-                                                                              "runs.sqlite-shm", "runs.sqlite-wal"]
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name != "xdg") == ["runs.json", "runs.sqlite"]
 
 
 KILLED_EXPORT = textwrap.dedent(
@@ -382,6 +386,10 @@ def test_a_locked_database_is_waited_for_a_bounded_time_and_the_run_is_kept(run_
         with pytest.raises(RunStoreError) as info:
             RunStore(db).add(**make_run(7, tokens_per_s=777.0))
         assert time.monotonic() - started < 5
+        [saved] = db.parent.glob("runs.sqlite.unsaved-train-*.json")
+        code, _, err = run_cli("runs", "import", saved, "--db", db)  # still locked: no second recovery file
+        assert code == 2 and _one_error_line(err).endswith(f"; the run is still only in {saved}")
+        assert list(db.parent.glob("runs.sqlite.unsaved-*")) == [saved]
     finally:
         holder.execute("ROLLBACK")
         holder.close()
@@ -436,3 +444,80 @@ def test_a_database_held_exclusively_is_a_bounded_wait_for_readers_too(run_cli, 
     assert _one_error_line(err) == (f"error: --db={db}: the run database is locked by another process; gave up after "
                                     "waiting 0.2 s (another `scaleright bench` or a SQLite browser may hold it; try "
                                     "again when it is done)")
+
+
+def test_a_read_while_another_connection_has_the_database_open_uses_shared_locks(db, monkeypatch):
+    uris = []
+    connect = sqlite3.connect
+    monkeypatch.setattr(dbmod.sqlite3, "connect", lambda to, **kw: uris.append(str(to)) or connect(to, **kw))
+    other = connect(db)
+    other.execute("SELECT count(*) FROM runs").fetchone()  # an open WAL reader: -shm exists
+    try:
+        assert [r["id"] for r in RunStore(db).list()] == [1, 2]
+    finally:
+        other.close()
+    assert uris and all(u.endswith("?mode=ro") for u in uris)
+
+
+def test_a_snapshot_read_that_a_writer_changed_is_read_again_with_locks(db, monkeypatch):
+    uris = []
+    connect = sqlite3.connect
+    monkeypatch.setattr(dbmod.sqlite3, "connect", lambda to, **kw: uris.append(str(to)) or connect(to, **kw))
+    quiet = RunStore._quiet
+    calls = iter(range(100))
+
+    def changing(self):  # the file looks different after the snapshot read, as if a writer checkpointed
+        state = quiet(self)
+        return None if state is None else (*state[:2], next(calls), 0)
+
+    monkeypatch.setattr(RunStore, "_quiet", changing)
+    store = RunStore(db)
+    monkeypatch.setattr(store, "_identity_problem", lambda: None)  # count only the reads of list() itself
+    assert [r["id"] for r in store.list()] == [1, 2]
+    assert [u.split("?", 1)[1] for u in uris] == ["mode=ro&immutable=1", "mode=ro"]
+
+
+READER_WRITER = textwrap.dedent(
+    """
+    import json, sys
+    from scaleright.bench import RunStore
+    store, record = RunStore(sys.argv[1]), json.loads(sys.argv[2])
+    for i in range(1_000_000):
+        record["model"]["i"] = i
+        store.add(**record)
+    """
+)
+
+
+def test_reads_during_a_stream_of_writes_see_whole_committed_prefixes(db, make_run):
+    proc = subprocess.Popen([sys.executable, "-c", READER_WRITER, str(db), json.dumps(make_run())])
+    try:
+        seen = []
+        deadline = time.monotonic() + 3
+        while time.monotonic() < deadline:
+            ids = [r["id"] for r in RunStore(db).list()]
+            assert ids == list(range(1, len(ids) + 1))
+            seen.append(len(ids))
+    finally:
+        proc.kill()
+        proc.wait()
+    assert seen == sorted(seen) and seen[-1] > seen[0]  # the writer made progress while we read
+
+
+def test_a_plain_column_that_is_not_utf8_is_shown_with_replacement_characters(run_cli, db):
+    conn = sqlite3.connect(db)
+    with conn:
+        conn.execute("UPDATE runs SET error = CAST(? AS TEXT) WHERE id = 1", (b"\xffA",))
+    conn.close()
+    code, out, err = run_cli("runs", "show", "1", "--db", db)
+    assert code == 0, err
+    assert json.loads(out)["error"] == "\ufffdA"
+
+
+def test_the_default_database_missing_says_so_without_naming_a_flag_value_the_user_did_not_give(run_cli, tmp_path):
+    code, _, err = run_cli("runs", "list")  # XDG_DATA_HOME is this test's directory
+    assert code == 2
+    default = tmp_path / "xdg" / "scaleright" / "runs.sqlite"
+    assert _one_error_line(err) == (f"error: --db={default}: file not found (no runs stored yet? run `scaleright "
+                                    "bench train|comm|infer` first)")
+    assert not default.exists()

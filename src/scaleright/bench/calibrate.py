@@ -162,7 +162,7 @@ def fit_calibration(inputs: list[RunInputs], *, gpu, start: Calibration = DEFAUL
         start_sweep = cur
         for p in params:
             lo, hi = FIT_BOUNDS[p]
-            best = _golden(lambda v, p=p: _loss(inputs, gpu, cal.replace(**{p: v})), lo, hi)
+            best = _golden(lambda v, p=p, c=cal: _loss(inputs, gpu, c.replace(**{p: v})), lo, hi)
             trial = _loss(inputs, gpu, cal.replace(**{p: best}))
             if trial < cur:
                 cal, cur = cal.replace(**{p: best}), trial

@@ -11,9 +11,10 @@ hardware hash, ``bench/fingerprint.py``), ``hardware_json``, ``software_json``, 
 Two ways in (SQLite docs: "URI filenames", "PRAGMA application_id"):
 
 - **read** (``list``, ``get``, ``export``, ``integrity``): ``mode=ro``, no journal-mode switch, no ``CREATE``; the
-  database file's bytes are never changed, so a file the user cannot write can still be listed and exported. (SQLite
-  keeps its usual ``-wal``/``-shm`` companions next to a WAL database while reading; where the directory is not
-  writable and no ``-wal`` exists, the file is read as immutable.)
+  database file's bytes are never changed, so a file the user cannot write can still be listed and exported. When
+  nothing has the database open (no ``-wal``/``-shm`` beside it) it is read as a snapshot (``immutable=1``), which
+  creates no file either, and the read is kept only if the file is unchanged afterwards; while a writer is active it
+  is read with shared locks, and SQLite may then leave its usual ``-wal``/``-shm`` files of a WAL database.
 - **write** (``add``): creates the schema only in a new file it creates itself (built under a temporary name and
   linked into place, so no half-made database is ever visible), or writes to a file that already carries the
   scaleright schema: ``PRAGMA application_id = APP_ID`` and ``PRAGMA user_version = SCHEMA_VERSION``, or, for files
@@ -27,20 +28,14 @@ finished measurement cannot be stored (locked, read-only, disk full, not a run d
 atomically to a recovery file next to the database (or in ``user_data_dir("scaleright")/unsaved`` when that
 directory is not writable) and says where; ``scaleright runs import FILE`` stores it later (``import_unsaved``).
 
-Exports: JSON has no NaN or Infinity (they become ``null``); CSV cells that are text starting with ``=``, ``+``,
-``-``, ``@``, a tab or a carriage return get a leading ``'`` so a spreadsheet shows them instead of evaluating a
-formula (OWASP, "CSV Injection"). Numbers are written as numbers: a negative value such as ``-0.5`` stays ``-0.5``
-(a spreadsheet reads it as a number, not a formula); only text is prefixed, even text that looks numeric.
+Exports are rendered by ``bench/export.py`` (no NaN in JSON, spreadsheet formulas neutralised in CSV).
 """
 
 from __future__ import annotations
 
 import builtins
-import csv
 import datetime as dt
-import io
 import json
-import math
 import os
 import sqlite3
 import tempfile
@@ -54,11 +49,12 @@ from typing import Any, Literal
 import platformdirs
 
 from scaleright.bench.errors import RunNotFoundError, RunStoreError
+from scaleright.bench.export import runs_to_csv, runs_to_json
 from scaleright.errors import InputError
 from scaleright.textfile import _short, check_output_path, path_problem, refuse_input_as_output, write_atomic
 
-__all__ = ["RunStore", "default_db_path", "KINDS", "APP_ID", "SCHEMA_VERSION", "BUSY_TIMEOUT_S", "MAX_RUN_ID",
-           "csv_cell"]
+__all__ = ["RunStore", "default_db_path", "check_run_id", "KINDS", "APP_ID", "SCHEMA_VERSION", "BUSY_TIMEOUT_S",
+           "MAX_RUN_ID"]
 
 KINDS = ("train", "comm", "infer")
 APP_ID = 0x53434C52  # PRAGMA application_id of a scaleright run database: "SCLR" in ASCII
@@ -109,6 +105,11 @@ def _parse_json(text: Any) -> Any:
     """A stored JSON column (NaN allowed: runs have always been stored with Python's ``json.dumps``)."""
     if not isinstance(text, (str, bytes)):
         raise ValueError(f"holds {type(text).__name__}, not JSON text")
+    if isinstance(text, bytes):
+        try:
+            text = text.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise ValueError(f"not UTF-8 text: byte {text[exc.start]:#04x} at position {exc.start}") from None
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
@@ -117,8 +118,13 @@ def _parse_json(text: Any) -> Any:
         raise ValueError("not valid JSON: nested too deeply") from None
 
 
+def _text(value: Any) -> Any:
+    """A plain column read as bytes (``text_factory=bytes``): text, with undecodable bytes shown as U+FFFD."""
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
+
+
 def _row_to_run(row: sqlite3.Row, where: str) -> dict[str, Any]:
-    run = {k: row[k] for k in _PLAIN}
+    run = {k: _text(row[k]) for k in _PLAIN}
     for k in _JSON:
         try:
             value = _parse_json(row[f"{k}_json"])
@@ -131,22 +137,12 @@ def _row_to_run(row: sqlite3.Row, where: str) -> dict[str, Any]:
     return run
 
 
-def _finite(o: Any) -> Any:
-    """``o`` with NaN and ±Infinity replaced by None (they are not JSON)."""
-    if isinstance(o, float) and not math.isfinite(o):
-        return None
-    if isinstance(o, dict):
-        return {k: _finite(v) for k, v in o.items()}
-    if isinstance(o, (list, tuple)):
-        return [_finite(v) for v in o]
-    return o
-
-
-def _check_run_id(run_id: object) -> int:
+def check_run_id(run_id: object, *, flag: str = "run_id") -> int:
+    """``run_id`` when it is an integer from 1 to ``MAX_RUN_ID`` (SQLite's rowid range); else ``InputError``."""
     if isinstance(run_id, bool) or not isinstance(run_id, int) or not 1 <= run_id <= MAX_RUN_ID:
         shown = (f"an integer of {len(str(abs(run_id)))} digits" if isinstance(run_id, int) and
                  not isinstance(run_id, bool) and run_id.bit_length() > 64 else repr(run_id))
-        raise InputError(f"run id must be a whole number from 1 to {MAX_RUN_ID}; got {shown}")
+        raise InputError(f"{flag}={shown}: a run id is a whole number from 1 to {MAX_RUN_ID}")
     return run_id
 
 
@@ -156,6 +152,7 @@ class RunStore:
     def __init__(self, path: str | Path | None = None, *, flag: str = "--db"):
         self.path = Path(path) if path is not None else default_db_path()
         self.flag = flag
+        self._given = path is not None
 
     # ---- identity -------------------------------------------------------------------------------------------
     @property
@@ -174,7 +171,7 @@ class RunStore:
             if missing_ok:
                 return why
             raise RunStoreError(f"{self._where}: file not found (no runs stored yet? run `scaleright bench "
-                                "train|comm|infer` with this --db first)")
+                                f"train|comm|infer`{' with this --db' if self._given else ''} first)")
         raise RunStoreError(f"{self._where}: cannot open the run database ({why})")
 
     def _identity_problem(self) -> str | None:
@@ -207,16 +204,12 @@ class RunStore:
         """A SQLite file without an application id is a run database of scaleright before ids existed only when it
         has a ``runs`` table with exactly our columns."""
         try:
-            conn = self._open_ro(probe=False)
-            try:
-                tables = sorted(r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' "
-                                                           "AND name NOT LIKE 'sqlite_%'"))
-                cols = {r[1] for r in conn.execute("PRAGMA table_info(runs)")}
-            finally:
-                conn.close()
-        except sqlite3.Error as exc:
+            names, info = self._fetch([("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE "
+                                        "'sqlite_%'", ()), ("PRAGMA table_info(runs)", ())])
+        except (sqlite3.Error, OSError) as exc:
             return f"not a usable SQLite database ({exc}), so not a scaleright run database"
-        if cols == _COLUMNS:
+        tables = sorted(r[0] for r in names)
+        if {r[1] for r in info} == _COLUMNS:
             return None
         if not tables:
             return "a SQLite database with no tables, not a scaleright run database"
@@ -224,27 +217,43 @@ class RunStore:
         return f"a SQLite database without scaleright's runs table (tables: {shown}), not a scaleright run database"
 
     # ---- connections ----------------------------------------------------------------------------------------
-    def _open_ro(self, *, probe: bool = True) -> sqlite3.Connection:
-        wal = Path(f"{self.path}-wal")
-        shm = Path(f"{self.path}-shm")
-        if not probe and not wal.exists() and not shm.exists():
-            # Identification only: nothing beyond the main file exists, so read it as is and create no companions.
-            conn = sqlite3.connect(_uri(self.path, mode="ro", immutable="1"), uri=True, timeout=BUSY_TIMEOUT_S)
-            conn.execute("PRAGMA query_only = 1")
-            return conn
-        conn = sqlite3.connect(_uri(self.path, mode="ro"), uri=True, timeout=BUSY_TIMEOUT_S)
-        try:
-            conn.execute("PRAGMA query_only = 1")
-            conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
-        except sqlite3.OperationalError as exc:
-            conn.close()
-            if "unable to open" not in str(exc) or wal.exists():
+    def _quiet(self) -> tuple[int, int, int, int] | None:
+        """The main file's identity and times when no ``-wal`` or ``-shm`` file exists (no connection is open and
+        every commit is in the main file); None otherwise."""
+        if Path(f"{self.path}-wal").exists() or Path(f"{self.path}-shm").exists():
+            return None
+        st = self.path.stat()
+        return st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
+
+    def _fetch(self, statements: list[tuple[str, tuple]], *, check: bool = False,
+               raw_text: bool = False) -> list[list[sqlite3.Row]]:
+        """Run read-only ``statements``; return each one's rows. Creates no file and changes none.
+
+        When nothing has the database open (no ``-wal``/``-shm``), the main file is read as a snapshot
+        (``immutable=1``: no locks, no companion files) and the read is kept only if the file and its companions
+        are unchanged afterwards; otherwise, or when a writer is active, it is read with SQLite's shared locks
+        (``mode=ro``), which may leave SQLite's usual ``-wal``/``-shm`` files of a WAL database behind."""
+        before = self._quiet()
+        for snapshot in ((True, False) if before is not None else (False,)):
+            params = {"mode": "ro", "immutable": "1"} if snapshot else {"mode": "ro"}
+            conn = sqlite3.connect(_uri(self.path, **params), uri=True, timeout=BUSY_TIMEOUT_S)
+            conn.row_factory = sqlite3.Row
+            if raw_text:  # text as bytes: a column that is not UTF-8 is one damaged row, not a failed query
+                conn.text_factory = bytes
+            try:
+                conn.execute("PRAGMA query_only = 1")
+                if check:
+                    self._check_pragmas(conn)
+                results = [conn.execute(sql, args).fetchall() for sql, args in statements]
+            except sqlite3.Error:
+                if snapshot and self._quiet() != before:
+                    continue  # a writer changed the file under the snapshot: read again with locks
                 raise
-            # A WAL database in a directory we cannot write (no -shm can be made): with no -wal file there is
-            # nothing beyond the main file, so read it as immutable (SQLite docs, "WAL": read-only databases).
-            conn = sqlite3.connect(_uri(self.path, mode="ro", immutable="1"), uri=True, timeout=BUSY_TIMEOUT_S)
-            conn.execute("PRAGMA query_only = 1")
-        return conn
+            finally:
+                conn.close()
+            if not snapshot or self._quiet() == before:
+                return results
+        raise AssertionError("unreachable: the locked read returns or raises")
 
     def _db_error(self, exc: sqlite3.Error) -> RunStoreError:
         text = str(exc)
@@ -258,24 +267,19 @@ class RunStore:
             return RunStoreError(f"{self._where}: cannot use the run database ({text})")
         return RunStoreError(f"{self._where} is not a usable scaleright run database ({text})")
 
-    @contextmanager
-    def _read(self) -> Iterator[sqlite3.Connection]:
+    def _query(self, sql: str, args: tuple = ()) -> list[sqlite3.Row]:
+        """Rows of one read-only query, after checking that the file is a scaleright run database."""
         self._file_problem(missing_ok=False)
         why = self._identity_problem()
         if why is not None:
             raise RunStoreError(f"{self._where}: {why}")
         try:
-            conn = self._open_ro()
+            [rows] = self._fetch([(sql, args)], check=True, raw_text=True)
         except sqlite3.Error as exc:
             raise self._db_error(exc) from None
-        conn.row_factory = sqlite3.Row
-        try:
-            self._check_pragmas(conn)
-            yield conn
-        except sqlite3.Error as exc:
-            raise self._db_error(exc) from None
-        finally:
-            conn.close()
+        except OSError as exc:
+            raise RunStoreError(f"{self._where}: cannot read ({exc.strerror or exc})") from None
+        return rows
 
     def _check_pragmas(self, conn: sqlite3.Connection, suffix: str = "") -> None:
         """The identity as SQLite sees it, WAL included (the file header can lag behind an open writer's WAL)."""
@@ -388,25 +392,29 @@ class RunStore:
         """Store one run in one transaction; return its id. ``hardware`` must carry its ``fingerprint``.
 
         When the run cannot be stored, it is written to a recovery file and ``RunStoreError`` says where."""
-        if kind not in KINDS:
-            raise InputError(f"kind must be one of {', '.join(KINDS)}; got '{kind}'")
-        if status not in ("ok", "failed"):
-            raise InputError(f"status must be ok or failed; got '{status}'")
         when = time_utc or dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
-        values = (when, kind, hardware.get("fingerprint", ""), *(json.dumps(v, sort_keys=True) for v in
-                  (hardware, software, model, layout, metrics)), status, error, sweep_id)
+        record = {"kind": kind, "model": model, "layout": layout, "metrics": metrics, "hardware": hardware,
+                  "software": software, "status": status, "error": error, "sweep_id": sweep_id, "time_utc": when}
         try:
-            with self._write() as conn, conn:
-                cur = conn.execute(
-                    "INSERT INTO runs (time_utc, kind, fingerprint, hardware_json, software_json, model_json, "
-                    "layout_json, metrics_json, status, error, sweep_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    values)
-                assert cur.lastrowid is not None  # an INSERT into a rowid table always sets it
-                return int(cur.lastrowid)
+            return self._insert(record)
         except RunStoreError as exc:
-            record = {"kind": kind, "model": model, "layout": layout, "metrics": metrics, "hardware": hardware,
-                      "software": software, "status": status, "error": error, "sweep_id": sweep_id, "time_utc": when}
             raise RunStoreError(f"{exc}; {self._save_unsaved(record, str(exc))}") from None
+
+    def _insert(self, record: dict[str, Any]) -> int:
+        if record["kind"] not in KINDS:
+            raise InputError(f"kind must be one of {', '.join(KINDS)}; got '{record['kind']}'")
+        if record["status"] not in ("ok", "failed"):
+            raise InputError(f"status must be ok or failed; got '{record['status']}'")
+        values = (record["time_utc"], record["kind"], record["hardware"].get("fingerprint", ""),
+                  *(json.dumps(record[k], sort_keys=True) for k in ("hardware", "software", "model", "layout",
+                                                                    "metrics")),
+                  record["status"], record["error"], record["sweep_id"])
+        with self._write() as conn, conn:
+            cur = conn.execute(
+                "INSERT INTO runs (time_utc, kind, fingerprint, hardware_json, software_json, model_json, "
+                "layout_json, metrics_json, status, error, sweep_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", values)
+            assert cur.lastrowid is not None  # an INSERT into a rowid table always sets it
+            return int(cur.lastrowid)
 
     def _save_unsaved(self, record: dict[str, Any], reason: str) -> str:
         """Write ``record`` to a recovery file (next to the database, else in the user data dir); return the
@@ -454,7 +462,12 @@ class RunStore:
         for k in _JSON:
             if not isinstance(run[k], dict):
                 raise InputError(f"{flag}={_short(p)}: run.{k} must be a JSON object")
-        return self.add(**run)
+        record = {"status": "ok", "error": None, "sweep_id": None, "time_utc": None, **run}
+        record["time_utc"] = record["time_utc"] or dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+        try:
+            return self._insert(record)
+        except RunStoreError as exc:
+            raise RunStoreError(f"{exc}; the run is still only in {_short(p)}") from None
 
     def list(self, kind: str | None = None, *, status: str | None = None, fingerprint: str | None = None,
              damaged: list[str] | None = None) -> list[dict[str, Any]]:
@@ -472,8 +485,7 @@ class RunStore:
                 where.append(f"{col} = ?")
                 args.append(val)
         sql = "SELECT * FROM runs" + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY id"
-        with self._read() as conn:
-            rows = conn.execute(sql, args).fetchall()
+        rows = self._query(sql, tuple(args))
         out = []
         for row in rows:
             try:
@@ -486,9 +498,9 @@ class RunStore:
 
     def get(self, run_id: int) -> dict[str, Any]:
         """One run by id; ``RunNotFoundError`` if absent, ``InputError`` for an id outside 1..2**63-1."""
-        _check_run_id(run_id)
-        with self._read() as conn:
-            row = conn.execute("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone()
+        check_run_id(run_id)
+        rows = self._query("SELECT * FROM runs WHERE id = ?", (run_id,))
+        row = rows[0] if rows else None
         if row is None:
             raise RunNotFoundError(f"no run with id {run_id} in {self.path}")
         return _row_to_run(row, self._where)
@@ -503,42 +515,11 @@ class RunStore:
             check_output_path("--out", out)
             refuse_input_as_output("--out", out, [self.path, f"{self.path}-wal", f"{self.path}-shm"])
         runs = self.list(kind, damaged=damaged)
-        text = json.dumps(_finite(runs), indent=2, allow_nan=False) + "\n" if fmt == "json" else _to_csv(runs)
+        text = runs_to_json(runs) if fmt == "json" else runs_to_csv(runs)
         if out is not None:
             write_atomic("--out", out, text)
         return text
 
     def integrity(self) -> str:
         """``PRAGMA integrity_check`` result ("ok" when the file is sound)."""
-        with self._read() as conn:
-            return str(conn.execute("PRAGMA integrity_check").fetchone()[0])
-
-
-_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
-
-
-def csv_cell(value: Any) -> Any:
-    """One CSV cell: text starting like a formula gets a leading ``'``; numbers stay numbers; NaN/inf are empty."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return ""
-    if isinstance(value, str) and value.startswith(_FORMULA_START):
-        return "'" + value
-    return value
-
-
-def _flat(run: dict[str, Any]) -> dict[str, Any]:
-    row = {k: run[k] for k in _PLAIN}
-    for part in ("model", "layout", "metrics", "hardware", "software"):
-        for key, val in run[part].items():
-            row[f"{part}.{key}"] = json.dumps(_finite(val)) if isinstance(val, (list, dict)) else val
-    return {k: csv_cell(v) for k, v in row.items()}
-
-
-def _to_csv(runs: list[dict[str, Any]]) -> str:
-    rows = [_flat(r) for r in runs]
-    extra = sorted({k for r in rows for k in r} - set(_PLAIN))
-    buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=[*_PLAIN, *extra], lineterminator="\n")
-    writer.writeheader()
-    writer.writerows(rows)
-    return buf.getvalue()
+        return str(_text(self._query("PRAGMA integrity_check")[0][0]))

@@ -337,14 +337,11 @@ def runs_show(
         "uniformity with the other commands).")] = False,
 ) -> None:
     """One stored run, as JSON (with or without --json); NaN and Infinity print as null."""
-    from scaleright.bench.db import MAX_RUN_ID
+    from scaleright.bench.db import check_run_id
     from scaleright.cli.common import emit_json
-    from scaleright.errors import InputError
 
     del as_json  # the output is JSON either way
-    if not 1 <= run_id <= MAX_RUN_ID:
-        shown = f"an integer of {len(str(abs(run_id)))} digits" if run_id.bit_length() > 64 else str(run_id)
-        raise InputError(f"ID={shown}: a run id is a whole number from 1 to {MAX_RUN_ID}")
+    check_run_id(run_id, flag="ID")
     emit_json(_read_store(db).get(run_id))
 
 
@@ -357,8 +354,8 @@ def runs_export(
     db: DbOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="Same as --format json (the default).")] = False,
 ) -> None:
-    """Every stored run as CSV (nested fields flattened; cells that would start a spreadsheet formula get a leading
-    ') or JSON (the default; NaN and Infinity as null)."""
+    """Every stored run as CSV (nested fields flattened; text that would start a spreadsheet formula gets a leading
+    quote) or JSON (the default; NaN and Infinity as null)."""
     from scaleright.cli.common import check_output_path
     from scaleright.errors import InputError
 

@@ -1,4 +1,4 @@
-"""``scaleright calibrate`` and ``scaleright compare``: fit the model to measured runs, and show predicted vs measured."""
+"""``scaleright calibrate`` and ``scaleright compare``: fit the model to measured runs; show predicted vs measured."""
 
 from __future__ import annotations
 
