@@ -1206,26 +1206,30 @@ def _applies(flag: Flag, task: str) -> bool:
             or (flag.applies == "lora" and task in ("lora", "qlora")))  # fmt: skip
 
 
-RUN_DB_VARIANTS = ("ok", "bad_json", "big_int")
+RUN_DB_VARIANTS = ("ok", "bad_json", "big_int", "incomplete")
 
 
 @functools.cache
 def _runs_db(variant: str) -> bytes:
-    """The bytes of a small run database: ``ok`` (two runs), ``bad_json`` (a row whose JSON does not parse),
-    ``big_int`` (a row with a 5001-digit integer)."""
+    """The bytes of a small run database of two train runs: ``ok`` (complete rows, as ``bench train`` stores them),
+    ``incomplete`` (rows without step times), ``bad_json`` (a column whose JSON does not parse), ``big_int`` (a
+    5001-digit integer in a column)."""
     from scaleright.bench.db import RunStore
 
     with tempfile.TemporaryDirectory() as d:
         path = Path(d) / "runs.sqlite"
         store = RunStore(path)
         for ws in (1, 2):
+            metrics = {"tokens_per_s": 1234.5 * ws * 0.9, "step_time_s_median": 0.2 / 0.9, "peak_memory_gb": 0.05}
+            if variant == "incomplete":
+                metrics = {"tokens_per_s": 1234.5 * ws}
             store.add(kind="train", model={"preset": "tiny", "layers": 2, "hidden": 64, "heads": 2, "vocab": 256,
                                            "seq_len": 128},  # fmt: skip
-                      layout={"strategy": "ddp", "precision": "fp32", "world_size": ws, "micro_batch": 2,
-                              "batch_size": 2},  # fmt: skip
-                      metrics={"tokens_per_s": 1234.5 * ws, "step_time_s": 0.1}, hardware={"fingerprint": "cpu-fuzz"},
-                      software={"python": "3.11"}, time_utc=f"2026-01-0{ws}T00:00:00+00:00")
-        if variant != "ok":
+                      layout={"strategy": "ddp", "precision": "fp32", "world_size": ws, "nproc_per_node": ws,
+                              "micro_batch": 2, "global_batch": 2 * ws, "batch_size": 2},  # fmt: skip
+                      metrics=metrics, hardware={"fingerprint": "cpu-fuzz"}, software={"python": "3.11"},
+                      time_utc=f"2026-01-0{ws}T00:00:00+00:00")
+        if variant in ("bad_json", "big_int"):
             bad = "{not json" if variant == "bad_json" else '{"tokens_per_s": 1' + "0" * 5000 + "}"
             with sqlite3.connect(path) as conn:
                 conn.execute("UPDATE runs SET metrics_json = ?", (bad,))
@@ -1352,12 +1356,13 @@ def gen_cli(c: Chooser) -> Case:
 
 
 def _gen_runs(c: Chooser) -> Case:
-    variant = c.choice(("ok", "ok", "ok", "bad_json", "big_int", "missing", "text", "dir", "empty", "long"))
+    variant = c.choice(("ok", "ok", "ok", "bad_json", "big_int", "incomplete", "missing", "text", "dir", "empty",
+                        "long"))  # fmt: skip
     if c.integer(0, 49) == 23:
         variant = "fifo"  # rare: a reader that opens it may block until the time limit
     files: list[tuple[str, FileContent]] = []
     db = "runs.sqlite"
-    if variant in ("ok", "bad_json", "big_int"):
+    if variant in RUN_DB_VARIANTS:
         files.append((db, _runs_db(variant)))
     elif variant == "text":
         files.append((db, "this is not a database\n"))
@@ -1380,6 +1385,8 @@ def _gen_runs(c: Chooser) -> Case:
         if c.coin(30):
             k = c.choice(("train", "infer", "bogus", ""))
             argv += ["--kind", k]
+            if k == "infer" and variant in ("bad_json", "big_int"):
+                invalid = False  # the broken rows are train runs: an infer listing never reads them
             invalid = invalid or k in ("bogus", "")
             why += f", --kind {k!r}"
         if c.coin(70):
@@ -1493,11 +1500,13 @@ def _gen_compare(c: Chooser) -> Case:
 def _gen_calibrate(c: Chooser) -> Case:
     if c.coin(50):
         return _gen_compare(c)
-    name = c.choice(("n" * 300, "../evil", ".hidden", "", "a/b", "[/bold]"))
-    files: list[tuple[str, FileContent]] = [("runs.sqlite", _runs_db("ok"))]
-    argv = ["calibrate", "--name", name, "--gpu", "h100-sxm", "--db", "runs.sqlite"]
-    invalid = name != "[/bold]"
-    return Case("cli", tuple(argv), tuple(files), invalid, f"calibrate --name {_elide(name, 30)!r}", (".xdg/",))
+    name = c.choice(("my-h100", "my-h100", "n" * 300, "../evil", ".hidden", "", "a/b", "[/bold]"))
+    variant = c.choice(("ok", "ok") + RUN_DB_VARIANTS)
+    files: list[tuple[str, FileContent]] = [("runs.sqlite", _runs_db(variant))]
+    argv = ["calibrate", "--name", name, "--gpu", "h100-sxm", "--db", "runs.sqlite"] + (["--json"] if c.coin(50) else [])
+    invalid = name not in ("my-h100", "[/bold]") or variant != "ok"
+    return Case("cli", tuple(argv), tuple(files), invalid, f"calibrate --name {_elide(name, 30)!r} --db {variant}",
+                (".xdg/",))
 
 
 NPROC_LISTS = (("1", False), ("1,2,4", False), ("0", True), ("-1", True), ("1,,2", True), ("abc", True),
