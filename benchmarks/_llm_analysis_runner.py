@@ -52,7 +52,7 @@ def run_jobs(jobs: list[dict]) -> list[dict]:
             num = {k: float(v) for k, v in summary.items()
                    if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)}  # fmt: skip
             out.append({"id": jid, "ok": True, "summary": num})
-        except BaseException as exc:  # noqa: BLE001 - one bad job must not lose the batch
+        except BaseException as exc:  # one bad job must not lose the batch
             if isinstance(exc, KeyboardInterrupt):
                 raise
             msg = str(exc).strip().splitlines()[0] if str(exc).strip() else ""

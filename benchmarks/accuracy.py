@@ -1,7 +1,7 @@
 """Accuracy of scaleright's performance model against published measurements, and the fit of its calibration.
 
-Every row of ``../shared/reference/{train,infer}_measured.csv`` that ``scaleright.estimate.reference`` can map
-becomes a prediction; the error of a row is predicted / measured − 1 in the source's own unit and convention
+Every row of ``validation/reference/{train,infer}_measured.csv`` that the ``validation`` package can map becomes a
+prediction; the error of a row is predicted / measured − 1 in the source's own unit and convention
 (TFLOP/s per GPU — model or hardware, causal or not — tokens/s per GPU, output tokens/s of the system, or TPOT).
 Printed per source table: rows used and skipped, median and 90th-percentile absolute error, the median signed
 error (bias) and the worst rows; then the overall medians against the targets (training ≤ 10 %, inference
@@ -11,6 +11,8 @@ token its own TFLOP/s ÷ tokens/s imply.
     python benchmarks/accuracy.py                 # errors with the default calibration
     python benchmarks/accuracy.py --fit           # fit the Calibration on all rows jointly, plus a held-out check
     python benchmarks/accuracy.py --fit --write   # also write the fitted values as the defaults of calibration.py
+
+``--fit`` needs scipy: ``pip install ".[validate]"``; the error report alone needs only scaleright.
 
 The fit (scipy ``least_squares``, trust-region reflective, soft-L1 loss) minimises log(predicted / measured) over
 training and inference rows together, one parameter set for everything; each row is weighted so that every
@@ -26,6 +28,7 @@ report the error on the other, and swap.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import multiprocessing
 import os
 import re
@@ -36,9 +39,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from scipy.optimize import least_squares
 
-from scaleright.estimate import reference as ref
+# The repository root on sys.path, so that `python3 benchmarks/<this>.py` imports the validation/ package (the
+# reference data and its mapping to model inputs; not part of the installed wheel).
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import validation as ref
 from scaleright.estimate.calibration import DEFAULT_CALIBRATION, Calibration
 
 TRAIN_TARGET = 0.10  # median |error| of training TFLOP/s (and tokens/s) per GPU
@@ -265,6 +271,8 @@ def fit(data: Data, base: Calibration, groups: frozenset[str], pool) -> tuple[Ca
         cols = pool.map(_residuals_star, [(s, base, groups, weights) for s in steps])
         return np.stack([(c - f0) / (s[i] - u[i]) for i, (c, s) in enumerate(zip(cols, steps, strict=True))], axis=1)
 
+    from scipy.optimize import least_squares  # the validate extra; main() checks it is installed
+
     t0 = time.time()
     res = least_squares(fun, u0, jac=jac, bounds=(0.0, 1.0), loss="soft_l1", f_scale=0.1, x_scale=1.0,
                         max_nfev=100, xtol=1e-6, ftol=1e-8)  # fmt: skip
@@ -345,6 +353,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.write and not args.fit:
         ap.error("--write needs --fit")
+    if args.fit and importlib.util.find_spec("scipy") is None:
+        ap.error('--fit needs scipy: pip install ".[validate]"')
     t0 = time.time()
     data = load_data()
     report(data, DEFAULT_CALIBRATION, "default calibration", worst=args.worst)

@@ -1,6 +1,6 @@
 """Accuracy of scaleright's training-memory model (``estimate.memory.training_memory``) against published figures.
 
-Measured peaks: every ``measured`` row of ``../shared/reference/memory_measured.csv`` (torchtitan and torchao peak
+Measured peaks: every ``measured`` row of ``validation/reference/memory_measured.csv`` (torchtitan and torchao peak
 memory per GPU, reported in GiB and converted to GB = 1e9 B), with the layout of the training row of the same run
 in ``train_measured.csv``; then, separately, the BLOOM-176B nvidia-smi snapshots that ``train_measured.csv`` notes
 carry ("Mem=NNGB", read as GiB as nvidia-smi reports MiB; they include the CUDA context and the allocator cache).
@@ -15,10 +15,15 @@ from __future__ import annotations
 import re
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 
-from scaleright.estimate import reference as ref
+# The repository root on sys.path, so that `python3 benchmarks/<this>.py` imports the validation/ package (the
+# reference data and its mapping to model inputs; not part of the installed wheel).
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import validation as ref
 from scaleright.estimate.memory import training_memory
 
 GIB_PER_GB = ref.GIB / 1e9
@@ -55,7 +60,7 @@ def measured_rows() -> list[float]:
 
 def bloom_snapshots() -> list[float]:
     train, _ = ref.load_train_cases()
-    notes = {line: row["notes"] for line, row in ref._rows(None, "train_measured.csv")}
+    notes = {line: row["notes"] for line, row in ref.read_rows("train_measured.csv")}
     print("\nBLOOM-176B nvidia-smi snapshots (train_measured.csv notes; Mem=NNGB read as GiB; includes the "
           "allocator cache)")
     errs = []

@@ -1,7 +1,7 @@
 """Side-by-side accuracy: scaleright against llm-analysis (PyPI ``llm-analysis`` 0.2.2) on the same measured rows.
 
-Training throughput: every row of ``../shared/reference/train_measured.csv`` that ``scaleright.estimate.reference``
-maps to a ``TrainCase`` and that llm-analysis can represent is predicted by both tools; the error of a row is
+Training throughput: every row of ``validation/reference/train_measured.csv`` that the ``validation`` package maps
+to a ``TrainCase`` and that llm-analysis can represent is predicted by both tools; the error of a row is
 predicted / measured − 1 in the row's own metric and convention (model TFLOP/s per GPU, causal or non-causal
 attention as the source counts it; hardware TFLOP/s for BLOOM and Megatron-LM 2021; tokens/s per GPU). llm-analysis
 gives a latency per iteration; it becomes tokens/s per GPU (global batch × seq_len / latency / GPUs) and, for the
@@ -49,7 +49,11 @@ from pathlib import Path
 
 import numpy as np
 
-from scaleright.estimate import reference as ref
+# The repository root on sys.path, so that `python3 benchmarks/<this>.py` imports the validation/ package (the
+# reference data and its mapping to model inputs; not part of the installed wheel).
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import validation as ref
 
 HERE = Path(__file__).resolve().parent
 RUNNER = HERE / "_llm_analysis_runner.py"

@@ -1,26 +1,29 @@
 """The performance model against independent published measurements, and physical invariants it must keep.
 
-Reference points come from ``../shared/reference`` through ``scaleright.estimate.reference`` (one row each, named by
-its csv line). They belong to the tables the default calibration is fitted to, so they pin the fitted model against
-regressions rather than test it out of sample (``benchmarks/accuracy.py --fit`` prints the held-out error by
-table). Their tolerance is 25 %: the model's median absolute error over all mapped rows is ~10-17 % and its
-90th percentile ~30-45 % (``benchmarks/accuracy.py``), so a single row may sit anywhere in that spread; 25 % still
-catches the gross slips a performance model makes — per-GPU vs per-system throughput (8x), hardware vs model FLOPs
-(4/3), TFLOP/s vs TiFLOP/s (10 %) on top of normal scatter, a GEMM efficiency off by a factor. The FLOP conventions
-themselves (causal vs non-causal attention, recompute counted or not) are pinned tighter, at 3 %, by comparing our
-FLOPs per token with the ones each source's own TFLOP/s ÷ tokens/s imply.
+Reference points come from ``validation/reference`` (the repository's copy of the project's shared reference data)
+through the ``validation`` package (one row each, named by its csv line). They belong to the tables the default
+calibration is fitted to, so they pin the fitted model against regressions rather than test it out of sample
+(``benchmarks/accuracy.py --fit`` prints the held-out error by table). Their tolerance is 25 %: the model's median
+absolute error over all mapped rows is ~10-17 % and its 90th percentile ~30-45 % (``benchmarks/accuracy.py``), so a
+single row may sit anywhere in that spread; 25 % still catches the gross slips a performance model makes — per-GPU
+vs per-system throughput (8x), hardware vs model FLOPs (4/3), TFLOP/s vs TiFLOP/s (10 %) on top of normal scatter, a
+GEMM efficiency off by a factor. The FLOP conventions themselves (causal vs non-causal attention, recompute counted
+or not) are pinned tighter, at 3 %, by comparing our FLOPs per token with the ones each source's own TFLOP/s ÷
+tokens/s imply.
 """
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
-
 import pytest
 
+import validation as ref
 from scaleright.catalog import get_gpu
-from scaleright.estimate import reference as ref
+from scaleright.errors import InputError
 from scaleright.estimate.comm import Cluster
 from scaleright.estimate.infer import estimate_infer, infer_arrays
 from scaleright.estimate.layout import Layout
@@ -28,7 +31,7 @@ from scaleright.estimate.train import estimate_train, train_step_arrays
 from scaleright.workload import count_params
 
 REFERENCE_TOLERANCE = 0.25
-REFERENCE = Path(__file__).resolve().parents[2] / "shared" / "reference"  # ../shared/reference beside the checkout
+REFERENCE = ref.reference_dir()  # validation/reference in this repository (or $SCALERIGHT_REFERENCE_DIR)
 
 
 @pytest.fixture(scope="module")
@@ -123,6 +126,44 @@ def test_unknown_gpus_and_models_are_counted_not_dropped(train_cases, infer_case
     reasons = [s.reason for s in (*train_cases[1], *infer_cases[1])]
     assert any("GB300" in r for r in reasons)
     assert any("model not in catalog" in r for r in reasons)
+
+
+# ---- where the reference data is -----------------------------------------------------------------------------------
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_reference_data_is_the_repositorys_own_copy(monkeypatch, tmp_path):
+    # a shared/reference beside the working directory (as CI used to have) is never picked up
+    (tmp_path / "shared" / "reference").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path / "shared")
+    monkeypatch.delenv(ref.REFERENCE_ENV_VAR, raising=False)
+    assert ref.reference_dir() == REPO_ROOT / "validation" / "reference"
+    assert (ref.reference_dir() / "train_measured.csv").is_file()
+
+
+def test_reference_dir_follows_the_argument_then_the_environment(monkeypatch, tmp_path):
+    (tmp_path / "env").mkdir()
+    (tmp_path / "arg").mkdir()
+    monkeypatch.setenv(ref.REFERENCE_ENV_VAR, str(tmp_path / "env"))
+    assert ref.reference_dir() == tmp_path / "env"
+    assert ref.reference_dir(tmp_path / "arg") == tmp_path / "arg"
+
+
+def test_missing_reference_dir_is_one_line_naming_it(monkeypatch, tmp_path):
+    monkeypatch.setenv(ref.REFERENCE_ENV_VAR, str(tmp_path / "nope"))
+    with pytest.raises(InputError, match=r"^reference directory .*nope \(from \$SCALERIGHT_REFERENCE_DIR\): "
+                       r"directory not found$"):
+        ref.reference_dir()
+    with pytest.raises(InputError, match=r"train_measured\.csv: file not found"):
+        ref.load_train_cases(tmp_path)
+
+
+def test_the_product_does_not_import_validation():
+    code = ("import sys, scaleright.cli.main, scaleright.estimate, scaleright.plan.planner; "
+            "print([m for m in sys.modules if m == 'validation' or m.startswith('validation.')])")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO_ROOT)
+    assert out.stdout.strip() == "[]"
 
 
 # ---- physics -------------------------------------------------------------------------------------------------------

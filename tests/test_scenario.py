@@ -11,6 +11,7 @@ import copy
 from pathlib import Path
 
 import pytest
+import yaml
 from pydantic import ValidationError
 
 from scaleright.errors import CatalogFileError, InputError, ScalerightError
@@ -58,15 +59,37 @@ def test_there_are_examples_to_check():
     assert len(EXAMPLES) >= 5, f"expected the shipped examples under {EXAMPLES_DIR}"
 
 
+def _leaves(node: object, prefix: str = "") -> dict[str, object]:
+    """Dotted path -> value of every leaf of a mapping (dicts of prices count as sections)."""
+    if not isinstance(node, dict):
+        return {prefix: node}
+    out: dict[str, object] = {}
+    for k, v in node.items():
+        out.update(_leaves(v, f"{prefix}.{k}" if prefix else str(k)))
+    return out
+
+
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.stem)
 def test_every_example_loads_as_a_scenario(path: Path):
     scn = load_scenario(path)
     assert isinstance(scn, Scenario)
+    # every value written in the file is the value the scenario holds (the file, read by PyYAML, is the reference)
+    written = _leaves(yaml.safe_load(path.read_text(encoding="utf-8")))
+    held = _leaves(scn.model_dump())
+    assert written, path
+    for key, value in written.items():
+        if isinstance(value, str) and isinstance(held.get(key), float):
+            value = float(value)  # PyYAML (YAML 1.1) reads 1.0e9 as a string; YAML 1.2, as scaleright does, a float
+        assert held.get(key) == value, f"{path.name}: {key} is {held.get(key)!r}, the file says {value!r}"
+    # and every field the file left out is reported as a default
+    assert not set(written) & set(scn.defaults_used())
     if scn.task == "inference":
         assert scn.inference is not None and scn.training is None
     else:
         assert scn.training is not None and scn.inference is None
-        assert scn.training.total_tokens > 0
+        t = written
+        expected = t.get("training.tokens") or float(t["training.dataset_tokens"]) * t.get("training.epochs", 1.0)
+        assert scn.training.total_tokens == pytest.approx(float(expected), rel=1e-12)
 
 
 def test_dataset_tokens_times_epochs_is_the_job_size():

@@ -28,7 +28,7 @@ from scaleright.workload import (
 
 FAST = settings(max_examples=60, deadline=None)
 
-# The 23 configs listed in ../shared/reference/model_configs/SOURCES.md, plus gpt3-175b (Brown et al. 2020 shape).
+# The 23 configs listed in validation/reference/model_configs/SOURCES.md, plus gpt3-175b (Brown et al. 2020 shape).
 CATALOG_MODELS = (
     "deepseek-v3", "falcon-7b", "gemma-2-27b", "gemma-2-9b", "gpt-neox-20b", "gpt2", "llama-2-13b", "llama-2-70b",
     "llama-2-7b", "llama-3.1-405b", "llama-3.1-70b", "llama-3.1-8b", "llama-3.2-1b", "llama-3.2-3b",
@@ -229,27 +229,37 @@ def _llama(base, s: dict, **kw) -> dict:
 @FAST
 @given(s=shape, extra=st.integers(1, 8))
 def test_more_layers_always_mean_more_parameters(llama_like_config, s, extra):
+    """Each added Llama layer (MHA here: kv heads = heads, q_dim = hidden) adds exactly 4h² attention + 3h·f SwiGLU
+    + 2h RMSNorm weights, written out from the config's shape."""
     fewer = count_params(from_hf_config(_llama(llama_like_config, s))).total
     more = count_params(from_hf_config(_llama(llama_like_config, s, num_hidden_layers=s["num_hidden_layers"] + extra)))
-    assert more.total > fewer
+    h, f = s["num_attention_heads"] * s["head_dim"], s["intermediate_size"]
+    assert more.total - fewer == extra * (4 * h * h + 3 * h * f + 2 * h)
 
 
 @FAST
 @given(s=shape, hidden=st.integers(64, 8192), extra=st.integers(1, 1024))
 def test_a_wider_model_always_has_more_parameters(llama_like_config, s, hidden, extra):
-    """Width alone (head_dim fixed in the config, as Gemma does): every matrix touching the residual stream grows."""
+    """Width alone (head_dim fixed in the config, as Gemma does): every matrix touching the residual stream grows.
+    Per unit of h: q, k, v, o each H·d (MHA), the SwiGLU 3f, two norms per layer; untied embedding and head 2V;
+    the final norm 1."""
     narrow = count_params(from_hf_config(_llama(llama_like_config, s, hidden_size=hidden))).total
     wide = count_params(from_hf_config(_llama(llama_like_config, s, hidden_size=hidden + extra))).total
-    assert wide > narrow
+    q_dim = s["num_attention_heads"] * s["head_dim"]
+    per_unit = s["num_hidden_layers"] * (4 * q_dim + 3 * s["intermediate_size"] + 2) + 2 * s["vocab_size"] + 1
+    assert wide - narrow == extra * per_unit
 
 
 @FAST
 @given(s=shape, experts=st.integers(1, 64), data=st.data())
 def test_moe_active_parameters_never_exceed_total(llama_like_config, s, experts, data):
+    """Mixtral routes each token through top_k of the experts (SwiGLU, 3h·f each): the parameters a token does not
+    touch are exactly L·(experts − top_k)·3h·f."""
     top_k = data.draw(st.integers(1, experts))
     cfg = _llama(llama_like_config, s, model_type="mixtral", num_local_experts=experts, num_experts_per_tok=top_k)
     counts = count_params(from_hf_config(cfg))
-    assert counts.active <= counts.total
+    h, f = s["num_attention_heads"] * s["head_dim"], s["intermediate_size"]
+    assert counts.total - counts.active == s["num_hidden_layers"] * (experts - top_k) * 3 * h * f
     assert (counts.active == counts.total) == (top_k == experts)
 
 

@@ -65,6 +65,9 @@ LIMITS: dict[str, Limit] = {
     "gb_per_s": Limit(1e6, "10**6 GB/s per device link; NVLink 5 delivers ~900"),
     "gbps": Limit(1e7, "10**7 Gb/s per device; NICs deliver ~800"),
     "billions": Limit(1e9, "10**18 parameters; the largest published models have ~10**12"),
+    "link_gbps": Limit(1e5, "10**5 Gb/s per GPU; the fastest NICs sold carry 800 Gb/s"),
+    "hidden": Limit(1_048_576, "2**20; the widest published models are ~3 x 10**4 wide"),
+    "heads": Limit(65_536, "2**16 attention heads"),
 }
 
 

@@ -93,7 +93,8 @@ def test_public_api_is_exactly_all():
 
 
 @pytest.mark.parametrize(("args", "message"), [
-    (["bench", "report", "--html", "{missing}/x.html"], "--html={missing}/x.html: directory '{missing}' does not exist"),
+    (["bench", "report", "--html", "{missing}/x.html"],
+     "--html={missing}/x.html: directory '{missing}' does not exist"),
     (["bench", "report", "--html", "{tmp}"], "--html={tmp}: is a directory; give a file path"),
     (["bench", "report", "--job-tokens", "nan"], "--job-tokens=nan must be a finite positive number"),
     (["bench", "report", "--price-usd-per-gpu-hour", "-1"], "--price-usd-per-gpu-hour=-1.0 must be a finite"),

@@ -40,4 +40,6 @@ def test_infer_bench_reports_prefill_and_decode_per_batch_size(tmp_path):
         assert r["decode_tokens_per_s"] == pytest.approx(r["batch_size"] * 8 / r["decode_time_s_median"])
         assert r["time_per_output_token_s"] == pytest.approx(r["decode_time_s_median"] / 8)
     stored = store.list("infer")
-    assert [s["layout"]["batch_size"] for s in stored] == [1, 4] and stored[0]["model"]["params"] > 0
+    assert [s["layout"]["batch_size"] for s in stored] == [1, 4]
+    assert stored[0]["model"]["params"] == gpt_spec("tiny").params
+    assert [s["metrics"]["decode_tokens_per_s"] for s in stored] == [r["decode_tokens_per_s"] for r in out["runs"]]

@@ -55,7 +55,7 @@ def test_list_filters_by_kind_and_status(store, make_run):
 
 def test_missing_run_id_names_the_id_and_file(store, make_run):
     store.add(**make_run())
-    with pytest.raises(RunNotFoundError, match="no run with id 7 in .*runs.sqlite"):
+    with pytest.raises(RunNotFoundError, match=r"no run with id 7 in .*runs\.sqlite"):
         store.get(7)
 
 

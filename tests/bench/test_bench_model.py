@@ -11,7 +11,6 @@ torch = pytest.importorskip("torch")
 
 from scaleright.bench.model import GPT, KVCache  # noqa: E402
 
-
 ODD = {"layers": 3, "hidden": 48, "heads": 6, "vocab": 100, "seq_len": 20}
 
 

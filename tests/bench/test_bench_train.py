@@ -45,7 +45,7 @@ def test_contract_prints_one_json_object_with_runs_and_efficiency(ddp_sweep):
 
 
 def test_stored_runs_carry_what_calibration_needs(ddp_sweep):
-    _, db = ddp_sweep
+    out, db = ddp_sweep
     runs = RunStore(db).list(kind="train")
     assert [r["layout"]["world_size"] for r in runs] == [1, 2] and {r["status"] for r in runs} == {"ok"}
     run = runs[1]
@@ -53,7 +53,8 @@ def test_stored_runs_carry_what_calibration_needs(ddp_sweep):
     for key in ("micro_batch", "world_size", "strategy", "precision", "activation_checkpointing", "device_type",
                 "device_name"):
         assert key in run["layout"], key
-    assert run["metrics"]["step_time_s_median"] > 0 and run["metrics"]["tokens_per_s"] > 0
+    for key in ("step_time_s_median", "tokens_per_s", "peak_memory_gb"):  # what the sweep printed is what it stored
+        assert run["metrics"][key] == out["runs"][1][key], key
     assert len(run["fingerprint"]) == 12 and run["hardware"]["cpu_model"]
     assert run["software"]["torch"].startswith("2.13") and run["software"]["scaleright"]
 
@@ -66,7 +67,7 @@ def test_efficiency_from_stored_runs_is_speedup_over_relative_size(ddp_sweep):
     assert out["scaling_efficiency"]["2"] == pytest.approx(expected)
     assert scaling_efficiency(speedup=t2 / t1, world_size=2) == pytest.approx(expected)
     [group] = scaling_report(runs, price_usd_per_gpu_hour=2.0, job_tokens=1e6)
-    row1, row2 = group["rows"]
+    _row1, row2 = group["rows"]
     assert row2["scaling_efficiency"] == pytest.approx(expected)
     assert row2["job_cost_usd"] == pytest.approx(2 * 2.0 * 1e6 / t2 / 3600)
 
@@ -106,7 +107,9 @@ def test_fsdp_full_shard_at_two_ranks_with_bf16_and_recompute(tmp_path):
     out = run_train_bench({"model": gpt_spec("tiny"), "strategy": "fsdp", "nproc": (2,), "steps": 3, "warmup": 1,
                            "device": "cpu", "precision": "bf16", "activation_checkpointing": True}, store=store)
     [run] = out["runs"]
-    assert run["world_size"] == 2 and run["strategy"] == "fsdp-full" and run["tokens_per_s"] > 0
+    assert run["world_size"] == 2 and run["strategy"] == "fsdp-full"
+    # 2 ranks x micro-batch 8 x 64 tokens (tiny) per measured step
+    assert run["tokens_per_s"] == pytest.approx(2 * 8 * 64 / run["step_time_s_median"])
     [stored] = store.list("train")
     assert stored["layout"]["strategy"] == "fsdp-full" and stored["layout"]["activation_checkpointing"] is True
     assert stored["layout"]["precision"] == "bf16" and stored["layout"]["backend"] == "gloo"
@@ -115,5 +118,8 @@ def test_fsdp_full_shard_at_two_ranks_with_bf16_and_recompute(tmp_path):
 def test_single_strategy_at_one_rank(tmp_path):
     out = run_train_bench({"model": gpt_spec("tiny", layers=1), "strategy": "single", "nproc": (1,), "steps": 2,
                            "warmup": 0, "device": "cpu"})
-    assert out["runs"][0]["world_size"] == 1 and out["runs"][0]["run_id"] is None
+    [run] = out["runs"]
+    assert run["world_size"] == 1 and run["run_id"] is None
+    assert run["tokens_per_s"] == pytest.approx(8 * 64 / run["step_time_s_median"])
+    assert run["step_time_s_p10"] <= run["step_time_s_median"] <= run["step_time_s_p90"]
     assert out["scaling_efficiency"] == {"1": 1.0}

@@ -2,7 +2,8 @@
 
 One torchrun job per world size (``bench/comm_worker.py``); per call the slowest rank's time, then the median over
 calls; algbw and busbw by the nccl-tests definitions (``bench/busbw.py``). Each world size is stored as one run of
-kind ``comm`` whose metrics hold one row per (op, size).
+kind ``comm`` whose metrics hold one row per (op, size). As in ``bench/train.py``, a ``BenchRunError`` or
+``KeyboardInterrupt`` raised out of the sweep carries ``.result``, the runs so far (the failed one last).
 """
 
 from __future__ import annotations
@@ -52,33 +53,40 @@ def run_comm_bench(config: CommBenchConfig | dict, *, store: RunStore | None = N
     check_torch()
     sweep_id = uuid.uuid4().hex[:12]
     model = {"dtype": cfg.dtype, "ops": [o.value for o in cfg.ops], "sizes_bytes": list(cfg.sizes_bytes)}
-    runs = []
-    for nproc in cfg.nproc:
-        launch = comm_launch(cfg, nproc)
-        layout = {"world_size": launch.world_size, "nproc_per_node": nproc, "nnodes": cfg.launch.nnodes,
-                  "warmup": cfg.warmup, "iters": cfg.iters}
-        try:
-            ranks = run_ranks(launch, worker_config(cfg, nproc))
-        except BenchRunError as exc:
+    runs: list[dict[str, Any]] = []
+    try:
+        for nproc in cfg.nproc:
+            launch = comm_launch(cfg, nproc)
+            layout = {"world_size": launch.world_size, "nproc_per_node": nproc, "nnodes": cfg.launch.nnodes,
+                      "warmup": cfg.warmup, "iters": cfg.iters}
+            try:
+                ranks = run_ranks(launch, worker_config(cfg, nproc))
+            except BenchRunError as exc:
+                run_id = None
+                if store is not None:
+                    run_id = store.add(kind="comm", model=model, layout=layout, metrics={}, hardware=hardware_info(),
+                                       software=software_info(), status="failed", error=str(exc), sweep_id=sweep_id)
+                runs.append({"run_id": run_id, "world_size": launch.world_size, "status": "failed", "error": str(exc),
+                             "rows": []})
+                raise
+            if ranks == REMOTE:
+                runs.append({"run_id": None, "world_size": launch.world_size, "status": "remote", "rows": []})
+                continue
+            r0 = ranks[0]
+            layout.update(device_type=r0["device_type"], device_name=r0["device_name"], backend=r0["backend"])
+            metrics = {"rows": comm_rows(ranks),
+                       "busbw_definition": "nccl-tests doc/PERFORMANCE.md: all-reduce 2(n-1)/n, others (n-1)/n"}
+            run_id = None
             if store is not None:
-                store.add(kind="comm", model=model, layout=layout, metrics={}, hardware=hardware_info(),
-                          software=software_info(), status="failed", error=str(exc), sweep_id=sweep_id)
-            raise
-        if ranks == REMOTE:
-            runs.append({"run_id": None, "world_size": launch.world_size, "status": "remote", "rows": []})
-            continue
-        r0 = ranks[0]
-        layout.update(device_type=r0["device_type"], device_name=r0["device_name"], backend=r0["backend"])
-        metrics = {"rows": comm_rows(ranks),
-                   "busbw_definition": "nccl-tests doc/PERFORMANCE.md: all-reduce 2(n-1)/n, others (n-1)/n"}
-        run_id = None
-        if store is not None:
-            run_id = store.add(kind="comm", model=model, layout=layout, metrics=metrics, sweep_id=sweep_id,
-                               hardware=hardware_info(r0["cuda_devices"]),
-                               software=software_info(backend=r0["backend"]))
-        run = {"run_id": run_id, "world_size": launch.world_size, "status": "ok", "backend": r0["backend"],
-               "rows": metrics["rows"]}
-        runs.append(run)
-        if on_run is not None:
-            on_run(run)
+                run_id = store.add(kind="comm", model=model, layout=layout, metrics=metrics, sweep_id=sweep_id,
+                                   hardware=hardware_info(r0["cuda_devices"]),
+                                   software=software_info(backend=r0["backend"]))
+            run = {"run_id": run_id, "world_size": launch.world_size, "status": "ok", "backend": r0["backend"],
+                   "rows": metrics["rows"]}
+            runs.append(run)
+            if on_run is not None:
+                on_run(run)
+    except (BenchRunError, KeyboardInterrupt) as exc:  # the sweep so far travels with the error
+        exc.result = {"sweep_id": sweep_id, "runs": runs}  # type: ignore[union-attr]
+        raise
     return {"sweep_id": sweep_id, "runs": runs}

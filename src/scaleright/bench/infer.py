@@ -6,7 +6,8 @@ repetition is bracketed by device synchronises; ``warmup`` untimed repetitions c
   prefill tokens/s = B * P / prefill time          (prefill time ~ time to first token)
   decode tokens/s  = B * G / decode time           (time per output token = decode time / G)
 Medians over ``repeats`` repetitions, with p10/p90. Peak memory as in ``bench/memory.py``. Weights are random.
-Each batch size is stored as one run of kind ``infer``.
+Each batch size is stored as one run of kind ``infer``. A ``KeyboardInterrupt`` raised out of the sweep carries
+``.result``, the runs stored before it.
 """
 
 from __future__ import annotations
@@ -31,19 +32,35 @@ def run_infer_bench(config: InferBenchConfig | dict, *, store: RunStore | None =
     """Run the sweep; returns ``{"sweep_id", "runs": [{"run_id", "batch_size", metrics...}]}``."""
     cfg = validated(InferBenchConfig, config, what="infer config")
     torch = require_torch()
-    from scaleright.bench.memory import PeakMemory
-    from scaleright.bench.model import GPT, KVCache
+    from scaleright.bench.model import GPT
 
     device = torch.device("cuda" if cfg.device == "cuda" or (cfg.device == "auto" and torch.cuda.is_available())
                           else "cpu")
     dtype = torch.bfloat16 if cfg.precision == "bf16" else torch.float32
     sync = (lambda: torch.cuda.synchronize(device)) if device.type == "cuda" else (lambda: None)
     torch.manual_seed(cfg.seed)
-    spec = cfg.model
-    model = GPT(spec).to(device=device, dtype=dtype).eval()
+    model = GPT(cfg.model).to(device=device, dtype=dtype).eval()
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
     sweep_id = uuid.uuid4().hex[:12]
-    runs = []
+    runs: list[dict[str, Any]] = []
+    try:
+        _sweep(cfg, model, device, dtype, sync, name, sweep_id, runs, store, on_run)
+    except KeyboardInterrupt as exc:
+        exc.result = {"sweep_id": sweep_id, "runs": runs}  # type: ignore[attr-defined]
+        raise
+    return {"sweep_id": sweep_id, "runs": runs}
+
+
+def _sweep(cfg: InferBenchConfig, model: Any, device: Any, dtype: Any, sync: Callable[[], None], name: str,
+           sweep_id: str, runs: list[dict[str, Any]], store: RunStore | None,
+           on_run: Callable[[dict], None] | None) -> None:
+    """Measure every batch size, appending each finished run to ``runs``."""
+    import torch
+
+    from scaleright.bench.memory import PeakMemory
+    from scaleright.bench.model import KVCache
+
+    spec = cfg.model
     for b in cfg.batch_sizes:
         mem = PeakMemory(device)
         mem.start()
@@ -64,7 +81,7 @@ def run_infer_bench(config: InferBenchConfig | dict, *, store: RunStore | None =
             if rep >= cfg.warmup:
                 prefill.append(t1 - t0)
                 decode.append(t2 - t1)
-        metrics = {**summarize(prefill, "prefill_time_s"), **summarize(decode, "decode_time_s")}
+        metrics: dict[str, Any] = {**summarize(prefill, "prefill_time_s"), **summarize(decode, "decode_time_s")}
         metrics["prefill_tokens_per_s"] = b * cfg.prompt_len / metrics["prefill_time_s_median"]
         metrics["decode_tokens_per_s"] = b * cfg.gen_len / metrics["decode_time_s_median"]
         metrics["time_per_output_token_s"] = metrics["decode_time_s_median"] / cfg.gen_len
@@ -84,4 +101,3 @@ def run_infer_bench(config: InferBenchConfig | dict, *, store: RunStore | None =
         runs.append(run)
         if on_run is not None:
             on_run(run)
-    return {"sweep_id": sweep_id, "runs": runs}

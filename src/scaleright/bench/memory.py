@@ -11,6 +11,10 @@ from __future__ import annotations
 
 import resource
 import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import torch
 
 __all__ = ["PeakMemory"]
 
@@ -26,7 +30,7 @@ def _maxrss_bytes() -> int:
 class PeakMemory:
     """``start()`` then ``peak_bytes()``; ``method`` says how it was measured."""
 
-    def __init__(self, device: object):
+    def __init__(self, device: torch.device):
         self.device = device
         self.method = CUDA_METHOD if getattr(device, "type", "cpu") == "cuda" else CPU_METHOD
         self._base = 0

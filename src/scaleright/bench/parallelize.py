@@ -14,12 +14,19 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
 from scaleright.bench.config import Strategy
+
+if TYPE_CHECKING:
+    from torch.distributed.fsdp import FSDPModule
+    from torch.nn.parallel import DistributedDataParallel
+
+    from scaleright.bench.model import GPT
 
 __all__ = ["parallelize", "autocast_context", "gradient_sync"]
 
@@ -36,7 +43,7 @@ class Checkpointed(nn.Module):
 
 
 def parallelize(
-    model: nn.Module, *, strategy: Strategy, precision: str, activation_checkpointing: bool, device: torch.device
+    model: GPT, *, strategy: Strategy, precision: str, activation_checkpointing: bool, device: torch.device
 ) -> nn.Module:
     """Wrap ``model`` (already on ``device``) for ``strategy``; the process group must be initialised."""
     if activation_checkpointing:
@@ -53,7 +60,7 @@ def parallelize(
 
     reshard = strategy is Strategy.FSDP_FULL
     mp = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32) if precision == "bf16" else None
-    kwargs = {"reshard_after_forward": reshard, **({"mp_policy": mp} if mp else {})}
+    kwargs: dict[str, Any] = {"reshard_after_forward": reshard, **({"mp_policy": mp} if mp else {})}
     for block in model.blocks:
         fully_shard(block, **kwargs)
     fully_shard(model, **kwargs)
@@ -73,14 +80,14 @@ def gradient_sync(model: nn.Module, strategy: Strategy) -> Callable[[bool], cont
     @contextlib.contextmanager
     def ctx(enabled: bool):
         if strategy is Strategy.DDP and not enabled:
-            with model.no_sync():
+            with cast("DistributedDataParallel", model).no_sync():
                 yield
         elif strategy in (Strategy.FSDP_FULL, Strategy.FSDP_GRAD_OP) and not enabled:
-            model.set_requires_gradient_sync(False)
+            cast("FSDPModule", model).set_requires_gradient_sync(False)
             try:
                 yield
             finally:
-                model.set_requires_gradient_sync(True)
+                cast("FSDPModule", model).set_requires_gradient_sync(True)
         else:
             yield
 

@@ -3,11 +3,16 @@
 Protocol with the parent (``bench/launch.py``), all files in the run directory named by ``SCALERIGHT_BENCH_DIR``:
 - ``config.json`` (written by the parent): the benchmark config as JSON.
 - ``rank{r}.progress``: progress beacon (``bench/progress.py``).
-- ``rank{r}.error.json``: written by a rank that failed: ``{"rank", "cause": "crash"|"oom", "error", "phase",
-  "time"}``; the rank then exits 1 and torchrun stops the others.
+- ``rank{r}.error.json``: written by a rank that failed in Python: ``{"rank", "cause", "error", "phase", "time"}``
+  with cause ``crash`` or ``oom`` (an exception; exit 1), ``interrupt`` (``KeyboardInterrupt``; exit 130) or
+  ``exit`` (``SystemExit``, also recorded as ``"code"``; the rank exits with that code); torchrun then stops the
+  others. A rank killed by a signal or leaving through a bare ``os._exit`` writes nothing: the parent learns its
+  exit status from torchrun (``bench/launch.py``).
 - ``result.json``: written by global rank 0 after ``all_gather_object`` of every rank's result: ``{"ranks": [...]}``.
   Only the node hosting global rank 0 gets it, which is how multi-node runs are collected without parsing stdout.
 Workers leave through ``os._exit`` once their files are written, skipping interpreter teardown (see ``_exit``).
+A worker dies with its torchrun agent and with the launcher (``bench/lifeline.py``): SIGKILL on the agent's exit
+(``PR_SET_PDEATHSIG``) and a watchdog thread that ends the rank once either is gone.
 Backend: NCCL on CUDA devices, gloo on CPU (PyTorch ``torch.distributed`` docs, "Backends").
 """
 
@@ -23,6 +28,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from scaleright.bench.lifeline import (
+    LAUNCHER_ENV,
+    set_parent_death_signal,
+    watch_parent,
+)
 from scaleright.bench.progress import Progress
 
 __all__ = ["RankContext", "run_rank", "DIR_ENV", "write_json_atomic", "is_oom"]
@@ -79,6 +89,7 @@ def run_rank(body: Callable[[RankContext, dict], dict]) -> None:
     """Run ``body(ctx, config)`` on this rank under the protocol above; exit 1 after reporting a failure."""
     run_dir = Path(os.environ[DIR_ENV])
     rank = int(os.environ["RANK"])
+    _follow_parents()
     progress = Progress(run_dir / f"rank{rank}.progress")
     progress.mark("start")
     try:
@@ -101,15 +112,34 @@ def run_rank(body: Callable[[RankContext, dict], dict]) -> None:
             write_json_atomic(run_dir / "result.json", {"ranks": gathered})
         dist.destroy_process_group()
         progress.mark("done")
-    except Exception as exc:
-        cause = "oom" if is_oom(exc) else "crash"
+    except BaseException as exc:  # every way out of the body is reported, then the rank leaves
         first_line = (str(exc).strip().splitlines() or [""])[0][:300]
-        record = {"rank": rank, "cause": cause, "error": f"{type(exc).__name__}: {first_line}",
+        record = {"rank": rank, "error": f"{type(exc).__name__}: {first_line}".rstrip(": "),
                   "phase": progress.label, "time": time.time()}
+        if isinstance(exc, SystemExit):
+            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+            record.update(cause="exit", code=exc.code if isinstance(exc.code, (int, str)) else None)
+        elif isinstance(exc, KeyboardInterrupt):
+            code = 130
+            record.update(cause="interrupt")
+        else:
+            code = 1
+            record.update(cause="oom" if is_oom(exc) else "crash")
         write_json_atomic(run_dir / f"rank{rank}.error.json", record)
         traceback.print_exc()
-        _exit(1, progress)
+        _exit(code, progress)
     _exit(0, progress)
+
+
+def _follow_parents() -> None:
+    """Die with the torchrun agent (SIGKILL from the kernel) and end the rank once the agent or the launcher is
+    gone (watchdog thread); see ``bench/lifeline.py``."""
+    import signal
+
+    set_parent_death_signal(signal.SIGKILL)
+    launcher = os.environ.get(LAUNCHER_ENV, "")
+    launcher_pid = int(launcher) if launcher.isdigit() else None
+    watch_parent(lambda: os._exit(1), launcher_pid=launcher_pid)
 
 
 def _exit(code: int, progress: Progress) -> None:

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from scaleright.bench.validate import validated
 from scaleright.errors import InputError, UnknownNameError
+from scaleright.limits import LIMITS
 
 __all__ = ["GPTSpec", "PRESETS", "gpt_spec"]
 
@@ -26,11 +27,12 @@ class GPTSpec(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    layers: int = Field(ge=1, description="transformer blocks")
-    hidden: int = Field(ge=1, description="model width (embedding size)")
-    heads: int = Field(ge=1, description="attention heads; must divide hidden")
-    vocab: int = Field(ge=2, description="vocabulary size (tokens)")
-    seq_len: int = Field(ge=2, description="context length in tokens (also the training sequence length)")
+    layers: int = Field(ge=1, le=LIMITS["layers"].high, description="transformer blocks")
+    hidden: int = Field(ge=1, le=LIMITS["hidden"].high, description="model width (embedding size)")
+    heads: int = Field(ge=1, le=LIMITS["heads"].high, description="attention heads; must divide hidden")
+    vocab: int = Field(ge=2, le=LIMITS["vocab"].high, description="vocabulary size (tokens)")
+    seq_len: int = Field(ge=2, le=LIMITS["seq_len"].high,
+                         description="context length in tokens (also the training sequence length)")
 
     @model_validator(mode="after")
     def _heads_divide_hidden(self) -> GPTSpec:

@@ -4,7 +4,8 @@ Combining ranks (``bench/worker.py`` gives raw per-rank timings): a synchronous 
 rank, so step i's time is the max over ranks; the median and spread are taken over steps. tokens/s = world_size x
 micro_batch x seq_len / median step time (global throughput). Peak memory is reported per rank and as the max.
 A failed world size is stored with ``status="failed"`` and its error, then ``BenchRunError`` is raised; world sizes
-that finished before it stay stored.
+that finished before it stay stored. The raised error (and a ``KeyboardInterrupt``, after torchrun and its workers
+were stopped) carries ``.result``: the sweep so far, in the shape ``run_train_bench`` returns, the failed run last.
 """
 
 from __future__ import annotations
@@ -112,32 +113,43 @@ def run_train_bench(config: TrainBenchConfig | dict, *, store: RunStore | None =
     sweep_id = uuid.uuid4().hex[:12]
     model = {**cfg.model.as_dict(), "preset": cfg.preset}
     runs: list[dict[str, Any]] = []
-    for nproc in cfg.nproc:
-        launch = train_launch(cfg, nproc)
-        try:
-            ranks = run_ranks(launch, worker_config(cfg, nproc))
-        except BenchRunError as exc:
+    try:
+        for nproc in cfg.nproc:
+            launch = train_launch(cfg, nproc)
+            try:
+                ranks = run_ranks(launch, worker_config(cfg, nproc))
+            except BenchRunError as exc:
+                run_id = None
+                if store is not None:
+                    run_id = store.add(kind="train", model=model, layout=train_layout(cfg, nproc, None), metrics={},
+                                       hardware=hardware_info(), software=software_info(), status="failed",
+                                       error=str(exc), sweep_id=sweep_id)
+                runs.append({"run_id": run_id, "world_size": launch.world_size, "status": "failed", "error": str(exc)})
+                raise
+            if ranks == REMOTE:
+                runs.append({"run_id": None, "world_size": launch.world_size, "status": "remote"})
+                continue
+            r0 = ranks[0]
+            metrics = train_metrics(ranks, micro_batch=cfg.micro_batch, seq_len=cfg.model.seq_len)
+            layout = train_layout(cfg, nproc, r0)
+            run_id = None
             if store is not None:
-                store.add(kind="train", model=model, layout=train_layout(cfg, nproc, None), metrics={},
-                          hardware=hardware_info(), software=software_info(), status="failed", error=str(exc),
-                          sweep_id=sweep_id)
-            raise
-        if ranks == REMOTE:
-            runs.append({"run_id": None, "world_size": launch.world_size, "status": "remote"})
-            continue
-        r0 = ranks[0]
-        metrics = train_metrics(ranks, micro_batch=cfg.micro_batch, seq_len=cfg.model.seq_len)
-        layout = train_layout(cfg, nproc, r0)
-        run_id = None
-        if store is not None:
-            run_id = store.add(kind="train", model=model, layout=layout, metrics=metrics, sweep_id=sweep_id,
-                               hardware=hardware_info(r0["cuda_devices"]),
-                               software=software_info(torch_cuda=r0["torch_cuda"], backend=r0["backend"]))
-        run = {"run_id": run_id, "world_size": launch.world_size, "status": "ok", "strategy": cfg.strategy.value,
-               "precision": cfg.precision, "device_type": r0["device_type"], **metrics}
-        runs.append(run)
-        if on_run is not None:
-            on_run(run)
+                run_id = store.add(kind="train", model=model, layout=layout, metrics=metrics, sweep_id=sweep_id,
+                                   hardware=hardware_info(r0["cuda_devices"]),
+                                   software=software_info(torch_cuda=r0["torch_cuda"], backend=r0["backend"]))
+            run = {"run_id": run_id, "world_size": launch.world_size, "status": "ok", "strategy": cfg.strategy.value,
+                   "precision": cfg.precision, "device_type": r0["device_type"], **metrics}
+            runs.append(run)
+            if on_run is not None:
+                on_run(run)
+    except (BenchRunError, KeyboardInterrupt) as exc:  # the sweep so far travels with the error
+        exc.result = _sweep_result(sweep_id, runs)  # type: ignore[union-attr]
+        raise
+    return _sweep_result(sweep_id, runs)
+
+
+def _sweep_result(sweep_id: str, runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """What ``run_train_bench`` returns for ``runs`` (scaling over the ok ones)."""
     curve = scaling_curve({r["world_size"]: r["tokens_per_s"] for r in runs if r["status"] == "ok"})
     return {
         "sweep_id": sweep_id,

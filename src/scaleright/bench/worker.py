@@ -93,7 +93,8 @@ def train_rank(ctx: RankContext, config: dict) -> dict:
     mark("barrier")
     dist.barrier()
 
-    synced, unsynced = [], []
+    synced: list[float] = []
+    unsynced: list[float] = []
     if ctx.world_size > 1 and cfg.strategy is not Strategy.SINGLE:
         sync_grads = gradient_sync(model, cfg.strategy)
         for i in range(cfg.steps):

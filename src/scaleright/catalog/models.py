@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import copy
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -103,4 +103,4 @@ def load_model_config(
         raise CatalogFileError(f"model {_short(path)!r}: {why}")
     cat = _catalog(catalog)
     entry = cat.model_entry(str(name_or_path))
-    return copy.deepcopy(cat.model_configs[entry.name]), entry
+    return cast("dict[str, Any]", copy.deepcopy(cat.model_configs[entry.name])), entry  # the configs are dicts

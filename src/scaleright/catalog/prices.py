@@ -94,7 +94,7 @@ class PriceRow(BaseModel):
     def date_key(self) -> tuple[int, int, int]:
         """Sort key: unknown dates first, a bare year before any month of that year."""
         parts = [int(p) for p in (self.date or "0").split("-")]
-        year, month, day = (parts + [0, 0])[:3]
+        year, month, day = [*parts, 0, 0][:3]
         return (year, month, day)
 
     @property

@@ -1,6 +1,11 @@
 """``scaleright bench train|comm|infer|report`` and ``scaleright runs list|show|export``: a thin layer over
 ``scaleright.bench``. torch is imported only when a benchmark actually runs (never for ``--dry-run``, ``report`` or
 ``runs``). Every table printed is also available as ``--json``.
+
+Every count is checked against ``scaleright.limits`` before anything is built or started. A failed world size
+still prints the runs that finished (``--json``: one object with ``"error"``) before the one-line error and exit 2.
+Ctrl-C stops torchrun and every worker, prints the runs stored so far and exits 130 (128 + SIGINT, the shell's
+convention).
 """
 
 from __future__ import annotations
@@ -10,7 +15,7 @@ import math
 import shlex
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import typer
 
@@ -37,20 +42,21 @@ class Format(str, Enum):
     json = "json"
 
 
-DbOpt = Annotated[Optional[Path], typer.Option("--db", help="Run database (default: user data dir/runs.sqlite).")]
+DbOpt = Annotated[Path | None, typer.Option("--db", help="Run database (default: user data dir/runs.sqlite).")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
 DryOpt = Annotated[bool, typer.Option("--dry-run", help="Print the torchrun command and per-rank config; run nothing.")]
 DeviceOpt = Annotated[Device, typer.Option("--device", help="auto = cuda when available, else cpu.")]
 PresetOpt = Annotated[str, typer.Option("--model", help="Model preset: tiny or small (GPT-2 small).")]
-LayersOpt = Annotated[Optional[int], typer.Option("--layers", help="Override the preset's layer count.")]
-HiddenOpt = Annotated[Optional[int], typer.Option("--hidden", help="Override the preset's hidden size.")]
-HeadsOpt = Annotated[Optional[int], typer.Option("--heads", help="Override the preset's head count.")]
-VocabOpt = Annotated[Optional[int], typer.Option("--vocab", help="Override the preset's vocabulary size.")]
-SeqOpt = Annotated[Optional[int], typer.Option("--seq-len", help="Override the preset's sequence length.")]
-TimeoutOpt = Annotated[float, typer.Option("--timeout-s", help="Kill a world size's job after this many seconds.")]
+LayersOpt = Annotated[int | None, typer.Option("--layers", help="Override the preset's layer count.")]
+HiddenOpt = Annotated[int | None, typer.Option("--hidden", help="Override the preset's hidden size.")]
+HeadsOpt = Annotated[int | None, typer.Option("--heads", help="Override the preset's head count.")]
+VocabOpt = Annotated[int | None, typer.Option("--vocab", help="Override the preset's vocabulary size.")]
+SeqOpt = Annotated[int | None, typer.Option("--seq-len", help="Override the preset's sequence length.")]
+TimeoutOpt = Annotated[float, typer.Option(
+    "--timeout-s", help="Kill a world size's job once a rank made no progress for this many seconds.")]
 NnodesOpt = Annotated[int, typer.Option("--nnodes", help="Nodes (run the same command on each).")]
 NodeRankOpt = Annotated[int, typer.Option("--node-rank", help="This node's index (0..nnodes-1).")]
-EndpointOpt = Annotated[Optional[str], typer.Option("--rdzv-endpoint", help="HOST:PORT of the c10d rendezvous.")]
+EndpointOpt = Annotated[str | None, typer.Option("--rdzv-endpoint", help="HOST:PORT of the c10d rendezvous.")]
 RdzvIdOpt = Annotated[str, typer.Option("--rdzv-id", help="Rendezvous job id, the same on every node.")]
 
 
@@ -63,9 +69,73 @@ def _store(db: Path | None):
     return store
 
 
+INTERRUPTED_EXIT = 130  # 128 + SIGINT
+
+
+def _bound(flag: str, value: float | None, kind: str, low: float = 1) -> None:
+    """``value`` (when given) within ``low..LIMITS[kind]``, or one line naming ``flag``."""
+    from scaleright.limits import check_limit
+
+    if value is not None:
+        check_limit(flag, value, kind, low=low)
+
+
+def _check_model_dims(layers: int | None, hidden: int | None, heads: int | None, vocab: int | None,
+                      seq_len: int | None) -> None:
+    for flag, value, kind in (("--layers", layers, "layers"), ("--hidden", hidden, "hidden"),
+                              ("--heads", heads, "heads"), ("--vocab", vocab, "vocab"),
+                              ("--seq-len", seq_len, "seq_len")):
+        _bound(flag, value, kind)
+
+
+def _check_seed(seed: int) -> None:
+    from scaleright.bench.config import SEED_MAX
+    from scaleright.errors import InputError
+
+    if not 0 <= seed <= SEED_MAX:
+        raise InputError(f"--seed must be from 0 to {SEED_MAX:,} (got {seed if abs(seed) < 10**20 else 'a huge int'})")
+
+
 def _launch(nnodes: int, node_rank: int, endpoint: str | None, rdzv_id: str, timeout_s: float) -> dict[str, Any]:
+    """The launch section of a config, every flag checked first."""
+    from scaleright.bench.config import parse_endpoint
+    from scaleright.errors import InputError
+
+    _bound("--nnodes", nnodes, "nnodes")
+    _bound("--node-rank", node_rank, "nnodes", low=0)
+    if math.isfinite(timeout_s):  # inf and nan: the config's own finite-number error (pinned in tests)
+        _bound("--timeout-s", timeout_s, "timeout_s", low=0)
+    if timeout_s <= 0:
+        raise InputError(f"--timeout-s must be > 0 (got {timeout_s:g})")
+    if endpoint is not None:
+        endpoint = parse_endpoint(endpoint, "--rdzv-endpoint")
+    if not rdzv_id.strip() or len(rdzv_id) > 256 or not rdzv_id.isprintable():
+        raise InputError("--rdzv-id must be 1 to 256 printable characters")
     return {"nnodes": nnodes, "node_rank": node_rank, "rdzv_endpoint": endpoint, "rdzv_id": rdzv_id,
             "timeout_s": timeout_s}
+
+
+def _interrupted(exc: KeyboardInterrupt, as_json: bool, db: str) -> typer.Exit:
+    """After Ctrl-C (the sweep already stopped its processes): print what was stored; exit 130."""
+    result = getattr(exc, "result", None) or {"sweep_id": None, "runs": []}
+    stored = [r for r in result["runs"] if r.get("run_id") is not None]
+    if as_json:
+        _echo_json({**result, "interrupted": True, "db": db})
+    else:
+        listed = ", ".join(f"run id {r['run_id']} ({_run_label(r)})" for r in stored) or "none"
+        typer.echo(f"interrupted: stopped the benchmark and its processes; stored before the interrupt: {listed}")
+    return typer.Exit(INTERRUPTED_EXIT)
+
+
+def _run_label(run: dict) -> str:
+    return f"batch_size={run['batch_size']}" if "batch_size" in run else f"world_size={run.get('world_size')}"
+
+
+def _failed_json(exc: Exception, db: str) -> None:
+    """``--json`` after a failed world size: the runs that finished and the failed one, with the error."""
+    result = getattr(exc, "result", None)
+    if result is not None:
+        _echo_json({**result, "error": str(exc), "db": db})
 
 
 def _echo_json(data: Any) -> None:
@@ -73,13 +143,12 @@ def _echo_json(data: Any) -> None:
 
 
 def _dry_run(launches: list, cfg: Any, as_json: bool) -> None:
-    from scaleright.bench.launch import rank_configs, torchrun_command, worker_config
-    from scaleright.bench.rank import DIR_ENV
+    from scaleright.bench.launch import job_env, rank_configs, torchrun_command, worker_config
 
     out = []
     for launch in launches:
         cmd = torchrun_command(launch)
-        env = {**dict(launch.env), DIR_ENV: "<temporary run directory>"}
+        env = job_env(launch, "<temporary run directory>", "<pid of this command>")
         out.append({"world_size": launch.world_size, "nproc_per_node": launch.nproc_per_node, "command": cmd,
                     "command_line": shlex.join(cmd), "env": env,
                     "ranks": rank_configs(launch, worker_config(cfg, launch.nproc_per_node))})
@@ -127,18 +196,34 @@ def train(
     from scaleright.bench.train import run_train_bench, train_launch
     from scaleright.bench.validate import validated
 
+    nprocs = parse_int_list(nproc, "--nproc", "nproc")
+    _check_model_dims(layers, hidden, heads, vocab, seq_len)
+    _bound("--micro-batch", micro_batch, "micro_batch")
+    _bound("--warmup", warmup, "steps", low=0)
+    _bound("--steps", steps, "steps")
+    _check_seed(seed)
+    launch = _launch(nnodes, node_rank, rdzv_endpoint, rdzv_id, timeout_s)
     spec = gpt_spec(model, layers=layers, hidden=hidden, heads=heads, vocab=vocab, seq_len=seq_len)
     cfg = validated(TrainBenchConfig, {
-        "model": spec, "preset": model, "strategy": parse_strategy(strategy), "nproc": parse_int_list(nproc, "--nproc"),
+        "model": spec, "preset": model, "strategy": parse_strategy(strategy), "nproc": nprocs,
         "micro_batch": micro_batch, "precision": precision.value, "activation_checkpointing": activation_checkpointing,
         "device": device.value, "warmup": warmup, "steps": steps, "seed": seed,
-        "launch": _launch(nnodes, node_rank, rdzv_endpoint, rdzv_id, timeout_s)}, what="train config")
+        "launch": launch}, what="train config")
     if dry_run:
         _dry_run([train_launch(cfg, n) for n in cfg.nproc], cfg, as_json)
         return
+    from scaleright.bench.errors import BenchRunError
+
     store = _store(db)
     if as_json:
-        _echo_json({**run_train_bench(cfg, store=store), "db": str(store.path)})
+        try:
+            result = run_train_bench(cfg, store=store)
+        except BenchRunError as exc:
+            _failed_json(exc, str(store.path))
+            raise
+        except KeyboardInterrupt as exc:
+            raise _interrupted(exc, True, str(store.path)) from None
+        _echo_json({**result, "db": str(store.path)})
         return
     from rich.console import Console
 
@@ -154,7 +239,10 @@ def train(
             f"data {run['data_time_s_median'] * 1e3:.3f} ms, peak {run['peak_memory_gb']:.3f} GB "
             f"[{run['peak_memory_method']}], run id {run['run_id']}")
 
-    result = run_train_bench(cfg, store=store, on_run=show)
+    try:
+        result = run_train_bench(cfg, store=store, on_run=show)
+    except KeyboardInterrupt as exc:
+        raise _interrupted(exc, False, str(store.path)) from None
     for run in result["runs"]:
         if run["status"] == "remote":
             console.print(f"world_size={run['world_size']}: this node's ranks finished; the node hosting global "
@@ -186,17 +274,29 @@ def comm(
     """Time collectives over message sizes; report time, algbw and busbw (nccl-tests definitions)."""
     from scaleright.bench.comm import comm_launch, run_comm_bench
     from scaleright.bench.config import CommBenchConfig, parse_int_list, parse_ops, parse_sizes
+    from scaleright.bench.errors import BenchRunError
     from scaleright.bench.validate import validated
 
+    nprocs, size_list = parse_int_list(nproc, "--nproc", "nproc"), parse_sizes(sizes)
+    _bound("--warmup", warmup, "steps", low=0)
+    _bound("--iters", iters, "steps")
+    launch = _launch(nnodes, node_rank, rdzv_endpoint, rdzv_id, timeout_s)
     cfg = validated(CommBenchConfig, {
-        "nproc": parse_int_list(nproc, "--nproc"), "sizes_bytes": parse_sizes(sizes), "ops": parse_ops(ops),
+        "nproc": nprocs, "sizes_bytes": size_list, "ops": parse_ops(ops),
         "dtype": dtype, "device": device.value, "warmup": warmup, "iters": iters,
-        "launch": _launch(nnodes, node_rank, rdzv_endpoint, rdzv_id, timeout_s)}, what="comm config")
+        "launch": launch}, what="comm config")
     if dry_run:
         _dry_run([comm_launch(cfg, n) for n in cfg.nproc], cfg, as_json)
         return
     store = _store(db)
-    result = run_comm_bench(cfg, store=store)
+    try:
+        result = run_comm_bench(cfg, store=store)
+    except BenchRunError as exc:
+        if as_json:
+            _failed_json(exc, str(store.path))
+        raise
+    except KeyboardInterrupt as exc:
+        raise _interrupted(exc, as_json, str(store.path)) from None
     if as_json:
         _echo_json({**result, "db": str(store.path)})
         return
@@ -240,13 +340,23 @@ def infer(
     from scaleright.bench.spec import gpt_spec
     from scaleright.bench.validate import validated
 
+    batches = parse_int_list(batch_sizes, "--batch-sizes", "batch")
+    _check_model_dims(layers, hidden, heads, vocab, seq_len)
+    _bound("--prompt-len", prompt_len, "seq_len")
+    _bound("--gen-len", gen_len, "seq_len")
+    _bound("--warmup", warmup, "steps", low=0)
+    _bound("--repeats", repeats, "steps")
+    _check_seed(seed)
     spec = gpt_spec(model, layers=layers, hidden=hidden, heads=heads, vocab=vocab, seq_len=seq_len)
     cfg = validated(InferBenchConfig, {
-        "model": spec, "preset": model, "batch_sizes": parse_int_list(batch_sizes, "--batch-sizes"),
+        "model": spec, "preset": model, "batch_sizes": batches,
         "prompt_len": prompt_len, "gen_len": gen_len, "precision": precision.value, "device": device.value,
         "warmup": warmup, "repeats": repeats, "seed": seed}, what="infer config")
     store = _store(db)
-    result = run_infer_bench(cfg, store=store)
+    try:
+        result = run_infer_bench(cfg, store=store)
+    except KeyboardInterrupt as exc:
+        raise _interrupted(exc, as_json, str(store.path)) from None
     if as_json:
         _echo_json({**result, "db": str(store.path)})
         return
@@ -266,10 +376,10 @@ def infer(
 @bench_app.command("report")
 def report(
     db: DbOpt = None,
-    price: Annotated[Optional[float], typer.Option(
+    price: Annotated[float | None, typer.Option(
         "--price-usd-per-gpu-hour", help="Price per GPU-hour, for cost per job.")] = None,
     job_tokens: Annotated[float, typer.Option("--job-tokens", help="Tokens in one job, for job time and cost.")] = 1e9,
-    html_out: Annotated[Optional[Path], typer.Option("--html", help="Also write a self-contained HTML report.")] = None,
+    html_out: Annotated[Path | None, typer.Option("--html", help="Also write a self-contained HTML report.")] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Speedup, scaling efficiency and cost per job against world size, from stored train runs."""
@@ -306,7 +416,7 @@ def report(
 @runs_app.command("list")
 def runs_list(
     db: DbOpt = None,
-    kind: Annotated[Optional[str], typer.Option("--kind", help="train, comm or infer.")] = None,
+    kind: Annotated[str | None, typer.Option("--kind", help="train, comm or infer.")] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Stored runs, oldest first (opens the database read-only; a damaged row is skipped with a warning)."""
@@ -348,9 +458,9 @@ def runs_show(
 @runs_app.command("export")
 def runs_export(
     fmt: Annotated[Format, typer.Option("--format", help="csv or json.")] = Format.json,
-    out: Annotated[Optional[Path], typer.Option(
+    out: Annotated[Path | None, typer.Option(
         "--out", help="Write to this file (atomically; never the database itself) instead of stdout.")] = None,
-    kind: Annotated[Optional[str], typer.Option("--kind", help="train, comm or infer.")] = None,
+    kind: Annotated[str | None, typer.Option("--kind", help="train, comm or infer.")] = None,
     db: DbOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="Same as --format json (the default).")] = False,
 ) -> None:

@@ -26,9 +26,9 @@ def gpus_cmd(catalog: Path | None = CatalogOpt, as_json: bool = JsonOpt) -> None
     rows = [
         [g.id, g.memory_gb, g.hbm_bandwidth_tb_per_s, g.dense_tflops.get("bf16") or g.dense_tflops.get("fp16"),
          g.dense_tflops.get("fp8"), g.tdp_w, f"{g.intra_node_link} {g.intra_node_gb_per_s_per_gpu:g}",
-         g.gpus_per_node, ", ".join(g.unverified) or ""]  # fmt: skip
+         g.gpus_per_node, ", ".join(g.unverified) or ""]
         for g in cat.gpus.values()
-    ]
+    ]  # fmt: skip
     table("Accelerators", ["id", "memory GB", "HBM TB/s", "bf16 TFLOP/s", "fp8 TFLOP/s", "TDP W",
                            "intra-node GB/s", "GPUs/node", "unverified"], rows,
           caption="Dense TFLOP/s; sources: scaleright catalog gpus --json")  # fmt: skip

@@ -1,26 +1,50 @@
-"""Shared pieces of the CLI: catalog resolution, JSON output, rich tables, option validation."""
+"""Shared pieces of the CLI: catalog resolution, JSON output, rich tables, option validation, terminal safety.
+
+Terminal safety: every string that comes from the user (a scenario name, a model path, a catalog id, an error
+message quoting them) reaches the terminal through ``visible`` (control characters such as ESC, CR or NUL shown
+as ``\\x1b``-style escapes, so no escape sequence runs) and, where rich renders it, through ``esc`` (markup such
+as ``[/bold]`` shown as text, never parsed). Table cells are rich ``Text`` objects, which are never parsed.
+"""
 
 from __future__ import annotations
 
 import json
 import math
+import os
+import re
+import sys
 from pathlib import Path
 from typing import Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from scaleright.errors import InputError
 
-__all__ = ["CatalogOpt", "JsonOpt", "catalog_from", "emit_json", "table", "console", "check_choice", "fmt",
-           "check_output_path", "write_output"]
+__all__ = ["CatalogOpt", "JsonOpt", "calibration_from", "catalog_files", "catalog_from", "check_choice",
+           "check_output_path", "console", "emit_json", "esc", "fmt", "table", "visible", "write_output"]  # fmt: skip
 
-import os
-import sys
+# Wide tables when output is piped (rich falls back to 80 columns otherwise); $COLUMNS still wins. No emoji codes:
+# ":smile:" in a user's name stays as typed.
+console = Console(width=None if sys.stdout.isatty() or os.environ.get("COLUMNS") else 160, emoji=False)
 
-# Wide tables when output is piped (rich falls back to 80 columns otherwise); $COLUMNS still wins.
-console = Console(width=None if sys.stdout.isatty() or os.environ.get("COLUMNS") else 160)
+# C0 controls (newline and tab included: one field stays on one line), DEL, C1 controls, and the Unicode
+# line/paragraph separators and bidirectional overrides, which reorder or break what a terminal shows.
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
+
+def visible(s: object) -> str:
+    """``s`` as text safe for a terminal: each control character replaced by its escape (``\\x1b``, ``\\n``)."""
+    return _CONTROL.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), str(s))
+
+
+def esc(s: object) -> str:
+    """``visible(s)`` with rich markup escaped, for interpolating a user string into a rich markup string."""
+    return escape(visible(s))
+
 
 CatalogOpt = typer.Option(
     None, "--catalog", help="Directory with gpus.yaml / prices.csv / models.yaml overriding the built-in catalog "
@@ -30,49 +54,101 @@ JsonOpt = typer.Option(False, "--json", help="Print one JSON object instead of t
 
 
 def catalog_from(path: Path | None):
+    """The built-in catalog overridden by the directory ``--catalog`` (checked here, with the true reason)."""
     from scaleright.catalog import Catalog
-    from scaleright.textfile import _short, path_problem
+    from scaleright.catalog.store import ENV_VAR
+    from scaleright.textfile import path_problem
 
-    if path is not None and (why := path_problem(path, want="dir")):  # the truth: a loop, too long, not found...
-        raise InputError(f"--catalog={_short(path)}: {why}")
+    flag, where = ("--catalog", path) if path is not None else (f"${ENV_VAR}", os.environ.get(ENV_VAR) or None)
+    if where is not None:
+        why = path_problem(where, want="dir")
+        if why is not None:
+            raise InputError(f"{flag}={_shown(where)}: {why}")
     return Catalog.load(path)
 
 
+def catalog_files(path: Path | None) -> list[Path]:
+    """The user's catalog files that ``catalog_from(path)`` reads (none for the built-in catalog alone)."""
+    from scaleright.catalog.store import ENV_VAR
+    from scaleright.textfile import is_regular_file
+
+    where = path if path is not None else os.environ.get(ENV_VAR) or None
+    if where is None:
+        return []
+    d = Path(where).expanduser()
+    try:
+        files = [*d.glob("*"), *d.glob("models/*")]
+    except OSError:
+        return []
+    return [f for f in files if is_regular_file(f)]
+
+
+def calibration_from(flag: str, value: str | None):
+    """The calibration ``flag`` names: the default, a profile name, or a JSON file (a value with a suffix, as in
+    ``load_calibration``). The file is checked here so a directory, FIFO, symlink loop or over-long name says so."""
+    from scaleright.estimate.calibration import load_calibration
+    from scaleright.textfile import check_input_file
+
+    if value in (None, "", "default"):
+        return load_calibration(value)
+    if Path(value).suffix:
+        check_input_file(flag, value)
+    elif len(value.encode()) > 250:
+        raise InputError(f"{flag}: profile name too long ({len(value.encode())} bytes; at most 250)")
+    return load_calibration(value)
+
+
+def _shown(value: object) -> str:
+    """A user's value for a message: control characters visible, at most 120 characters."""
+    s = visible(value)
+    return s if len(s) <= 120 else f"{s[:60]}…{s[-60:]}"
+
+
 def _clean(o: Any) -> Any:
-    if isinstance(o, float) and (math.isnan(o) or math.isinf(o)):
-        return None
+    """``o`` with plain JSON types only: non-finite floats as None, numpy scalars and arrays as Python values."""
+    if isinstance(o, float):  # numpy float64 too
+        return float(o) if math.isfinite(o) else None
     if isinstance(o, dict):
         return {str(k): _clean(v) for k, v in o.items()}
     if isinstance(o, (list, tuple)):
         return [_clean(v) for v in o]
-    if hasattr(o, "item") and callable(o.item):  # numpy scalars
-        return _clean(o.item())
+    if hasattr(o, "tolist") and callable(o.tolist):  # numpy arrays and scalars (float32, int64, bool_)
+        return _clean(o.tolist())
     return o
 
 
 def emit_json(obj: Any) -> None:
-    typer.echo(json.dumps(_clean(obj), indent=2, sort_keys=False))
+    """Print ``obj`` as JSON: non-finite floats become null (JSON has no Infinity or NaN; a miss is a loud bug)."""
+    typer.echo(json.dumps(_clean(obj), indent=2, sort_keys=False, allow_nan=False))
 
 
 def table(title: str, columns: list[str], rows: list[list[Any]], *, caption: str | None = None) -> None:
-    t = Table(title=title, caption=caption, show_lines=False)
+    """A rich table; every title, header and cell is shown as text (``visible``), never parsed as markup."""
+    t = Table(title=Text(visible(title)), caption=Text(visible(caption)) if caption else None, show_lines=False)
     for c in columns:
-        t.add_column(c, overflow="fold")
+        t.add_column(Text(visible(c)), overflow="fold")
     for r in rows:
-        t.add_row(*[fmt(x) for x in r])
+        t.add_row(*[Text(visible(fmt(x))) for x in r])
     console.print(t)
 
 
 def fmt(x: Any) -> str:
+    """A table cell: None and NaN as "—", booleans as yes/no, floats to about three significant figures."""
+    if hasattr(x, "item") and callable(x.item) and getattr(x, "ndim", 1) == 0:  # numpy scalars
+        x = x.item()
     if x is None:
         return "—"
     if isinstance(x, bool):
         return "yes" if x else "no"
     if isinstance(x, float):
+        if math.isnan(x):
+            return "—"
         if math.isinf(x):
-            return "∞"
+            return "∞" if x > 0 else "-∞"
         if x == 0:
             return "0"
+        if abs(x) >= 1e15:  # not hundreds of digits
+            return f"{x:.3g}"
         if abs(x) >= 1000:
             return f"{x:,.0f}"
         if abs(x) >= 10:

@@ -7,8 +7,19 @@ from pathlib import Path
 
 import typer
 
-from scaleright.cli.common import CatalogOpt, JsonOpt, catalog_from, check_choice, console, emit_json, table
+from scaleright.cli.common import (
+    CatalogOpt,
+    JsonOpt,
+    calibration_from,
+    catalog_from,
+    check_choice,
+    console,
+    emit_json,
+    esc,
+    table,
+)
 from scaleright.errors import InputError
+from scaleright.limits import LIMITS, check_limit
 
 estimate_app = typer.Typer(help="Estimate memory, training speed or inference latency/throughput for one setup.",
                            no_args_is_help=True)  # fmt: skip
@@ -18,18 +29,15 @@ def register(app: typer.Typer) -> None:
     app.add_typer(estimate_app, name="estimate")
 
 
-
 ModelOpt = typer.Option(..., "--model", help="Catalog model (e.g. llama-3.1-70b) or a path to a HF config.json.")
 GpuOpt = typer.Option("h100-sxm", "--gpu", help="Catalog GPU id or alias (scaleright catalog gpus).")
-MAX_GPUS = 1_000_000  # most GPUs accepted (beyond the largest clusters; keeps divisor searches short)
-GpusOpt = typer.Option(1, "--gpus", help=f"Number of GPUs, 1-{MAX_GPUS:,}.")
+GpusOpt = typer.Option(1, "--gpus", help=f"Number of GPUs, 1-{int(LIMITS['gpus'].high):,}.")
 TpOpt = typer.Option(1, "--tp", help="Tensor-parallel size.")
 PpOpt = typer.Option(1, "--pp", help="Pipeline-parallel stages.")
 CpOpt = typer.Option(1, "--cp", help="Context-parallel size (training only).")
 EpOpt = typer.Option(1, "--ep", help="Expert-parallel size (MoE; training only).")
 ZeroOpt = typer.Option(0, "--zero", help="ZeRO stage 0-3 over data parallel (3 = FSDP full shard; training only).")
-MAX_TOKENS = 10_000_000  # longest sequence / prompt / output accepted, in tokens (beyond any published context)
-SeqOpt = typer.Option(4096, "--seq-len", help=f"Sequence length in tokens, 1-{MAX_TOKENS:,} "
+SeqOpt = typer.Option(4096, "--seq-len", help=f"Sequence length in tokens, 1-{int(LIMITS['seq_len'].high):,} "
                       "(inference: context per sequence).")
 MbOpt = typer.Option(1, "--micro-batch", help="Sequences per micro-batch per data-parallel replica (training only).")
 RecOpt = typer.Option("none", "--recompute", help="Activation recomputation: none, selective or full (training only).")
@@ -40,10 +48,19 @@ LoraTargetsOpt = typer.Option("q,k,v,o,gate,up,down", "--lora-targets",
                               help="Comma-separated projections carrying adapters: q, k, v, o, gate, up, down.")
 
 
+_LORA_DEFAULTS = {"lora_rank": 16, "lora_targets": "q,k,v,o,gate,up,down"}
+
+
 def _lora(task: str, rank: int, targets: str):
+    """The adapter of a LoRA / QLoRA task; None for other tasks (which refuse a non-default --lora-* option)."""
     from scaleright.estimate.memory import LORA_TARGETS, LoraConfig
 
+    _bounded("lora_rank", lora_rank=rank)
     if task not in ("lora", "qlora"):
+        for k, v in (("lora_rank", rank), ("lora_targets", targets)):
+            if v != _LORA_DEFAULTS[k]:
+                raise InputError(f"--{k.replace('_', '-')}={v} applies to --task lora or qlora; "
+                                 f"--task {task} does not use it (drop it)")  # fmt: skip
         return None
     names = tuple(t.strip() for t in targets.split(",") if t.strip())
     if not names:
@@ -69,23 +86,42 @@ def _positive(**kw: int) -> None:
             raise InputError(f"--{k.replace('_', '-')}={v} must be a positive integer")
 
 
-def _gpus_bounded(**kw: int | None) -> None:
-    """GPU counts must lie in 1..MAX_GPUS (call ``_positive`` first)."""
+def _bounded(kind: str, **kw: int | None) -> None:
+    """Each given count is a positive integer at most ``LIMITS[kind]`` (the bound and its reason in the message)."""
     for k, v in kw.items():
-        if v is not None and v > MAX_GPUS:
-            raise InputError(f"--{k.replace('_', '-')}={v} is out of range; allowed: 1 to {MAX_GPUS:,} GPUs")
+        if v is not None:
+            _positive(**{k: v})
+            check_limit(f"--{k.replace('_', '-')}", v, kind)
 
 
-def _tokens_bounded(**kw: int) -> None:
-    """Token lengths must lie in 1..MAX_TOKENS (call ``_positive`` first)."""
-    for k, v in kw.items():
-        if v > MAX_TOKENS:
-            raise InputError(f"--{k.replace('_', '-')}={v} is out of range; allowed: 1 to {MAX_TOKENS:,} tokens")
-
-
-def _finite_positive(flag: str, v: float | None) -> None:
+def _finite_positive(flag: str, v: float | None, kind: str | None = None) -> None:
     if v is not None and not (math.isfinite(v) and v > 0):
         raise InputError(f"{flag}={v} must be a finite positive number")
+    if v is not None and kind is not None:
+        check_limit(flag, v, kind)
+
+
+MIN_LINK_GBPS = 0.01  # 10 Mb/s: slower than any data-centre NIC; keeps collective times finite
+
+
+def _link_gbps(flag: str, v: float | None) -> None:
+    _finite_positive(flag, v, "link_gbps")
+    if v is not None and v < MIN_LINK_GBPS:
+        raise InputError(f"{flag}={v:g} must be at least {MIN_LINK_GBPS:g} Gb/s (10 Mb/s, slower than any "
+                         "data-centre NIC)")  # fmt: skip
+
+
+def _zero_recompute(zero: int, recompute: str) -> None:
+    from scaleright.estimate.layout import RECOMPUTE
+
+    if zero not in (0, 1, 2, 3):
+        raise InputError(f"--zero={zero} not allowed; allowed: 0, 1, 2, 3")
+    check_choice("--recompute", recompute, RECOMPUTE)
+
+
+def _sequence_parallel_needs_tp(sequence_parallel: bool, tp: int) -> None:
+    if sequence_parallel and tp == 1:
+        raise InputError("--sequence-parallel splits activations over tensor parallelism; it needs --tp > 1 (got --tp 1)")
 
 
 def _pp_fits(gpus: int, pp: int, layers: int | None = None) -> None:
@@ -112,7 +148,7 @@ def _memory_table(title: str, breakdown: dict[str, float], total: float, gpu_gb:
     rows = [[k, v] for k, v in breakdown.items()]
     rows += [["total", total], ["GPU memory", gpu_gb], ["fits", total <= gpu_gb], ["headroom", gpu_gb - total]]
     table(title, ["component", "GB per GPU"], rows)
-    console.print(caption, style="dim")
+    console.print(esc(caption), style="dim")
 
 
 @estimate_app.command("memory")
@@ -149,9 +185,13 @@ def memory_cmd(
 
     check_choice("--task", task, TASKS)
     check_choice("--precision", precision, STORAGE_PRECISIONS if task == "inference" else TRAIN_PRECISIONS)
-    _positive(gpus=gpus, tp=tp, pp=pp, cp=cp, ep=ep, seq_len=seq_len, micro_batch=micro_batch, batch=batch)
-    _tokens_bounded(seq_len=seq_len)
-    _gpus_bounded(gpus=gpus)
+    _bounded("gpus", gpus=gpus)
+    _bounded("parallel_degree", tp=tp, pp=pp, cp=cp, ep=ep)
+    _bounded("seq_len", seq_len=seq_len)
+    _bounded("micro_batch", micro_batch=micro_batch)
+    _bounded("global_batch", global_batch=global_batch)
+    _bounded("batch", batch=batch)
+    _zero_recompute(zero, recompute)
     given = {"cp": cp, "ep": ep, "zero": zero, "micro_batch": micro_batch, "global_batch": global_batch,
              "recompute": recompute, "sequence_parallel": sequence_parallel, "optimizer": optimizer}  # fmt: skip
     if task == "inference":
@@ -164,6 +204,8 @@ def memory_cmd(
         for flag, v, default in (("--batch", batch, 1), ("--kv-precision", kv_precision, None)):
             if v != default:
                 raise InputError(f"{flag}={v} applies to --task inference; --task {task} does not use it (drop it)")
+    _sequence_parallel_needs_tp(sequence_parallel, tp)
+    lora = _lora(task, lora_rank, lora_targets)
     spec, g = _load(model, gpu, catalog)
     if task == "inference":
         if gpus % (tp * pp):
@@ -178,7 +220,6 @@ def memory_cmd(
         layout = Layout(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, zero=zero, micro_batch=micro_batch,
                         global_batch=global_batch, recompute=recompute, sequence_parallel=sequence_parallel)
         layout.validate(spec, gpus=gpus)
-        lora = _lora(task, lora_rank, lora_targets)
         mem = training_memory(spec, layout=layout, seq_len=seq_len, precision=precision, optimizer=optimizer,
                               task=task, lora=lora, gpu_memory_gb=g.memory_gb)  # fmt: skip
         caption = (f"{spec.name} {task}, {precision}, {optimizer}, tp={tp} pp={pp} dp={dp} cp={cp} zero={zero}, "
@@ -194,11 +235,9 @@ def memory_cmd(
 
 
 def _cluster(g, gpus_per_node, inter_node_gbps_per_gpu):
+    """The cluster of ``g`` (the flags were checked with the others, before the model was loaded)."""
     from scaleright.estimate.comm import Cluster
 
-    if gpus_per_node is not None:
-        _positive(gpus_per_node=gpus_per_node)
-    _finite_positive("--inter-node-gbps-per-gpu", inter_node_gbps_per_gpu)
     return Cluster.for_gpu(g, gpus_per_node=gpus_per_node, inter_node_gbps_per_gpu=inter_node_gbps_per_gpu)
 
 
@@ -213,7 +252,8 @@ def train_cmd(
     ep: int = EpOpt,
     dp: int | None = typer.Option(None, "--dp", help="Data-parallel size (default: gpus / (tp*pp*cp))."),
     zero: int = ZeroOpt,
-    fsdp: bool = typer.Option(False, "--fsdp", help="FSDP full shard (same as --zero 3; conflicts with --zero 1 or 2)."),
+    fsdp: bool = typer.Option(False, "--fsdp",
+                              help="FSDP full shard (same as --zero 3; conflicts with --zero 1 or 2)."),
     recompute: str = RecOpt,
     sequence_parallel: bool = SpOpt,
     virtual_stages: int = typer.Option(1, "--virtual-stages", help="Interleaved pipeline chunks per stage."),
@@ -235,20 +275,26 @@ def train_cmd(
     as_json: bool = JsonOpt,
 ) -> None:
     """Step time, tokens/s, MFU/HFU, memory and scaling efficiency of one training layout."""
-    from scaleright.workload.precision import TRAIN_PRECISIONS
-    from scaleright.estimate.calibration import load_calibration
     from scaleright.estimate.layout import Layout
     from scaleright.estimate.train import estimate_train
+    from scaleright.workload.precision import TRAIN_PRECISIONS
 
     check_choice("--precision", precision, TRAIN_PRECISIONS)
     check_choice("--task", task, ("pretrain", "full-finetune", "lora", "qlora"))
-    _positive(gpus=gpus, tp=tp, pp=pp, cp=cp, ep=ep, seq_len=seq_len, micro_batch=micro_batch,
-              virtual_stages=virtual_stages)  # fmt: skip
-    _tokens_bounded(seq_len=seq_len)
-    _gpus_bounded(gpus=gpus, dp=dp)
-    _finite_positive("--tokens", tokens)
+    _bounded("gpus", gpus=gpus)
+    _bounded("parallel_degree", tp=tp, pp=pp, cp=cp, ep=ep, dp=dp, virtual_stages=virtual_stages)
+    _bounded("seq_len", seq_len=seq_len)
+    _bounded("micro_batch", micro_batch=micro_batch)
+    _bounded("global_batch", global_batch=global_batch)
+    _finite_positive("--tokens", tokens, "tokens")
+    _zero_recompute(zero, recompute)
     if fsdp and zero not in (0, 3):
         raise InputError(f"--fsdp is ZeRO-3; drop --zero or set --zero 3 (got --zero {zero})")
+    _sequence_parallel_needs_tp(sequence_parallel, tp)
+    lora = _lora(task, lora_rank, lora_targets)
+    _bounded("gpus_per_node", gpus_per_node=gpus_per_node)
+    _link_gbps("--inter-node-gbps-per-gpu", inter_node_gbps_per_gpu)
+    cal = calibration_from("--calibration", calibration)
     spec, g = _load(model, gpu, catalog)
     dp = dp if dp is not None else _dp(gpus, tp, pp, cp)
     layout = Layout(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, zero=3 if fsdp else zero, micro_batch=micro_batch,
@@ -257,19 +303,19 @@ def train_cmd(
     layout.validate(spec, gpus=gpus)
     est = estimate_train(
         spec, gpu=g, layout=layout, seq_len=seq_len, cluster=_cluster(g, gpus_per_node, inter_node_gbps_per_gpu),
-        precision=precision, task=task, lora=_lora(task, lora_rank, lora_targets),
-        optimizer=optimizer, tokens=tokens, cal=load_calibration(calibration),
+        precision=precision, task=task, lora=lora, optimizer=optimizer, tokens=tokens, cal=cal,
     )  # fmt: skip
     d = est.as_dict()
     if as_json:
         emit_json(d | {"model": spec.name})
         return
     head = f"{spec.name} {task} on {gpus} x {g.id}: tp={tp} pp={pp} dp={dp} cp={cp} ep={ep} zero={layout.zero}"
-    console.print(f"[bold]{head}[/bold]")
+    console.print(f"[bold]{esc(head)}[/bold]")
     if not est.fits:
-        console.print(f"[red]does not fit:[/red] {est.reason}")
+        console.print(f"[red]does not fit:[/red] {esc(est.reason)}")
     table("Throughput", ["metric", "value"], [
-        ["step time (s)", est.step_time_s], ["tokens/s", est.tokens_per_s], ["tokens/s per GPU", est.tokens_per_s_per_gpu],
+        ["step time (s)", est.step_time_s], ["tokens/s", est.tokens_per_s],
+        ["tokens/s per GPU", est.tokens_per_s_per_gpu],
         ["model TFLOP/s per GPU", est.model_tflops_per_gpu], ["hardware TFLOP/s per GPU", est.hardware_tflops_per_gpu],
         ["MFU", est.mfu], ["HFU", est.hfu],
         ["scaling efficiency", est.scaling_efficiency], ["vs GPUs (smallest that fits)", est.base_gpus],
@@ -293,31 +339,27 @@ def infer_cmd(
     batch: str | None = typer.Option(None, "--batch", help="Concurrent sequences in total, or 'max' (KV capacity)."),
     concurrency: int | None = typer.Option(None, "--concurrency", help="Concurrent requests in total."),
     precision: str = PrecOpt,
-    kv_precision: str | None = typer.Option(None, "--kv-precision",
-                                             help="KV-cache precision (default: fp32 with --precision fp32, else bf16)."),
+    kv_precision: str | None = typer.Option(
+        None, "--kv-precision", help="KV-cache precision (default: fp32 with --precision fp32, else bf16)."),
     gpus_per_node: int | None = typer.Option(None, "--gpus-per-node", help="Default: the GPU's typical node."),
     calibration: str | None = CalOpt,
     catalog: Path | None = CatalogOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """TTFT, TPOT, end-to-end latency and throughput for serving; replicas vs tensor parallel."""
-    from scaleright.workload.precision import KV_PRECISIONS, STORAGE_PRECISIONS
-    from scaleright.estimate.calibration import load_calibration
     from scaleright.estimate.infer import estimate_infer
+    from scaleright.workload.precision import KV_PRECISIONS, STORAGE_PRECISIONS
 
     check_choice("--precision", precision, STORAGE_PRECISIONS)
     if kv_precision is not None:
         check_choice("--kv-precision", kv_precision, KV_PRECISIONS)
-    _positive(gpus=gpus, pp=pp, input_len=input_len, output_len=output_len)
-    if tp is not None:
-        _positive(tp=tp)
-    _tokens_bounded(input_len=input_len, output_len=output_len)
-    _gpus_bounded(gpus=gpus)
+    _bounded("gpus", gpus=gpus)
+    _bounded("parallel_degree", tp=tp, pp=pp)
+    _bounded("tokens_per_request", input_len=input_len, output_len=output_len)
     _pp_fits(gpus, pp)
     if batch is not None and concurrency is not None:
         raise InputError("--batch and --concurrency are alternatives; give one")
-    if concurrency is not None:
-        _positive(concurrency=concurrency)
+    _bounded("batch", concurrency=concurrency)
     if batch is None:
         b: int | str = concurrency if concurrency is not None else 1
     elif batch == "max":
@@ -327,24 +369,27 @@ def infer_cmd(
             b = int(batch)
         except ValueError:
             raise InputError(f"--batch={batch!r} must be a positive integer or 'max'") from None
-    if b != "max":
-        _positive(batch=int(b))
+    if b != "max" and batch is not None:
+        _bounded("batch", batch=int(b))
+    _bounded("gpus_per_node", gpus_per_node=gpus_per_node)
+    cal = calibration_from("--calibration", calibration)
     spec, g = _load(model, gpu, catalog)
     _pp_fits(gpus, pp, spec.layers)
     est = estimate_infer(
         spec, gpu=g, gpus=gpus, tp=tp, pp=pp, input_len=input_len, output_len=output_len, batch=b,
         cluster=_cluster(g, gpus_per_node, None), precision=precision, kv_precision=kv_precision,
-        cal=load_calibration(calibration),
+        cal=cal,
     )  # fmt: skip
     d = est.as_dict()
     if as_json:
         emit_json(d | {"model": spec.name, "gpu": g.id})
         return
     lay = est.layout
-    console.print(f"[bold]{spec.name} on {gpus} x {g.id}: tp={lay['tp']} pp={lay['pp']} x {lay['replicas']} replicas,"
-                  f" {precision}, {input_len} in / {output_len} out, batch {est.batch}[/bold]")  # fmt: skip
+    head = (f"{spec.name} on {gpus} x {g.id}: tp={lay['tp']} pp={lay['pp']} x {lay['replicas']} replicas, "
+            f"{precision}, {input_len} in / {output_len} out, batch {est.batch}")  # fmt: skip
+    console.print(f"[bold]{esc(head)}[/bold]")
     if not est.fits:
-        console.print(f"[red]does not fit:[/red] {est.reason}")
+        console.print(f"[red]does not fit:[/red] {esc(est.reason)}")
     table("Latency and throughput (all GPUs)", ["metric", "value"], [
         ["TTFT (s)", est.ttft_s], ["TPOT (s)", est.tpot_s], ["end-to-end latency (s)", est.e2e_latency_s],
         ["output tokens/s", est.output_tokens_per_s], ["total tokens/s", est.total_tokens_per_s],

@@ -2,7 +2,8 @@
 
 Each command group lives in its own module and registers itself on ``app`` via ``register(app)``; the modules
 import their heavy dependencies (numpy models, torch) inside the commands, so ``--help`` stays fast. Errors
-rooted at ``ScalerightError`` become one line on stderr and exit code 2; nothing else is caught.
+rooted at ``ScalerightError`` and the argument parser's usage errors become one line on stderr and exit code 2
+(control characters in them made visible); nothing else is caught.
 """
 
 from __future__ import annotations
@@ -12,7 +13,8 @@ import sys
 import typer
 
 from scaleright.cli import bench_cmd, calibrate_cmd, catalog_cmd, estimate_cmd, plan_cmd
-from scaleright.errors import ScalerightError
+from scaleright.cli.common import visible
+from scaleright.errors import InputError, ScalerightError
 
 app = typer.Typer(
     name="scaleright",
@@ -22,7 +24,6 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-
 
 
 @app.callback(invoke_without_command=True)
@@ -47,13 +48,58 @@ for _group in _GROUPS:
     _group.register(app)
 
 
+# typer ships its own copy of click (0.20+) or uses click itself (older); find its exception classes either way.
+_CLICK_ERRORS = {c.__name__: c for c in typer.BadParameter.__mro__}
+_ClickException = _CLICK_ERRORS["ClickException"]
+_UsageError = _CLICK_ERRORS["UsageError"]
+
+
+def _usage_line(exc: Exception) -> str:
+    """A usage error of the argument parser as one line: the message, then where to find help."""
+    msg = visible(exc.format_message()).rstrip(".")  # a newline or ESC in what the user typed stays visible
+    ctx = getattr(exc, "ctx", None)
+    hint = ""
+    if ctx is not None:  # "python -m scaleright estimate memory" names the command as "scaleright estimate memory"
+        path = ctx.command_path
+        hint = f"; try '{path[path.find('scaleright'):] if 'scaleright' in path else path} --help'"
+    return f"error: {msg}{hint}"
+
+
+# Options whose value is a path. The parser turns an empty value into Path("."), the working directory, which would
+# then be read (``--catalog ''``) or written; an empty path is refused before the parser sees it.
+PATH_OPTIONS = ("--catalog", "--db", "--calibration", "--html", "--model", "--out", "--trace")
+
+
+def _refuse_empty_paths(argv: list[str]) -> None:
+    for i, arg in enumerate(argv):
+        if arg == "--":
+            return
+        name, eq, value = arg.partition("=")
+        if name in PATH_OPTIONS and ((eq and value == "") or (not eq and i + 1 < len(argv) and argv[i + 1] == "")):
+            raise InputError(f"{name}: empty value; give a path")
+
+
 def main() -> None:
-    """Entry point: run the app, turning project errors into one line and exit 2."""
+    """Entry point: run the app, turning project errors and usage errors into one line and exit 2."""
     try:
-        app()
+        _refuse_empty_paths(sys.argv[1:])
+        rv = app(standalone_mode=False)
     except ScalerightError as exc:
-        typer.echo(f"error: {exc}", err=True)
+        typer.echo(f"error: {visible(str(exc))}", err=True)
         sys.exit(2)
+    except _UsageError as exc:
+        if type(exc).__name__ == "NoArgsIsHelpError":  # ``scaleright estimate`` alone: the group's help
+            exc.show()
+            sys.exit(exc.exit_code)
+        typer.echo(_usage_line(exc), err=True)
+        sys.exit(2)
+    except _ClickException as exc:  # e.g. a file option that cannot be opened
+        typer.echo(f"error: {visible(exc.format_message())}", err=True)
+        sys.exit(exc.exit_code if exc.exit_code else 2)
+    except typer.Abort:
+        typer.echo("error: aborted", err=True)
+        sys.exit(1)
+    sys.exit(rv if isinstance(rv, int) else 0)
 
 
 if __name__ == "__main__":

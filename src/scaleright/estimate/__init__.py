@@ -4,7 +4,7 @@ Model, layout and hardware are separate inputs (``TransformerSpec``, ``Layout``,
 ``Cluster``), combined only here. ``Calibration`` holds the few efficiency factors fitted to measurements.
 """
 
-from scaleright.estimate.calibration import Calibration, DEFAULT_CALIBRATION, load_calibration, save_calibration
+from scaleright.estimate.calibration import DEFAULT_CALIBRATION, Calibration, load_calibration, save_calibration
 from scaleright.estimate.comm import Cluster, collective_time_s
 from scaleright.estimate.infer import InferEstimate, estimate_infer, max_batch
 from scaleright.estimate.layout import Layout

@@ -14,11 +14,15 @@ import math
 import os
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from scaleright.errors import CatalogFileError, InputError
 from scaleright.limits import _show
 from scaleright.textfile import _short, path_problem, read_text
 from scaleright.userdata import load_json
+
+if TYPE_CHECKING:
+    from scaleright.catalog.gpus import Accelerator
 
 __all__ = ["Calibration", "DEFAULT_CALIBRATION", "load_calibration", "save_calibration", "calibration_dir",
            "check_profile_name", "profile_path", "PROFILE_NAME_MAX"]
@@ -101,7 +105,7 @@ class Calibration:
             if getattr(self, name) <= 0:
                 raise InputError(f"calibration {name}={getattr(self, name)} must be greater than 0")
 
-    def tensor_scale(self, gpu) -> float:
+    def tensor_scale(self, gpu: Accelerator) -> float:
         """The sustained-tensor-throughput factor of ``gpu``'s architecture (see the fields above)."""
         arch = (getattr(gpu, "architecture", "") or "").lower()
         if arch.startswith("ampere"):

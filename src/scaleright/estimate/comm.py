@@ -14,10 +14,15 @@ Groups are laid out Megatron-style, tensor-parallel innermost: ranks of a group 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
+from numpy.typing import ArrayLike, NDArray
 
 from scaleright.estimate.calibration import Calibration
+
+if TYPE_CHECKING:
+    from scaleright.catalog.gpus import Accelerator
 
 __all__ = ["Cluster", "collective_time_s", "group_bandwidth", "COLLECTIVES"]
 
@@ -37,7 +42,8 @@ class Cluster:
         return self.inter_node_gbps_per_gpu / 8.0
 
     @classmethod
-    def for_gpu(cls, gpu, *, gpus_per_node: int | None = None, inter_node_gbps_per_gpu: float | None = None,
+    def for_gpu(cls, gpu: Accelerator, *, gpus_per_node: int | None = None,
+                inter_node_gbps_per_gpu: float | None = None,
                 intra_node_gb_per_s: float | None = None) -> Cluster:  # fmt: skip
         """The typical node of a catalog accelerator, with optional overrides."""
         return cls(
@@ -47,7 +53,9 @@ class Cluster:
         )
 
 
-def group_bandwidth(cluster: Cluster, cal: Calibration, *, size, stride):
+def group_bandwidth(
+    cluster: Cluster, cal: Calibration, *, size: ArrayLike, stride: ArrayLike
+) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     """(bytes/s, α seconds) for a group of ``size`` ranks ``stride`` apart (array-friendly)."""
     size = np.asarray(size, dtype=float)
     stride = np.asarray(stride, dtype=float)
@@ -63,7 +71,10 @@ def group_bandwidth(cluster: Cluster, cal: Calibration, *, size, stride):
     return bw, alpha
 
 
-def collective_time_s(kind: str, size_bytes, n, bw_bytes_per_s, alpha_s):
+def collective_time_s(
+    kind: str, size_bytes: ArrayLike, n: ArrayLike, bw_bytes_per_s: float | NDArray[np.float64],
+    alpha_s: float | NDArray[np.float64],
+) -> NDArray[np.float64]:
     """Time of one ring collective; zero when ``n`` is 1 (array-friendly)."""
     n = np.asarray(n, dtype=float)
     s = np.asarray(size_bytes, dtype=float)

@@ -10,33 +10,39 @@ A replica is ``tp · pp`` GPUs serving one copy of the model; ``gpus / (tp · pp
   E·(1 − (1 − k/E)^B) of E.
 - Continuous batching (Yu et al. 2022, Orca; vLLM) at concurrency ``B``: each iteration decodes B tokens and, in
   steady state, prefills B/O new prompts in one batched prefill (or one prompt every O/B iterations when B < O),
-  so the period per output token is ``t_decode(B) + min(B/O, 1)·t_prefill(max(B/O, 1)·I)``. TPOT is that period, output throughput B / period per replica, TTFT a
-  prompt's prefill plus one iteration, end-to-end latency TTFT + (O − 1)·TPOT.
+  so the period per output token is ``t_decode(B) + min(B/O, 1)·t_prefill(max(B/O, 1)·I)``. TPOT is that period, output
+  throughput B / period per replica, TTFT a prompt's prefill plus one iteration, end-to-end latency TTFT + (O − 1)·TPOT.
 - The largest batch is the largest B whose weights, KV cache for I + O tokens, activations and overheads fit.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
+from numpy.typing import ArrayLike, NDArray
 
 from scaleright.errors import InputError
 from scaleright.estimate.calibration import DEFAULT_CALIBRATION, Calibration
 from scaleright.estimate.comm import Cluster, collective_time_s, group_bandwidth
+from scaleright.estimate.layer import elementwise_values, gemm_time, layer_gemm_times
 from scaleright.estimate.layout import Layout, divisors
 from scaleright.estimate.memory import GB, Overheads, inference_memory_arrays, kv_cache_bytes
-from scaleright.estimate.layer import elementwise_values, gemm_time, layer_gemm_times
 from scaleright.estimate.train import peak_flops
 from scaleright.workload.flops import attention_flops_per_token, decode_flops_per_token
-from scaleright.workload.params import count_params
+from scaleright.workload.params import ParamCounts, count_params
 from scaleright.workload.precision import bytes_per_element
 from scaleright.workload.spec import TransformerSpec
+
+if TYPE_CHECKING:
+    from scaleright.catalog.gpus import Accelerator
 
 __all__ = ["InferEstimate", "infer_arrays", "estimate_infer", "max_batch", "compute_precision"]
 
 
-def compute_precision(gpu, precision: str) -> str:
+def compute_precision(gpu: Accelerator, precision: str) -> str:
     """The tensor-core format the GEMMs run in: weight-only int4 runs in 16-bit; fp8/fp4/int8 natively if the
     GPU has a rate for it, else in 16-bit after dequantisation."""
     if precision in ("fp32",):
@@ -46,7 +52,10 @@ def compute_precision(gpu, precision: str) -> str:
     return "fp16" if not gpu.dense_tflops.get("bf16") else "bf16"
 
 
-def _prefill_time(spec, c, *, gpu, cluster, tokens, context, tp, precision, cal):
+def _prefill_time(
+    spec: TransformerSpec, c: ParamCounts, *, gpu: Accelerator, cluster: Cluster, tokens: ArrayLike, context: float,
+    tp: ArrayLike, precision: str, cal: Calibration,
+) -> float | NDArray[np.float64]:
     """Time to run ``tokens`` prompt tokens (each attending to ``context`` on average... causal) on one replica."""
     cprec = compute_precision(gpu, precision)
     peak = peak_flops(gpu, cprec)
@@ -68,10 +77,13 @@ def _prefill_time(spec, c, *, gpu, cluster, tokens, context, tp, precision, cal)
     bw, a = group_bandwidth(cluster, cal, size=tp, stride=1)
     comm = 2 * collective_time_s("all_reduce", t * h * 2.0, tp, bw, a)
     head = gemm_time(np.maximum(t / np.maximum(context, 1), 1), h, spec.vocab / tp, **gemm)
-    return spec.layers * (attn + ffn + core + elem + comm) + head
+    return cast("float | NDArray[np.float64]", spec.layers * (attn + ffn + core + elem + comm) + head)
 
 
-def _decode_time(spec, c, *, gpu, cluster, batch, context, tp, pp, precision, kv_precision, cal):
+def _decode_time(
+    spec: TransformerSpec, c: ParamCounts, *, gpu: Accelerator, cluster: Cluster, batch: ArrayLike, context: float,
+    tp: ArrayLike, pp: ArrayLike, precision: str, kv_precision: str, cal: Calibration,
+) -> float | NDArray[np.float64]:
     """One decode iteration for ``batch`` sequences at ``context`` tokens on one replica."""
     cprec = compute_precision(gpu, precision)
     peak = peak_flops(gpu, cprec)
@@ -85,7 +97,7 @@ def _decode_time(spec, c, *, gpu, cluster, batch, context, tp, pp, precision, kv
     # quantised checkpoints (as in the memory model); the embedding is a gather of B rows (negligible).
     head = c.embedding if spec.tied_embeddings else c.lm_head
     blocks = c.total - c.routed_experts_total - c.embedding - c.positions - c.lm_head
-    w_bytes = blocks * bpe + head * max(bpe, 4.0 if precision == "fp32" else 2.0)
+    w_bytes: float | NDArray[np.float64] = blocks * bpe + head * max(bpe, 4.0 if precision == "fp32" else 2.0)
     if spec.moe:
         m = spec.moe
         touched = m.num_experts * (1 - (1 - m.top_k / m.num_experts) ** B)
@@ -95,7 +107,7 @@ def _decode_time(spec, c, *, gpu, cluster, batch, context, tp, pp, precision, kv
     flops = B * decode_flops_per_token(spec, context) / (tp * pp)
     # GEMMs of one decode step have B rows (dense layers) or B·k/E rows per expert (MoE): thin GEMMs run below
     # the large-GEMM efficiency (the same shape law as prefill and training).
-    rows = lambda m: m / (m + cal.gemm_half_dim)  # noqa: E731
+    rows: Callable[[NDArray[np.float64]], NDArray[np.float64]] = lambda m: m / (m + cal.gemm_half_dim)  # noqa: E731
     peak_eff = peak * cal.tensor_scale(gpu) * eff
     if spec.moe:
         m = spec.moe
@@ -111,10 +123,11 @@ def _decode_time(spec, c, *, gpu, cluster, batch, context, tp, pp, precision, kv
     bw_pp, a_pp = group_bandwidth(cluster, cal, size=pp, stride=tp)
     p2p = np.where(pp > 1, (pp - 1) * collective_time_s("p2p", B * spec.hidden * 2.0, 2, bw_pp, a_pp), 0.0)
     # stages run one after another for a token: pp stage times add up
-    return pp * (np.maximum(compute, mem) + comm) + p2p + cal.decode_overhead_s
+    return cast("float | NDArray[np.float64]", pp * (np.maximum(compute, mem) + comm) + p2p + cal.decode_overhead_s)
 
 
-def max_batch(spec, *, gpu, context, tp=1, pp=1, precision="bf16", kv_precision="bf16", overheads=Overheads(),
+def max_batch(spec: TransformerSpec, *, gpu: Accelerator, context: int, tp: int = 1, pp: int = 1,
+              precision: str = "bf16", kv_precision: str = "bf16", overheads: Overheads = Overheads(),
               limit: int = 1 << 16) -> int:  # fmt: skip
     """Largest batch whose memory per GPU fits ``gpu`` (0 if not even one sequence fits)."""
 
@@ -135,8 +148,10 @@ def max_batch(spec, *, gpu, context, tp=1, pp=1, precision="bf16", kv_precision=
     return lo
 
 
-def infer_arrays(spec, *, gpu, cluster, tp, pp, batch, input_len, output_len, precision="bf16",
-                 kv_precision="bf16", cal: Calibration = DEFAULT_CALIBRATION) -> dict[str, np.ndarray]:  # fmt: skip
+def infer_arrays(spec: TransformerSpec, *, gpu: Accelerator, cluster: Cluster, tp: ArrayLike, pp: ArrayLike,
+                 batch: ArrayLike, input_len: float, output_len: float, precision: str = "bf16",
+                 kv_precision: str = "bf16",
+                 cal: Calibration = DEFAULT_CALIBRATION) -> dict[str, np.ndarray]:  # fmt: skip
     """Latency and throughput of ONE replica at concurrency ``batch`` (array-friendly in batch and tp)."""
     c = count_params(spec)
     I = float(input_len)  # noqa: E741
@@ -173,7 +188,7 @@ class InferEstimate:
 
     fits: bool
     reason: str | None
-    layout: dict
+    layout: dict[str, int]
     memory_gb_per_gpu: float
     memory_breakdown_gb: dict[str, float]
     max_batch: int
@@ -184,16 +199,17 @@ class InferEstimate:
     output_tokens_per_s: float
     total_tokens_per_s: float
     requests_per_s: float
-    alternatives: tuple[dict, ...] = ()
+    alternatives: tuple[dict[str, Any], ...] = ()
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in self.__dataclass_fields__ if k != "alternatives"} | {
             "alternatives": list(self.alternatives)
         }
 
 
-def _one_layout(spec, *, gpu, cluster, gpus, tp, pp, batch, input_len, output_len, precision, kv_precision, cal,
-                overheads):  # fmt: skip
+def _one_layout(spec: TransformerSpec, *, gpu: Accelerator, cluster: Cluster, gpus: int, tp: int, pp: int,
+                batch: int | str, input_len: int, output_len: int, precision: str, kv_precision: str,
+                cal: Calibration, overheads: Overheads) -> InferEstimate:  # fmt: skip
     context = input_len + output_len
     mb = max_batch(spec, gpu=gpu, context=context, tp=tp, pp=pp, precision=precision, kv_precision=kv_precision,
                    overheads=overheads)  # fmt: skip
@@ -213,14 +229,15 @@ def _one_layout(spec, *, gpu, cluster, gpus, tp, pp, batch, input_len, output_le
     fits = mb >= 1 and busiest <= mb
     reason = None
     if mb < 1:
-        reason = f"weights and one sequence of {context} tokens need {total:.1f} GB per GPU; {gpu.id} has {gpu.memory_gb:.1f} GB"
+        reason = (f"weights and one sequence of {context} tokens need {total:.1f} GB per GPU; "
+                  f"{gpu.id} has {gpu.memory_gb:.1f} GB")
     elif not fits:
         reason = f"batch {busiest} per replica exceeds the KV-cache capacity of {mb} sequences"
-    kw = dict(gpu=gpu, cluster=cluster, tp=tp, pp=pp, input_len=input_len, output_len=output_len,
-              precision=precision, kv_precision=kv_precision, cal=cal)  # fmt: skip
+    kw: dict[str, Any] = dict(gpu=gpu, cluster=cluster, tp=tp, pp=pp, input_len=input_len, output_len=output_len,
+                              precision=precision, kv_precision=kv_precision, cal=cal)  # fmt: skip
     hi = {k: float(v) for k, v in infer_arrays(spec, batch=b_eval, **kw).items()}
-    totals = {k: hi[k] * (rem if rem else replicas) for k in ("output_tokens_per_s", "total_tokens_per_s",
-                                                                "requests_per_s")}  # fmt: skip
+    totals: dict[str, Any] = {k: hi[k] * (rem if rem else replicas)
+                              for k in ("output_tokens_per_s", "total_tokens_per_s", "requests_per_s")}  # fmt: skip
     if rem and q > 0:  # the other replicas run one sequence fewer
         lo = {k: float(v) for k, v in infer_arrays(spec, batch=q, **kw).items()}
         totals = {k: v + lo[k] * (replicas - rem) for k, v in totals.items()}
@@ -234,7 +251,7 @@ def _one_layout(spec, *, gpu, cluster, gpus, tp, pp, batch, input_len, output_le
 def estimate_infer(
     spec: TransformerSpec,
     *,
-    gpu,
+    gpu: Accelerator,
     gpus: int = 1,
     input_len: int,
     output_len: int,
@@ -259,14 +276,16 @@ def estimate_infer(
         raise InputError(f"batch={batch!r} must be a positive integer or 'max'")
     kv_precision = kv_precision or ("fp32" if precision == "fp32" else "bf16")
     cluster = cluster or Cluster.for_gpu(gpu)
-    kw = dict(gpu=gpu, cluster=cluster, gpus=gpus, pp=pp, batch=batch, input_len=input_len, output_len=output_len,
-              precision=precision, kv_precision=kv_precision, cal=cal, overheads=overheads)  # fmt: skip
+    kw: dict[str, Any] = dict(
+        gpu=gpu, cluster=cluster, gpus=gpus, pp=pp, batch=batch, input_len=input_len, output_len=output_len,
+        precision=precision, kv_precision=kv_precision, cal=cal, overheads=overheads,
+    )  # fmt: skip
     if tp is not None:
         Layout(tp=tp, pp=pp, dp=gpus // (tp * pp) or 1).validate(spec)
         if gpus % (tp * pp):
             raise InputError(f"tp({tp}) * pp({pp}) = {tp * pp} does not divide gpus({gpus})")
         return _one_layout(spec, tp=tp, **kw)
-    cands = []
+    cands: list[InferEstimate] = []
     for t in divisors(gpus // pp if gpus % pp == 0 else gpus):
         try:
             Layout(tp=t, pp=pp).validate(spec)
@@ -282,7 +301,7 @@ def estimate_infer(
     best = max(pool, key=lambda e: e.output_tokens_per_s)
     alts = tuple(
         {"layout": e.layout, "fits": e.fits, "output_tokens_per_s": e.output_tokens_per_s, "tpot_s": e.tpot_s,
-         "ttft_s": e.ttft_s, "max_batch": e.max_batch}  # fmt: skip
+         "ttft_s": e.ttft_s, "max_batch": e.max_batch}
         for e in cands
-    )
+    )  # fmt: skip
     return InferEstimate(**{**best.__dict__, "alternatives": alts})

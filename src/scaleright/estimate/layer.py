@@ -21,7 +21,10 @@ calibration's ``elementwise_factor`` scales this count (fusion lowers it).
 
 from __future__ import annotations
 
+from typing import cast
+
 import numpy as np
+from numpy.typing import ArrayLike, NDArray
 
 from scaleright.workload.params import ParamCounts
 from scaleright.workload.spec import TransformerSpec
@@ -29,14 +32,17 @@ from scaleright.workload.spec import TransformerSpec
 __all__ = ["gemm_time", "layer_gemm_times", "elementwise_values", "ffn_width", "attn_out_width"]
 
 
-def gemm_time(m, k, n, *, peak, eff_max, half_dim, hbm, bytes_per_el, count=1.0):
+def gemm_time(
+    m: ArrayLike, k: ArrayLike, n: ArrayLike, *, peak: float, eff_max: float, half_dim: float, hbm: float,
+    bytes_per_el: float, count: float | NDArray[np.float64] = 1.0,
+) -> float | NDArray[np.float64]:
     """Roofline time of ``count`` GEMMs (m x k)·(k x n) (array-friendly)."""
     m, k, n = (np.asarray(x, dtype=float) for x in (m, k, n))
     dmin = np.minimum(np.minimum(m, k), n)
     eff = eff_max * dmin / (dmin + half_dim)
     flops = 2.0 * m * k * n
     byt = bytes_per_el * (m * k + k * n + m * n)
-    return count * np.maximum(flops / (peak * eff), byt / hbm)
+    return cast("float | NDArray[np.float64]", count * np.maximum(flops / (peak * eff), byt / hbm))
 
 
 def attn_out_width(spec: TransformerSpec) -> int:
@@ -55,7 +61,10 @@ def ffn_width(spec: TransformerSpec, c: ParamCounts) -> float:
     return (1 - frac) * spec.ffn_hidden + frac * moe
 
 
-def layer_gemm_times(spec: TransformerSpec, c: ParamCounts, *, tokens, tp, ep=1.0, gemm: dict):
+def layer_gemm_times(
+    spec: TransformerSpec, c: ParamCounts, *, tokens: float | NDArray[np.float64], tp: float | NDArray[np.float64],
+    ep: float | NDArray[np.float64] = 1.0, gemm: dict[str, float],
+) -> tuple[float | NDArray[np.float64], float | NDArray[np.float64]]:
     """(attention projections, FFN) forward GEMM time of one average layer for ``tokens`` tokens on one GPU."""
     t = tokens
     h = spec.hidden
@@ -63,7 +72,8 @@ def layer_gemm_times(spec: TransformerSpec, c: ParamCounts, *, tokens, tp, ep=1.
         m_ = spec.mla
         attn = gemm_time(t, h, m_.kv_lora_rank + m_.qk_rope_head_dim, **gemm)
         if m_.q_lora_rank:
-            attn = attn + gemm_time(t, h, m_.q_lora_rank, **gemm) + gemm_time(t, m_.q_lora_rank, spec.q_dim / tp, **gemm)
+            attn = attn + gemm_time(t, h, m_.q_lora_rank, **gemm)
+            attn = attn + gemm_time(t, m_.q_lora_rank, spec.q_dim / tp, **gemm)
         else:
             attn = attn + gemm_time(t, h, spec.q_dim / tp, **gemm)
         attn = attn + gemm_time(t, m_.kv_lora_rank, spec.heads * (m_.qk_nope_head_dim + m_.v_head_dim) / tp, **gemm)
@@ -73,7 +83,7 @@ def layer_gemm_times(spec: TransformerSpec, c: ParamCounts, *, tokens, tp, ep=1.
         attn = gemm_time(t, h, spec.q_dim / tp + 2 * kv_tp, **gemm) + gemm_time(t, spec.q_dim / tp, h, **gemm)
     n_up = 2 if spec.gated_mlp else 1
 
-    def ffn(rows, f, count=1.0):
+    def ffn(rows: ArrayLike, f: float, count: float | NDArray[np.float64] = 1.0) -> float | NDArray[np.float64]:
         return gemm_time(rows, h, n_up * f / tp, count=count, **gemm) + gemm_time(rows, f / tp, h, count=count, **gemm)
 
     dense = ffn(t, spec.ffn_hidden)

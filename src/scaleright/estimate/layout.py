@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from typing import Any
 
 from scaleright.errors import LayoutError
 from scaleright.workload.spec import TransformerSpec
@@ -49,7 +50,7 @@ class Layout:
         gb = self.global_batch or self.micro_batch * self.dp
         return max(gb // (self.micro_batch * self.dp), 1)
 
-    def replace(self, **changes) -> Layout:
+    def replace(self, **changes: Any) -> Layout:
         return dataclasses.replace(self, **changes)
 
     def validate(self, spec: TransformerSpec | None = None, *, gpus: int | None = None) -> Layout:
@@ -68,7 +69,7 @@ class Layout:
             )
         if (self.dp * self.cp) % self.ep:
             raise LayoutError(f"ep({self.ep}) does not divide dp({self.dp}) * cp({self.cp}) = {self.dp * self.cp}")
-        if self.global_batch is not None:
+        if self.global_batch is not None:  # noqa: SIM102 (the None check reads apart from the arithmetic)
             if self.global_batch < 1 or self.global_batch % (self.micro_batch * self.dp):
                 raise LayoutError(
                     f"global_batch({self.global_batch}) is not a positive multiple of "

@@ -23,9 +23,12 @@ layouts in one call.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any, cast
 
 import numpy as np
+from numpy.typing import ArrayLike, NDArray
 
 from scaleright.errors import InputError
 from scaleright.estimate.layout import RECOMPUTE, Layout
@@ -164,7 +167,7 @@ def lora_param_count(spec: TransformerSpec, lora: LoraConfig) -> int:
 # --------------------------------------------------------------------------------------------------------------
 
 
-def _end_params(c: ParamCounts, pp, *, tied: bool):
+def _end_params(c: ParamCounts, pp: ArrayLike, *, tied: bool) -> NDArray[np.float64]:
     """Embedding / position / head / final-norm parameters on the fullest pipeline stage, before tp.
 
     pp = 1: all of them (a tied head shares the embedding). pp > 1: the larger of the first stage's (embedding,
@@ -177,7 +180,9 @@ def _end_params(c: ParamCounts, pp, *, tied: bool):
     return np.where(np.asarray(pp) > 1, np.maximum(first, last), single)
 
 
-def _stage_params(c: ParamCounts, tp, pp, ep, *, tied: bool):
+def _stage_params(
+    c: ParamCounts, tp: ArrayLike, pp: ArrayLike, ep: ArrayLike, *, tied: bool
+) -> tuple[float | NDArray[np.float64], float | NDArray[np.float64]]:
     """(dense, expert) parameters held by the fullest pipeline stage of one GPU, before ZeRO sharding.
 
     Layers are split as evenly as possible (ceil(L / pp) on the fullest stage). The first stage also holds the
@@ -202,16 +207,16 @@ def _stage_params(c: ParamCounts, tp, pp, ep, *, tied: bool):
 def model_state_bytes(
     spec: TransformerSpec,
     *,
-    tp=1,
-    pp=1,
-    dp=1,
-    cp=1,
-    ep=1,
-    zero=0,
+    tp: ArrayLike = 1,
+    pp: ArrayLike = 1,
+    dp: ArrayLike = 1,
+    cp: ArrayLike = 1,
+    ep: ArrayLike = 1,
+    zero: ArrayLike = 0,
     precision: str = "bf16",
     optimizer: str = "adamw",
     counts: ParamCounts | None = None,
-):
+) -> tuple[float | NDArray[np.float64], float | NDArray[np.float64], float | NDArray[np.float64]]:
     """(weights, gradients, optimizer) bytes per GPU for full training with ZeRO sharding over dp · cp.
 
     16-bit training keeps 16-bit weights and gradients plus ``optimizer`` state with fp32 master weights; fp32
@@ -225,7 +230,7 @@ def model_state_bytes(
     w_b = 4.0 if precision == "fp32" else 2.0
     opt_b = optimizer_bytes_per_param(optimizer) - (4.0 if precision == "fp32" else 0.0)
 
-    def sharded(per_param, stage):
+    def sharded(per_param: float, stage: int) -> float | NDArray[np.float64]:
         return (
             dense * per_param / np.where(zero >= stage, shard_dense, 1.0)
             + expert * per_param / np.where(zero >= stage, shard_expert, 1.0)
@@ -242,15 +247,15 @@ def model_state_bytes(
 def activation_bytes_per_layer(
     spec: TransformerSpec,
     *,
-    seq_len,
-    micro_batch=1,
-    tp=1,
-    cp=1,
-    sequence_parallel=False,
-    recompute="none",
+    seq_len: ArrayLike,
+    micro_batch: ArrayLike = 1,
+    tp: ArrayLike = 1,
+    cp: ArrayLike = 1,
+    sequence_parallel: ArrayLike = False,
+    recompute: str | ArrayLike = "none",
     flash_attention: bool = True,
     bytes_per_value: float = 2.0,
-):
+) -> NDArray[np.float64]:
     """Activation bytes one transformer layer keeps for the backward pass, per micro-batch, on one GPU.
 
     Terms (Korthikanti et al. 2022, section 4.1; 16-bit values cost 2 B, dropout masks 1 B):
@@ -290,7 +295,7 @@ def activation_bytes_per_layer(
     if spec.moe:
         m = spec.moe
         moe_frac = spec.moe_layer_count() / spec.layers
-        ffn_w = lambda f: (6 if spec.gated_mlp else 4) * f  # noqa: E731
+        ffn_w: Callable[[int], int] = lambda f: (6 if spec.gated_mlp else 4) * f  # noqa: E731
         per_tok_ffn = (1 - moe_frac) * ffn_w(spec.ffn_hidden) + moe_frac * (
             m.top_k * ffn_w(m.expert_ffn_hidden) + m.num_shared_experts * ffn_w(m.shared_ffn_hidden)
             + 2 * h * m.top_k  # tokens permuted to their experts
@@ -302,7 +307,7 @@ def activation_bytes_per_layer(
     s_full = np.asarray(seq_len, dtype=float)
     local = spec.local_layer_count() / spec.layers if spec.layers else 0.0
     keys = (1 - local) * s_full + local * np.minimum(s_full, spec.sliding_window or 1) if local else s_full
-    if flash_attention:
+    if flash_attention:  # noqa: SIM108 (the branches carry their own comments)
         scores = 4.0 * a * sb  # fp32 log-sum-exp per head and query
     else:
         scores = a * sb * keys * (2 + drop * 3) * unit
@@ -310,10 +315,10 @@ def activation_bytes_per_layer(
     no_rc = np.where(sp, (repl + split) / t, repl + split / t)
     sel = no_rc if flash_attention else no_rc - scores / t  # flash attention keeps no s² terms to drop
     full = np.where(sp, 2 * sb * h * unit / t, 2 * sb * h * unit)
-    return np.where(rc == 2, full, np.where(rc == 1, sel, no_rc))
+    return cast("NDArray[np.float64]", np.where(rc == 2, full, np.where(rc == 1, sel, no_rc)))
 
 
-def _recompute_code(recompute):
+def _recompute_code(recompute: str | ArrayLike) -> NDArray[np.int_]:
     if isinstance(recompute, str):
         if recompute not in _RECOMPUTE_CODE:
             raise InputError(f"recompute={recompute!r} not allowed; allowed: {', '.join(RECOMPUTE)}")
@@ -321,7 +326,7 @@ def _recompute_code(recompute):
     return np.asarray(recompute)
 
 
-def _inflight_microbatches(pp, virtual_stages, n_micro):
+def _inflight_microbatches(pp: ArrayLike, virtual_stages: ArrayLike, n_micro: ArrayLike) -> NDArray[np.float64]:
     """Micro-batches whose activations the first pipeline stage holds at peak (Korthikanti et al. 2022, 4.2.3)."""
     pp = np.asarray(pp, dtype=float)
     v = np.asarray(virtual_stages, dtype=float)
@@ -333,18 +338,18 @@ def _inflight_microbatches(pp, virtual_stages, n_micro):
 def training_memory_arrays(
     spec: TransformerSpec,
     *,
-    seq_len,
-    tp=1,
-    pp=1,
-    dp=1,
-    cp=1,
-    ep=1,
-    zero=0,
-    micro_batch=1,
-    n_micro=1,
-    recompute="none",
-    sequence_parallel=False,
-    virtual_stages=1,
+    seq_len: ArrayLike,
+    tp: ArrayLike = 1,
+    pp: ArrayLike = 1,
+    dp: ArrayLike = 1,
+    cp: ArrayLike = 1,
+    ep: ArrayLike = 1,
+    zero: ArrayLike = 0,
+    micro_batch: ArrayLike = 1,
+    n_micro: ArrayLike = 1,
+    recompute: str | ArrayLike = "none",
+    sequence_parallel: ArrayLike = False,
+    virtual_stages: ArrayLike = 1,
     precision: str = "bf16",
     optimizer: str = "adamw",
     task: str = "pretrain",
@@ -369,7 +374,8 @@ def training_memory_arrays(
         else:
             weights = base * bpv
         # FSDP (zero=3) shards the frozen base over the data-parallel group too (NeMo Automodel, torchtune)
-        weights = weights / np.where(np.asarray(zero) >= 3, np.asarray(dp, dtype=float) * np.asarray(cp, dtype=float), 1.0)
+        shard = np.asarray(dp, dtype=float) * np.asarray(cp, dtype=float)
+        weights = weights / np.where(np.asarray(zero) >= 3, shard, 1.0)
         n_adapters = lora_param_count(spec, lora) / (np.asarray(tp, dtype=float) * np.asarray(pp, dtype=float))
         if task == "qlora":
             # bf16 adapters and gradients, 32-bit paged AdamW moments (Dettmers et al. 2023)
@@ -394,8 +400,10 @@ def training_memory_arrays(
     if np.any(rc > 0):
         # Recomputation rebuilds one layer at a time during backward: full recompute that layer's activations,
         # selective the attention core's score matrices (zero with flash attention, which never stores them).
-        kw = dict(seq_len=seq_len, micro_batch=micro_batch, tp=tp, cp=cp, sequence_parallel=sequence_parallel,
-                  flash_attention=flash_attention, bytes_per_value=bpv)  # fmt: skip
+        kw: dict[str, Any] = dict(
+            seq_len=seq_len, micro_batch=micro_batch, tp=tp, cp=cp, sequence_parallel=sequence_parallel,
+            flash_attention=flash_attention, bytes_per_value=bpv,
+        )  # fmt: skip
         one_layer = activation_bytes_per_layer(spec, recompute="none", **kw)
         one_sel = activation_bytes_per_layer(spec, recompute="selective", **kw)
         first = first + np.where(rc == 2, one_layer, np.where(rc == 1, one_layer - one_sel, 0.0))
@@ -453,7 +461,7 @@ def training_memory(
         sequence_parallel=layout.sequence_parallel, virtual_stages=layout.virtual_stages, precision=precision,
         optimizer=optimizer, task=task, lora=lora, flash_attention=flash_attention, overheads=overheads,
     )  # fmt: skip
-    details = {}
+    details: dict[str, float] = {}
     if task in ("lora", "qlora"):
         details["trainable_params"] = float(lora_param_count(spec, lora or LoraConfig()))
     return _breakdown(arrs, gpu_memory_gb, **details)
@@ -464,7 +472,10 @@ def training_memory(
 # --------------------------------------------------------------------------------------------------------------
 
 
-def kv_cache_bytes(spec: TransformerSpec, *, batch, context, tp=1, pp=1, kv_precision: str = "bf16"):
+def kv_cache_bytes(
+    spec: TransformerSpec, *, batch: ArrayLike, context: ArrayLike, tp: ArrayLike = 1, pp: ArrayLike = 1,
+    kv_precision: str = "bf16",
+) -> float | NDArray[np.float64]:
     """KV-cache bytes per GPU for ``batch`` sequences of ``context`` tokens.
 
     Per token and layer: 2 · kv_heads · head_dim values (K and V; GQA/MQA shrink kv_heads). Tensor parallelism
@@ -482,26 +493,29 @@ def kv_cache_bytes(spec: TransformerSpec, *, batch, context, tp=1, pp=1, kv_prec
     else:
         per_token_layer = 2 * np.maximum(spec.kv_heads / tp, 1.0) * spec.head_dim
     stage_share = np.ceil(spec.layers / np.asarray(pp, dtype=float)) / spec.layers  # the fullest stage's layers
-    return np.asarray(batch, dtype=float) * eff_tokens * per_token_layer * bpe * stage_share
+    out = np.asarray(batch, dtype=float) * eff_tokens * per_token_layer * bpe * stage_share
+    return cast("float | NDArray[np.float64]", out)
 
 
-def _inference_weight_bytes(spec: TransformerSpec, c: ParamCounts, *, tp, pp, ep, precision: str):
+def _inference_weight_bytes(
+    spec: TransformerSpec, c: ParamCounts, *, tp: ArrayLike, pp: ArrayLike, ep: ArrayLike, precision: str
+) -> float | NDArray[np.float64]:
     """Weights per GPU: block matmuls at ``precision``; embeddings, head and norms stay 16-bit when quantised."""
     bpe = bytes_per_element(precision)
     dense, expert = _stage_params(c, tp, pp, ep, tied=spec.tied_embeddings)
     hi = 4.0 if precision == "fp32" else 2.0
     emb = (_end_params(c, pp, tied=spec.tied_embeddings) - c.final_norm) / np.asarray(tp, dtype=float)
-    return (dense - emb + expert) * bpe + emb * hi
+    return cast("float | NDArray[np.float64]", (dense - emb + expert) * bpe + emb * hi)
 
 
 def inference_memory_arrays(
     spec: TransformerSpec,
     *,
-    batch,
-    context,
-    tp=1,
-    pp=1,
-    ep=1,
+    batch: ArrayLike,
+    context: ArrayLike,
+    tp: ArrayLike = 1,
+    pp: ArrayLike = 1,
+    ep: ArrayLike = 1,
     precision: str = "bf16",
     kv_precision: str = "bf16",
     prefill_chunk: int = 8192,

@@ -23,8 +23,10 @@ Every function accepts numpy arrays for the layout axes and broadcasts (the plan
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from numpy.typing import ArrayLike, NDArray
 
 from scaleright.errors import InputError
 from scaleright.estimate.calibration import DEFAULT_CALIBRATION, Calibration
@@ -45,6 +47,9 @@ from scaleright.workload.params import count_params
 from scaleright.workload.precision import bytes_per_element
 from scaleright.workload.spec import TransformerSpec
 
+if TYPE_CHECKING:
+    from scaleright.catalog.gpus import Accelerator
+
 __all__ = ["TrainEstimate", "train_step_arrays", "estimate_train", "peak_flops", "TIME_KEYS"]
 
 TIME_KEYS = ("compute", "recompute", "tp_comm", "cp_comm", "ep_comm", "pp_comm", "bubble", "dp_comm", "optimizer",
@@ -61,7 +66,7 @@ def optimizer_step_bytes(optimizer: str, precision: str) -> float:
     return 2 * states + 2 * 2.0  # + read the 16-bit gradient, write the 16-bit weight
 
 
-def peak_flops(gpu, precision: str) -> float:
+def peak_flops(gpu: Accelerator, precision: str) -> float:
     """Dense peak FLOP/s of ``gpu`` at ``precision``; fp32 training uses the TF32 tensor-core rate where it exists."""
     key = "tf32" if precision == "fp32" and gpu.dense_tflops.get("tf32") else precision
     v = gpu.dense_tflops.get(key)
@@ -74,20 +79,20 @@ def peak_flops(gpu, precision: str) -> float:
 def train_step_arrays(
     spec: TransformerSpec,
     *,
-    gpu,
+    gpu: Accelerator,
     cluster: Cluster,
-    seq_len,
-    global_batch,
-    tp=1,
-    pp=1,
-    dp=1,
-    cp=1,
-    ep=1,
-    zero=0,
-    micro_batch=1,
-    recompute="none",
-    sequence_parallel=False,
-    virtual_stages=1,
+    seq_len: float | NDArray[np.float64],
+    global_batch: ArrayLike,
+    tp: ArrayLike = 1,
+    pp: ArrayLike = 1,
+    dp: ArrayLike = 1,
+    cp: ArrayLike = 1,
+    ep: ArrayLike = 1,
+    zero: ArrayLike = 0,
+    micro_batch: ArrayLike = 1,
+    recompute: str | ArrayLike = "none",
+    sequence_parallel: ArrayLike = False,
+    virtual_stages: ArrayLike = 1,
     precision: str = "bf16",
     task: str = "pretrain",
     lora: LoraConfig | None = None,
@@ -128,7 +133,7 @@ def train_step_arrays(
     attn_fwd, ffn_fwd = layer_gemm_times(spec, c, tokens=t, tp=tp, ep=ep, gemm=gemm)
     o_in = attn_out_width(spec)
     f_eff = ffn_width(spec, c)
-    ep_comm_fwd = 0.0
+    ep_comm_fwd: float | NDArray[np.float64] = 0.0
     if spec.moe:
         bw_ep, a_ep = group_bandwidth(cluster, cal, size=ep, stride=tp)
         # each GPU dispatches its sequence-parallel share of the tokens (Megatron requires sequence parallelism
@@ -284,14 +289,14 @@ class TrainEstimate:
     base_gpus: int | None = None
     extra: dict[str, float] = field(default_factory=dict)
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         d = {
             k: getattr(self, k)
             for k in ("fits", "reason", "memory_gb_per_gpu", "memory_breakdown_gb", "step_time_s",
                       "time_breakdown_s", "tokens_per_s", "tokens_per_s_per_gpu", "model_tflops_per_gpu",
                       "hardware_tflops_per_gpu", "mfu", "hfu", "scaling_efficiency", "train_time_h", "gpu_hours",
-                      "gpus", "gpu", "base_gpus")  # fmt: skip
-        }
+                      "gpus", "gpu", "base_gpus")
+        }  # fmt: skip
         lay = self.layout
         d["layout"] = {k: getattr(lay, k) for k in ("tp", "pp", "dp", "cp", "ep", "zero", "micro_batch",
                                                     "global_batch", "recompute", "sequence_parallel",
@@ -299,7 +304,10 @@ class TrainEstimate:
         return d
 
 
-def _predict(spec, *, gpu, cluster, layout: Layout, seq_len, precision, task, lora, cal, optimizer, overheads):
+def _predict(
+    spec: TransformerSpec, *, gpu: Accelerator, cluster: Cluster, layout: Layout, seq_len: int, precision: str,
+    task: str, lora: LoraConfig | None, cal: Calibration, optimizer: str, overheads: Overheads,
+) -> tuple[dict[str, float], dict[str, float]]:
     gb = layout.global_batch or layout.micro_batch * layout.dp
     perf = train_step_arrays(
         spec, gpu=gpu, cluster=cluster, seq_len=seq_len, global_batch=gb, tp=layout.tp, pp=layout.pp,
@@ -320,7 +328,7 @@ def _predict(spec, *, gpu, cluster, layout: Layout, seq_len, precision, task, lo
 def estimate_train(
     spec: TransformerSpec,
     *,
-    gpu,
+    gpu: Accelerator,
     layout: Layout,
     seq_len: int,
     cluster: Cluster | None = None,
@@ -342,8 +350,10 @@ def estimate_train(
     if seq_len < 1:
         raise InputError(f"seq_len={seq_len} must be a positive integer")
     cluster = cluster or Cluster.for_gpu(gpu)
-    kw = dict(gpu=gpu, cluster=cluster, seq_len=seq_len, precision=precision, task=task, lora=lora, cal=cal,
-              optimizer=optimizer, overheads=overheads)  # fmt: skip
+    kw: dict[str, Any] = dict(
+        gpu=gpu, cluster=cluster, seq_len=seq_len, precision=precision, task=task, lora=lora, cal=cal,
+        optimizer=optimizer, overheads=overheads,
+    )  # fmt: skip
     perf, mem = _predict(spec, layout=layout, **kw)
     total = sum(mem.values())
     fits = total <= gpu.memory_gb

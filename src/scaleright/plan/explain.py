@@ -14,6 +14,7 @@ Each explanation is ``{"topic", "title", "text", "data"}``: ``text`` is one or t
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
@@ -118,7 +119,7 @@ def explain_training(res, scn, spec, cat, per_gpu) -> None:
     if rec is None or rec["gpu"] not in per_gpu:
         ex.append(_x("memory_wall", "Memory wall", (res.infeasible or {}).get("message", "nothing fits")))
         return
-    gpu, cand, rates, src = per_gpu[rec["gpu"]]
+    gpu, cand, rates, _src = per_gpu[rec["gpu"]]
     a = cand.arrays
     tokens = res.scenario["tokens"]
     hours = tokens / a["tokens_per_s"] / 3600.0
@@ -144,7 +145,8 @@ def explain_training(res, scn, spec, cat, per_gpu) -> None:
     # ---- parallelism selector ---------------------------------------------------------------------------------
     n = rec["gpus"]
     at_n = np.flatnonzero(a["gpus"] == n)
-    fams = {}
+    fams: dict[str, int] = {}
+    f: Any  # a family name here, a table row in the interconnect check below
     for i in at_n:
         f = _family(int(a["tp"][i]), int(a["pp"][i]), int(a["dp"][i]), int(a["zero"][i]))
         if f not in fams or hours[i] < hours[fams[f]]:
@@ -220,7 +222,8 @@ def explain_training(res, scn, spec, cat, per_gpu) -> None:
     ex.append(_x("utilisation_curve", "Utilisation Efficiency Curve", text, gpu=gpu.id, base_gpus=base_n,
                  points=res.curve))  # fmt: skip
     # ---- capex vs opex ------------------------------------------------------------------------------------------
-    rent, _ = price_for(scn, gpu, cat, "on-demand") if scn.pricing.mode in ("own",) else (rec["price_usd_per_gpu_hour"], "")
+    rent, _ = (price_for(scn, gpu, cat, "on-demand") if scn.pricing.mode in ("own",)
+               else (rec["price_usd_per_gpu_hour"], ""))
     cap = _capex_opex(scn, gpu, n, cat, rent)
     ex.append(_capex_entry(cap, scn, gpu, cat, rent))
     # ---- what would change the decision -------------------------------------------------------------------------
@@ -311,7 +314,8 @@ def explain_inference(res, scn, spec, cat, evaluated, rate) -> None:
         data |= {"api_usd_per_1m_tokens": api, "utilisation_needed_for_api_parity": need}
     ex.append(_x("api_break_even", "Self-host vs API", text, **data))
     ex.append(_efficiency_ladder(scn, spec, gpu, rec, rate))
-    rent, _ = price_for(scn, gpu, cat, "on-demand") if scn.pricing.mode == "own" else (rec["price_usd_per_gpu_hour"], "")
+    rent, _ = (price_for(scn, gpu, cat, "on-demand") if scn.pricing.mode == "own"
+               else (rec["price_usd_per_gpu_hour"], ""))
     cap = _capex_opex(scn, gpu, rec["gpus"], cat, rent)
     ex.append(_capex_entry(cap, scn, gpu, cat, rent))
 
@@ -331,7 +335,7 @@ def _efficiency_ladder(scn, spec, gpu, rec, rate) -> dict:
              (f"+ {eight} weights", eight, "bf16", None), (f"+ {eight} KV cache", eight, eight, None),
              ("+ int4 weights", "int4", eight, None)]  # fmt: skip
     price = rec["price_usd_per_gpu_hour"]
-    rows = []
+    rows: list[dict[str, Any]] = []
     for label, wp, kvp, cap in rungs:
         try:
             c = evaluate_inference(spec, gpu=gpu, cluster=cluster, tp=rec["layout"]["tp"], rate_rps=rate,

@@ -17,11 +17,12 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
+from typing import Any, cast
 
 import numpy as np
 
 from scaleright.catalog import Catalog, find_price
-from scaleright.errors import InputError, ScalerightError
+from scaleright.errors import InputError, ScalerightError, UnknownNameError
 from scaleright.estimate.calibration import DEFAULT_CALIBRATION, Calibration
 from scaleright.estimate.comm import Cluster
 from scaleright.plan import economics as econ
@@ -29,6 +30,7 @@ from scaleright.plan.economics._units import DAYS_PER_MONTH
 from scaleright.plan.scenario import Scenario
 from scaleright.plan.search import (
     SEARCH_LIMITS,
+    InferCandidate,
     evaluate_inference,
     evaluate_training,
     gpu_counts,
@@ -71,7 +73,8 @@ def _ownership(scn: Scenario, gpu, purchase_usd: float, gpus) -> econ.OwnershipC
     return econ.OwnershipCosts(
         gpus=gpus, purchase_usd_per_gpu=purchase_usd, tdp_w=gpu.tdp_w or 0.0,
         electricity_usd_per_kwh=p.electricity_usd_per_kwh, depreciation_years=p.depreciation_years,
-        hours_per_day=p.hours_per_day, horizon_months=p.horizon_months, server_share_usd_per_gpu=p.server_share_usd_per_gpu,
+        hours_per_day=p.hours_per_day, horizon_months=p.horizon_months,
+        server_share_usd_per_gpu=p.server_share_usd_per_gpu,
         facility_upgrade_usd=p.facility_upgrade_usd, pue=p.pue, load_fraction=p.load_fraction,
         ops_overhead_usd_per_gpu_hour=p.ops_overhead_usd_per_gpu_hour, resale_fraction=p.resale_fraction,
     )  # fmt: skip
@@ -91,7 +94,7 @@ def price_for(scn: Scenario, gpu, cat: Catalog, kind: str) -> tuple[float | None
     except ScalerightError as exc:
         return None, str(exc)
     basis = f" ({row.price_basis})" if row.price_basis and row.price_basis != "usd" else ""
-    return float(row.price), f"{row.provider or 'catalog'} {row.date or ''}{basis}: {row.source[:80]}"
+    return float(cast(float, row.price)), f"{row.provider or 'catalog'} {row.date or ''}{basis}: {row.source[:80]}"
 
 
 def _rate(scn: Scenario, gpu, cat: Catalog, gpus):
@@ -105,8 +108,13 @@ def _rate(scn: Scenario, gpu, cat: Catalog, gpus):
         return None, src
     if not gpu.tdp_w:
         return None, f"{gpu.id} has no TDP in the catalog (needed for owned power cost)"
-    own = econ.owned_cost_per_gpu_hour_usd(costs=_ownership(scn, gpu, purchase, np.asarray(gpus, dtype=float)))
-    return np.asarray(own, dtype=float), f"owned: purchase ${purchase:,.0f} ({src})"
+    own = np.asarray(econ.owned_cost_per_gpu_hour_usd(costs=_ownership(scn, gpu, purchase,
+                                                                      np.asarray(gpus, dtype=float))), dtype=float)
+    if not np.isfinite(own).all():  # e.g. a tiny hours_per_day: the purchase buys (almost) no GPU-hours
+        p = scn.pricing
+        return None, (f"owned cost per GPU-hour is not finite (pricing.hours_per_day={p.hours_per_day:g}, "
+                      f"horizon_months={p.horizon_months:g}, purchase ${purchase:,.0f})")  # fmt: skip
+    return own, f"owned: purchase ${purchase:,.0f} ({src})"
 
 
 def _allowed_gpus(scn: Scenario, cat: Catalog):
@@ -146,7 +154,10 @@ def _choose(opts: list[dict], scn: Scenario) -> tuple[dict | None, dict | None]:
     ok_dl = [o for o in opts if dl is None or o["time_h"] <= dl]
     ok = [o for o in ok_dl if budget is None or o["cost_usd"] <= budget]
     if ok:
-        return min(ok, key=lambda o: (round(o["cost_usd"], 6), o["time_h"])), None
+        # cheapest; options within float noise (relative 1e-9) of it are ties, and the fastest of those wins
+        # (an absolute tolerance would tie whole sub-cent jobs)
+        cheapest = min(o["cost_usd"] for o in ok)
+        return min((o for o in ok if o["cost_usd"] <= cheapest * (1 + 1e-9)), key=lambda o: o["time_h"]), None
     if not ok_dl:
         fastest = min(opts, key=lambda o: o["time_h"])
         return None, {"binding": "deadline", "closest": fastest,
@@ -165,10 +176,24 @@ def _scenario_dict(scn: Scenario, spec, extra: dict) -> dict:
     } | extra  # fmt: skip
 
 
+def _check_price_overrides(scn: Scenario, cat: Catalog) -> None:
+    """Every GPU named in a price override exists, checked before the search (it was checked only when a price
+    was needed, so an override of a GPU that no option reached was silently ignored)."""
+    p = scn.pricing
+    for key, overrides in (("price_usd_per_gpu_hour", p.price_usd_per_gpu_hour),
+                           ("purchase_usd_per_gpu", p.purchase_usd_per_gpu)):  # fmt: skip
+        for name in overrides:
+            try:
+                cat.gpu(name)
+            except UnknownNameError as exc:
+                raise InputError(f"pricing.{key}: {exc}") from None
+
+
 def plan(scn: Scenario, *, catalog: Catalog | None = None, cal: Calibration = DEFAULT_CALIBRATION,
          progress=None) -> PlanResult:  # fmt: skip
     """Search and recommend for ``scn`` (see module docstring). ``progress(i, n, label)`` is called per GPU type."""
     cat = catalog if catalog is not None else Catalog.load()
+    _check_price_overrides(scn, cat)
     spec = load_model(scn.model, catalog=cat)
     if scn.task == "inference":
         return _plan_inference(scn, spec, cat, cal, progress)
@@ -215,8 +240,9 @@ def _plan_training(scn, spec, cat, cal, progress) -> PlanResult:
     wall = time.perf_counter() - t0
     rec, infeasible = _choose(options_all, scn)
     if not options_all and skipped and all(x["reason"].startswith("no ") and " price" in x["reason"] for x in skipped):
-        infeasible = {"binding": "price", "message": f"no allowed GPU has a {scn.pricing.mode} price; add "
-                      "pricing.price_usd_per_gpu_hour (or purchase_usd_per_gpu for mode own)"}  # fmt: skip
+        infeasible = {"binding": "price", "message": f"no allowed GPU has a {scn.pricing.mode} price "
+                      f"(first: {skipped[0]['gpu']}, {skipped[0]['reason']}); add pricing.price_usd_per_gpu_hour "
+                      "(or purchase_usd_per_gpu for mode own)"}  # fmt: skip
     best_per_gpu = {}
     for o in options_all:
         cur = best_per_gpu.get(o["gpu"])
@@ -269,9 +295,13 @@ def _plan_inference(scn, spec, cat, cal, progress) -> PlanResult:
     inf = scn.inference
     p = scn.pricing
     rate = inf.requests_per_s if inf.requests_per_s is not None else inf.requests_per_day / (p.hours_per_day * 3600)
+    if not math.isfinite(rate):
+        raise InputError(f"inference.requests_per_day={inf.requests_per_day:g} in pricing.hours_per_day="
+                         f"{p.hours_per_day:g} h is not a finite request rate; raise hours_per_day")  # fmt: skip
     hours_month = p.hours_per_day * DAYS_PER_MONTH
     t0 = time.perf_counter()
     gpus_allowed = _allowed_gpus(scn, cat)
+    evaluated: dict[str, list[InferCandidate]]
     options_all, skipped, evaluated = [], [], {}
     for i, g in enumerate(gpus_allowed):
         if progress:
@@ -327,9 +357,10 @@ def _plan_inference(scn, spec, cat, cal, progress) -> PlanResult:
         else:
             reasons = "; ".join(f"{s['gpu']}: {s['reason']}" for s in skipped[:4])
             infeasible = {"binding": "latency SLO or memory", "message": f"no GPU type meets the SLOs: {reasons}"}
-    best = {}
+    best: dict[str, dict[str, Any]] = {}
     for o in options_all:
-        if o["gpu"] not in best or (o["cost_usd"], o["tpot_s"]) < (best[o["gpu"]]["cost_usd"], best[o["gpu"]]["tpot_s"]):
+        if (o["gpu"] not in best
+                or (o["cost_usd"], o["tpot_s"]) < (best[o["gpu"]]["cost_usd"], best[o["gpu"]]["tpot_s"])):
             best[o["gpu"]] = o
     options = sorted(best.values(), key=lambda o: o["cost_usd"])
     pareto = _pareto(options_all, key="tpot_s")
@@ -338,7 +369,7 @@ def _plan_inference(scn, spec, cat, cal, progress) -> PlanResult:
         pareto=pareto, explanations=[], infeasible=infeasible, all_options=options_all,
         search={"layouts_evaluated": n_eval, "layouts_fit": len(options_all), "wall_s": wall, "skipped": skipped,
                 "gpu_types": len(gpus_allowed), "layouts_per_s": n_eval / wall if wall > 0 else None,
-                "limits": SEARCH_LIMITS},  # fmt: skip
-    )
+                "limits": SEARCH_LIMITS},
+    )  # fmt: skip
     explain_inference(res, scn, spec, cat, evaluated, rate)
     return res

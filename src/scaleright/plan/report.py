@@ -15,6 +15,7 @@ import html
 import math
 import numbers
 from pathlib import Path
+from typing import TypeGuard
 
 import scaleright
 
@@ -47,7 +48,7 @@ def _e(x: object) -> str:
     return html.escape(str(x))
 
 
-def _ok(x: object) -> bool:
+def _ok(x: object) -> TypeGuard[float]:
     return isinstance(x, numbers.Real) and not isinstance(x, bool) and math.isfinite(x)
 
 
@@ -85,7 +86,7 @@ def _layout(lay: dict) -> str:
     return " ".join(parts) or DASH
 
 
-def _table(cols: list[str] | None, rows: list[list], rec_rows: set[int] = frozenset()) -> str:
+def _table(cols: list[str] | None, rows: list[list], rec_rows: set[int] | frozenset[int] = frozenset()) -> str:
     head = f"<thead><tr>{''.join(f'<th>{_e(c)}</th>' for c in cols)}</tr></thead>" if cols else ""
     body = []
     for i, r in enumerate(rows):
@@ -214,7 +215,7 @@ def _curve_chart(curve: list[dict], gpu: str) -> str:
                           fill="#2ca02c", font_weight="600")]
     miss = [("misses deadline", "#1f77b4", "ring")] if any(not p.get("meets_deadline", True) for p in pts) else []
     out += _legend([("speedup", "#1f77b4", "line"), ("ideal (linear)", "#888", "dash"),
-                    ("efficiency (right)", "#ff7f0e", "dash"), ("optimal count", "#2ca02c", "ring")] + miss,
+                    ("efficiency (right)", "#ff7f0e", "dash"), ("optimal count", "#2ca02c", "ring"), *miss],
                    x=X1 + 48)  # fmt: skip
     return _svg(f"Scaling curve on {gpu}: speedup and scaling efficiency against GPU count", out)
 
@@ -333,7 +334,7 @@ def _radar_chart(options: list[dict], colours: dict[str, str], training: bool) -
         out.append(_text(cx + 5, cy - r * f + 12, f"{f:g}", "start", fill="#777"))
     norm = {}
     for _label, k, up in axes:
-        v = [o.get(k) for o in rows if _ok(o.get(k)) and o[k] > 0]
+        v = [o[k] for o in rows if _ok(o.get(k)) and o[k] > 0]
         best = (max(v) if up else min(v)) if v else None
         norm[k] = lambda x, best=best, up=up: 0.0 if not (_ok(x) and best) else \
             (max(x, 0) / best if up else (best / x if x > 0 else 1.0))  # fmt: skip

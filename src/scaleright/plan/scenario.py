@@ -7,7 +7,7 @@ printed with every plan (``Scenario.defaults_used``) so a reader sees what was a
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Literal, cast
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -82,7 +82,7 @@ class Training(_Strict):
 
     @property
     def total_tokens(self) -> float:
-        return self.tokens if self.tokens is not None else self.dataset_tokens * self.epochs
+        return self.tokens if self.tokens is not None else cast(float, self.dataset_tokens) * self.epochs
 
 
 class Inference(_Strict):

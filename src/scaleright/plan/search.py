@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import cast
 
 import numpy as np
 
@@ -133,7 +134,7 @@ def evaluate_training(spec: TransformerSpec, *, gpu, cluster: Cluster, counts: l
         micro_batch=g["mb"], n_micro=n_micro, recompute=g["rc"], sequence_parallel=g["sp"].astype(bool),
         precision=prec, optimizer=optimizer, task=task, lora=lora,
     )  # fmt: skip
-    total = sum(mem.values()) / GB
+    total = cast(np.ndarray, sum(mem.values()) / GB)
     fit = total <= gpu.memory_gb
     if not fit.any():
         a = {k: v for k, v in g.items()}
@@ -228,7 +229,11 @@ def evaluate_inference(spec: TransformerSpec, *, gpu, cluster: Cluster, tp: int,
                               curve=curve)  # fmt: skip
     i = int(np.flatnonzero(ok)[-1])
     cap = float(arr["requests_per_s"][i])
-    replicas = max(math.ceil(rate_rps / cap - 1e-12), 1)
+    need = rate_rps / cap
+    if not math.isfinite(need):  # a rate no finite number of replicas carries (never an int of infinity)
+        return InferCandidate(gpu.id, tp, False, f"{rate_rps:g} requests/s needs more replicas than max_gpus "
+                              f"{max_gpus} allows", max_batch=mb, curve=curve)  # fmt: skip
+    replicas = max(math.ceil(need - 1e-12), 1)
     gpus = replicas * tp
     fits = gpus <= max_gpus
     mem = inference_memory_arrays(spec, batch=int(batches[i]), context=input_len + output_len, tp=tp,

@@ -16,7 +16,10 @@ performance model times them by bytes moved instead.
 
 from __future__ import annotations
 
+from typing import cast
+
 import numpy as np
+from numpy.typing import ArrayLike, NDArray
 
 from scaleright.workload.params import ParamCounts, count_params
 from scaleright.workload.spec import TransformerSpec
@@ -40,7 +43,7 @@ def matmul_params_per_token(spec: TransformerSpec, counts: ParamCounts | None = 
     return c.active - c.embedding - c.positions - c.lm_head - norms + head
 
 
-def mean_context(seq_len, *, window: int = 0, causal: bool = True):
+def mean_context(seq_len: ArrayLike, *, window: int = 0, causal: bool = True) -> float | NDArray[np.float64]:
     """Mean number of keys a query attends to over a sequence of ``seq_len`` tokens (array-friendly)."""
     s = np.asarray(seq_len, dtype=float)
     if not causal:
@@ -50,10 +53,12 @@ def mean_context(seq_len, *, window: int = 0, causal: bool = True):
     w = float(window)
     # positions 1..w see i keys, the rest see w keys
     full = np.minimum(s, w)
-    return (full * (full + 1) / 2 + np.maximum(s - w, 0) * w) / s
+    return cast("float | NDArray[np.float64]", (full * (full + 1) / 2 + np.maximum(s - w, 0) * w) / s)
 
 
-def attention_flops_per_token(spec: TransformerSpec, seq_len, *, causal: bool = True):
+def attention_flops_per_token(
+    spec: TransformerSpec, seq_len: ArrayLike, *, causal: bool = True
+) -> float | NDArray[np.float64]:
     """Forward FLOPs per token of the attention scores and weighted sum, all layers (array-friendly in seq_len)."""
     if spec.mla:
         qk = spec.heads * (spec.mla.qk_nope_head_dim + spec.mla.qk_rope_head_dim)
@@ -70,12 +75,16 @@ def attention_flops_per_token(spec: TransformerSpec, seq_len, *, causal: bool = 
     return total
 
 
-def forward_flops_per_token(spec: TransformerSpec, seq_len, *, causal: bool = True):
+def forward_flops_per_token(
+    spec: TransformerSpec, seq_len: ArrayLike, *, causal: bool = True
+) -> float | NDArray[np.float64]:
     """Forward FLOPs per token: 2 × matmul weights + attention."""
     return 2.0 * matmul_params_per_token(spec) + attention_flops_per_token(spec, seq_len, causal=causal)
 
 
-def train_flops_per_token(spec: TransformerSpec, seq_len, *, recompute: str = "none", causal: bool = True):
+def train_flops_per_token(
+    spec: TransformerSpec, seq_len: ArrayLike, *, recompute: str = "none", causal: bool = True
+) -> tuple[float | NDArray[np.float64], float | NDArray[np.float64]]:
     """FLOPs per trained token: (model, hardware). Model = 3 × forward; hardware adds the recompute pass.
 
     ``recompute``: ``none``; ``selective`` recomputes the attention core (scores and weighted sum,
@@ -94,7 +103,7 @@ def train_flops_per_token(spec: TransformerSpec, seq_len, *, recompute: str = "n
     return model, hw
 
 
-def decode_flops_per_token(spec: TransformerSpec, context_len):
+def decode_flops_per_token(spec: TransformerSpec, context_len: ArrayLike) -> float | NDArray[np.float64]:
     """FLOPs to generate one token with ``context_len`` tokens already in the KV cache."""
     ctx = np.asarray(context_len, dtype=float)
     if spec.mla:

@@ -348,7 +348,8 @@ def _gpt_neox(r: _Reader, family: str, name: str) -> TransformerSpec:
         head_dim=hidden // heads, ffn_hidden=r.int("intermediate_size"), vocab=r.int("vocab_size", maximum=MAX_VOCAB),
         gated_mlp=False, tied_embeddings=r.bool("tie_word_embeddings", default=False), qkv_bias=True,
         out_bias=True, mlp_bias=True, norm="layernorm", parallel_attn=r.bool("use_parallel_residual", default=True),
-        dropout=_dropout(r, "attention_dropout", "hidden_dropout", "attention_probs_dropout_prob", "hidden_dropout_prob"),
+        dropout=_dropout(r, "attention_dropout", "hidden_dropout", "attention_probs_dropout_prob",
+                         "hidden_dropout_prob"),
         max_position=r.int("max_position_embeddings", default=0, minimum=0, maximum=MAX_POSITIONS),
     )  # fmt: skip
 

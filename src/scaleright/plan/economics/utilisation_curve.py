@@ -12,8 +12,10 @@ or from the estimate layer); nothing here models communication.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
-from numpy.typing import ArrayLike, NDArray
+from numpy.typing import ArrayLike
 
 from scaleright.errors import InputError
 from scaleright.plan.economics._validate import checked
@@ -30,7 +32,7 @@ def utilisation_curve(
     single_gpu_time_h: float,
     price_usd_per_gpu_hour: ArrayLike,
     deadline_h: float | None = None,
-) -> dict[str, object]:
+) -> dict[str, Any]:
     """Scaling efficiency, time and cost per job for each GPU count, and the cheapest count meeting the deadline.
 
     ``gpus`` is strictly increasing (1-D); ``speedup`` is measured against one GPU, same length;

@@ -1,0 +1,140 @@
+"""Published memory figures (``memory_measured.csv``): measured peaks as ``MemoryCase``, closed forms as ``FormulaRow``.
+
+A measured row takes its layout from the training row of the same run in ``train_measured.csv``; a closed-form row
+(ZeRO model states, Korthikanti et al. 2022 activation bytes, BLOOM's checkpoint size) is checked exactly against
+the model's own formula, with no calibration. GiB readings are converted to GB (1e9 B).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from scaleright.estimate.layout import Layout
+from scaleright.estimate.memory import GB, activation_bytes_per_layer, model_state_bytes
+from scaleright.workload import TransformerSpec, count_params
+from validation.files import Skipped, SkipRow, cell_int, read_rows
+from validation.models import gpt_spec
+from validation.train_cases import TrainCase, load_train_cases
+
+__all__ = ["GIB", "FormulaRow", "MemoryCase", "load_memory_cases"]
+
+GIB = 2.0**30
+
+
+@dataclass(frozen=True)
+class MemoryCase:
+    """One measured peak-memory row as model inputs."""
+
+    source: str
+    line: int
+    group: str
+    label: str
+    spec: TransformerSpec
+    layout: Layout
+    seq_len: int
+    precision: str
+    measured_gb: float  # converted to GB (1e9 B)
+    unit_note: str  # what the source reported and how it was converted
+    assumptions: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class FormulaRow:
+    """A published closed-form figure, checked exactly against the model's formula (no calibration)."""
+
+    source: str
+    line: int
+    label: str
+    published: float
+    predicted: float
+    unit: str
+    how: str
+
+
+def load_memory_cases(directory: Path | str | None = None) -> tuple[list[MemoryCase], list[FormulaRow], list[Skipped]]:
+    """Measured rows of ``memory_measured.csv`` as ``MemoryCase`` (layout taken from the matching training row),
+    the closed-form rows as exact ``FormulaRow`` checks, and the rest as ``Skipped``."""
+    train, _ = load_train_cases(directory)
+    notes = {line: row["notes"] for line, row in read_rows("train_measured.csv", directory)}
+    cases, formulas, skipped = [], [], []
+    for line, row in read_rows("memory_measured.csv", directory):
+        kind = row["measured_or_formula"]
+        if kind.startswith("measured"):
+            try:
+                cases.append(_memory_case(line, row, train, notes))
+            except SkipRow as exc:
+                skipped.append(Skipped("memory_measured.csv", line, row["table"], str(exc)))
+        else:
+            try:
+                formulas.extend(_formula_rows(line, row))
+            except SkipRow as exc:
+                skipped.append(Skipped("memory_measured.csv", line, row["table"], str(exc)))
+    return cases, formulas, skipped
+
+
+def _memory_case(line: int, row: dict[str, str], train: list[TrainCase], notes: dict[int, str]) -> MemoryCase:
+    """The layout comes from the training row of the same run: same GPU count and the same memory figure in its
+    notes (``train_measured.csv`` repeats each run's memory there)."""
+    method = row["method(zero stage/fsdp/recompute)"]
+    val = row["memory_gb_per_gpu"].strip()
+    rx = re.compile(rf"memory {re.escape(val)} Gi?B")
+    match = next((c for c in train if c.layout.gpus == cell_int(row["num_gpus"]) and rx.search(notes[c.line])), None)
+    if match is None:
+        raise SkipRow(f"no training row of the same run found for {method!r}")
+    if "GiB" in row["notes"]:
+        unit_note = "GiB as reported"
+    else:
+        unit_note = "reported as 'GB' by a torchtitan run, whose memory monitor prints GiB: read as GiB"
+    return MemoryCase(
+        source="memory_measured.csv", line=line, group=row["table"], label=f"{match.label} [{method}]",
+        spec=match.spec, layout=match.layout, seq_len=match.seq_len, precision=match.precision,
+        measured_gb=float(val) * GIB / GB, unit_note=unit_note, assumptions=match.assumptions,
+    )  # fmt: skip
+
+
+def _formula_rows(line: int, row: dict[str, str]) -> list[FormulaRow]:
+    """Closed-form published figures checked against the model's own formulas."""
+    src = row["source"]
+    method = row["method(zero stage/fsdp/recompute)"]
+    if src.startswith("Rajbhandari"):
+        # ZeRO Figure 1: Psi = 7.5B, Nd = 64, K = 12; model states per device in GB
+        psi, nd = 7.5e9, 64
+        spec = gpt_spec("zero-example", 32, 4096, 32, 16384, 50304, 0)
+        total = count_params(spec).total
+        stage = 0 if "baseline" in method else int(re.search(r"stage (\d)", method).group(1))
+        w, g, o = model_state_bytes(spec, dp=nd, zero=stage)
+        per_param = float(w + g + o) / total
+        return [FormulaRow("memory_measured.csv", line, f"ZeRO {method}, 7.5B params, Nd=64",
+                           float(row["memory_gb_per_gpu"]), per_param * psi / GB, "GB",
+                           "model_state_bytes per parameter x 7.5e9")]  # fmt: skip
+    if src.startswith("Korthikanti") and row["table"].startswith("Table 2"):
+        # bytes per layer for a GPT layer with dropout and without flash attention, at a generic shape
+        s, b, h, a, t = 2048, 1, 12288, 96, 8
+        spec = gpt_spec("gpt-generic", 96, h, a, 4 * h, 51200, 0).replace(dropout=True)
+        kw = {"no parallelism": dict(tp=1), "tensor parallel (baseline)": dict(tp=t),
+              "tensor + sequence parallel": dict(tp=t, sequence_parallel=True),
+              "tensor parallel + selective recompute": dict(tp=t, recompute="selective"),
+              "tensor + sequence parallel + selective recompute": dict(tp=t, sequence_parallel=True,
+                                                                      recompute="selective"),
+              "full activation recomputation": dict(tp=1, recompute="full")}[method]  # fmt: skip
+        tt = kw.get("tp", 1)
+        published = {
+            "no parallelism": s * b * h * (34 + 5 * a * s / h),
+            "tensor parallel (baseline)": s * b * h * (10 + 24 / tt + 5 * a * s / (h * tt)),
+            "tensor + sequence parallel": s * b * h * (34 / tt + 5 * a * s / (h * tt)),
+            "tensor parallel + selective recompute": s * b * h * (10 + 24 / tt),
+            "tensor + sequence parallel + selective recompute": s * b * h * 34 / tt,
+            "full activation recomputation": s * b * h * 2,
+        }[method]
+        pred = float(activation_bytes_per_layer(spec, seq_len=s, micro_batch=b, flash_attention=False, **kw))
+        return [FormulaRow("memory_measured.csv", line, f"Korthikanti Table 2: {method} (s={s}, h={h}, a={a}, t={tt})",
+                           published / 1e6, pred / 1e6, "MB per layer", row["notes"].split(";")[0])]  # fmt: skip
+    if src.startswith("bigscience") and "Checkpoint" in row["table"]:
+        spec = gpt_spec("bloom-176b", 70, 14336, 112, 4 * 14336, 250880, 0)
+        pred = count_params(spec).total * 2 / GIB
+        return [FormulaRow("memory_measured.csv", line, "BLOOM-176B bf16 weights, whole model (README: 328.34 'GB')",
+                           328.34, pred, "GiB",
+                           "count_params x 2 B; the README's GB are GiB (176.2e9 x 2 / 2^30)")]  # fmt: skip
+    raise SkipRow("formula not modelled: " + (row["notes"].split(";")[0] if row["notes"] else method))

@@ -1,0 +1,74 @@
+"""The model's prediction for one reference case, in the case's metric and convention, with a ``Calibration``.
+
+``predict_train`` and ``predict_infer`` run the estimator's array paths (``train_step_arrays``, ``infer_arrays``)
+on a case's inputs; ``predict_memory`` its ``training_memory``. ``benchmarks/accuracy.py``,
+``benchmarks/memory_accuracy.py``, ``benchmarks/vs_llm_analysis.py`` and ``tests/test_accuracy.py`` use them.
+"""
+
+from __future__ import annotations
+
+import math
+
+from scaleright.estimate.calibration import DEFAULT_CALIBRATION, Calibration
+from scaleright.estimate.infer import infer_arrays
+from scaleright.estimate.memory import LoraConfig, training_memory
+from scaleright.estimate.train import train_step_arrays
+from validation.conventions import source_flops_per_token
+from validation.infer_cases import InferCase, kv_capacity
+from validation.memory_cases import MemoryCase
+from validation.train_cases import TrainCase
+
+__all__ = ["predict_infer", "predict_memory", "predict_train"]
+
+
+def _no_tp_overlap(case: TrainCase) -> bool:
+    """Frameworks that predate TP-communication overlap: Megatron-DeepSpeed as used for BLOOM (2022) and the 2021
+    Megatron-LM GPT-3 run; Megatron-Core (2023+, ``--tp-comm-overlap``), NeMo and Megatron-Bridge overlap."""
+    return case.group.startswith(("BLOOM", "Megatron-LM GPT-3"))
+
+
+def predict_train(case: TrainCase, cal: Calibration = DEFAULT_CALIBRATION, *,
+                  flops_per_token: float | None = None) -> dict[str, float]:  # fmt: skip
+    """The model's step breakdown for ``case`` plus ``predicted``: the value in the case's metric and convention.
+
+    ``flops_per_token`` may pass a precomputed ``source_flops_per_token(case)`` (it does not depend on ``cal``)."""
+    lay = case.layout
+    perf = train_step_arrays(
+        case.spec, gpu=case.gpu, cluster=case.cluster, seq_len=case.seq_len, global_batch=lay.global_batch,
+        tp=lay.tp, pp=lay.pp, dp=lay.dp, cp=lay.cp, ep=lay.ep, zero=lay.zero, micro_batch=lay.micro_batch,
+        recompute=lay.recompute, sequence_parallel=lay.sequence_parallel, virtual_stages=lay.virtual_stages,
+        precision=case.precision, task=case.task, lora=LoraConfig() if case.task == "lora" else None, cal=cal,
+        causal=True, tp_comm_overlap=not _no_tp_overlap(case),
+    )  # fmt: skip
+    out = {k: float(v) for k, v in perf.items()}
+    tok = out["tokens_per_s_per_gpu"]
+    if case.metric == "tokens_per_s_per_gpu":
+        out["predicted"] = tok
+    else:
+        out["predicted"] = tok * (flops_per_token or source_flops_per_token(case)) / 1e12
+    return out
+
+
+def predict_infer(case: InferCase, cal: Calibration = DEFAULT_CALIBRATION) -> dict[str, float]:
+    """The model's prediction for ``case`` (what ``estimate_infer(..., tp=case.tp)`` computes, with the KV-cache
+    capacity cached across calibrations) plus ``predicted`` in the case's metric."""
+    replicas = case.gpus // (case.tp * case.pp)
+    mb = kv_capacity(case.spec, case.gpu, case.input_len + case.output_len, case.tp, case.pp, case.precision,
+                     case.kv_precision)  # fmt: skip
+    per_replica = mb if case.batch == "max" else max(math.ceil(int(case.batch) / replicas), 1)
+    out = {"max_batch": float(mb), "batch_per_replica": float(per_replica), "fits": float(mb >= 1)}
+    if mb < 1:
+        out["predicted"] = float("nan")
+        return out
+    perf = infer_arrays(case.spec, gpu=case.gpu, cluster=case.cluster, tp=case.tp, pp=case.pp, batch=per_replica,
+                        input_len=case.input_len, output_len=case.output_len, precision=case.precision,
+                        kv_precision=case.kv_precision, cal=cal)  # fmt: skip
+    out.update({k: float(v) for k, v in perf.items()})
+    out["output_tokens_per_s"] *= replicas
+    out["predicted"] = out[case.metric]
+    return out
+
+
+def predict_memory(case: MemoryCase) -> float:
+    """Predicted peak memory per GPU (GB) for ``case``."""
+    return training_memory(case.spec, layout=case.layout, seq_len=case.seq_len, precision=case.precision).total_gb
