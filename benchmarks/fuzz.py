@@ -77,13 +77,18 @@ def main(argv: list[str] | None = None) -> int:
     for c in counts.values():
         total.update(c)
     n = sum(total.values())
-    print(f"scaleright fuzz: {n} inputs, seed {args.seed}, {wall:.0f} s ({1e3 * wall / max(n, 1):.0f} ms/input; "
-          f"slowest input {slowest[1]}: {slowest[0]:.1f} s), python {sys.version.split()[0]}, {os.cpu_count()} CPUs")
+    print(
+        f"scaleright fuzz: {n} inputs, seed {args.seed}, {wall:.0f} s ({1e3 * wall / max(n, 1):.0f} ms/input; "
+        f"slowest input {slowest[1]}: {slowest[0]:.1f} s), python {sys.version.split()[0]}, {os.cpu_count()} CPUs"
+    )
     width = max(len(k) for k in OUTCOMES)
     print("\n" + "family".ljust(10) + "".join(k.rjust(width + 1) for k in OUTCOMES) + "total".rjust(7))
     for f in families:
-        print(f.ljust(10) + "".join(str(counts[f][k]).rjust(width + 1) for k in OUTCOMES)
-              + str(sum(counts[f].values())).rjust(7))
+        print(
+            f.ljust(10)
+            + "".join(str(counts[f][k]).rjust(width + 1) for k in OUTCOMES)
+            + str(sum(counts[f].values())).rjust(7)
+        )
     print("all".ljust(10) + "".join(str(total[k]).rjust(width + 1) for k in OUTCOMES) + str(n).rjust(7))
 
     if classes:
@@ -98,8 +103,10 @@ def main(argv: list[str] | None = None) -> int:
                 print("stderr: " + " | ".join(err[:3])[:300])
             print(case.reproducer(limit=1500))
     other = n - sum(total[k] for k in ("ok", "rejected", "traceback", "silently_accepted", "file_changed"))
-    print(f"inputs={n} ok={total['ok']} rejected={total['rejected']} tracebacks={total['traceback']} "
-          f"silently_accepted={total['silently_accepted']} files_changed={total['file_changed']} other={other}")
+    print(
+        f"inputs={n} ok={total['ok']} rejected={total['rejected']} tracebacks={total['traceback']} "
+        f"silently_accepted={total['silently_accepted']} files_changed={total['file_changed']} other={other}"
+    )
     return 0
 
 

@@ -18,8 +18,14 @@ from fuzz.harness import _changes, _check_json, run_case, run_cli
 from fuzz.strategies import DIR, Case, Link
 
 # No shrinking: each input already carries one mutation, and a shrink reruns the CLI hundreds of times.
-FUZZ = settings(max_examples=100, derandomize=True, deadline=None, database=None, phases=(Phase.explicit, Phase.generate),
-                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])  # fmt: skip
+FUZZ = settings(
+    max_examples=100,
+    derandomize=True,
+    deadline=None,
+    database=None,
+    phases=(Phase.explicit, Phase.generate),
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 
 
 def _keeps_promise(case: Case) -> None:
@@ -95,8 +101,13 @@ ISSUE_CASES: dict[str, Case] = {
     "long --calibration": Case("cli", ("estimate", "train", "--model", "gpt2", "--calibration", "k" * 300), (), True),
     "long --html path": _scenario(_TRAIN, "", "name", "t", "--html", "h" * 300 + ".html"),
     "long scenario model path": _scenario(_TRAIN, "", "model", "x" * 300 + ".json"),
-    "long calibrate --name": Case("cli", ("calibrate", "--name", "n" * 300, "--gpu", "h100-sxm", "--db", "runs.sqlite"),
-                                  (_DB,), True, outputs=(".xdg/",)),
+    "long calibrate --name": Case(
+        "cli",
+        ("calibrate", "--name", "n" * 300, "--gpu", "h100-sxm", "--db", "runs.sqlite"),
+        (_DB,),
+        True,
+        outputs=(".xdg/",),
+    ),
     "training.global_batch 2**63": _scenario(_TRAIN, "training", "global_batch", 2**63, "--json"),
     "constraints.max_gpus 2**62": _scenario(_TRAIN, "constraints", "max_gpus", 2**62, "--json"),
     "requests_per_s 1e308": _scenario(_INFER, "inference", "requests_per_s", 1e308, "--json"),
@@ -108,19 +119,28 @@ ISSUE_CASES: dict[str, Case] = {
     "model_type a mapping": _config(_GPT2 | {"model_type": {"a": 1}}, "--json"),
     "csv field over 131072 chars": _catalog(
         ("cat/prices.csv", fs.PRICE_HEADER + "\n" + _PRICE_ROW.format(date="2025-01-01", notes="n" * 140_000) + "\n"),
-        invalid=False),
+        invalid=False,
+    ),
     "calibration file with a 5001-digit int": Case(
-        "cli", ("estimate", "train", "--model", "gpt2", "--calibration", "cal.json", "--json"),
-        (("cal.json", '{"parameters": {"gemm_efficiency": ' + _BIG.json + "}}\n"),), True),
+        "cli",
+        ("estimate", "train", "--model", "gpt2", "--calibration", "cal.json", "--json"),
+        (("cal.json", '{"parameters": {"gemm_efficiency": ' + _BIG.json + "}}\n"),),
+        True,
+    ),
     "runs show 2**63": Case("cli", ("runs", "show", "9223372036854775808", "--db", "runs.sqlite"), (_DB,), True),
-    "stored row JSON that does not parse": Case("cli", ("runs", "list", "--db", "runs.sqlite", "--json"),
-                                                (("runs.sqlite", fs._runs_db("bad_json")),), True),
+    "stored row JSON that does not parse": Case(
+        "cli", ("runs", "list", "--db", "runs.sqlite", "--json"), (("runs.sqlite", fs._runs_db("bad_json")),), True
+    ),
     "calibration directory is a file": Case(
-        "cli", ("estimate", "train", "--model", "gpt2", "--calibration", "mycal", "--json"),
-        ((".xdg/scaleright/calibrations", "a file\n"),), True),
+        "cli",
+        ("estimate", "train", "--model", "gpt2", "--calibration", "mycal", "--json"),
+        ((".xdg/scaleright/calibrations", "a file\n"),),
+        True,
+    ),
     "markup in the scenario name": _scenario(_TRAIN, "", "name", "[/bold]", invalid=False),
-    "markup in a model path": Case("config", ("estimate", "memory", "--model", "[/bold].json"),
-                                   (("[/bold].json", fs.to_json(_GPT2)),), False),
+    "markup in a model path": Case(
+        "config", ("estimate", "memory", "--model", "[/bold].json"), (("[/bold].json", fs.to_json(_GPT2)),), False
+    ),
     "max_gpus: yes": _scenario(_TRAIN, "constraints", "max_gpus", fs.VALUES[0], "--json"),
     "--lora-rank -5 with pretrain": Case("cli", (*_ESTIMATE, "--task", "pretrain", "--lora-rank", "-5"), (), True),
     "--micro-batch 2**63": Case("cli", (*_ESTIMATE, "--micro-batch", str(2**63)), (), True),
@@ -128,17 +148,20 @@ ISSUE_CASES: dict[str, Case] = {
     "hidden size not divisible by heads": _config(_LLAMA | {"hidden_size": 4097}, "--json"),
     "n_embd and hidden_size both given": _config(_LLAMA | {"n_embd": 8192}, "--json"),
     "price date 9999-99-99": _catalog(
-        ("cat/prices.csv", fs.PRICE_HEADER + "\n" + _PRICE_ROW.format(date="9999-99-99", notes="") + "\n")),
+        ("cat/prices.csv", fs.PRICE_HEADER + "\n" + _PRICE_ROW.format(date="9999-99-99", notes="") + "\n")
+    ),
     "catalog gpus.yaml is a directory": _catalog(("cat/gpus.yaml", DIR)),
     "catalog gpus.yaml is a broken link": _catalog(("cat/gpus.yaml", Link("nowhere.yaml"))),
     "catalog file misnamed gpu.yaml": _catalog(("cat/gpu.yaml", "[]\n")),
     "--catalog ''": Case("cli", ("catalog", "gpus", "--catalog", ""), (), True),
-    "duplicate YAML key": Case("scenario", ("plan", "s.yaml", "--json"),
-                               (("s.yaml", fs.to_yaml(_TRAIN) + "\nname: again\n"),), True),
+    "duplicate YAML key": Case(
+        "scenario", ("plan", "s.yaml", "--json"), (("s.yaml", fs.to_yaml(_TRAIN) + "\nname: again\n"),), True
+    ),
     "family disagrees with model_type": _catalog(
         ("cat/models.yaml", fs.to_yaml_list([fs._model_entry() | {"family": "gpt2"}])),
         ("cat/models/fuzz-model.json", fs.to_json(fs.FUZZ_MODEL_CONFIG)),
-        argv=("catalog", "models", "--catalog", "cat", "--json")),
+        argv=("catalog", "models", "--catalog", "cat", "--json"),
+    ),
     "runs list --db typo.sqlite": Case("cli", ("runs", "list", "--db", "typo.sqlite"), (), True),
     "plan S.yaml --html S.yaml": _scenario(_TRAIN, "", "name", "t", "--html", "s.yaml"),
 }

@@ -36,7 +36,7 @@ from typing import Any
 
 from typer.testing import CliRunner
 
-from fuzz.strategies import HTML_PROBE, Case, Dir, FileContent, Fifo, Link
+from fuzz.strategies import HTML_PROBE, Case, Dir, Fifo, FileContent, Link
 
 __all__ = ["Outcome", "OUTCOMES", "run_cli", "run_case", "TIME_LIMIT_S"]
 
@@ -170,8 +170,9 @@ def _check_json(text: str) -> str:
 
 def _is_memory(path: str) -> bool:
     last = path.rsplit(".", 1)[-1]
-    return ("memory_breakdown_gb" in path or last in ("total_gb", "memory_gb_per_gpu", "gpu_memory_gb")) and \
-        "headroom" not in last
+    return (
+        "memory_breakdown_gb" in path or last in ("total_gb", "memory_gb_per_gpu", "gpu_memory_gb")
+    ) and "headroom" not in last
 
 
 def _wants_json(argv: tuple[str, ...]) -> bool:
@@ -199,8 +200,15 @@ def _on_alarm(signum: int, frame: Any) -> None:
     raise _Timeout()
 
 
-def run_cli(argv: Iterable[str], files: Iterable[tuple[str, FileContent]] = (), *, known_invalid: bool = False,
-            outputs: Iterable[str] = (), time_limit_s: float = TIME_LIMIT_S, workdir: Path | None = None) -> Outcome:
+def run_cli(
+    argv: Iterable[str],
+    files: Iterable[tuple[str, FileContent]] = (),
+    *,
+    known_invalid: bool = False,
+    outputs: Iterable[str] = (),
+    time_limit_s: float = TIME_LIMIT_S,
+    workdir: Path | None = None,
+) -> Outcome:
     """Run ``scaleright *argv`` in a fresh directory holding ``files``; classify how it ended."""
     argv = tuple(argv)
     outputs = tuple(outputs)
@@ -212,8 +220,11 @@ def run_cli(argv: Iterable[str], files: Iterable[tuple[str, FileContent]] = (), 
         out = _invoke(argv, root, time_limit_s)
         after = _snapshot(root)
         changed = _changes(before, after, outputs)
-        leaked = [rel for rel, entry in after.items() if rel.endswith(".html") and entry[0] == "file"
-                  and HTML_PROBE.encode() in entry[-1]]
+        leaked = [
+            rel
+            for rel, entry in after.items()
+            if rel.endswith(".html") and entry[0] == "file" and HTML_PROBE.encode() in entry[-1]
+        ]
     finally:
         shutil.rmtree(root, ignore_errors=True)
     kind, code, stdout, stderr, detail, where, secs = out
@@ -263,7 +274,7 @@ def _invoke(argv: tuple[str, ...], root: Path, time_limit_s: float) -> tuple[Any
                 sys.stderr.write(f"{exc.code}\n")
         except _Timeout:
             kind, detail = "timeout", f"no result within {time_limit_s:g} s"
-        except BaseException as exc:  # noqa: BLE001 - anything escaping main() is the finding
+        except BaseException as exc:
             kind = "traceback"
             detail = f"{type(exc).__name__}: {str(exc)[:200]}"
             where = _innermost(exc.__traceback__)

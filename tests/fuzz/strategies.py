@@ -41,7 +41,8 @@ MAX_DIM = 10_000_000  # the config reader's bound on dimensions and counts (scal
 MAX_POSITIONS = 1_000_000_000  # its bound on max_position_embeddings / sliding_window
 
 __all__ = [
-    "Case", "Dir", "DIR", "Link", "Fifo", "FIFO", "Val", "Spec", "VALUES", "Chooser", "RandomChooser", "HypothesisChooser",
+    "Case", "Dir", "DIR", "Link", "Fifo", "FIFO", "Val", "Spec", "VALUES", "Chooser", "RandomChooser",
+    "HypothesisChooser",
     "FAMILIES", "GENERATORS", "generate", "scenarios", "configs", "catalogs", "cli_args", "any_case", "is_invalid",
 ]  # fmt: skip
 
@@ -108,8 +109,10 @@ class Case:
                 mkdir(str(Path(path).parent))
                 if isinstance(content, bytes) and content.startswith(b"SQLite format 3"):
                     variant = next((v for v in RUN_DB_VARIANTS if _runs_db(v) == content), "ok")
-                    lines.append(f"python3 -c \"import sys; sys.path[:0] = ['tests', 'src']; from fuzz.strategies "
-                                 f"import _runs_db; open('{path}', 'wb').write(_runs_db('{variant}'))\"")
+                    lines.append(
+                        f"python3 -c \"import sys; sys.path[:0] = ['tests', 'src']; from fuzz.strategies "
+                        f"import _runs_db; open('{path}', 'wb').write(_runs_db('{variant}'))\""
+                    )
                     continue
                 if isinstance(content, bytes) and not _is_utf8(content):
                     lines.append(f"printf '%b' {_sh(_escape_bytes(content[:limit]))} > {_sh(path)}")
@@ -139,7 +142,7 @@ def _escape_bytes(b: bytes) -> str:
 
 def _runs(s: str, n: int = 40) -> str:
     """``s`` with every run of at least ``n`` copies of one character written as <c*count>."""
-    return re.sub(r"(.)\1{%d,}" % (n - 1), lambda m: f"<{m.group(1)}*{len(m.group(0))}>", s, flags=re.S)
+    return re.sub(r"(.)\1{" + str(n - 1) + ",}", lambda m: f"<{m.group(1)}*{len(m.group(0))}>", s, flags=re.S)
 
 
 def _elide(s: str, limit: int) -> str:
@@ -249,7 +252,15 @@ def _float(x: float, label: str | None = None, *extra: str) -> Val:
     if x == 0:
         tags.add("zero")
     js = "NaN" if math.isnan(x) else ("Infinity" if x > 0 else "-Infinity") if math.isinf(x) else repr(x)
-    return Val(label or f"float {x!r}", _yaml_float(x), js, repr(x), frozenset(tags), x, x.is_integer() if math.isfinite(x) else False)
+    return Val(
+        label or f"float {x!r}",
+        _yaml_float(x),
+        js,
+        repr(x),
+        frozenset(tags),
+        x,
+        x.is_integer() if math.isfinite(x) else False,
+    )
 
 
 def _str(s: str, label: str, *extra: str, cli: bool = True) -> Val:
@@ -285,32 +296,62 @@ VALUES: tuple[Val, ...] = (
     _raw("bool true", "true", "true", "true", "bool"),
     _raw("bool false", "false", "false", "false", "bool"),
     # signs and small numbers
-    _int(-1), _int(-5), _float(-7.5), _int(0), _float(0.0), _float(2.5, None, "fraction"),
-    _float(0.5, None, "fraction"), _int(3), _float(1e-300, None, "tiny"), _float(5e-324, None, "tiny"),
+    _int(-1),
+    _int(-5),
+    _float(-7.5),
+    _int(0),
+    _float(0.0),
+    _float(2.5, None, "fraction"),
+    _float(0.5, None, "fraction"),
+    _int(3),
+    _float(1e-300, None, "tiny"),
+    _float(5e-324, None, "tiny"),
     # beyond every bound: int32, float64-exact, int64, uint64, float64, Python's digit limit
-    _int(2**31, "int 2**31"), _int(2**53 + 1, "int 2**53+1"), _int(2**62, "int 2**62"), _int(2**63, "int 2**63"),
-    _int(2**64, "int 2**64"), _int(-(2**63) - 1, "int -2**63-1"), _int(10**400, "int 10**400"), _digits(5001),
-    _float(1e308, None, "huge_float"), _float(1.7976931348623157e308, None, "huge_float"),
+    _int(2**31, "int 2**31"),
+    _int(2**53 + 1, "int 2**53+1"),
+    _int(2**62, "int 2**62"),
+    _int(2**63, "int 2**63"),
+    _int(2**64, "int 2**64"),
+    _int(-(2**63) - 1, "int -2**63-1"),
+    _int(10**400, "int 10**400"),
+    _digits(5001),
+    _float(1e308, None, "huge_float"),
+    _float(1.7976931348623157e308, None, "huge_float"),
     _raw("float 1e309 (inf)", "1.0e+309", "1e309", "1e309", "nonfinite"),
-    _float(math.inf), _float(-math.inf), _float(math.nan),
+    _float(math.inf),
+    _float(-math.inf),
+    _float(math.nan),
     # strings
-    _str("abc", "string 'abc'"), _str("12", "numeric string '12'"), _str("", "empty string", "empty"),
-    _str("x" * 300, "string of 300 chars", "long"), _str("y" * 5000, "string of 5000 chars", "long"),
-    _str("[/bold]", "markup '[/bold]'", "markup"), _str("[bold red]x[/]", "markup '[bold red]x[/]'", "markup"),
+    _str("abc", "string 'abc'"),
+    _str("12", "numeric string '12'"),
+    _str("", "empty string", "empty"),
+    _str("x" * 300, "string of 300 chars", "long"),
+    _str("y" * 5000, "string of 5000 chars", "long"),
+    _str("[/bold]", "markup '[/bold]'", "markup"),
+    _str("[bold red]x[/]", "markup '[bold red]x[/]'", "markup"),
     _str("\x1b[31mred\x1b[0m", "ANSI escape string", "markup"),
     _str("[link=file:///etc/passwd]x[/link]", "markup link", "markup"),
     _str(HTML_PROBE, "HTML script tag", "html"),
-    _str("a\nb", "string with a newline", "newline"), _str("nul\x00byte", "string with a NUL byte", "nul", cli=False),
-    _str("\ud800", "lone surrogate", "surrogate", cli=False), _str("\u202egpu\U0001f600", "RTL mark and emoji"),
+    _str("a\nb", "string with a newline", "newline"),
+    _str("nul\x00byte", "string with a NUL byte", "nul", cli=False),
+    _str("\ud800", "lone surrogate", "surrogate", cli=False),
+    _str("\u202egpu\U0001f600", "RTL mark and emoji"),
     # YAML 1.1 spellings of numbers (hex, octal, sexagesimal, underscores; 1e3 without a dot is a string)
-    _raw("hex 0x10", "0x10", "0x10", "0x10", "spelling"), _raw("octal 010", "010", "010", "010", "spelling"),
-    _raw("sexagesimal 1:30", "1:30", "1:30", "1:30", "spelling"), _raw("underscores 1_000", "1_000", "1_000", "1_000", "spelling"),
-    _raw("1e3 (a YAML string)", "1e3", "1e3", "1e3", "spelling"), _raw("YAML tag !!binary", "!!binary aGk=", '"aGk="', None, "spelling"),
+    _raw("hex 0x10", "0x10", "0x10", "0x10", "spelling"),
+    _raw("octal 010", "010", "010", "010", "spelling"),
+    _raw("sexagesimal 1:30", "1:30", "1:30", "1:30", "spelling"),
+    _raw("underscores 1_000", "1_000", "1_000", "1_000", "spelling"),
+    _raw("1e3 (a YAML string)", "1e3", "1e3", "1e3", "spelling"),
+    _raw("YAML tag !!binary", "!!binary aGk=", '"aGk="', None, "spelling"),
     # containers and nesting
     _raw("null", "null", "null", None, "null"),
-    _raw("list [1, 2]", "[1, 2]", "[1, 2]", None, "list"), _raw("empty list", "[]", "[]", None, "list", "empty"),
-    _raw("mapping {a: 1}", "{a: 1}", '{"a": 1}', None, "dict"), _raw("empty mapping", "{}", "{}", None, "dict", "empty"),
-    _deep(70), _deep(3000), _deep(50_000),
+    _raw("list [1, 2]", "[1, 2]", "[1, 2]", None, "list"),
+    _raw("empty list", "[]", "[]", None, "list", "empty"),
+    _raw("mapping {a: 1}", "{a: 1}", '{"a": 1}', None, "dict"),
+    _raw("empty mapping", "{}", "{}", None, "dict", "empty"),
+    _deep(70),
+    _deep(3000),
+    _deep(50_000),
 )
 CLI_VALUES = tuple(v for v in VALUES if v.cli is not None)
 STRING_VALUES = tuple(v for v in VALUES if "string" in v.tags)
@@ -532,7 +573,9 @@ def _base_scenario(c: Chooser) -> dict[str, Any]:
 
 def _section_fields(task: str) -> dict[str, dict[str, Spec]]:
     out = {"": TOP_FIELDS, "constraints": CONSTRAINT_FIELDS, "pricing": PRICING_FIELDS}
-    out["inference" if task == "inference" else "training"] = INFERENCE_FIELDS if task == "inference" else TRAINING_FIELDS
+    out["inference" if task == "inference" else "training"] = (
+        INFERENCE_FIELDS if task == "inference" else TRAINING_FIELDS
+    )
     return out
 
 
@@ -548,8 +591,12 @@ def _mutate_scenario(c: Chooser, s: dict[str, Any]) -> tuple[bool, str, list[tup
     kind = c.choice(("value", "value", "value", "value", "value", "unknown_key", "duplicate_key", "section",
                      "cross", "gpu_types", "price_map", "model_path", "boundary", "boundary"))  # fmt: skip
     if kind == "boundary":  # several fields at their upper bound (valid), or one just past it
-        pool = [(sec, k, sp) for sec, fields in sections.items() for k, sp in fields.items()
-                if sp.kind in ("int", "float") and sp.high is not None and k not in ("dataset_tokens", "requests_per_day")]
+        pool = [
+            (sec, k, sp)
+            for sec, fields in sections.items()
+            for k, sp in fields.items()
+            if sp.kind in ("int", "float") and sp.high is not None and k not in ("dataset_tokens", "requests_per_day")
+        ]
         picked = {c.choice(pool) for _ in range(c.integer(1, 4))}
         over = c.coin(30)
         parts = []
@@ -584,7 +631,7 @@ def _mutate_scenario(c: Chooser, s: dict[str, Any]) -> tuple[bool, str, list[tup
         return True, f"key {section + '.' if section else ''}{key} given twice", []
     if kind == "section":
         section = c.choice(("training", "inference", "constraints", "pricing"))
-        v = c.choice(tuple(x for x in VALUES if not x.tags & {"null", "dict"}) + (_deep(70),))
+        v = c.choice((*tuple(x for x in VALUES if not x.tags & {"null", "dict"}), _deep(70)))
         s[section] = v
         return True, f"section {section} = {v.label}", []
     if kind == "cross":
@@ -682,8 +729,15 @@ def gen_scenario(c: Chooser) -> Case:
     elif rare == 138:
         text, invalid, why = FIFO, True, "scenario file is a named pipe"
     elif 139 <= rare < 144:
-        tag = c.choice(("!!python/object/apply:os.system ['true']", "!!python/name:os.system", "!!set {a, b}",
-                        "!!timestamp 2024-01-01", "&a [*a]"))
+        tag = c.choice(
+            (
+                "!!python/object/apply:os.system ['true']",
+                "!!python/name:os.system",
+                "!!set {a, b}",
+                "!!timestamp 2024-01-01",
+                "&a [*a]",
+            )
+        )
         text, invalid, why = to_yaml(s) + f"\nfuzz: {tag}\n", True, f"YAML tag or alias {tag.split()[0]}"
     argv = ["plan", "s.yaml"]
     text_out = "markup" in why or "ANSI" in why or c.coin(25)
@@ -798,7 +852,7 @@ def mutate_config(c: Chooser, cfg: dict[str, Any]) -> tuple[dict[str, Any] | Non
         cfg[key] = v
         return cfg, None, is_invalid(Spec("float", 0, False, 1.0, True), v), f"config {key} = {v.label}"
     if kind == "model_type":
-        v = c.choice(VALUES + (_raw("string 'bogus_arch'", '"bogus_arch"', '"bogus_arch"', None, "string"),))
+        v = c.choice((*VALUES, _raw("string 'bogus_arch'", '"bogus_arch"', '"bogus_arch"', None, "string")))
         cfg["model_type"] = v
         return cfg, None, True, f"config model_type = {v.label}"
     if kind == "conflict":
@@ -877,8 +931,10 @@ def gen_config(c: Chooser) -> Case:
 GPU_FIELDS: dict[str, Spec] = {
     "memory_gb": _pos("memory_gb"), "hbm_bandwidth_tb_per_s": _pos("tb_per_s"),
     "tdp_w": _pos("watts", nullable=True), "intra_node_gb_per_s_per_gpu": _pos("gb_per_s"),
-    "gpus_per_node": Spec("int", 1, False, _lim_max("gpus_per_node", "chips_per_domain")), "nic_gbps_per_gpu": _pos("gbps"),
-    "id": NAME, "intra_node_link": CHOICE, "name": TEXT, "vendor": TEXT, "launch_year": Spec("int", None, False, None, True),
+    "gpus_per_node": Spec("int", 1, False, _lim_max("gpus_per_node", "chips_per_domain")),
+    "nic_gbps_per_gpu": _pos("gbps"),
+    "id": NAME, "intra_node_link": CHOICE, "name": TEXT, "vendor": TEXT,
+    "launch_year": Spec("int", None, False, None, True),
 }  # fmt: skip
 PRICE_FIELDS: dict[str, Spec] = {
     "usd": Spec("float", 0, False, None, True), "usd_low": Spec("float", 0, False, None, True),
@@ -937,7 +993,7 @@ def gen_catalog(c: Chooser) -> Case:
         where = c.choice(("gpu", "gpu", "gpu", "price", "price", "price", "entry", "entry", "config", "config",
                           "structure", "structure", "header", "dup"))  # fmt: skip
         if where == "gpu":
-            key = c.choice(tuple(GPU_FIELDS) + ("dense_tflops.bf16", "unknown"))
+            key = c.choice((*tuple(GPU_FIELDS), "dense_tflops.bf16", "unknown"))
             if key == "unknown":
                 gpu["bogus_key"] = 1
                 invalid, why = True, "gpus.yaml: unknown key"
@@ -993,7 +1049,7 @@ def gen_catalog(c: Chooser) -> Case:
             if what == "binary":
                 price["provider"] = "\udcff"
         elif where == "entry":
-            key = c.choice(tuple(MODEL_ENTRY_FIELDS) + ("family_mismatch", "alias_clash", "unknown"))
+            key = c.choice((*tuple(MODEL_ENTRY_FIELDS), "family_mismatch", "alias_clash", "unknown"))
             if key == "family_mismatch":
                 entry["family"] = c.choice(("gpt2", "mixtral", "falcon"))
                 invalid, why = True, f"models.yaml family {entry['family']} disagrees with model_type llama"
@@ -1042,10 +1098,12 @@ def gen_catalog(c: Chooser) -> Case:
             elif what in ("dir", "broken_link", "loop"):
                 which = c.choice(tuple(names))
                 path = names.pop(which)
-                content: FileContent = DIR if what == "dir" else Link("nowhere.yaml") if what == "broken_link" else Link(
-                    Path(path).name)
+                content: FileContent = (
+                    DIR if what == "dir" else Link("nowhere.yaml") if what == "broken_link" else Link(Path(path).name)
+                )
                 extra_files.append((path, content))
-                why = f"catalog {Path(path).name} is a {'directory' if what == 'dir' else 'broken link' if what == 'broken_link' else 'symlink loop'}"
+                kind_name = {"dir": "directory", "broken_link": "broken link"}.get(what, "symlink loop")
+                why = f"catalog {Path(path).name} is a {kind_name}"
             elif what == "models_dir_file":
                 cfg, cfg_raw = None, None
                 extra_files.append(("cat/models", "not a directory\n"))
@@ -1130,11 +1188,14 @@ INT1 = dict(integer=True, low=1, low_open=False)
 MEMORY_FLAGS = (
     Flag("--gpus", _pos("gpus", **INT1)), Flag("--tp", _pos("parallel_degree", **INT1)),
     Flag("--pp", _pos("parallel_degree", **INT1)), Flag("--cp", _pos("parallel_degree", **INT1), "training", "1"),
-    Flag("--ep", _pos("parallel_degree", **INT1), "training", "1"), Flag("--zero", Spec("int", 0, False, 3), "training", "0"),
-    Flag("--seq-len", _pos("tokens_per_request", **INT1)), Flag("--micro-batch", _pos("micro_batch", **INT1), "training", "1"),
+    Flag("--ep", _pos("parallel_degree", **INT1), "training", "1"),
+    Flag("--zero", Spec("int", 0, False, 3), "training", "0"),
+    Flag("--seq-len", _pos("tokens_per_request", **INT1)),
+    Flag("--micro-batch", _pos("micro_batch", **INT1), "training", "1"),
     Flag("--global-batch", _pos("global_batch", **INT1), "training"), Flag("--recompute", CHOICE, "training", "none"),
     Flag("--precision", CHOICE), Flag("--kv-precision", CHOICE, "inference"),
-    Flag("--batch", _pos("batch", **INT1), "inference", "1"), Flag("--lora-rank", _pos("lora_rank", **INT1), "lora", "16"),
+    Flag("--batch", _pos("batch", **INT1), "inference", "1"),
+    Flag("--lora-rank", _pos("lora_rank", **INT1), "lora", "16"),
     Flag("--lora-targets", CHOICE, "lora"), Flag("--optimizer", CHOICE, "training", "adamw"), Flag("--gpu", NAME),
     Flag("--model", NAME), Flag("--task", CHOICE),
 )  # fmt: skip
@@ -1144,7 +1205,8 @@ TRAIN_FLAGS = (
     Flag("--zero", Spec("int", 0, False, 3)), Flag("--virtual-stages", _pos("parallel_degree", **INT1)),
     Flag("--seq-len", _pos("tokens_per_request", **INT1)), Flag("--global-batch", _pos("global_batch", **INT1)),
     Flag("--micro-batch", _pos("micro_batch", **INT1)), Flag("--lora-rank", _pos("lora_rank", **INT1), "lora", "16"),
-    Flag("--gpus-per-node", _pos("gpus_per_node|chips_per_domain", **INT1)), Flag("--inter-node-gbps-per-gpu", _pos("link_gbps")),
+    Flag("--gpus-per-node", _pos("gpus_per_node|chips_per_domain", **INT1)),
+    Flag("--inter-node-gbps-per-gpu", _pos("link_gbps")),
     Flag("--tokens", _pos("tokens")), Flag("--precision", CHOICE), Flag("--recompute", CHOICE),
     Flag("--calibration", NAME), Flag("--gpu", NAME), Flag("--model", NAME),
 )  # fmt: skip
@@ -1152,7 +1214,8 @@ INFER_FLAGS = (
     Flag("--gpus", _pos("gpus", **INT1)), Flag("--tp", _pos("parallel_degree", **INT1)),
     Flag("--pp", _pos("parallel_degree", **INT1)), Flag("--input-len", _pos("tokens_per_request", **INT1)),
     Flag("--output-len", _pos("tokens_per_request", **INT1)), Flag("--batch", _pos("batch", **INT1)),
-    Flag("--concurrency", _pos("batch", **INT1)), Flag("--gpus-per-node", _pos("gpus_per_node|chips_per_domain", **INT1)),
+    Flag("--concurrency", _pos("batch", **INT1)),
+    Flag("--gpus-per-node", _pos("gpus_per_node|chips_per_domain", **INT1)),
     Flag("--precision", CHOICE), Flag("--kv-precision", CHOICE), Flag("--calibration", NAME), Flag("--gpu", NAME),
 )  # fmt: skip
 CLI_MODELS = ("gpt2", "llama-3.2-1b", "llama-3.1-8b", "qwen2.5-7b", "mixtral-8x7b", "llama-3.1-70b")
@@ -1223,12 +1286,23 @@ def _runs_db(variant: str) -> bytes:
             metrics = {"tokens_per_s": 1234.5 * ws * 0.9, "step_time_s_median": 0.2 / 0.9, "peak_memory_gb": 0.05}
             if variant == "incomplete":
                 metrics = {"tokens_per_s": 1234.5 * ws}
-            store.add(kind="train", model={"preset": "tiny", "layers": 2, "hidden": 64, "heads": 2, "vocab": 256,
-                                           "seq_len": 128},  # fmt: skip
-                      layout={"strategy": "ddp", "precision": "fp32", "world_size": ws, "nproc_per_node": ws,
-                              "micro_batch": 2, "global_batch": 2 * ws, "batch_size": 2},  # fmt: skip
-                      metrics=metrics, hardware={"fingerprint": "cpu-fuzz"}, software={"python": "3.11"},
-                      time_utc=f"2026-01-0{ws}T00:00:00+00:00")
+            store.add(
+                kind="train",
+                model={"preset": "tiny", "layers": 2, "hidden": 64, "heads": 2, "vocab": 256, "seq_len": 128},
+                layout={
+                    "strategy": "ddp",
+                    "precision": "fp32",
+                    "world_size": ws,
+                    "nproc_per_node": ws,
+                    "micro_batch": 2,
+                    "global_batch": 2 * ws,
+                    "batch_size": 2,
+                },
+                metrics=metrics,
+                hardware={"fingerprint": "cpu-fuzz"},
+                software={"python": "3.11"},
+                time_utc=f"2026-01-0{ws}T00:00:00+00:00",
+            )
         if variant in ("bad_json", "big_int"):
             bad = "{not json" if variant == "bad_json" else '{"tokens_per_s": 1' + "0" * 5000 + "}"
             with sqlite3.connect(path) as conn:
@@ -1250,7 +1324,7 @@ def gen_cli(c: Chooser) -> Case:
         return _gen_plan_paths(c)
     if group == "calibrate":
         return _gen_calibrate(c)
-    argv, task, tp = _estimate_argv(c)
+    argv, task, _tp = _estimate_argv(c)
     cmd = argv[1]
     files: list[tuple[str, FileContent]] = []
     invalid, why = False, "valid estimate"
@@ -1262,15 +1336,24 @@ def gen_cli(c: Chooser) -> Case:
                          "boundary"))  # fmt: skip
         flags = {"memory": MEMORY_FLAGS, "train": TRAIN_FLAGS, "infer": INFER_FLAGS}[cmd]
         if kind == "boundary":  # several counts at their upper bound (valid), or one just past it
-            pool = [f for f in flags if _applies(f, task) and f.spec.kind in ("int", "float") and f.spec.high
-                    and f.name not in ("--tp", "--pp", "--dp", "--zero", "--lora-rank", "--virtual-stages")]
+            pool = [
+                f
+                for f in flags
+                if _applies(f, task)
+                and f.spec.kind in ("int", "float")
+                and f.spec.high
+                and f.name not in ("--tp", "--pp", "--dp", "--zero", "--lora-rank", "--virtual-stages")
+            ]
             picked = sorted({c.choice(pool) for _ in range(c.integer(1, 3))}, key=lambda f: f.name)
             over = c.coin(30)
             parts = []
             for i, f in enumerate(picked):
                 high = f.spec.high
-                value = str(int(high) + (1 if over and i == 0 else 0)) if f.spec.kind == "int" else repr(
-                    high * (1 + 1e-6) if over and i == 0 else high)
+                value = (
+                    str(int(high) + (1 if over and i == 0 else 0))
+                    if f.spec.kind == "int"
+                    else repr(high * (1 + 1e-6) if over and i == 0 else high)
+                )
                 argv = _with(argv, f.name, value)
                 parts.append(f"{f.name}={'bound+' if over and i == 0 else 'bound'}")
             invalid, why = over, "at the bound: " + " ".join(parts)
@@ -1298,14 +1381,14 @@ def gen_cli(c: Chooser) -> Case:
             invalid, why = True, "--sequence-parallel with --tp 1"
         elif kind == "unknown_flag":
             flag = c.choice(("--bogus", "--gpu-count", "-x", "--json=maybe"))
-            argv = argv + [flag]
+            argv = [*argv, flag]
             invalid, why = True, f"unknown option {flag}"
         elif kind == "missing_required":
             i = argv.index("--model")
             argv = argv[:i] + argv[i + 2 :]
             invalid, why = True, "--model missing"
         elif kind == "extra_arg":
-            argv = argv + [c.choice(("extra", "8", "--"))]
+            argv = [*argv, c.choice(("extra", "8", "--"))]
             invalid, why = argv[-1] != "--", f"extra argument {argv[-1]!r}"
         elif kind == "path":
             what = c.choice(("long_model", "long_catalog", "long_calibration", "empty_catalog", "model_dir",
@@ -1315,7 +1398,7 @@ def gen_cli(c: Chooser) -> Case:
             elif what == "long_catalog":
                 argv = _with(argv, "--catalog", "c" * 300)
             elif what == "long_calibration":
-                argv = _with(argv, "--calibration", "k" * 300) if cmd != "memory" else argv + ["--calibration", "k"]
+                argv = _with(argv, "--calibration", "k" * 300) if cmd != "memory" else [*argv, "--calibration", "k"]
             elif what == "empty_catalog":
                 argv = _with(argv, "--catalog", "")
             elif what == "model_dir":
@@ -1329,7 +1412,7 @@ def gen_cli(c: Chooser) -> Case:
                 argv = _with(argv, "--model", "model.json")
             invalid, why = True, f"path: {what}"
         elif kind == "calibration_file" and cmd != "memory":
-            key = c.choice(CALIBRATION_FIELDS + ("bogus",))
+            key = c.choice((*CALIBRATION_FIELDS, "bogus"))
             v = c.choice(VALUES)
             text = to_json({"parameters": {key: v}}) + "\n"
             where = c.choice(("cal.json", ".xdg/scaleright/calibrations/mycal.json", "calfile"))
@@ -1422,7 +1505,7 @@ def _gen_catalog_cli(c: Chooser) -> Case:
     invalid, why = False, f"catalog {sub}"
     if sub == "prices" and c.coin(70):
         if c.coin(50):
-            g = c.choice(CLI_GPUS + ("nope", "[/bold]", "x" * 300))
+            g = c.choice((*CLI_GPUS, "nope", "[/bold]", "x" * 300))
             argv += ["--gpu", g]
             invalid = g not in CLI_GPUS
             why += f" --gpu {_elide(g, 30)}"
@@ -1475,7 +1558,7 @@ def _gen_plan_paths(c: Chooser) -> Case:
 
 def _gen_compare(c: Chooser) -> Case:
     """``compare``: predicted vs measured for stored runs, with a calibration profile."""
-    variant = c.choice(RUN_DB_VARIANTS + ("missing",))
+    variant = c.choice((*RUN_DB_VARIANTS, "missing"))
     files: list[tuple[str, FileContent]] = [] if variant == "missing" else [("runs.sqlite", _runs_db(variant))]
     argv = ["compare", "--gpu", c.choice(("h100-sxm", "nope")), "--db", "runs.sqlite"]
     invalid = variant != "ok" or argv[2] == "nope"
@@ -1501,12 +1584,15 @@ def _gen_calibrate(c: Chooser) -> Case:
     if c.coin(50):
         return _gen_compare(c)
     name = c.choice(("my-h100", "my-h100", "n" * 300, "../evil", ".hidden", "", "a/b", "[/bold]"))
-    variant = c.choice(("ok", "ok") + RUN_DB_VARIANTS)
+    variant = c.choice(("ok", "ok", *RUN_DB_VARIANTS))
     files: list[tuple[str, FileContent]] = [("runs.sqlite", _runs_db(variant))]
-    argv = ["calibrate", "--name", name, "--gpu", "h100-sxm", "--db", "runs.sqlite"] + (["--json"] if c.coin(50) else [])
+    argv = ["calibrate", "--name", name, "--gpu", "h100-sxm", "--db", "runs.sqlite"] + (
+        ["--json"] if c.coin(50) else []
+    )
     invalid = name not in ("my-h100", "[/bold]") or variant != "ok"
-    return Case("cli", tuple(argv), tuple(files), invalid, f"calibrate --name {_elide(name, 30)!r} --db {variant}",
-                (".xdg/",))
+    return Case(
+        "cli", tuple(argv), tuple(files), invalid, f"calibrate --name {_elide(name, 30)!r} --db {variant}", (".xdg/",)
+    )
 
 
 NPROC_LISTS = (("1", False), ("1,2,4", False), ("0", True), ("-1", True), ("1,,2", True), ("abc", True),
