@@ -74,7 +74,7 @@ FIFO = Fifo()
 FileContent = str | bytes | Dir | Link | Fifo
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Case:
     """One CLI invocation: ``scaleright *argv`` run in a fresh directory holding ``files``."""
 
@@ -84,6 +84,14 @@ class Case:
     known_invalid: bool = False  # True: the input must be refused (exit 2); False: exit 0 or exit 2 both fine
     why: str = "valid template"  # the mutation, e.g. "training.global_batch = int 2**63"
     outputs: tuple[str, ...] = ()  # relative paths (a trailing / means a directory) the command may write
+
+    def __repr__(self) -> str:  # short: Hypothesis prints it with every failing example
+        files = ", ".join(f"{p} ({len(c) if isinstance(c, (str, bytes)) else type(c).__name__})" for p, c in self.files)
+        argv = " ".join(_runs(a) for a in self.argv)
+        return f"Case({self.family}: scaleright {_elide(argv, 300)} | files: {files} | {self.why})"
+
+    def _repr_pretty_(self, p: Any, cycle: bool) -> None:  # Hypothesis's printer: not field by field
+        p.text(repr(self))
 
     def reproducer(self, limit: int = 3000) -> str:
         """A shell snippet that recreates the files and runs the command. A run of n copies of one character
