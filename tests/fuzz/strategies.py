@@ -688,7 +688,12 @@ def _mutate_scenario(c: Chooser, s: dict[str, Any]) -> tuple[bool, str, list[tup
         s.setdefault("pricing", {})[key] = _Flow({gpu: v})
         return is_invalid(PRICE_OVERRIDE[key], v), f"pricing.{key}.{gpu} = {v.label}", []
     # model_path: a config.json path (valid), an over-long one, a directory, a missing file
-    what = c.choice(("config", "config_dir", "long", "missing", "markup_name"))
+    what = c.choice(("config", "config_dir", "long", "missing", "markup_name", "extreme_config"))
+    if what == "extreme_config":
+        base = dict(_shipped()[c.choice(("llama-3.2-1b", "gpt2", "mixtral-8x7b"))])
+        new, _, _, label = mutate_config(_ForcedBoundary(c), base)
+        s["model"] = "m/config.json"
+        return False, f"model = {label}", [("m/config.json", to_json(new) + "\n")]
     if what == "config":
         s["model"] = "m/config.json"
         return False, "model = path to a config.json", [("m/config.json", _shipped_text("llama-3.2-1b"))]
@@ -710,6 +715,25 @@ def alias_bomb(levels: int) -> str:
     lines = ['bomb0: &b0 ["x", "x", "x", "x", "x", "x", "x", "x", "x"]']
     lines += [f"bomb{i}: &b{i} [" + ", ".join([f"*b{i - 1}"] * 9) + "]" for i in range(1, levels + 1)]
     return "\n".join(lines) + "\n"
+
+
+class _ForcedBoundary:
+    """A chooser whose first choice is the config "boundary" mutation; the rest come from ``inner``."""
+
+    def __init__(self, inner: Chooser):
+        self._inner, self._first = inner, True
+
+    def choice(self, options: Sequence[T]) -> T:
+        if self._first:
+            self._first = False
+            return next(o for o in options if o == "boundary")
+        return self._inner.choice(options)
+
+    def integer(self, lo: int, hi: int) -> int:
+        return self._inner.integer(lo, hi)
+
+    def coin(self, percent: int = 50) -> bool:
+        return self._inner.coin(percent)
 
 
 def gen_scenario(c: Chooser) -> Case:
@@ -818,6 +842,18 @@ def _reads(table: dict[str, tuple[str, ...]], cfg: dict[str, Any]) -> set[str]:
     return set(table.get(fam, ())) | set(table.get(str(cfg.get("model_type")), ()))
 
 
+def _config_bound(*kinds: str, fallback: int = MAX_DIM) -> Callable[[], int]:
+    """The smallest bound any reader puts on a config size (``LIMITS`` where present, else the reader's own)."""
+    return lambda: int(min([fallback] + [h for h in (_lim(k) for k in kinds) if h is not None]))
+
+
+CONFIG_BOUNDS: dict[str, Callable[[], int]] = {
+    "hidden_size": _config_bound("width"), "n_embd": _config_bound("width"),
+    "intermediate_size": _config_bound("width"), "n_inner": _config_bound("width"),
+    "num_hidden_layers": _config_bound("layers"), "n_layer": _config_bound("layers"),
+    "vocab_size": _config_bound("vocab"), "max_position_embeddings": _config_bound("positions", fallback=MAX_POSITIONS),
+    "n_positions": _config_bound("positions", fallback=MAX_POSITIONS),
+}  # fmt: skip
 CONFIG_REQUIRED = (("hidden_size", "n_embd"), ("num_hidden_layers", "n_layer"), ("vocab_size",),
                    ("num_attention_heads", "n_head"))  # fmt: skip
 CONFLICTS = (("hidden_size", "n_embd"), ("num_hidden_layers", "n_layer"), ("num_attention_heads", "n_head"))
@@ -841,7 +877,13 @@ def mutate_config(c: Chooser, cfg: dict[str, Any]) -> tuple[dict[str, Any] | Non
     whose description holds one of ``PARSE_LEVEL`` break the file as JSON; the others break it as a model."""
     cfg = dict(cfg)
     kind = c.choice(("int", "int", "int", "bool", "prob", "model_type", "conflict", "indivisible", "kv_indivisible",
-                     "remove", "nan_literal", "deep", "duplicate", "document"))  # fmt: skip
+                     "remove", "nan_literal", "deep", "duplicate", "document", "boundary", "boundary"))  # fmt: skip
+    if kind == "boundary":  # sizes at the largest value every reader accepts: products must stay finite
+        keys = sorted(k for k in _reads(_READ_INTS, cfg) if k in CONFIG_BOUNDS and isinstance(cfg.get(k), int))
+        picked = sorted({c.choice(keys) for _ in range(c.integer(1, 3))})
+        for k in picked:
+            cfg[k] = CONFIG_BOUNDS[k]()
+        return cfg, None, False, "config at the bound: " + ", ".join(f"{k}={cfg[k]}" for k in picked)
     if kind == "int":
         keys = [k for k in cfg if k in CONFIG_INT_KEYS and isinstance(cfg[k], int) and not isinstance(cfg[k], bool)]
         key = c.choice(keys)
