@@ -164,6 +164,21 @@ ISSUE_CASES: dict[str, Case] = {
     ),
     "runs list --db typo.sqlite": Case("cli", ("runs", "list", "--db", "typo.sqlite"), (), True),
     "plan S.yaml --html S.yaml": _scenario(_TRAIN, "", "name", "t", "--html", "s.yaml"),
+    # found by benchmarks/fuzz.py (10,000 inputs) after the reproducers above were fixed
+    "YAML alias bomb": Case("scenario", ("plan", "s.yaml"), (("s.yaml", fs.to_yaml(_INFER) + "\n" + "".join(
+        f"b{i}: &b{i} [{', '.join(['x'] * 9 if i == 0 else [f'*b{i - 1}'] * 9)}]\n" for i in range(9))),), True),
+    "launch_year: yes": _catalog(("cat/gpus.yaml", fs.to_yaml_list([fs._h100_entry() | {"launch_year": True}]))),
+    "a later dropout key out of range": _config(_GPT2 | {"embd_pdrop": 5}, "--json"),
+    "--optimizer bogus with qlora": Case("cli", (*_ESTIMATE, "--task", "qlora", "--optimizer", "bogus"), (), True),
+    "bench report price 1e308": Case(
+        "cli", ("bench", "report", "--db", "runs.sqlite", "--price-usd-per-gpu-hour", "1e308", "--json"), (_DB,), True
+    ),
+    "--nproc 1,,2": Case("cli", ("bench", "train", "--dry-run", "--model", "tiny", "--device", "cpu", "--nproc",
+                                 "1,,2"), (), True),  # fmt: skip
+    "compare on runs without step times": Case(
+        "cli", ("compare", "--gpu", "h100-sxm", "--db", "runs.sqlite"), (("runs.sqlite", fs._runs_db("incomplete")),),
+        True,
+    ),
 }
 
 

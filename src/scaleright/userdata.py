@@ -48,16 +48,41 @@ def _construct_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode, deep: bo
 _UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
 
 
+MAX_VALUES = 1_000_000  # values in a document once YAML aliases are expanded (a real scenario or catalog has ~10**3)
+
+
 def _depth_of_yaml(node: yaml.Node, limit: int) -> None:
-    stack = [(node, 1)]
+    """Refuse nesting deeper than ``limit`` and documents that YAML aliases expand past ``MAX_VALUES`` values (an
+    "alias bomb": nine lists of nine aliases of each other are 9**9 values for a few hundred bytes). Each node is
+    visited once (aliases are the same node object), so the check itself is linear in the file."""
+    depth: dict[int, int] = {}  # id(node) -> nesting below it, nodes done
+    size: dict[int, int] = {}  # id(node) -> values once expanded
+    stack: list[tuple[yaml.Node, bool]] = [(node, False)]
+    on_path: set[int] = set()
     while stack:
-        n, d = stack.pop()
-        if d > limit:
+        n, done = stack.pop()
+        key = id(n)
+        kids = ([v for pair in n.value for v in pair] if isinstance(n, yaml.MappingNode)
+                else list(n.value) if isinstance(n, yaml.SequenceNode) else [])  # fmt: skip
+        if done:
+            on_path.discard(key)
+            depth[key] = 1 + max((depth[id(k)] for k in kids), default=0)
+            size[key] = 1 + sum(size[id(k)] for k in kids)
+            if depth[key] > limit:
+                raise CatalogFileError(f"nested deeper than {limit} levels (line {n.start_mark.line + 1})")
+            if size[key] > MAX_VALUES:
+                raise CatalogFileError(
+                    f"YAML aliases expand it to more than {MAX_VALUES:,} values (line {n.start_mark.line + 1}); "
+                    "write the values out or use fewer aliases"
+                )
+            continue
+        if key in depth:
+            continue
+        if key in on_path or len(on_path) > limit:  # a recursive alias, or too deep to go on
             raise CatalogFileError(f"nested deeper than {limit} levels (line {n.start_mark.line + 1})")
-        if isinstance(n, yaml.MappingNode):
-            stack.extend((v, d + 1) for pair in n.value for v in pair)
-        elif isinstance(n, yaml.SequenceNode):
-            stack.extend((v, d + 1) for v in n.value)
+        on_path.add(key)
+        stack.append((n, True))
+        stack.extend((k, False) for k in kids if id(k) not in depth)
 
 
 def _rough_depth(text: str) -> int:

@@ -84,9 +84,12 @@ MAX_ITEMS = 64  # values in one comma-separated list (world sizes, batch sizes, 
 
 
 def _split(text: str, flag: str) -> list[str]:
-    items = [t.strip() for t in text.split(",") if t.strip()]
-    if not items:
+    items = [t.strip() for t in text.split(",")]
+    if not any(items):
         raise InputError(f"{flag} is empty; give a comma-separated list")
+    if not all(items):  # '1,,2' or '1,2,': a typo, not a shorter list
+        shown = text if len(text) <= 40 else text[:37] + "..."
+        raise InputError(f"{flag}={shown!r} has an empty item; give values separated by single commas")
     return items
 
 

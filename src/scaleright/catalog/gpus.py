@@ -61,7 +61,7 @@ class Accelerator(BaseModel):
     # GPUs sharing the intra-node link in the vendor's standard system (see notes)
     gpus_per_node: _NodeGpus = Field(ge=1)
     nic_gbps_per_gpu: _Gbps = Field(gt=0)  # typical inter-node NIC bandwidth per GPU (Gb/s, as NICs are sold)
-    launch_year: int | None = None
+    launch_year: int | None = Field(default=None, ge=1970, le=2100, strict=True)  # a calendar year; not a boolean
     form_factor: str
     unverified: list[str] = []  # fields assumed here or marked unverified by the sources
     source: str  # where the facts were read

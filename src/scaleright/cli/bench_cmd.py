@@ -395,6 +395,10 @@ def report(
         raise InputError(f"--job-tokens={job_tokens} must be a finite positive number")
     if price is not None and not (math.isfinite(price) and price >= 0):
         raise InputError(f"--price-usd-per-gpu-hour={price} must be a finite non-negative number")
+    if price is not None:
+        from scaleright.limits import check_limit
+
+        check_limit("--price-usd-per-gpu-hour", price, "usd_per_hour", low=0)
     store = _read_store(db)
     if html_out is not None:
         check_output_path("--html", html_out)

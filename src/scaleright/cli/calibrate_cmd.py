@@ -35,10 +35,11 @@ def _inputs(db: Path | None, fingerprint: str | None):
             inputs.append(run_inputs(r))
         except InputError as exc:
             damaged.append(str(exc))
+    if not inputs:  # one line, no warnings before it: the first reason stands for the rest
+        why = f" ({damaged[0]}{f'; and {len(damaged) - 1} more' if len(damaged) > 1 else ''})" if damaged else ""
+        raise InputError(f"none of the {len(runs)} successful train runs of {fp} can be used{why}")
     for message in damaged:
         typer.echo(f"warning: {message}; skipped", err=True)
-    if not inputs:
-        raise InputError(f"none of the {len(runs)} successful train runs of {fp} can be used (see the warnings)")
     return fp, inputs
 
 

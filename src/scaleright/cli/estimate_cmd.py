@@ -185,6 +185,7 @@ def memory_cmd(
 
     check_choice("--task", task, TASKS)
     check_choice("--precision", precision, STORAGE_PRECISIONS if task == "inference" else TRAIN_PRECISIONS)
+    _check_optimizer(optimizer)
     _bounded("gpus", gpus=gpus)
     _bounded("parallel_degree", tp=tp, pp=pp, cp=cp, ep=ep)
     _bounded("seq_len", seq_len=seq_len)
@@ -400,3 +401,11 @@ def infer_cmd(
         table("Replicas vs tensor parallel", ["tp", "replicas", "fits", "output tokens/s", "TPOT (s)", "max batch"],
               [[a["layout"]["tp"], a["layout"]["replicas"], a["fits"], a["output_tokens_per_s"], a["tpot_s"],
                 a["max_batch"]] for a in est.alternatives])  # fmt: skip
+
+
+def _check_optimizer(optimizer: str) -> None:
+    """Every task names a known optimizer (QLoRA and inference used to accept any string)."""
+    from scaleright.estimate.memory import OPTIMIZERS
+
+    if optimizer.lower() not in OPTIMIZERS:
+        raise InputError(f"--optimizer={optimizer!r} not allowed; allowed: {', '.join(OPTIMIZERS)}")

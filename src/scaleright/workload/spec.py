@@ -223,7 +223,8 @@ def _check_synonyms(cfg: dict[str, Any], source: str) -> None:
 
 
 def _dropout(r: _Reader, *keys: str) -> bool:
-    return any(r.prob(k) > 0 for k in keys)
+    """Whether any of the dropout ``keys`` is non-zero; every key is checked (a bad later key is not skipped)."""
+    return any([r.prob(k) > 0 for k in keys])
 
 
 def from_hf_config(cfg: dict[str, Any], *, name: str | None = None, source: str = "config.json") -> TransformerSpec:
