@@ -173,8 +173,9 @@ ISSUE_CASES: dict[str, Case] = {
     "bench report price 1e308": Case(
         "cli", ("bench", "report", "--db", "runs.sqlite", "--price-usd-per-gpu-hour", "1e308", "--json"), (_DB,), True
     ),
-    "--nproc 1,,2": Case("cli", ("bench", "train", "--dry-run", "--model", "tiny", "--device", "cpu", "--nproc",
-                                 "1,,2"), (), True),  # fmt: skip
+    "--nproc 1,,2": Case(
+        "cli", ("bench", "train", "--dry-run", "--model", "tiny", "--device", "cpu", "--nproc", "1,,2"), (), True
+    ),
     "compare on runs without step times": Case(
         "cli", ("compare", "--gpu", "h100-sxm", "--db", "runs.sqlite"), (("runs.sqlite", fs._runs_db("incomplete")),),
         True,
