@@ -27,8 +27,9 @@ import statistics
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "src")]
+# the repository root (validation/) and src/ first on sys.path, in that order
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from scaleright.catalog import get_gpu
 from scaleright.errors import ScalerightError
@@ -37,6 +38,7 @@ from validation.files import SkipRow
 from validation.hardware import map_gpu
 from validation.models import MODEL_MAP, catalog_spec, model_key
 
+ROOT = Path(__file__).resolve().parents[1]
 REF = ROOT / "validation" / "reference"
 
 _GPU = {  # serving_engine.csv GPU strings -> catalog ids
@@ -75,7 +77,8 @@ def online_rows():
         tp, n = int(r["tp"]), int(r["num_gpus"])
         prec = _PREC[r["precision"]]
         res = simulate(spec, gpu=gpu, cluster=cluster, gpus=n, tp=tp, input_len=int(r["input_len"]),
-                       output_len=int(r["output_len"]), rate=rate, requests=500, engine="trtllm", precision=prec)  # fmt: skip
+                       output_len=int(r["output_len"]), rate=rate, requests=500, engine="trtllm",
+                       precision=prec)  # fmt: skip
         label = f"{spec.name} {n}x{gpu.id} {r['input_len']}/{r['output_len']} QPS={qps}"
         out.append(("online_ttft", label, "mean TTFT ms", res.ttft_ms["mean"], float(r["ttft_ms"])))
         out.append(("online_itl", label, "mean ITL ms", res.itl_ms["mean"], float(r["tpot_ms"])))

@@ -34,7 +34,8 @@ def run_toy(arrivals, inputs, outputs, *, kv_blocks=1000, max_num_seqs=8, max_nu
                                                                prefix_cache_hit_rate, preemption),
                     replicas=replicas, kv_blocks=kv_blocks, router=make_router(router),
                     input_tokens=np.asarray(inputs), output_tokens=np.asarray(outputs),
-                    arrival_s=None if concurrency else np.asarray(arrivals, dtype=float), concurrency=concurrency)  # fmt: skip
+                    arrival_s=None if concurrency else np.asarray(arrivals, dtype=float),
+                    concurrency=concurrency)  # fmt: skip
     env.run()
     fleet.close(env.now)
     return env, fleet

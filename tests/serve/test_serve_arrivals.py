@@ -40,7 +40,7 @@ def test_unknown_arrival_process_and_bad_rates_are_named():
     rng = np.random.default_rng(0)
     with pytest.raises(InputError, match="arrival='bursty' not allowed; allowed: poisson, gamma, diurnal"):
         arrival_times(rng, "bursty", rate=1.0, n=3)
-    with pytest.raises(InputError, match="rate=0.0 must be a finite positive"):
+    with pytest.raises(InputError, match=r"rate=0.0 must be a finite positive"):
         poisson(rng, rate=0.0, n=3)
     with pytest.raises(InputError, match="burstiness=-1"):
         gamma(rng, rate=1.0, burstiness=-1, n=3)

@@ -35,7 +35,7 @@ def _json(app, args):
 
 
 def test_simulate_json_has_the_contract_keys(app):
-    d = _json(app, BASE + ["--rate", "4", "--requests", "50", "--json"])
+    d = _json(app, [*BASE, "--rate", "4", "--requests", "50", "--json"])
     for key in ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms"):
         assert set(d[key]) == {"mean", "p50", "p90", "p99"}
     for key in ("output_tokens_per_s", "requests_per_s", "gpu_utilisation", "kv_utilisation", "preemptions"):
@@ -47,7 +47,7 @@ def test_simulate_replays_a_trace_and_writes_a_chrome_trace(app, tmp_path):
     trace = tmp_path / "in.csv"
     trace.write_text("arrival_time_s,input_tokens,output_tokens\n0,100,10\n0.5,200,20\n1.0,50,5\n")
     out = tmp_path / "trace.json"
-    d = _json(app, BASE + ["--trace", str(trace), "--trace-out", str(out), "--json"])
+    d = _json(app, [*BASE, "--trace", str(trace), "--trace-out", str(out), "--json"])
     assert d["requests"] == 3
     ev = json.loads(out.read_text())["traceEvents"]
     assert any(e["ph"] == "X" for e in ev)
@@ -84,27 +84,27 @@ def test_bad_flags_are_one_error_naming_the_flag(app, extra, message):
 def test_empirical_lengths_from_files_and_a_diurnal_stream(app, tmp_path):
     lens = tmp_path / "in.txt"
     lens.write_text("100\n300\n")
-    d = _json(app, BASE + ["--rate", "2", "--requests", "40", "--input-lengths", str(lens), "--arrival", "diurnal",
-                           "--diurnal-period-s", "60", "--diurnal-amplitude", "0.9", "--json"])  # fmt: skip
+    d = _json(app, [*BASE, "--rate", "2", "--requests", "40", "--input-lengths", str(lens), "--arrival", "diurnal",
+                    "--diurnal-period-s", "60", "--diurnal-amplitude", "0.9", "--json"])  # fmt: skip
     assert d["requests"] == 40
-    res = runner.invoke(app, BASE + ["--rate", "2", "--input-lengths", str(tmp_path / "none.txt")])
+    res = runner.invoke(app, [*BASE, "--rate", "2", "--input-lengths", str(tmp_path / "none.txt")])
     with pytest.raises(InputError, match="--input-lengths="):
         raise res.exception
 
 
 def test_cost_uses_the_catalog_price_unless_one_is_given(app):
-    d = _json(app, BASE + ["--rate", "4", "--requests", "30", "--json"])
+    d = _json(app, [*BASE, "--rate", "4", "--requests", "30", "--json"])
     assert d["price_usd_per_gpu_hour"] > 0 and d["price_source"].startswith("catalog on-demand")
     assert d["usd_per_1m_output_tokens"] == pytest.approx(
         d["price_usd_per_gpu_hour"] / 3600 / d["output_tokens_per_s"] * 1e6)
-    g = _json(app, BASE + ["--rate", "4", "--requests", "30", "--price-usd-per-gpu-hour", "2", "--json"])
+    g = _json(app, [*BASE, "--rate", "4", "--requests", "30", "--price-usd-per-gpu-hour", "2", "--json"])
     assert g["price_usd_per_gpu_hour"] == 2 and g["price_source"] == "--price-usd-per-gpu-hour"
 
 
 def test_an_uncalibrated_engine_profile_is_flagged(app):
-    d = _json(app, BASE + ["--rate", "2", "--requests", "10", "--engine", "sglang", "--json"])
+    d = _json(app, [*BASE, "--rate", "2", "--requests", "10", "--engine", "sglang", "--json"])
     assert d["engine_status"] == "uncalibrated"
-    assert _json(app, BASE + ["--rate", "2", "--requests", "10", "--json"])["engine_status"] == "fitted"
+    assert _json(app, [*BASE, "--rate", "2", "--requests", "10", "--json"])["engine_status"] == "fitted"
 
 
 def test_the_serve_package_exports_what_it_names():

@@ -13,7 +13,8 @@ from serve_toy import ToyModel, run_toy
 
 @settings(max_examples=60)
 @given(n=st.integers(1, 30), seed=st.integers(0, 2**16), kv_blocks=st.integers(4, 80), max_seqs=st.integers(1, 8),
-       budget=st.integers(8, 128), replicas=st.integers(1, 3), router=st.sampled_from(["round-robin", "least-outstanding"]))  # fmt: skip
+       budget=st.integers(8, 128), replicas=st.integers(1, 3),
+       router=st.sampled_from(["round-robin", "least-outstanding"]))  # fmt: skip
 def test_random_workloads_finish_return_every_block_and_respect_lower_bounds(n, seed, kv_blocks, max_seqs, budget,
                                                                              replicas, router):  # fmt: skip
     rng = np.random.default_rng(seed)
@@ -22,7 +23,8 @@ def test_random_workloads_finish_return_every_block_and_respect_lower_bounds(n, 
     budget = max(budget, max_seqs)
     model = ToyModel(fixed_s=0.01, per_prefill_token_s=1e-4)
     _env, fleet = run_toy(arrivals, inputs, outputs, kv_blocks=kv_blocks, max_num_seqs=max_seqs,
-                         max_num_batched_tokens=budget, model=model, replicas=replicas, router=router, log=False)  # fmt: skip
+                         max_num_batched_tokens=budget, model=model, replicas=replicas, router=router,
+                         log=False)  # fmt: skip
     finished = [r for rep in fleet.replicas for r in rep.finished]
     rejected = [r for rep in fleet.replicas for r in rep.rejected]
     assert len(finished) + len(rejected) == n

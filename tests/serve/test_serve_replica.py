@@ -125,7 +125,7 @@ def test_block_phase_classes_agree_with_counting_each_sequence():
 def test_scheduler_limits_are_checked_with_their_values():
     with pytest.raises(InputError, match=r"max_num_batched_tokens=4 must be an integer >= max_num_seqs\(8\)"):
         SchedulerConfig(max_num_seqs=8, max_num_batched_tokens=4)
-    with pytest.raises(InputError, match="prefix_cache_hit_rate=1.0"):
+    with pytest.raises(InputError, match=r"prefix_cache_hit_rate=1.0"):
         SchedulerConfig(prefix_cache_hit_rate=1.0)
 
 
@@ -182,7 +182,7 @@ def test_knowing_the_next_arrival_ahead_changes_no_timestamp_only_the_event_coun
 def test_swap_preemption_moves_kv_to_the_host_and_back_without_recompute():
     # the recompute scenario again, with swapping: the victim keeps its KV, so no prompt is prefilled twice
     kw = dict(kv_blocks=6)
-    env_r, fleet_r = run_toy([0.0, 0.0, 0.0], [16, 16, 16], [40, 40, 40], **kw)
+    env_r, _fleet_r = run_toy([0.0, 0.0, 0.0], [16, 16, 16], [40, 40, 40], **kw)
     env_s, fleet_s = run_toy([0.0, 0.0, 0.0], [16, 16, 16], [40, 40, 40], preemption="swap", **kw)
     rep = fleet_s.replicas[0]
     assert rep.preemptions >= 1 and rep.swapped_tokens > 0

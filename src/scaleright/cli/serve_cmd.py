@@ -44,7 +44,8 @@ def _check_pos(flag: str, v: float | None) -> None:
 
 
 def _common(model, gpu, gpus, tp, pp, ep, input_len, output_len, engine, precision, kv_precision, max_num_seqs,
-            max_num_batched_tokens, prefix_cache_hit_rate, router, catalog, calibration, gpu_memory_utilization):  # fmt: skip
+            max_num_batched_tokens, prefix_cache_hit_rate, router, catalog, calibration,
+            gpu_memory_utilization):  # fmt: skip
     from scaleright.estimate.calibration import load_calibration
     from scaleright.estimate.engines import engine_names
     from scaleright.serve.router import ROUTERS
@@ -155,7 +156,8 @@ def simulate_cmd(
     diurnal_amplitude: float = typer.Option(0.5, "--diurnal-amplitude", help="Swing of --arrival diurnal, [0, 1]."),
     engine: str = _ENGINE, precision: str = _PREC, kv_precision: str | None = _KVP, max_num_seqs: int = _SEQS,
     max_num_batched_tokens: int = _TOKS, prefix_cache_hit_rate: float = _HIT,
-    gpu_memory_utilization: float = _GMU, result_cache_hit_rate: float = _RESULT, preemption: str = _PREEMPT, router: str = _ROUTER, seed: int = _SEED,
+    gpu_memory_utilization: float = _GMU, result_cache_hit_rate: float = _RESULT, preemption: str = _PREEMPT,
+    router: str = _ROUTER, seed: int = _SEED,
     slo_ttft_ms: float | None = typer.Option(None, "--slo-ttft-ms", help="TTFT limit for goodput."),
     slo_tpot_ms: float | None = typer.Option(None, "--slo-tpot-ms", help="TPOT limit for goodput."),
     price_usd_per_gpu_hour: float | None = _PRICE,
@@ -221,6 +223,7 @@ def simulate_cmd(
     if trace_out is not None:
         from scaleright.serve.trace import write_chrome_trace
 
+        assert res.chrome_trace is not None  # chrome_trace=True above
         write_chrome_trace(trace_out, res.chrome_trace)
     d = res.as_dict() | {"model": spec.name, "gpu": kw["gpu"].id, "price_usd_per_gpu_hour": price,
                          "price_source": price_source, "engine_status": _engine_status(engine)}  # fmt: skip

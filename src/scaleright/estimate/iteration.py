@@ -34,8 +34,10 @@ building blocks), so the serving simulator evaluates an iteration with a few flo
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
+from numpy.typing import ArrayLike, NDArray
 
 from scaleright.errors import InputError, LayoutError
 from scaleright.estimate.calibration import DEFAULT_CALIBRATION, Calibration
@@ -46,21 +48,28 @@ from scaleright.estimate.layer import elementwise_values
 from scaleright.estimate.layout import Layout
 from scaleright.estimate.memory import kv_cache_bytes
 from scaleright.estimate.train import peak_flops
-from scaleright.workload.params import count_params
+from scaleright.workload.params import ParamCounts, count_params
 from scaleright.workload.precision import bytes_per_element
 from scaleright.workload.spec import TransformerSpec
+
+if TYPE_CHECKING:
+    from scaleright.catalog.gpus import Accelerator
 
 __all__ = ["DecodeRun", "IterationModel", "iteration_time_s", "serving_layout"]
 
 
-def _gemm_time(m, k, n, *, peak, eff_max, half_dim, hbm, bytes_per_el, count=1.0):
+def _gemm_time(
+    m: ArrayLike, k: ArrayLike, n: ArrayLike, *, peak: float, eff_max: float, half_dim: float, hbm: float,
+    bytes_per_el: float, count: float | NDArray[np.float64] = 1.0,
+) -> NDArray[np.float64]:
     """``estimate.layer.gemm_time`` with the row count floored at ``half_dim`` in the efficiency only: a GEMM of
     few rows (decode) runs as a bandwidth-bound GEMV / split-K kernel, not as a tensor-core tile 1/97 full, so
     its time is its bytes over HBM bandwidth; from ``half_dim`` rows up (prefill) it is the shared shape law."""
     m, k, n = (np.asarray(x, dtype=float) for x in (m, k, n))
     d = np.minimum(np.minimum(np.maximum(m, half_dim), k), n)
     eff = eff_max * d / (d + half_dim)
-    return count * np.maximum(2.0 * m * k * n / (peak * eff), bytes_per_el * (m * k + k * n + m * n) / hbm)
+    return cast("NDArray[np.float64]",
+                count * np.maximum(2.0 * m * k * n / (peak * eff), bytes_per_el * (m * k + k * n + m * n) / hbm))
 
 
 # PCIe x16 bandwidth per direction by generation, GB/s (PCI-SIG: 8, 16, 32, 64 GT/s with 128b/130b encoding;
@@ -101,7 +110,7 @@ class DecodeRun:
             return 1
         a = self.slope_s * self.batch / 2.0
         b = self.intercept_s + self.slope_s * self.context0 - a
-        if a > 0:
+        if a > 0:  # noqa: SIM108 (the quadratic's root; below, the linear case)
             n = (-b + math.sqrt(b * b + 4 * a * dt)) / (2 * a)
         else:
             n = dt / b if b > 0 else float(n_max)
@@ -116,8 +125,8 @@ class DecodeRun:
 class IterationModel:
     """Iteration cost of one replica, precomputed for rows ``m`` in 0..``max_rows``. Knows no scheduler."""
 
-    def __init__(self, spec: TransformerSpec, *, gpu, cluster: Cluster | None = None, tp: int = 1, pp: int = 1,
-                 ep: int = 1, precision: str = "bf16", kv_precision: str | None = None,
+    def __init__(self, spec: TransformerSpec, *, gpu: Accelerator, cluster: Cluster | None = None, tp: int = 1,
+                 pp: int = 1, ep: int = 1, precision: str = "bf16", kv_precision: str | None = None,
                  engine: str | EngineProfile = "vllm", cal: Calibration = DEFAULT_CALIBRATION,
                  max_rows: int = 8192):  # fmt: skip
         serving_layout(spec, tp=tp, pp=pp, ep=ep)
@@ -149,7 +158,8 @@ class IterationModel:
             a = spec.mla
             attn = _gemm_time(mm, h, a.kv_lora_rank + a.qk_rope_head_dim, **gemm)
             if a.q_lora_rank:
-                attn = attn + _gemm_time(mm, h, a.q_lora_rank, **gemm) + _gemm_time(mm, a.q_lora_rank, spec.q_dim / tp, **gemm)
+                attn = (attn + _gemm_time(mm, h, a.q_lora_rank, **gemm)
+                        + _gemm_time(mm, a.q_lora_rank, spec.q_dim / tp, **gemm))  # fmt: skip
             else:
                 attn = attn + _gemm_time(mm, h, spec.q_dim / tp, **gemm)
             attn = attn + _gemm_time(mm, a.kv_lora_rank, spec.heads * (a.qk_nope_head_dim + a.v_head_dim) / tp, **gemm)
@@ -159,7 +169,8 @@ class IterationModel:
             attn = _gemm_time(mm, h, spec.q_dim / tp + 2 * kv_tp, **gemm) + _gemm_time(mm, spec.q_dim / tp, h, **gemm)
         n_up = 2 if spec.gated_mlp else 1
 
-        def ffn(rows, f, width_split, count=1.0):
+        def ffn(rows: ArrayLike, f: float, width_split: float,
+                count: float | NDArray[np.float64] = 1.0) -> NDArray[np.float64]:
             return (_gemm_time(rows, h, n_up * f / width_split, count=count, **gemm)
                     + _gemm_time(rows, f / width_split, h, count=count, **gemm))  # fmt: skip
 
@@ -195,12 +206,12 @@ class IterationModel:
         body = (L * (attn + layer_ffn + elem) + ar + a2a) / pp + p2p / pp  # per stage, then pp stages in a row
         fixed = pp * body + prof.iteration_overhead_s
         fixed[0] = 0.0
-        self._fixed = fixed.tolist()
+        self._fixed: list[float] = fixed.tolist()
         # the output head runs on one row per sequence that samples a token (not on every prompt token)
         head_params = c.embedding if spec.tied_embeddings else c.lm_head
         head = _gemm_time(mm, h, head_params / h / tp, **{**gemm, "bytes_per_el": max(bpe, 2.0)})
         head[0] = 0.0
-        self._head = head.tolist()
+        self._head: list[float] = head.tolist()
         # attention: FLOPs and KV bytes per context token attended (affine in the batch's total context)
         if spec.mla:
             per_ctx = 2 * spec.heads * (spec.mla.qk_nope_head_dim + spec.mla.qk_rope_head_dim + spec.mla.v_head_dim)
@@ -219,7 +230,7 @@ class IterationModel:
         self.weight_bytes_per_gpu = float(self._weight_bytes(spec, c, bpe))
         self.peak_flops = peak
 
-    def _weight_bytes(self, spec, c, bpe):
+    def _weight_bytes(self, spec: TransformerSpec, c: ParamCounts, bpe: float) -> float:
         head = c.embedding if spec.tied_embeddings else c.lm_head
         blocks = c.total - c.routed_experts_total - c.embedding - c.positions - c.lm_head
         return (blocks * bpe + head * max(bpe, 2.0)) / (self.tp * self.pp)
@@ -251,17 +262,18 @@ class IterationModel:
         return DecodeRun(self._fixed[batch] + self._head[batch], self.decode_slope_s, batch, context0)
 
 
-def chunk_attention(prefill_tokens, prefix_tokens):
+def chunk_attention(prefill_tokens: ArrayLike, prefix_tokens: ArrayLike) -> tuple[float, float]:
     """(causal query-key pairs, KV tokens touched) of chunks of ``prefill_tokens`` after ``prefix_tokens`` each."""
     p = np.asarray(prefill_tokens, dtype=float)
     c0 = np.asarray(prefix_tokens, dtype=float)
     return float(np.sum(p * (c0 + (p + 1) / 2))), float(np.sum(c0 + p))
 
 
-def iteration_time_s(spec: TransformerSpec, *, gpu, cluster: Cluster | None = None, tp: int = 1, pp: int = 1,
-                     ep: int = 1, prefill_tokens=0, prefill_prefix_tokens=0, decode_batch: int = 0,
-                     decode_context_tokens=0, precision: str = "bf16", kv_precision: str | None = None,
-                     engine: str | EngineProfile = "vllm", cal: Calibration = DEFAULT_CALIBRATION) -> float:  # fmt: skip
+def iteration_time_s(spec: TransformerSpec, *, gpu: Accelerator, cluster: Cluster | None = None, tp: int = 1,
+                     pp: int = 1, ep: int = 1, prefill_tokens: ArrayLike = 0, prefill_prefix_tokens: ArrayLike = 0,
+                     decode_batch: int = 0, decode_context_tokens: ArrayLike = 0, precision: str = "bf16",
+                     kv_precision: str | None = None, engine: str | EngineProfile = "vllm",
+                     cal: Calibration = DEFAULT_CALIBRATION) -> float:  # fmt: skip
     """Seconds of one engine iteration on one replica of ``tp · pp`` GPUs.
 
     ``prefill_tokens``: prompt tokens scheduled in this iteration, an int or one chunk size per sequence;

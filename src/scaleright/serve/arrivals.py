@@ -97,8 +97,11 @@ def read_trace(path: Path | str, *, flag: str = "--trace") -> tuple[np.ndarray, 
             raise InputError(f"{flag}={p} line {line}: arrival_time_s must be a number and input_tokens, "
                              f"output_tokens integers (got {dict(row)})") from None  # fmt: skip
         if not (math.isfinite(a) and a >= 0) or x < 1 or y < 1:
-            raise InputError(f"{flag}={p} line {line}: need arrival_time_s >= 0 and token counts >= 1 (got {dict(row)})")
-        t.append(a), i.append(x), o.append(y)
+            raise InputError(f"{flag}={p} line {line}: need arrival_time_s >= 0 and token counts >= 1 "
+                             f"(got {dict(row)})")  # fmt: skip
+        t.append(a)
+        i.append(x)
+        o.append(y)
     if not t:
         raise InputError(f"{flag}={p}: no requests")
     order = np.argsort(np.asarray(t), kind="stable")

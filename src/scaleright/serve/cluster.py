@@ -43,7 +43,7 @@ class Cluster:
         ahead = self._next_for if not concurrency and (replicas == 1 or isinstance(router, RoundRobin)) else None
         self.replicas = [
             Replica(env, model, config, kv_blocks=kv_blocks, index=i, on_finish=on_finish,
-                    trace=self.trace_rows[i] if trace else None, next_arrival=ahead)
+                    trace=self.trace_rows[i] if self.trace_rows is not None else None, next_arrival=ahead)
             for i in range(replicas)
         ]
         self.requests: list[Request] = []

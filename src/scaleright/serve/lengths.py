@@ -46,7 +46,8 @@ def read_lengths(path: Path | str, *, flag: str) -> np.ndarray:
 
 
 def draw_lengths(rng: np.random.Generator, kind: str, *, n: int, mean: int, cv: float = 0.5,
-                 samples: np.ndarray | None = None, max_tokens: int = 1 << 24, field: str = "length") -> np.ndarray:  # fmt: skip
+                 samples: np.ndarray | None = None, max_tokens: int = 1 << 24,
+                 field: str = "length") -> np.ndarray:  # fmt: skip
     """``n`` token counts from distribution ``kind``."""
     if kind == "fixed":
         return np.full(n, min(int(mean), max_tokens), dtype=np.int64)

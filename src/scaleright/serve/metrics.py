@@ -23,7 +23,7 @@ def summary(values_s) -> dict[str, float]:
     if not v.size:
         return {"mean": float("nan"), **{f"p{q}": float("nan") for q in QUANTILES}}
     ps = np.percentile(v, QUANTILES)
-    return {"mean": float(v.mean()), **{f"p{q}": float(p) for q, p in zip(QUANTILES, ps)}}
+    return {"mean": float(v.mean()), **{f"p{q}": float(p) for q, p in zip(QUANTILES, ps, strict=True)}}
 
 
 def weighted_summary(values_s, weights) -> dict[str, float]:

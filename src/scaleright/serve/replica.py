@@ -53,7 +53,8 @@ class SchedulerConfig:
             raise InputError(f"max_num_seqs={max_num_seqs!r} must be a positive integer")
         if not isinstance(max_num_batched_tokens, int) or max_num_batched_tokens < max_num_seqs:
             raise InputError(f"max_num_batched_tokens={max_num_batched_tokens!r} must be an integer >= "
-                             f"max_num_seqs({max_num_seqs}) (each running sequence needs a token per iteration)")  # fmt: skip
+                             f"max_num_seqs({max_num_seqs}) "
+                             "(each running sequence needs a token per iteration)")  # fmt: skip
         if not 0 <= prefix_cache_hit_rate < 1:
             raise InputError(f"prefix_cache_hit_rate={prefix_cache_hit_rate} must lie in [0, 1)")
         if preemption not in PREEMPTION:
@@ -149,9 +150,9 @@ class Replica:
             if not self._wake:
                 self._wake = True
                 env.schedule(env.now, _SCHED, self._step)
-        elif head and self._run is not None and self._run[1] is not None and not self._run[4]:
+        elif head and self._run is not None and self._run[1] is not None and not self._run[4]:  # noqa: SIM102
             # a decode-only run is in flight: cut it at the iteration boundary after now if the request could join
-            if self.running < self.cfg.max_num_seqs and self.B < self.cfg.max_num_batched_tokens:
+            if self.running < self.cfg.max_num_seqs and self.cfg.max_num_batched_tokens > self.B:
                 start, run, n, _, _ = self._run
                 n2 = run.iterations_until(env.now - start, n)
                 if n2 < n:
@@ -315,7 +316,8 @@ class Replica:
                 pairs += take * (r.done + (take + 1) / 2)
                 kv_tok += r.done + take
             dur = self.model.time_s(prefill_tokens=int(p), decode_batch=self.B, decode_context_tokens=ctx,
-                                    prefill_pairs=pairs, prefill_kv_tokens=kv_tok, prefill_seqs=len(chunks))  # fmt: skip
+                                    prefill_pairs=pairs, prefill_kv_tokens=kv_tok,
+                                    prefill_seqs=len(chunks))  # fmt: skip
             self._run = (env.now, None, 1, chunks, True)
             end = env.now + dur + swap_s
         else:
@@ -330,7 +332,7 @@ class Replica:
                 # the router knows when the next request comes here: end the run at the iteration it can join
                 t_next = self.next_arrival(self.index)
                 cut = True
-                if t_next < end and self.running < self.cfg.max_num_seqs and self.B < self.cfg.max_num_batched_tokens:
+                if t_next < end and self.running < self.cfg.max_num_seqs and self.cfg.max_num_batched_tokens > self.B:
                     n = run.iterations_until(t_next - env.now, n)
                     end = max(env.now + run.total_s(n), t_next)
             self._run = (env.now, run, n, None, cut)
@@ -340,6 +342,7 @@ class Replica:
     def _end(self, env: Environment, epoch: int) -> None:
         if epoch != self._epoch:
             return  # the run was cut short by an arrival; its new end is booked
+        assert self._run is not None
         start, _, n, chunks, _ = self._run
         now = env.now
         dur = now - start

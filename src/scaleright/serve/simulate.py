@@ -102,7 +102,7 @@ def kv_blocks_per_replica(spec: TransformerSpec, model: IterationModel, *, gpu, 
 def _int_arg(name: str, v, kind: str, low: int = 1) -> int:
     if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
         raise InputError(f"{name}={v!r} must be an integer")
-    check_limit(name, v, kind, low=low)
+    check_limit(name, int(v), kind, low=low)
     return int(v)
 
 
@@ -285,7 +285,8 @@ def _result(fleet: Cluster, env: Environment, *, model, gpus, tp, pp, ep, engine
         mean_queue_length=per(sum(rep.queue_s for rep in reps)),
         mean_requests_in_system=per(sum(rep.system_s for rep in reps)),
         preemptions=sum(rep.preemptions for rep in reps),
-        swapped_kv_tokens=sum(rep.swapped_tokens for rep in reps), result_cache_hits=len(fleet.cache_hits), requests=len(done),
+        swapped_kv_tokens=sum(rep.swapped_tokens for rep in reps), result_cache_hits=len(fleet.cache_hits),
+        requests=len(done),
         rejected=sum(len(rep.rejected) for rep in reps), duration_s=span, replicas=len(reps),
         kv_blocks_per_replica=blocks, iterations=sum(rep.iterations for rep in reps), events=env.events_processed,
         usd_per_1m_output_tokens=usd_h / 3600 / out_tps * 1e6 if usd_h is not None and out_tps > 0 else None,
@@ -302,7 +303,8 @@ def _result(fleet: Cluster, env: Environment, *, model, gpus, tp, pp, ep, engine
 
 
 def capacity(spec: TransformerSpec, *, slo_ttft_p99_ms: float, slo_tpot_p99_ms: float, requests: int = 1000,
-             rel_tol: float = 0.02, max_trials: int = 40, **kw) -> tuple[float, SimulationResult | None, list]:  # fmt: skip
+             rel_tol: float = 0.02, max_trials: int = 40,
+             **kw) -> tuple[float, SimulationResult | None, list]:  # fmt: skip
     """(highest rate/s with p99 TTFT and p99 TPOT within their limits, the simulation at that rate, the trials
     as (rate, passed)). Rate 0 and None when even 1/1024 request/s misses the limits."""
     for name, v in (("slo_ttft_p99_ms", slo_ttft_p99_ms), ("slo_tpot_p99_ms", slo_tpot_p99_ms)):
