@@ -121,7 +121,9 @@ def _zero_recompute(zero: int, recompute: str) -> None:
 
 def _sequence_parallel_needs_tp(sequence_parallel: bool, tp: int) -> None:
     if sequence_parallel and tp == 1:
-        raise InputError("--sequence-parallel splits activations over tensor parallelism; it needs --tp > 1 (got --tp 1)")
+        raise InputError(
+            "--sequence-parallel splits activations over tensor parallelism; it needs --tp > 1 (got --tp 1)"
+        )
 
 
 def _pp_fits(gpus: int, pp: int, layers: int | None = None) -> None:

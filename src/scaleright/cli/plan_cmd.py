@@ -38,11 +38,12 @@ class _DelayedProgress:
 
     def __call__(self, i: int, n: int, label: str) -> None:
         if self.bar is None and time.perf_counter() - self.t0 > 1.0 and i < n:
-            self.bar = Progress(TextColumn("searching {task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total} GPU types"),
-                                TimeElapsedColumn(), console=Console(stderr=True, emoji=False), transient=True)  # fmt: skip
+            self.bar = Progress(TextColumn("searching {task.description}"), BarColumn(),
+                                TextColumn("{task.completed}/{task.total} GPU types"), TimeElapsedColumn(),
+                                console=Console(stderr=True, emoji=False), transient=True)  # fmt: skip
             self.bar.start()
             self.task = self.bar.add_task(esc(label), total=n)
-        if self.bar is not None:
+        if self.bar is not None and self.task is not None:
             self.bar.update(self.task, completed=i, description=esc(label))
             if i >= n:
                 self.bar.stop()

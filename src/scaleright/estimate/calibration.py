@@ -14,7 +14,7 @@ import math
 import os
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from scaleright.errors import CatalogFileError, InputError
 from scaleright.limits import _show
@@ -174,7 +174,7 @@ def profile_path(name: str, directory: Path | None = None, *, flag: str = "calib
     return d / f"{name}.json"
 
 
-def save_calibration(name: str, cal: Calibration, *, meta: dict | None = None, directory: Path | None = None,
+def save_calibration(name: str, cal: Calibration, *, meta: dict[str, Any] | None = None, directory: Path | None = None,
                      overwrite: bool = False) -> Path:
     """Write ``cal`` atomically as ``<dir>/<name>.json`` with optional metadata (fingerprint, runs used, fit error).
     An existing profile is replaced only with ``overwrite=True`` (``scaleright calibrate --force``)."""

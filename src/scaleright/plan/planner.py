@@ -243,7 +243,7 @@ def _plan_training(scn, spec, cat, cal, progress) -> PlanResult:
         infeasible = {"binding": "price", "message": f"no allowed GPU has a {scn.pricing.mode} price "
                       f"(first: {skipped[0]['gpu']}, {skipped[0]['reason']}); add pricing.price_usd_per_gpu_hour "
                       "(or purchase_usd_per_gpu for mode own)"}  # fmt: skip
-    best_per_gpu = {}
+    best_per_gpu: dict[str, dict[str, Any]] = {}
     for o in options_all:
         cur = best_per_gpu.get(o["gpu"])
         if cur is None or _better(o, cur, scn):
