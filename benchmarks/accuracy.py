@@ -17,7 +17,9 @@ token its own TFLOP/s ÷ tokens/s imply.
 The fit (scipy ``least_squares``, trust-region reflective, soft-L1 loss) minimises log(predicted / measured) over
 training and inference rows together, one parameter set for everything; each row is weighted so that every
 table on its side (training, inference) weighs the same and the two sides weigh the same in total. Parameters are
-bounded to physical ranges (``FIT_BOUNDS``). Left at their defaults: the α latencies, ``memory_efficiency``
+bounded to physical ranges (``FIT_BOUNDS``). Communication is not fitted here: the estimator costs collectives
+from measured nccl-tests bus bandwidth (``scaleright.estimate.collectives``, fitted per fabric by
+``validation/collectives_fit.py``). Left at their defaults: ``memory_efficiency``
 (degenerate with ``elementwise_factor``) and ``gemm_half_dim``, which these rows cannot identify: fitted, it runs
 to either end of [0, 512] depending on whether prefill is timed per prompt or batched. Tables whose hardware is
 not the catalog part they are mapped to (``NOT_FITTED``: power-capped GPUs) are reported but not fitted.
@@ -57,8 +59,6 @@ FIT_BOUNDS: dict[str, tuple[float, float]] = {
     "attention_efficiency": (0.25, 0.75),
     "attention_bwd_efficiency": (0.2, 0.65),
     "elementwise_factor": (0.25, 3.0),
-    "intra_link_efficiency": (0.5, 0.95),
-    "inter_link_efficiency": (0.5, 0.95),
     "tp_overlap": (0.0, 0.9),
     "step_overhead_s": (0.0, 0.1),
     "decode_overhead_s": (0.0, 0.02),

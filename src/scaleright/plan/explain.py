@@ -325,11 +325,11 @@ def _efficiency_ladder(scn, spec, gpu, rec, rate) -> dict:
     and GPUs needed for the offered rate, climbing from one request at a time in 16-bit to batching, 8-bit weights,
     an 8-bit KV cache and 4-bit weights (rungs the GPU cannot run are skipped with the reason)."""
     from scaleright.errors import InputError
-    from scaleright.estimate.comm import Cluster
+    from scaleright.estimate.comm import system_of
     from scaleright.plan.search import evaluate_inference
 
     inf = scn.inference
-    cluster = Cluster.for_gpu(gpu, gpus_per_node=scn.constraints.gpus_per_node)
+    system = system_of(gpu, gpus_per_node=scn.constraints.gpus_per_node)
     eight = "fp8" if gpu.dense_tflops.get("fp8") else "int8"
     rungs = [("one request at a time, 16-bit", "bf16", "bf16", 1), ("+ continuous batching", "bf16", "bf16", None),
              (f"+ {eight} weights", eight, "bf16", None), (f"+ {eight} KV cache", eight, eight, None),
@@ -338,7 +338,7 @@ def _efficiency_ladder(scn, spec, gpu, rec, rate) -> dict:
     rows: list[dict[str, Any]] = []
     for label, wp, kvp, cap in rungs:
         try:
-            c = evaluate_inference(spec, gpu=gpu, cluster=cluster, tp=rec["layout"]["tp"], rate_rps=rate,
+            c = evaluate_inference(spec, gpu=gpu, system=system, tp=rec["layout"]["tp"], rate_rps=rate,
                                    input_len=inf.input_len, output_len=inf.output_len, precision=wp, kv_precision=kvp,
                                    ttft_slo_s=inf.ttft_slo_s, tpot_slo_s=inf.tpot_slo_s, max_gpus=1 << 30,
                                    batch_limit=cap)  # fmt: skip
