@@ -10,6 +10,7 @@ at least its bytes through host memory, and hides none of it even when the frame
 from __future__ import annotations
 
 import functools
+import itertools
 
 import numpy as np
 import pytest
@@ -129,10 +130,10 @@ def test_fsdp_70b_across_a100_nodes_bends_the_efficiency_curve(seq_len):
     less than the one before it, per-GPU throughput falls at each step, and the exposed share of the step grows."""
     runs = [_fsdp_70b_a100(n, seq_len, 4096) for n in (64, 128, 256, 512)]
     per_gpu = [r["tokens_per_s_per_gpu"] for r in runs]
-    assert all(b < a for a, b in zip(per_gpu, per_gpu[1:], strict=False)), per_gpu
+    assert all(b < a for a, b in itertools.pairwise(per_gpu)), per_gpu
     share = [r["t_dp_comm"] / r["step_time_s"] for r in runs]
-    assert all(b > a for a, b in zip(share, share[1:], strict=False)), share
-    speedups = [a["step_time_s"] / b["step_time_s"] for a, b in zip(runs, runs[1:], strict=False)]
+    assert all(b > a for a, b in itertools.pairwise(share)), share
+    speedups = [a["step_time_s"] / b["step_time_s"] for a, b in itertools.pairwise(runs)]
     assert speedups[-1] < speedups[0] < 2.0, speedups
 
 
@@ -188,3 +189,41 @@ def test_tp_overlap_is_an_input_and_off_by_default():
     on = estimate_train(spec, gpu=gpu, layout=lay, seq_len=4096, tp_comm_overlap=True)
     assert default.time_breakdown_s["tp_comm"] == off.time_breakdown_s["tp_comm"] > 0
     assert on.time_breakdown_s["tp_comm"] < off.time_breakdown_s["tp_comm"]
+
+
+# ---- the CLI's flags ------------------------------------------------------------------------------------------
+
+
+def _cli_json(args: list[str]) -> dict:
+    import json
+
+    from typer.testing import CliRunner
+
+    from scaleright.cli.main import app
+
+    r = CliRunner().invoke(app, args)
+    assert r.exit_code == 0, r.output
+    return json.loads(r.output)
+
+
+TRAIN_70B_TP8 = ["estimate", "train", "--model", "llama-3.1-70b", "--gpus", "64", "--tp", "8", "--pp", "4",
+                 "--zero", "1", "--global-batch", "64", "--recompute", "selective", "--sequence-parallel",
+                 "--json"]  # fmt: skip
+
+
+def test_cli_tp_comm_overlap_is_off_unless_asked_for():
+    args = [*TRAIN_70B_TP8, "--gpu", "h100-sxm"]
+    default = _cli_json(args)["time_breakdown_s"]["tp_comm"]
+    assert default == _cli_json([*args, "--no-tp-comm-overlap"])["time_breakdown_s"]["tp_comm"]
+    assert _cli_json([*args, "--tp-comm-overlap"])["time_breakdown_s"]["tp_comm"] < default
+
+
+def test_cli_system_flag_picks_the_network():
+    """The same 4090s with the tinygrad P2P driver (tinybox, 6 per host) against the stock 8-card box (no P2P)."""
+    base = ["estimate", "train", "--model", "llama-3.1-8b", "--gpu", "rtx-4090", "--gpus", "2", "--tp", "2",
+            "--global-batch", "8", "--recompute", "full", "--json"]  # fmt: skip
+    stock = _cli_json([*base, "--system", "rtx-4090-box"])["time_breakdown_s"]["tp_comm"]
+    p2p = _cli_json([*base, "--system", "tinybox-4090-p2p"])["time_breakdown_s"]["tp_comm"]
+    assert p2p < stock
+    with pytest.raises(AssertionError, match="unknown system"):
+        _cli_json([*base, "--system", "no-such-box"])

@@ -43,7 +43,7 @@ def cpu_catalog(tmp_path):
 
 FIVE_RUNS = [(1, 4, 64), (1, 8, 128), (2, 8, 64), (2, 4, 128), (1, 16, 256)]  # (world size, micro-batch, hidden)
 # enough shapes to tell compute, memory, fixed overhead and the link's bandwidth and latency apart
-TEN_RUNS = FIVE_RUNS + [(2, 16, 256), (1, 1, 64), (2, 1, 512), (1, 2, 512), (2, 32, 128)]
+TEN_RUNS = [*FIVE_RUNS, (2, 16, 256), (1, 1, 64), (2, 1, 512), (1, 2, 512), (2, 32, 128)]
 
 # Ground truth set by the test, far from every default (0.589, 0.80, the default overhead, link scales of 1)
 # (the link is the collective model's bandwidth and latency scales: 1 is the measured fabric fits)

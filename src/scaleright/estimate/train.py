@@ -10,12 +10,22 @@ Training on GPU Clusters Using Megatron-LM"; Korthikanti et al. 2022):
   five matmuls backward against two forward);
 - memory-bound elementwise work (norms, residuals, rotary, activation functions, fp8 casts) at HBM bandwidth;
 - tensor-parallel all-reduces (two per layer forward, two backward; sequence parallelism replaces each with an
-  all-gather and a reduce-scatter of the same volume) on the critical path, context-parallel ring exchanges of
-  K/V overlapped with attention, expert-parallel all-to-alls (dispatch and combine) per MoE layer;
+  all-gather and a reduce-scatter of the same volume) on the critical path, hidden in part only where the
+  framework overlaps them (``tp_comm_overlap``) and never over PCIe without P2P; context-parallel ring exchanges
+  of K/V overlapped with attention, expert-parallel all-to-alls (dispatch and combine) per MoE layer;
 - recomputation: selective adds the attention core's forward, full adds the whole forward of the layer.
 A step is ``m + (p − 1)/v`` micro-batch slots of the slowest stage (1F1B / interleaved bubble), plus the exposed
-part of data-parallel gradient synchronisation (bucketed and overlapped with the last backward; ZeRO-3/FSDP
-gathers weights every micro-batch with prefetch), the optimizer step (memory-bound), and a fixed overhead.
+part of data-parallel synchronisation, the optimizer step (memory-bound), and a fixed overhead. Data parallelism:
+ZeRO-0 all-reduces gradient buckets during the last backward (the last bucket is exposed); ZeRO-1/2 reduce-scatter
+them during backward and all-gather the updated weights during the next forward; ZeRO-3/FSDP, per micro-batch
+and layer, gathers a layer's weights (forward and backward) and reduce-scatters its gradients while the
+neighbouring layer computes: exposed = first gather + last reduce-scatter + Σ_layers max(0, comm − compute).
+
+Every collective is timed by ``scaleright.estimate.collectives`` (measured nccl-tests bus bandwidth and latency
+per fabric, on the tiers of the ``catalog.systems.System`` its group spans, with the host's NICs shared by its GPUs
+that communicate at once): EP all-to-all over ``ep`` ranks ``tp`` apart, TP all-reduce over ``tp`` adjacent ranks,
+DP/ZeRO over ``dp·cp`` ranks ``tp`` apart (expert gradients over ``dp·cp/ep`` ranks ``tp·ep`` apart), PP send/recv
+over ``pp`` ranks ``tp·cp·dp`` apart, CP ring hops over ``cp`` ranks ``tp`` apart.
 
 Every function accepts numpy arrays for the layout axes and broadcasts (the planner evaluates millions at once).
 """
