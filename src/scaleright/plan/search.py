@@ -1,11 +1,11 @@
 """The layout search: every allowed GPU type × count × parallel layout, evaluated as numpy arrays.
 
-For training, the axes are GPU count (node-aware: 1, 2, 4, ... up to a node, then whole nodes), tensor parallel
-(powers of two inside a node that divide the heads), pipeline stages, context parallel (long sequences), expert
-parallel (MoE), ZeRO stage, micro-batch, recomputation and sequence parallelism. They are combined into one flat
-grid per GPU type (``numpy.meshgrid``), invalid combinations are masked arithmetically (STYLE habit 7), memory is
-evaluated for all valid layouts at once, and the performance model for those that fit. No Python loop runs over
-layouts.
+For training, the axes are GPU count (node-aware: 1, 2, 4, ... up to a host of the system, then whole hosts), tensor
+parallel (powers of two inside the system's scale-up domain that divide the heads), pipeline stages, context
+parallel (long sequences), expert parallel (MoE), ZeRO stage, micro-batch, recomputation and sequence
+parallelism. They are combined into one flat grid per GPU type (``numpy.meshgrid``), invalid combinations are
+masked arithmetically (STYLE habit 7), memory is evaluated for all valid layouts at once, and the performance model
+for those that fit. No Python loop runs over layouts.
 
 For inference, each GPU type × tensor-parallel size is evaluated over a grid of batch sizes up to the KV-cache
 capacity; the largest batch meeting the latency SLOs sets a replica's capacity, and enough replicas are added to
@@ -37,14 +37,14 @@ RECOMPUTE_NAMES = RECOMPUTE  # index = the grid's recompute code
 
 # The grid's bounds (printed with every plan): what the search does and does not try.
 SEARCH_LIMITS = {
-    "tp": "powers of two dividing the heads, inside one node",
+    "tp": "powers of two dividing the heads, inside the scale-up domain (8 on HGX, 72 on NVL72)",
     "pp": "1, 2, 4, 8, 16, 32 (at most the layers); no interleaved virtual stages",
     "cp": "1, 2, 4, 8 from 32k-token sequences, else 1",
     "ep": "powers of two dividing the experts, up to 64 (MoE only)",
     "zero": "0-3 (LoRA/QLoRA: 0 or 3)",
     "micro_batch": "1, 2, 4, 8 (dividing the global batch with dp)",
     "recompute": "none, selective (with sequence parallelism when tp > 1), full",
-    "inference": "tp in 1, 2, 4, 8, 16 inside one node, pp = 1, batch up to 4096 sequences per replica",
+    "inference": "tp in 1, 2, 4, 8, 16 inside the scale-up domain, pp = 1, batch up to 4096 sequences per replica",
 }
 INFER_BATCH_LIMIT = 4096
 
