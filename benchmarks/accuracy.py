@@ -11,13 +11,16 @@ token its own TFLOP/s ÷ tokens/s imply.
     python benchmarks/accuracy.py                 # errors with the default calibration
     python benchmarks/accuracy.py --fit           # fit the Calibration on all rows jointly, plus a held-out check
     python benchmarks/accuracy.py --fit --write   # also write the fitted values as the defaults of calibration.py
+    python benchmarks/accuracy.py --fit --loso    # plus a leave-one-source-out check (one fit per training table)
 
 ``--fit`` needs scipy: ``pip install ".[validate]"``; the error report alone needs only scaleright.
 
 The fit (scipy ``least_squares``, trust-region reflective, soft-L1 loss) minimises log(predicted / measured) over
 training and inference rows together, one parameter set for everything; each row is weighted so that every
 table on its side (training, inference) weighs the same and the two sides weigh the same in total. Parameters are
-bounded to physical ranges (``FIT_BOUNDS``). Left at their defaults: the α latencies, ``memory_efficiency``
+bounded to physical ranges (``FIT_BOUNDS``). Communication is not fitted here: the estimator costs collectives
+from measured nccl-tests bus bandwidth (``scaleright.estimate.collectives``, fitted per fabric by
+``validation/collectives_fit.py``). Left at their defaults: ``memory_efficiency``
 (degenerate with ``elementwise_factor``) and ``gemm_half_dim``, which these rows cannot identify: fitted, it runs
 to either end of [0, 512] depending on whether prefill is timed per prompt or batched. Tables whose hardware is
 not the catalog part they are mapped to (``NOT_FITTED``: power-capped GPUs) are reported but not fitted.
@@ -57,8 +60,6 @@ FIT_BOUNDS: dict[str, tuple[float, float]] = {
     "attention_efficiency": (0.25, 0.75),
     "attention_bwd_efficiency": (0.2, 0.65),
     "elementwise_factor": (0.25, 3.0),
-    "intra_link_efficiency": (0.5, 0.95),
-    "inter_link_efficiency": (0.5, 0.95),
     "tp_overlap": (0.0, 0.9),
     "step_overhead_s": (0.0, 0.1),
     "decode_overhead_s": (0.0, 0.02),
@@ -314,6 +315,33 @@ def held_out(data: Data, base: Calibration, pool) -> None:
         print("        fitted: " + ", ".join(f"{n}={getattr(cal, n):.3g}" for n in _NAMES))
 
 
+def leave_one_source_out(data: Data, base: Calibration, pool) -> None:
+    """For each training table: fit on every other table (training and inference), error on that table's rows; the
+    pooled median and 90th percentile over all held-out training rows."""
+    tables = sorted({c.group for c in data.train if c.group not in NOT_FITTED})
+    all_groups = frozenset(c.group for c in data.cases if c.group not in NOT_FITTED)
+    meas = measured(data)
+    err = np.full(len(data.cases), np.nan)
+    print("\nLeave-one-source-out (training tables; fit on all the others)")
+    at_bound: Counter[str] = Counter()
+    for g in tables:
+        cal, info = fit(data, base, all_groups - {g}, pool)
+        idx = [i for i, c in enumerate(data.cases) if c.group == g]
+        err[idx] = predict(data, cal, frozenset({g}))[idx] / meas[idx] - 1
+        med, p90, bias = _stats(err[idx])
+        for n in _NAMES:
+            lo, hi = FIT_BOUNDS[n]
+            if min(getattr(cal, n) - lo, hi - getattr(cal, n)) <= 1e-3 * (hi - lo):
+                at_bound[n] += 1
+        print(f"  {g:38s} {len(idx):4d} rows  held-out med|e| {_pct(med)}  p90 {_pct(p90)}  bias {_pct(bias)}  "
+              f"({info['seconds']:.0f} s)")  # fmt: skip
+    tr = [i for i, c in enumerate(data.cases) if c.group in tables]
+    med, p90, _ = _stats(err[tr])
+    print(f"  pooled held-out training rows: median |e| {_pct(med)}  p90 {_pct(p90)}  ({len(tr)} rows)")
+    print("  parameters on a bound (fits out of " + str(len(tables)) + "): "
+          + (", ".join(f"{n} {k}" for n, k in at_bound.most_common()) or "none"))
+
+
 def print_parameters(fitted: Calibration, default: Calibration) -> None:
     print("\nFitted calibration (all training + inference rows jointly)")
     print(f"  {'parameter':26s} {'default':>10s} {'fitted':>10s}  bounds")
@@ -350,6 +378,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--write", action="store_true", help="with --fit: write the fitted defaults into calibration.py")
     ap.add_argument("--worst", type=int, default=5, help="worst rows printed per table (default 5)")
     ap.add_argument("--no-held-out", action="store_true", help="with --fit: skip the held-out check")
+    ap.add_argument("--loso", action="store_true",
+                    help="with --fit: also leave each training table out in turn (one fit per table; slow)")
     args = ap.parse_args(argv)
     if args.write and not args.fit:
         ap.error("--write needs --fit")
@@ -373,6 +403,8 @@ def main(argv: list[str] | None = None) -> int:
             report(data, cal, "fitted calibration", worst=args.worst)
             if not args.no_held_out:
                 held_out(data, DEFAULT_CALIBRATION, pool)
+            if args.loso:
+                leave_one_source_out(data, DEFAULT_CALIBRATION, pool)
         if args.write:
             write_defaults(cal)
     print(f"\n({time.time() - t0:.1f} s)")

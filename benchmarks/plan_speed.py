@@ -15,7 +15,7 @@ import time
 import numpy as np
 
 from scaleright.catalog import Catalog
-from scaleright.estimate.comm import Cluster
+from scaleright.estimate.comm import system_of
 from scaleright.estimate.layout import Layout
 from scaleright.estimate.memory import training_memory
 from scaleright.estimate.train import train_step_arrays
@@ -62,8 +62,8 @@ def main() -> None:
     # The same kind of layouts through a plain per-layout loop (memory, then the performance model).
     spec = load_model("llama-3.1-70b", catalog=cat)
     g = cat.gpu("h100-sxm")
-    cluster = Cluster.for_gpu(g)
-    grid = train_layout_grid(spec, counts=gpu_counts(cluster.gpus_per_node, 512), gpus_per_node=8, seq_len=4096,
+    system = system_of(g)
+    grid = train_layout_grid(spec, counts=gpu_counts(system.gpus_per_node, 512), gpus_per_node=8, seq_len=4096,
                              global_batch=512, task="full-finetune")
     rng = np.random.default_rng(0)
     idx = rng.choice(grid["tp"].size, size=min(args.sample, grid["tp"].size), replace=False)
@@ -74,7 +74,7 @@ def main() -> None:
                      global_batch=512, recompute=RECOMPUTE_NAMES[int(grid["rc"][i])],
                      sequence_parallel=bool(grid["sp"][i]))
         training_memory(spec, layout=lay, seq_len=4096, task="full-finetune")
-        train_step_arrays(spec, gpu=g, cluster=cluster, seq_len=4096, global_batch=512, tp=lay.tp, pp=lay.pp,
+        train_step_arrays(spec, gpu=g, system=system, seq_len=4096, global_batch=512, tp=lay.tp, pp=lay.pp,
                           dp=lay.dp, cp=lay.cp, ep=lay.ep, zero=lay.zero, micro_batch=lay.micro_batch,
                           recompute=lay.recompute, sequence_parallel=lay.sequence_parallel, task="full-finetune")
     loop_rate = len(idx) / (time.perf_counter() - t0)

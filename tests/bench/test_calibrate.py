@@ -45,9 +45,10 @@ FIVE_RUNS = [(1, 4, 64), (1, 8, 128), (2, 8, 64), (2, 4, 128), (1, 16, 256)]  # 
 # enough shapes to tell compute, memory, fixed overhead and the link's bandwidth and latency apart
 TEN_RUNS = [*FIVE_RUNS, (2, 16, 256), (1, 1, 64), (2, 1, 512), (1, 2, 512), (2, 32, 128)]
 
-# Ground truth set by the test, far from every default (0.589, 0.80, 5e-6 s, 0.547 and the default overhead)
-TRUTH = {"gemm_efficiency": 0.3, "memory_efficiency": 0.4, "step_overhead_s": 0.02, "intra_link_efficiency": 0.2,
-         "intra_latency_s": 2e-4}  # fmt: skip
+# Ground truth set by the test, far from every default (0.589, 0.80, the default overhead, link scales of 1)
+# (the link is the collective model's bandwidth and latency scales: 1 is the measured fabric fits)
+TRUTH = {"gemm_efficiency": 0.3, "memory_efficiency": 0.4, "step_overhead_s": 0.02,
+         "collective_bandwidth_scale": 0.35, "collective_latency_scale": 40.0}  # fmt: skip
 
 
 def _synthetic_runs(make_run, gpu, truth, shapes=FIVE_RUNS):
@@ -154,7 +155,7 @@ def test_calibrate_and_compare_on_real_runs(cli, tmp_path, cpu_catalog):
     out = json.loads(fit.stdout)
     cal = load_calibration(str(tmp_path / "cals" / "ci-test.json"))
     assert cal.as_dict() == out["parameters"]
-    assert out["runs"] == 2 and "intra_link_efficiency" in out["fitted"]  # two world sizes: the link is fitted too
+    assert out["runs"] == 2 and "collective_bandwidth_scale" in out["fitted"]  # two world sizes: the link is fitted too
 
     after = cli("compare", "--gpu", "test-cpu", "--catalog", cpu_catalog, "--db", db, "--calibration", "ci-test",
                 "--json", env=env)

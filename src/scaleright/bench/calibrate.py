@@ -22,7 +22,7 @@ import numpy as np
 
 from scaleright.errors import InputError
 from scaleright.estimate.calibration import DEFAULT_CALIBRATION, Calibration
-from scaleright.estimate.comm import Cluster
+from scaleright.estimate.comm import system_of
 from scaleright.estimate.layout import Layout
 from scaleright.estimate.memory import Overheads
 from scaleright.estimate.train import estimate_train
@@ -37,8 +37,8 @@ FIT_BOUNDS: dict[str, tuple[float, float]] = {
     "gemm_efficiency": (0.01, 0.95),
     "memory_efficiency": (0.05, 0.95),
     "step_overhead_s": (1e-5, 5.0),
-    "intra_link_efficiency": (0.02, 0.95),
-    "intra_latency_s": (1e-7, 1e-2),
+    "collective_bandwidth_scale": (0.02, 1.3),  # x the measured fabric bandwidth fraction (which is <= ~0.9)
+    "collective_latency_scale": (0.02, 2000.0),  # x the fitted step latency (gloo on CPU: milliseconds)
 }
 
 
@@ -112,10 +112,10 @@ def _run_inputs(run: dict) -> RunInputs:
 
 def predict_run(ri: RunInputs, *, gpu, cal: Calibration = DEFAULT_CALIBRATION) -> dict[str, float]:
     """The model's step time, tokens/s and memory per rank for one run."""
-    cluster = Cluster.for_gpu(gpu, gpus_per_node=ri.gpus_per_node)
+    system = system_of(gpu, gpus_per_node=ri.gpus_per_node)
     # The harness measures allocated tensors (CUDA max_memory_allocated, or RSS growth on CPU), without the CUDA
     # context or the allocator's cache: compare like with like.
-    est = estimate_train(ri.spec, gpu=gpu, layout=ri.layout, seq_len=ri.seq_len, cluster=cluster,
+    est = estimate_train(ri.spec, gpu=gpu, layout=ri.layout, seq_len=ri.seq_len, system=system,
                          precision=ri.precision, cal=cal,
                          overheads=Overheads(runtime_gb=0.0, fragmentation_fraction=0.0))  # fmt: skip
     return {"step_time_s": est.step_time_s, "tokens_per_s": est.tokens_per_s, "peak_memory_gb": est.memory_gb_per_gpu}
@@ -154,7 +154,7 @@ def fit_calibration(inputs: list[RunInputs], *, gpu, start: Calibration = DEFAUL
     if params is None:
         params = ("gemm_efficiency", "memory_efficiency", "step_overhead_s")
         if multi:
-            params += ("intra_link_efficiency", "intra_latency_s")
+            params += ("collective_bandwidth_scale", "collective_latency_scale")
     cal = start
     before = _loss(inputs, gpu, cal)
     cur = before

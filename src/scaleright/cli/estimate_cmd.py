@@ -121,9 +121,8 @@ def _zero_recompute(zero: int, recompute: str) -> None:
 
 def _sequence_parallel_needs_tp(sequence_parallel: bool, tp: int) -> None:
     if sequence_parallel and tp == 1:
-        raise InputError(
-            "--sequence-parallel splits activations over tensor parallelism; it needs --tp > 1 (got --tp 1)"
-        )
+        raise InputError("--sequence-parallel splits activations over tensor parallelism; it needs --tp > 1 "
+                         "(got --tp 1)")
 
 
 def _pp_fits(gpus: int, pp: int, layers: int | None = None) -> None:
@@ -237,11 +236,16 @@ def memory_cmd(
     _memory_table(f"Memory per GPU on {g.id}", mem.as_dict(), mem.total_gb, g.memory_gb, caption)
 
 
-def _cluster(g, gpus_per_node, inter_node_gbps_per_gpu):
-    """The cluster of ``g`` (the flags were checked with the others, before the model was loaded)."""
-    from scaleright.estimate.comm import Cluster
+def _system(g, system, gpus_per_node, inter_node_gbps_per_gpu):
+    """The system (network tiers) of ``g``: ``--system`` or the GPU's default one, with the node flags as overrides
+    (the flags were checked with the others, before the model was loaded)."""
+    from scaleright.estimate.comm import system_of
 
-    return Cluster.for_gpu(g, gpus_per_node=gpus_per_node, inter_node_gbps_per_gpu=inter_node_gbps_per_gpu)
+    return system_of(g, system=system, gpus_per_node=gpus_per_node, nic_gbps_per_gpu=inter_node_gbps_per_gpu)
+
+
+SystemOpt = typer.Option(None, "--system", help="Built-in system id (network tiers, "
+                         "scaleright/catalog/data/systems.yaml). Default: the GPU's first system.")  # fmt: skip
 
 
 @estimate_app.command("train")
@@ -272,6 +276,11 @@ def train_cmd(
     gpus_per_node: int | None = typer.Option(None, "--gpus-per-node", help="Default: the GPU's typical node."),
     inter_node_gbps_per_gpu: float | None = typer.Option(None, "--inter-node-gbps-per-gpu",
                                                          help="NIC Gb/s per GPU (default: the GPU's typical node)."),
+    system: str | None = SystemOpt,
+    tp_comm_overlap: bool = typer.Option(
+        False, "--tp-comm-overlap/--no-tp-comm-overlap",
+        help="The framework overlaps tensor-parallel communication with GEMMs (Megatron-Core --tp-comm-overlap, "
+             "torch async TP); off by default, as in those frameworks. Never on PCIe without P2P."),
     tokens: float | None = typer.Option(None, "--tokens", help="Training tokens, for time and GPU-hours."),
     calibration: str | None = CalOpt,
     catalog: Path | None = CatalogOpt,
@@ -305,8 +314,9 @@ def train_cmd(
                     virtual_stages=virtual_stages)  # fmt: skip
     layout.validate(spec, gpus=gpus)
     est = estimate_train(
-        spec, gpu=g, layout=layout, seq_len=seq_len, cluster=_cluster(g, gpus_per_node, inter_node_gbps_per_gpu),
-        precision=precision, task=task, lora=lora, optimizer=optimizer, tokens=tokens, cal=cal,
+        spec, gpu=g, layout=layout, seq_len=seq_len,
+        system=_system(g, system, gpus_per_node, inter_node_gbps_per_gpu), precision=precision, task=task, lora=lora,
+        optimizer=optimizer, tokens=tokens, cal=cal, tp_comm_overlap=tp_comm_overlap,
     )  # fmt: skip
     d = est.as_dict()
     if as_json:
@@ -345,6 +355,7 @@ def infer_cmd(
     kv_precision: str | None = typer.Option(
         None, "--kv-precision", help="KV-cache precision (default: fp32 with --precision fp32, else bf16)."),
     gpus_per_node: int | None = typer.Option(None, "--gpus-per-node", help="Default: the GPU's typical node."),
+    system: str | None = SystemOpt,
     calibration: str | None = CalOpt,
     catalog: Path | None = CatalogOpt,
     as_json: bool = JsonOpt,
@@ -380,7 +391,7 @@ def infer_cmd(
     _pp_fits(gpus, pp, spec.layers)
     est = estimate_infer(
         spec, gpu=g, gpus=gpus, tp=tp, pp=pp, input_len=input_len, output_len=output_len, batch=b,
-        cluster=_cluster(g, gpus_per_node, None), precision=precision, kv_precision=kv_precision,
+        system=_system(g, system, gpus_per_node, None), precision=precision, kv_precision=kv_precision,
         cal=cal,
     )  # fmt: skip
     d = est.as_dict()

@@ -1,11 +1,12 @@
 """Estimate: memory per GPU, training step time and MFU, inference latency and throughput, from physics.
 
 Model, layout and hardware are separate inputs (``TransformerSpec``, ``Layout``, a catalog ``Accelerator`` and a
-``Cluster``), combined only here. ``Calibration`` holds the few efficiency factors fitted to measurements.
+``catalog.systems.System``, found by ``system_of``), combined only here. ``Calibration`` holds the few efficiency
+factors fitted to measurements.
 """
 
 from scaleright.estimate.calibration import DEFAULT_CALIBRATION, Calibration, load_calibration, save_calibration
-from scaleright.estimate.comm import Cluster, collective_time_s
+from scaleright.estimate.comm import Cluster, collective_time_s, system_of
 from scaleright.estimate.infer import InferEstimate, estimate_infer, max_batch
 from scaleright.estimate.layout import Layout
 from scaleright.estimate.memory import (
@@ -36,5 +37,6 @@ __all__ = [
     "load_calibration",
     "max_batch",
     "save_calibration",
+    "system_of",
     "training_memory",
 ]

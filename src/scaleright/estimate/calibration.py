@@ -14,7 +14,7 @@ import math
 import os
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from scaleright.errors import CatalogFileError, InputError
 from scaleright.limits import _show
@@ -60,12 +60,17 @@ class Calibration:
     # pass, relative to an unfused eager count (1.0); fused kernels and torch.compile lower it.
     # The fitted default is above 1: it also absorbs per-layer costs that weigh most on small models.
     elementwise_factor: float = 1.66
-    # NCCL bus bandwidth as a fraction of the link's one-direction datasheet bandwidth (nccl-tests on NVLink 4:
-    # ~360-370 of 450 GB/s; over 400 Gb/s InfiniBand: ~45-48 of 50 GB/s per GPU).
-    # The fitted intra-node default lies below that range (~0.8); the inter-node one is at the fit's upper bound.
+    # The training and inference estimators cost collectives from measured nccl-tests bus bandwidth per fabric
+    # (``scaleright.estimate.collectives``, ``catalog/data/collective_fits.yaml``), scaled by these two factors:
+    # 1 means the measured fits as they are; ``scaleright calibrate`` fits them to a user's own multi-GPU runs
+    # (a slower or faster network than the reference machines). Not fitted by ``benchmarks/accuracy.py``.
+    collective_bandwidth_scale: float = 1.0  # multiplies every fabric's achieved bandwidth fraction (η)
+    collective_latency_scale: float = 1.0  # multiplies every fabric's fitted step latency (α)
+    # Legacy α–β model (``estimate.comm.group_bandwidth``, kept for callers outside the estimators): NCCL bus
+    # bandwidth as a fraction of the link's one-direction datasheet bandwidth, and the latency per ring step.
+    # No longer fitted: the values of the last fit that used them.
     intra_link_efficiency: float = 0.547
     inter_link_efficiency: float = 0.95
-    # Latency per ring step of a collective (α): a few µs inside a node, ~5-10 µs across InfiniBand.
     intra_latency_s: float = 5e-6
     inter_latency_s: float = 10e-6
     # Share of TP communication hidden behind GEMMs when the framework overlaps it (Megatron-Core
@@ -101,7 +106,8 @@ class Calibration:
                 raise InputError(f"calibration {name}={v} must be greater than 0 and at most 1")
         if self.tp_overlap > 1:  # a share of TP communication hidden: 0 (none) to 1 (all)
             raise InputError(f"calibration tp_overlap={self.tp_overlap} must be at most 1")
-        for name in ("tensor_scale_ampere", "tensor_scale_blackwell"):  # throughput multipliers
+        for name in ("tensor_scale_ampere", "tensor_scale_blackwell", "collective_bandwidth_scale",
+                     "collective_latency_scale"):  # multipliers  # fmt: skip
             if getattr(self, name) <= 0:
                 raise InputError(f"calibration {name}={getattr(self, name)} must be greater than 0")
 
@@ -174,8 +180,8 @@ def profile_path(name: str, directory: Path | None = None, *, flag: str = "calib
     return d / f"{name}.json"
 
 
-def save_calibration(name: str, cal: Calibration, *, meta: dict[str, Any] | None = None, directory: Path | None = None,
-                     overwrite: bool = False) -> Path:
+def save_calibration(name: str, cal: Calibration, *, meta: dict[str, object] | None = None,
+                     directory: Path | None = None, overwrite: bool = False) -> Path:
     """Write ``cal`` atomically as ``<dir>/<name>.json`` with optional metadata (fingerprint, runs used, fit error).
     An existing profile is replaced only with ``overwrite=True`` (``scaleright calibrate --force``)."""
     from scaleright.textfile import write_atomic

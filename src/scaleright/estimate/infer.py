@@ -26,7 +26,8 @@ from numpy.typing import ArrayLike, NDArray
 
 from scaleright.errors import InputError
 from scaleright.estimate.calibration import DEFAULT_CALIBRATION, Calibration
-from scaleright.estimate.comm import Cluster, collective_time_s, group_bandwidth
+from scaleright.estimate.collectives import collective_time_s
+from scaleright.estimate.comm import Cluster, scaled_fits, system_of
 from scaleright.estimate.layer import elementwise_values, gemm_time, layer_gemm_times
 from scaleright.estimate.layout import Layout, divisors
 from scaleright.estimate.memory import GB, Overheads, inference_memory_arrays, kv_cache_bytes
@@ -38,6 +39,7 @@ from scaleright.workload.spec import TransformerSpec
 
 if TYPE_CHECKING:
     from scaleright.catalog.gpus import Accelerator
+    from scaleright.catalog.systems import System
 
 __all__ = ["InferEstimate", "infer_arrays", "estimate_infer", "max_batch", "compute_precision"]
 
@@ -53,7 +55,7 @@ def compute_precision(gpu: Accelerator, precision: str) -> str:
 
 
 def _prefill_time(
-    spec: TransformerSpec, c: ParamCounts, *, gpu: Accelerator, cluster: Cluster, tokens: ArrayLike, context: float,
+    spec: TransformerSpec, c: ParamCounts, *, gpu: Accelerator, system: System, tokens: ArrayLike, context: float,
     tp: ArrayLike, precision: str, cal: Calibration,
 ) -> float | NDArray[np.float64]:
     """Time to run ``tokens`` prompt tokens (each attending to ``context`` on average... causal) on one replica."""
@@ -74,14 +76,13 @@ def _prefill_time(
     )
     repl, split = elementwise_values(spec, c)
     elem = cal.elementwise_factor * t * (repl + split / tp) * 2 / hbm
-    bw, a = group_bandwidth(cluster, cal, size=tp, stride=1)
-    comm = 2 * collective_time_s("all_reduce", t * h * 2.0, tp, bw, a)
+    comm = 2 * collective_time_s("all_reduce", t * h * 2.0, system=system, fits=scaled_fits(cal), size=tp, stride=1)
     head = gemm_time(np.maximum(t / np.maximum(context, 1), 1), h, spec.vocab / tp, **gemm)
     return cast("float | NDArray[np.float64]", spec.layers * (attn + ffn + core + elem + comm) + head)
 
 
 def _decode_time(
-    spec: TransformerSpec, c: ParamCounts, *, gpu: Accelerator, cluster: Cluster, batch: ArrayLike, context: float,
+    spec: TransformerSpec, c: ParamCounts, *, gpu: Accelerator, system: System, batch: ArrayLike, context: float,
     tp: ArrayLike, pp: ArrayLike, precision: str, kv_precision: str, cal: Calibration,
 ) -> float | NDArray[np.float64]:
     """One decode iteration for ``batch`` sequences at ``context`` tokens on one replica."""
@@ -118,10 +119,11 @@ def _decode_time(
     else:
         compute = flops / (peak_eff * rows(B))
     mem = (w_bytes + kv) / hbm
-    bw, a = group_bandwidth(cluster, cal, size=tp, stride=1)
-    comm = spec.layers / pp * 2 * collective_time_s("all_reduce", B * spec.hidden * 2.0, tp, bw, a)
-    bw_pp, a_pp = group_bandwidth(cluster, cal, size=pp, stride=tp)
-    p2p = np.where(pp > 1, (pp - 1) * collective_time_s("p2p", B * spec.hidden * 2.0, 2, bw_pp, a_pp), 0.0)
+    fits = scaled_fits(cal)
+    comm = spec.layers / pp * 2 * collective_time_s("all_reduce", B * spec.hidden * 2.0, system=system, fits=fits,
+                                                    size=tp, stride=1)  # fmt: skip
+    # pp - 1 stage-to-stage sends per token, each on the slowest tier the pipeline group spans
+    p2p = (pp - 1) * collective_time_s("p2p", B * spec.hidden * 2.0, system=system, fits=fits, size=pp, stride=tp)
     # stages run one after another for a token: pp stage times add up
     return cast("float | NDArray[np.float64]", pp * (np.maximum(compute, mem) + comm) + p2p + cal.decode_overhead_s)
 
@@ -148,24 +150,26 @@ def max_batch(spec: TransformerSpec, *, gpu: Accelerator, context: int, tp: int 
     return lo
 
 
-def infer_arrays(spec: TransformerSpec, *, gpu: Accelerator, cluster: Cluster, tp: ArrayLike, pp: ArrayLike,
+def infer_arrays(spec: TransformerSpec, *, gpu: Accelerator, tp: ArrayLike, pp: ArrayLike,
                  batch: ArrayLike, input_len: float, output_len: float, precision: str = "bf16",
-                 kv_precision: str = "bf16",
-                 cal: Calibration = DEFAULT_CALIBRATION) -> dict[str, np.ndarray]:  # fmt: skip
-    """Latency and throughput of ONE replica at concurrency ``batch`` (array-friendly in batch and tp)."""
+                 kv_precision: str = "bf16", cal: Calibration = DEFAULT_CALIBRATION, system: System | None = None,
+                 cluster: Cluster | None = None) -> dict[str, np.ndarray]:  # fmt: skip
+    """Latency and throughput of ONE replica at concurrency ``batch`` (array-friendly in batch and tp); ``system``
+    is the network (default: ``system_of(gpu, cluster=cluster)``)."""
+    system = system_of(gpu, system=system, cluster=cluster)
     c = count_params(spec)
     I = float(input_len)  # noqa: E741
     O = float(output_len)  # noqa: E741
-    prefill_one = _prefill_time(spec, c, gpu=gpu, cluster=cluster, tokens=I, context=I, tp=tp, precision=precision,
+    prefill_one = _prefill_time(spec, c, gpu=gpu, system=system, tokens=I, context=I, tp=tp, precision=precision,
                                 cal=cal)  # fmt: skip
-    t_dec = _decode_time(spec, c, gpu=gpu, cluster=cluster, batch=batch, context=I + O / 2, tp=tp, pp=pp,
+    t_dec = _decode_time(spec, c, gpu=gpu, system=system, batch=batch, context=I + O / 2, tp=tp, pp=pp,
                          precision=precision, kv_precision=kv_precision, cal=cal)  # fmt: skip
     prefill_one = np.asarray(prefill_one) * np.asarray(pp, dtype=float)
     B = np.asarray(batch, dtype=float)
     # B/O prompts arrive per iteration in steady state; at least one of them is prefilled together (one batched
     # prefill reads the weights once), fewer than one means one prefill every O/B iterations.
     n_new = B / O
-    prefill_batch = _prefill_time(spec, c, gpu=gpu, cluster=cluster, tokens=np.maximum(n_new, 1.0) * I, context=I,
+    prefill_batch = _prefill_time(spec, c, gpu=gpu, system=system, tokens=np.maximum(n_new, 1.0) * I, context=I,
                                   tp=tp, precision=precision, cal=cal) * np.asarray(pp, dtype=float)  # fmt: skip
     period = t_dec + np.minimum(n_new, 1.0) * prefill_batch
     ttft = prefill_one + t_dec
@@ -207,7 +211,7 @@ class InferEstimate:
         }
 
 
-def _one_layout(spec: TransformerSpec, *, gpu: Accelerator, cluster: Cluster, gpus: int, tp: int, pp: int,
+def _one_layout(spec: TransformerSpec, *, gpu: Accelerator, system: System, gpus: int, tp: int, pp: int,
                 batch: int | str, input_len: int, output_len: int, precision: str, kv_precision: str,
                 cal: Calibration, overheads: Overheads) -> InferEstimate:  # fmt: skip
     context = input_len + output_len
@@ -233,7 +237,7 @@ def _one_layout(spec: TransformerSpec, *, gpu: Accelerator, cluster: Cluster, gp
                   f"{gpu.id} has {gpu.memory_gb:.1f} GB")
     elif not fits:
         reason = f"batch {busiest} per replica exceeds the KV-cache capacity of {mb} sequences"
-    kw: dict[str, Any] = dict(gpu=gpu, cluster=cluster, tp=tp, pp=pp, input_len=input_len, output_len=output_len,
+    kw: dict[str, Any] = dict(gpu=gpu, system=system, tp=tp, pp=pp, input_len=input_len, output_len=output_len,
                               precision=precision, kv_precision=kv_precision, cal=cal)  # fmt: skip
     hi = {k: float(v) for k, v in infer_arrays(spec, batch=b_eval, **kw).items()}
     totals: dict[str, Any] = {k: hi[k] * (rem if rem else replicas)
@@ -258,6 +262,7 @@ def estimate_infer(
     batch: int | str = 1,
     tp: int | None = None,
     pp: int = 1,
+    system: System | str | None = None,
     cluster: Cluster | None = None,
     precision: str = "bf16",
     kv_precision: str | None = None,
@@ -275,9 +280,9 @@ def estimate_infer(
     if batch != "max" and (not isinstance(batch, int) or batch < 1):
         raise InputError(f"batch={batch!r} must be a positive integer or 'max'")
     kv_precision = kv_precision or ("fp32" if precision == "fp32" else "bf16")
-    cluster = cluster or Cluster.for_gpu(gpu)
     kw: dict[str, Any] = dict(
-        gpu=gpu, cluster=cluster, gpus=gpus, pp=pp, batch=batch, input_len=input_len, output_len=output_len,
+        gpu=gpu, system=system_of(gpu, system=system, cluster=cluster), gpus=gpus, pp=pp, batch=batch,
+        input_len=input_len, output_len=output_len,
         precision=precision, kv_precision=kv_precision, cal=cal, overheads=overheads,
     )  # fmt: skip
     if tp is not None:

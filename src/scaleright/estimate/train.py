@@ -10,12 +10,22 @@ Training on GPU Clusters Using Megatron-LM"; Korthikanti et al. 2022):
   five matmuls backward against two forward);
 - memory-bound elementwise work (norms, residuals, rotary, activation functions, fp8 casts) at HBM bandwidth;
 - tensor-parallel all-reduces (two per layer forward, two backward; sequence parallelism replaces each with an
-  all-gather and a reduce-scatter of the same volume) on the critical path, context-parallel ring exchanges of
-  K/V overlapped with attention, expert-parallel all-to-alls (dispatch and combine) per MoE layer;
+  all-gather and a reduce-scatter of the same volume) on the critical path, hidden in part only where the
+  framework overlaps them (``tp_comm_overlap``) and never over PCIe without P2P; context-parallel ring exchanges
+  of K/V overlapped with attention, expert-parallel all-to-alls (dispatch and combine) per MoE layer;
 - recomputation: selective adds the attention core's forward, full adds the whole forward of the layer.
 A step is ``m + (p − 1)/v`` micro-batch slots of the slowest stage (1F1B / interleaved bubble), plus the exposed
-part of data-parallel gradient synchronisation (bucketed and overlapped with the last backward; ZeRO-3/FSDP
-gathers weights every micro-batch with prefetch), the optimizer step (memory-bound), and a fixed overhead.
+part of data-parallel synchronisation, the optimizer step (memory-bound), and a fixed overhead. Data parallelism:
+ZeRO-0 all-reduces gradient buckets during the last backward (the last bucket is exposed); ZeRO-1/2 reduce-scatter
+them during backward and all-gather the updated weights during the next forward; ZeRO-3/FSDP, per micro-batch
+and layer, gathers a layer's weights (forward and backward) and reduce-scatters its gradients while the
+neighbouring layer computes: exposed = first gather + last reduce-scatter + Σ_layers max(0, comm − compute).
+
+Every collective is timed by ``scaleright.estimate.collectives`` (measured nccl-tests bus bandwidth and latency
+per fabric, on the tiers of the ``catalog.systems.System`` its group spans, with the host's NICs shared by its GPUs
+that communicate at once): EP all-to-all over ``ep`` ranks ``tp`` apart, TP all-reduce over ``tp`` adjacent ranks,
+DP/ZeRO over ``dp·cp`` ranks ``tp`` apart (expert gradients over ``dp·cp/ep`` ranks ``tp·ep`` apart), PP send/recv
+over ``pp`` ranks ``tp·cp·dp`` apart, CP ring hops over ``cp`` ranks ``tp`` apart.
 
 Every function accepts numpy arrays for the layout axes and broadcasts (the planner evaluates millions at once).
 """
@@ -30,7 +40,8 @@ from numpy.typing import ArrayLike, NDArray
 
 from scaleright.errors import InputError
 from scaleright.estimate.calibration import DEFAULT_CALIBRATION, Calibration
-from scaleright.estimate.comm import Cluster, collective_time_s, group_bandwidth
+from scaleright.estimate.collectives import CollectiveFits, collective_time_s
+from scaleright.estimate.comm import Cluster, scaled_fits, system_of
 from scaleright.estimate.layer import attn_out_width, elementwise_values, ffn_width, gemm_time, layer_gemm_times
 from scaleright.estimate.layout import Layout, divisors
 from scaleright.estimate.memory import (
@@ -49,6 +60,7 @@ from scaleright.workload.spec import TransformerSpec
 
 if TYPE_CHECKING:
     from scaleright.catalog.gpus import Accelerator
+    from scaleright.catalog.systems import System
 
 __all__ = ["TrainEstimate", "train_step_arrays", "estimate_train", "peak_flops", "TIME_KEYS"]
 
@@ -76,11 +88,26 @@ def peak_flops(gpu: Accelerator, precision: str) -> float:
     return float(v) * 1e12
 
 
+def _coll(kind: str, nbytes: ArrayLike, *, system: System, size: ArrayLike, stride: ArrayLike,
+          fits: CollectiveFits | None = None, where: ArrayLike = True) -> NDArray[np.float64]:
+    """``collectives.collective_time_s`` evaluated only where the group has more than one rank and ``where`` holds
+    (0 elsewhere): the planner's grids are mostly groups of one, and each layout needs only its ZeRO stage's
+    collectives."""
+    b, n, st, w = np.broadcast_arrays(np.asarray(nbytes, dtype=float), np.asarray(size, dtype=float),
+                                      np.asarray(stride, dtype=float), np.asarray(where, dtype=bool))  # fmt: skip
+    sel = (n > 1) & w
+    out = np.zeros(b.shape)
+    if sel.any():
+        out[sel] = collective_time_s(kind, b[sel], system=system, size=n[sel], stride=st[sel], fits=fits)
+    return out
+
+
 def train_step_arrays(
     spec: TransformerSpec,
     *,
     gpu: Accelerator,
-    cluster: Cluster,
+    system: System | None = None,
+    cluster: Cluster | None = None,
     seq_len: float | NDArray[np.float64],
     global_batch: ArrayLike,
     tp: ArrayLike = 1,
@@ -99,13 +126,18 @@ def train_step_arrays(
     optimizer: str = "adamw",
     cal: Calibration = DEFAULT_CALIBRATION,
     causal: bool = True,
-    tp_comm_overlap: bool = True,
+    tp_comm_overlap: bool = False,
 ) -> dict[str, np.ndarray]:
     """Time breakdown (s per optimizer step), throughput and FLOP rates, broadcast over the layout arrays.
 
+    ``system`` is the network (``catalog.systems.System``; default: ``system_of(gpu, cluster=cluster)``).
     ``causal`` is the FLOP convention of the reported TFLOP/s (kernels always run causal attention);
     ``tp_comm_overlap`` says whether the framework overlaps TP communication with GEMMs (Megatron-Core's
-    ``--tp-comm-overlap``, torch async TP): then ``cal.tp_overlap`` of it is hidden, otherwise none."""
+    ``--tp-comm-overlap``, torch async TP; off by default, as in those frameworks): then ``cal.tp_overlap`` of it
+    is hidden, otherwise none. The overlap needs peer-to-peer copies (userbuffers / symmetric memory), so a TP
+    group on PCIe without P2P (``pcie-host``) never hides any."""
+    system = system_of(gpu, system=system, cluster=cluster)
+    fits = scaled_fits(cal)
     c = count_params(spec)
     tp, pp, dp, cp, ep, b, v = (np.asarray(x, dtype=float) for x in (tp, pp, dp, cp, ep, micro_batch, virtual_stages))
     zero = np.asarray(zero)
@@ -135,10 +167,10 @@ def train_step_arrays(
     f_eff = ffn_width(spec, c)
     ep_comm_fwd: float | NDArray[np.float64] = 0.0
     if spec.moe:
-        bw_ep, a_ep = group_bandwidth(cluster, cal, size=ep, stride=tp)
         # each GPU dispatches its sequence-parallel share of the tokens (Megatron requires sequence parallelism
-        # for MoE with tp > 1), top_k copies of each, and receives as many back in the combine
-        a2a = collective_time_s("all_to_all", t / tp * spec.moe.top_k * h * bpv, ep, bw_ep, a_ep)
+        # for MoE with tp > 1), top_k copies of each, and receives as many back in the combine; the all-to-all
+        # buffer S of nccl-tests is n times what one GPU sends to each peer (S/n each), i.e. what it sends in all
+        a2a = _coll("all_to_all", t / tp * spec.moe.top_k * h * bpv, system=system, fits=fits, size=ep, stride=tp)
         ep_comm_fwd = (c.moe_layers / c.layers) * 2 * a2a  # dispatch + combine, per average layer
     gemm_fwd = attn_fwd + ffn_fwd
     if frozen and lora is not None:
@@ -161,14 +193,14 @@ def train_step_arrays(
         layer_w = (c.blocks / c.layers) / tp
         elem_fwd = elem_fwd + layer_w * (bytes_per_element("nf4") + 2.0) / hbm
     # ---- tensor-parallel communication ------------------------------------------------------------------------
-    bw_tp, a_tp = group_bandwidth(cluster, cal, size=tp, stride=1)
-    ar = collective_time_s("all_reduce", t * h * bpv, tp, bw_tp, a_tp)
-    tp_fwd = 2 * ar * (1 - (cal.tp_overlap if tp_comm_overlap else 0.0))
+    ar = _coll("all_reduce", t * h * bpv, system=system, fits=fits, size=tp, stride=1)
+    host_staged = system.tiers[0].kind == "pcie-host"  # no P2P: nothing for the framework to overlap with
+    hidden = cal.tp_overlap if tp_comm_overlap and not host_staged else 0.0
+    tp_fwd = 2 * ar * (1 - hidden)
     tp_bwd = tp_fwd
     # ---- context-parallel ring attention: K and V chunks pass cp-1 times, overlapped with attention --------------
-    bw_cp, a_cp = group_bandwidth(cluster, cal, size=cp, stride=tp)
     kv_chunk = 2 * t * (spec.kv_dim if not spec.mla else spec.heads * spec.head_dim) / tp * bpv
-    ring = np.where(cp > 1, (cp - 1) * (kv_chunk / bw_cp + a_cp), 0.0)
+    ring = (cp - 1) * _coll("p2p", kv_chunk, system=system, fits=fits, size=cp, stride=tp)
     cp_fwd = np.maximum(ring - core_fwd, 0.0)
     cp_bwd = np.maximum(2 * ring - core_bwd, 0.0)
     # ---- one layer, one micro-batch ----------------------------------------------------------------------------
@@ -184,40 +216,66 @@ def train_step_arrays(
     cp_mb = layers_stage * (cp_fwd + cp_bwd)
     ep_mb = layers_stage * 2 * ep_comm_fwd
     # ---- pipeline ------------------------------------------------------------------------------------------------
-    bw_pp, a_pp = group_bandwidth(cluster, cal, size=pp, stride=tp * cp * dp)
-    p2p = collective_time_s("p2p", t * h * bpv, pp, bw_pp, a_pp)
+    p2p = _coll("p2p", t * h * bpv, system=system, fits=fits, size=pp, stride=tp * cp * dp)
     pp_mb = np.where(pp > 1, 2 * p2p, 0.0)
     slot = compute_mb + recompute_mb + tp_mb + cp_mb + ep_mb + pp_mb
     bubble = np.where(pp > 1, (pp - 1) / v * slot, 0.0)
     # ---- data-parallel synchronisation -------------------------------------------------------------------------
+    # dense gradients over the dp·cp group (ranks tp apart); expert gradients over the expert-data-parallel group
+    # (dp·cp/ep ranks, tp·ep apart); every GPU of a host communicates at once, so they share the host's NICs
     dp_group = dp * cp
-    bw_dp, a_dp = group_bandwidth(cluster, cal, size=dp_group, stride=tp)
     dense_local = (c.total - c.routed_experts_total) / (tp * pp)
     expert_local = c.routed_experts_total / (tp * pp * ep)
     # bytes of the local weights that ZeRO-3/FSDP gathers (for LoRA/QLoRA: the frozen base, NF4 for QLoRA)
-    gather_bytes = (dense_local + expert_local) * (bytes_per_element("nf4") if task == "qlora" else bpv)
+    w_bytes = bytes_per_element("nf4") if task == "qlora" else bpv
+    gather_dense, gather_expert = dense_local * w_bytes, expert_local * w_bytes
     if frozen:
         trainable = lora_param_count(spec, lora or LoraConfig()) / (tp * pp)
         dense_local, expert_local = trainable, 0.0 * expert_local
     grad_bytes = bpv * dense_local
     grad_bytes_e = bpv * expert_local
-    ar_dp = collective_time_s("all_reduce", grad_bytes, dp_group, bw_dp, a_dp) + collective_time_s(
-        "all_reduce", grad_bytes_e, dp_group / ep, bw_dp, a_dp
-    )
+
+    def dp_coll(kind: str, dense: ArrayLike, expert: ArrayLike, where: ArrayLike) -> NDArray[np.float64]:
+        """One ``kind`` collective of the dense bytes over the dp·cp group plus one of the expert bytes over the
+        expert-data-parallel group, for the layouts ``where`` says."""
+        t_dense = _coll(kind, dense, system=system, fits=fits, size=dp_group, stride=tp, where=where)
+        if not spec.moe:
+            return t_dense
+        sel = np.asarray(where, dtype=bool) & (np.asarray(expert) > 0)  # LoRA: no expert gradients
+        return t_dense + _coll(kind, expert, system=system, fits=fits, size=dp_group / ep, stride=tp * ep,
+                               where=sel)
+
+    z0, z12, z3 = zero == 0, (zero == 1) | (zero == 2), zero >= 3
+
     bwd_window = layers_stage * layer_bwd
     fwd_window = layers_stage * layer_fwd
     bucket = 25 * 2**20  # PyTorch DDP's default bucket_cap_mb=25 (MiB): the last bucket cannot overlap
-    last_bucket = collective_time_s("all_reduce", np.minimum(bucket, grad_bytes), dp_group, bw_dp, a_dp)
+    last = np.minimum(bucket, grad_bytes)
+    # ZeRO-0 (DDP): gradient buckets all-reduced as backward produces them, overlapped with the rest of backward
+    ar_dp = dp_coll("all_reduce", grad_bytes, grad_bytes_e, z0)
+    last_bucket = _coll("all_reduce", last, system=system, fits=fits, size=dp_group, stride=tp, where=z0)
     exposed_z012 = np.maximum(ar_dp - bwd_window, 0.0) + last_bucket
-    # ZeRO-1/2: reduce-scatter + all-gather instead of all-reduce (same volume); the gather overlaps the next forward
-    rs = ar_dp / 2
-    exposed_z12 = np.maximum(rs - bwd_window, 0.0) + last_bucket / 2 + np.maximum(rs - fwd_window, 0.0)
-    # ZeRO-3 / FSDP: per micro-batch, gather weights in forward and backward, reduce-scatter gradients, prefetched
-    ag_layer = collective_time_s("all_gather", gather_bytes / layers_stage, dp_group, bw_dp, a_dp)
-    ag_all = ag_layer * layers_stage
+    # ZeRO-1/2 (Megatron distributed optimizer): reduce-scatter the gradient buckets during backward, all-gather the
+    # updated weights bucket by bucket during the next forward (--overlap-param-gather); the last reduce-scatter
+    # bucket and the first gather bucket cannot overlap
+    rs_dp = dp_coll("reduce_scatter", grad_bytes, grad_bytes_e, z12)
+    ag_dp = dp_coll("all_gather", grad_bytes, grad_bytes_e, z12)
+    rs_last = _coll("reduce_scatter", last, system=system, fits=fits, size=dp_group, stride=tp, where=z12)
+    ag_first = _coll("all_gather", last, system=system, fits=fits, size=dp_group, stride=tp, where=z12)
+    exposed_z12 = np.maximum(rs_dp - bwd_window, 0.0) + rs_last + np.maximum(ag_dp - fwd_window, 0.0) + ag_first
+    # ZeRO-3 / FSDP, per micro-batch and layer: a layer's weights are all-gathered (forward, and again in
+    # backward) while the neighbouring layer computes (prefetch), and its gradients reduce-scattered while the
+    # next layer back computes. Each layer exposes what its communication exceeds its neighbour's compute; the
+    # first gather and the last reduce-scatter overlap nothing (PyTorch FSDP forward/backward prefetch).
+    ag_layer = dp_coll("all_gather", gather_dense / layers_stage, gather_expert / layers_stage, z3)
+    # FSDP2 reduce-scatters every micro-batch's gradients (no no_sync without unsharded gradient memory)
+    rs_layer = dp_coll("reduce_scatter", grad_bytes / layers_stage, grad_bytes_e / layers_stage, z3)
+    bwd_layer = layer_bwd + recomp
     exposed_z3 = n_micro * (
-        np.maximum(ag_all - fwd_window, 0.0) + np.maximum(ag_all + rs - bwd_window, 0.0) + ag_layer
-    )
+        ag_layer + rs_layer
+        + (layers_stage - 1)
+        * (np.maximum(ag_layer - layer_fwd, 0.0) + np.maximum(ag_layer + rs_layer - bwd_layer, 0.0))
+    )  # fmt: skip
     dp_comm = np.where(zero >= 3, exposed_z3, np.where(zero >= 1, exposed_z12, exposed_z012))
     dp_comm = np.where(dp_group > 1, dp_comm, 0.0)
     # ---- optimizer -----------------------------------------------------------------------------------------------
@@ -305,16 +363,17 @@ class TrainEstimate:
 
 
 def _predict(
-    spec: TransformerSpec, *, gpu: Accelerator, cluster: Cluster, layout: Layout, seq_len: int, precision: str,
+    spec: TransformerSpec, *, gpu: Accelerator, system: System, layout: Layout, seq_len: int, precision: str,
     task: str, lora: LoraConfig | None, cal: Calibration, optimizer: str, overheads: Overheads,
+    tp_comm_overlap: bool,
 ) -> tuple[dict[str, float], dict[str, float]]:
     gb = layout.global_batch or layout.micro_batch * layout.dp
     perf = train_step_arrays(
-        spec, gpu=gpu, cluster=cluster, seq_len=seq_len, global_batch=gb, tp=layout.tp, pp=layout.pp,
+        spec, gpu=gpu, system=system, seq_len=seq_len, global_batch=gb, tp=layout.tp, pp=layout.pp,
         dp=layout.dp, cp=layout.cp, ep=layout.ep, zero=layout.zero, micro_batch=layout.micro_batch,
         recompute=layout.recompute, sequence_parallel=layout.sequence_parallel,
         virtual_stages=layout.virtual_stages, precision=precision, task=task, lora=lora, optimizer=optimizer,
-        cal=cal,
+        cal=cal, tp_comm_overlap=tp_comm_overlap,
     )  # fmt: skip
     mem = training_memory_arrays(
         spec, seq_len=seq_len, tp=layout.tp, pp=layout.pp, dp=layout.dp, cp=layout.cp, ep=layout.ep,
@@ -331,6 +390,7 @@ def estimate_train(
     gpu: Accelerator,
     layout: Layout,
     seq_len: int,
+    system: System | str | None = None,
     cluster: Cluster | None = None,
     precision: str = "bf16",
     task: str = "pretrain",
@@ -339,20 +399,22 @@ def estimate_train(
     tokens: float | None = None,
     cal: Calibration = DEFAULT_CALIBRATION,
     overheads: Overheads = Overheads(),
+    tp_comm_overlap: bool = False,
 ) -> TrainEstimate:
     """Predict one training layout on ``layout.gpus`` GPUs of type ``gpu`` (a catalog ``Accelerator``).
 
     ``tokens`` (optional) is the training budget for ``train_time_h`` and ``gpu_hours``. Scaling efficiency is
     speedup / (N / N_base) against the smallest GPU count that fits with the same model-parallel group
-    (tp · pp · cp) and global batch, as the seed articles define it.
+    (tp · pp · cp) and global batch, as the seed articles define it. ``system`` is the network (a ``System`` or a
+    built-in system id; default: the accelerator's, with ``cluster``'s overrides, ``system_of``);
+    ``tp_comm_overlap`` whether the framework overlaps TP communication (``train_step_arrays``).
     """
     layout.validate(spec)
     if seq_len < 1:
         raise InputError(f"seq_len={seq_len} must be a positive integer")
-    cluster = cluster or Cluster.for_gpu(gpu)
     kw: dict[str, Any] = dict(
-        gpu=gpu, cluster=cluster, seq_len=seq_len, precision=precision, task=task, lora=lora, cal=cal,
-        optimizer=optimizer, overheads=overheads,
+        gpu=gpu, system=system_of(gpu, system=system, cluster=cluster), seq_len=seq_len, precision=precision,
+        task=task, lora=lora, cal=cal, optimizer=optimizer, overheads=overheads, tp_comm_overlap=tp_comm_overlap,
     )  # fmt: skip
     perf, mem = _predict(spec, layout=layout, **kw)
     total = sum(mem.values())

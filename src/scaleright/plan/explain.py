@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from scaleright.estimate.comm import system_of
 from scaleright.estimate.layout import RECOMPUTE
 from scaleright.plan import economics as econ
 from scaleright.plan.report import format_usd  # one money format for the terminal, JSON texts and the HTML report
@@ -176,15 +177,18 @@ def explain_training(res, scn, spec, cat, per_gpu) -> None:
             continue
         h2 = tokens / a2["tokens_per_s"] / 3600
         k = int(np.flatnonzero(tpm)[np.argmin(h2[tpm])])
+        fabric = system_of(g2, gpus_per_node=scn.constraints.gpus_per_node).tiers[0].kind
         rows.append({"gpu": gid, "link": g2.intra_node_link, "intra_node_gb_per_s": g2.intra_node_gb_per_s_per_gpu,
-                     "tp": int(a2["tp"][k]), "tp_comm_share": float(a2["t_tp_comm"][k] / a2["step_time_s"][k])})
+                     "fabric": fabric, "tp": int(a2["tp"][k]),
+                     "tp_comm_share": float(a2["t_tp_comm"][k] / a2["step_time_s"][k])})  # fmt: skip
     if rows:
         pcie = [r for r in rows if r["link"] == "pcie"]
         fast = [r for r in rows if r["link"] != "pcie"]
         if pcie and fast:
             p, f = max(pcie, key=lambda r: r["tp_comm_share"]), min(fast, key=lambda r: r["tp_comm_share"])
+            staged = " without P2P, staged through host memory" if p["fabric"] == "pcie-host" else ""
             text = (f"Tensor parallelism pays for its all-reduces on the intra-node link: on PCIe-only {p['gpu']} "
-                    f"({p['intra_node_gb_per_s']:g} GB/s) the best tp={p['tp']} layout spends "
+                    f"({p['intra_node_gb_per_s']:g} GB/s{staged}) the best tp={p['tp']} layout spends "
                     f"{p['tp_comm_share']:.0%} of each step in TP communication, against {f['tp_comm_share']:.0%} on "
                     f"{f['gpu']} ({f['link']}, {f['intra_node_gb_per_s']:g} GB/s).")  # fmt: skip
         else:
@@ -325,11 +329,10 @@ def _efficiency_ladder(scn, spec, gpu, rec, rate) -> dict:
     and GPUs needed for the offered rate, climbing from one request at a time in 16-bit to batching, 8-bit weights,
     an 8-bit KV cache and 4-bit weights (rungs the GPU cannot run are skipped with the reason)."""
     from scaleright.errors import InputError
-    from scaleright.estimate.comm import Cluster
     from scaleright.plan.search import evaluate_inference
 
     inf = scn.inference
-    cluster = Cluster.for_gpu(gpu, gpus_per_node=scn.constraints.gpus_per_node)
+    system = system_of(gpu, gpus_per_node=scn.constraints.gpus_per_node)
     eight = "fp8" if gpu.dense_tflops.get("fp8") else "int8"
     rungs = [("one request at a time, 16-bit", "bf16", "bf16", 1), ("+ continuous batching", "bf16", "bf16", None),
              (f"+ {eight} weights", eight, "bf16", None), (f"+ {eight} KV cache", eight, eight, None),
@@ -338,7 +341,7 @@ def _efficiency_ladder(scn, spec, gpu, rec, rate) -> dict:
     rows: list[dict[str, Any]] = []
     for label, wp, kvp, cap in rungs:
         try:
-            c = evaluate_inference(spec, gpu=gpu, cluster=cluster, tp=rec["layout"]["tp"], rate_rps=rate,
+            c = evaluate_inference(spec, gpu=gpu, system=system, tp=rec["layout"]["tp"], rate_rps=rate,
                                    input_len=inf.input_len, output_len=inf.output_len, precision=wp, kv_precision=kvp,
                                    ttft_slo_s=inf.ttft_slo_s, tpot_slo_s=inf.tpot_slo_s, max_gpus=1 << 30,
                                    batch_limit=cap)  # fmt: skip

@@ -24,7 +24,7 @@ import numpy as np
 from scaleright.catalog import Catalog, find_price
 from scaleright.errors import InputError, ScalerightError, UnknownNameError
 from scaleright.estimate.calibration import DEFAULT_CALIBRATION, Calibration
-from scaleright.estimate.comm import Cluster
+from scaleright.estimate.comm import system_of
 from scaleright.plan import economics as econ
 from scaleright.plan.economics._units import DAYS_PER_MONTH
 from scaleright.plan.scenario import Scenario
@@ -36,6 +36,7 @@ from scaleright.plan.search import (
     gpu_counts,
     layout_dict,
     time_breakdown,
+    tp_domain,
 )
 from scaleright.workload import count_params, load_model
 
@@ -212,13 +213,13 @@ def _plan_training(scn, spec, cat, cal, progress) -> PlanResult:
     for i, g in enumerate(gpus_allowed):
         if progress:
             progress(i, len(gpus_allowed), g.id)
-        cluster = Cluster.for_gpu(g, gpus_per_node=scn.constraints.gpus_per_node)
-        counts = gpu_counts(cluster.gpus_per_node, scn.constraints.max_gpus)
+        system = system_of(g, gpus_per_node=scn.constraints.gpus_per_node)
+        counts = gpu_counts(system.gpus_per_node, scn.constraints.max_gpus)
         rate, src = _rate(scn, g, cat, counts)
         if rate is None:
             skipped.append({"gpu": g.id, "reason": f"no {scn.pricing.mode} price: {src}"})
             continue
-        cand = evaluate_training(spec, gpu=g, cluster=cluster, counts=counts, seq_len=tr.seq_len,
+        cand = evaluate_training(spec, gpu=g, system=system, counts=counts, seq_len=tr.seq_len,
                                  global_batch=tr.global_batch, precision=tr.precision, task=scn.task,
                                  optimizer=tr.optimizer, lora_rank=tr.lora_rank, cal=cal)  # fmt: skip
         n_eval += cand.n_evaluated
@@ -243,7 +244,7 @@ def _plan_training(scn, spec, cat, cal, progress) -> PlanResult:
         infeasible = {"binding": "price", "message": f"no allowed GPU has a {scn.pricing.mode} price "
                       f"(first: {skipped[0]['gpu']}, {skipped[0]['reason']}); add pricing.price_usd_per_gpu_hour "
                       "(or purchase_usd_per_gpu for mode own)"}  # fmt: skip
-    best_per_gpu: dict[str, dict[str, Any]] = {}
+    best_per_gpu: dict[str, Any] = {}
     for o in options_all:
         cur = best_per_gpu.get(o["gpu"])
         if cur is None or _better(o, cur, scn):
@@ -306,12 +307,12 @@ def _plan_inference(scn, spec, cat, cal, progress) -> PlanResult:
     for i, g in enumerate(gpus_allowed):
         if progress:
             progress(i, len(gpus_allowed), g.id)
-        cluster = Cluster.for_gpu(g, gpus_per_node=scn.constraints.gpus_per_node)
-        tps = [t for t in (1, 2, 4, 8, 16) if t <= cluster.gpus_per_node and spec.heads % t == 0
+        system = system_of(g, gpus_per_node=scn.constraints.gpus_per_node)
+        tps = [t for t in (1, 2, 4, 8, 16) if t <= tp_domain(system) and spec.heads % t == 0
                and (spec.mla or spec.kv_heads % t == 0 or t % spec.kv_heads == 0)]  # fmt: skip
         evaluated[g.id] = []
         for t in tps:
-            c = evaluate_inference(spec, gpu=g, cluster=cluster, tp=t, rate_rps=rate, input_len=inf.input_len,
+            c = evaluate_inference(spec, gpu=g, system=system, tp=t, rate_rps=rate, input_len=inf.input_len,
                                    output_len=inf.output_len, precision=inf.precision, kv_precision=inf.kv_precision,
                                    ttft_slo_s=inf.ttft_slo_s, tpot_slo_s=inf.tpot_slo_s,
                                    max_gpus=scn.constraints.max_gpus, cal=cal)  # fmt: skip

@@ -1,11 +1,11 @@
 """The layout search: every allowed GPU type × count × parallel layout, evaluated as numpy arrays.
 
-For training, the axes are GPU count (node-aware: 1, 2, 4, ... up to a node, then whole nodes), tensor parallel
-(powers of two inside a node that divide the heads), pipeline stages, context parallel (long sequences), expert
-parallel (MoE), ZeRO stage, micro-batch, recomputation and sequence parallelism. They are combined into one flat
-grid per GPU type (``numpy.meshgrid``), invalid combinations are masked arithmetically (STYLE habit 7), memory is
-evaluated for all valid layouts at once, and the performance model for those that fit. No Python loop runs over
-layouts.
+For training, the axes are GPU count (node-aware: 1, 2, 4, ... up to a host of the system, then whole hosts), tensor
+parallel (powers of two inside the system's scale-up domain that divide the heads), pipeline stages, context
+parallel (long sequences), expert parallel (MoE), ZeRO stage, micro-batch, recomputation and sequence
+parallelism. They are combined into one flat grid per GPU type (``numpy.meshgrid``), invalid combinations are
+masked arithmetically (STYLE habit 7), memory is evaluated for all valid layouts at once, and the performance model
+for those that fit. No Python loop runs over layouts.
 
 For inference, each GPU type × tensor-parallel size is evaluated over a grid of batch sizes up to the KV-cache
 capacity; the largest batch meeting the latency SLOs sets a replica's capacity, and enough replicas are added to
@@ -20,9 +20,10 @@ from typing import cast
 
 import numpy as np
 
+from scaleright.catalog.systems import System
 from scaleright.errors import InputError
 from scaleright.estimate.calibration import DEFAULT_CALIBRATION, Calibration
-from scaleright.estimate.comm import Cluster
+from scaleright.estimate.comm import Cluster, system_of
 from scaleright.estimate.infer import infer_arrays, max_batch
 from scaleright.estimate.layout import RECOMPUTE
 from scaleright.estimate.memory import GB, LoraConfig, inference_memory_arrays, training_memory_arrays
@@ -30,20 +31,20 @@ from scaleright.estimate.train import TIME_KEYS, train_step_arrays
 from scaleright.workload.spec import TransformerSpec
 
 __all__ = ["TrainCandidates", "InferCandidate", "SEARCH_LIMITS", "gpu_counts", "train_layout_grid",
-           "evaluate_training", "evaluate_inference"]  # fmt: skip
+           "evaluate_training", "evaluate_inference", "tp_domain"]  # fmt: skip
 
 RECOMPUTE_NAMES = RECOMPUTE  # index = the grid's recompute code
 
 # The grid's bounds (printed with every plan): what the search does and does not try.
 SEARCH_LIMITS = {
-    "tp": "powers of two dividing the heads, inside one node",
+    "tp": "powers of two dividing the heads, inside the scale-up domain (8 on HGX, 72 on NVL72)",
     "pp": "1, 2, 4, 8, 16, 32 (at most the layers); no interleaved virtual stages",
     "cp": "1, 2, 4, 8 from 32k-token sequences, else 1",
     "ep": "powers of two dividing the experts, up to 64 (MoE only)",
     "zero": "0-3 (LoRA/QLoRA: 0 or 3)",
     "micro_batch": "1, 2, 4, 8 (dividing the global batch with dp)",
     "recompute": "none, selective (with sequence parallelism when tp > 1), full",
-    "inference": "tp in 1, 2, 4, 8, 16 inside one node, pp = 1, batch up to 4096 sequences per replica",
+    "inference": "tp in 1, 2, 4, 8, 16 inside the scale-up domain, pp = 1, batch up to 4096 sequences per replica",
 }
 INFER_BATCH_LIMIT = 4096
 
@@ -111,10 +112,20 @@ class TrainCandidates:
     note: str | None = None
 
 
-def evaluate_training(spec: TransformerSpec, *, gpu, cluster: Cluster, counts: list[int], seq_len: int,
-                      global_batch: int, precision: str, task: str, optimizer: str, lora_rank: int,
-                      cal: Calibration = DEFAULT_CALIBRATION) -> TrainCandidates:  # fmt: skip
-    """Evaluate every valid layout of ``spec`` on ``gpu`` (see module docstring)."""
+def tp_domain(system: System) -> int:
+    """GPUs a tensor-parallel group may span: the innermost (scale-up) domain, at most the whole host when that
+    domain is unbounded or larger than it (an NVL72 rack: 72)."""
+    d = system.tiers[0].domain_gpus
+    return d if d is not None else system.gpus_per_node
+
+
+def evaluate_training(spec: TransformerSpec, *, gpu, counts: list[int], seq_len: int, global_batch: int,
+                      precision: str, task: str, optimizer: str, lora_rank: int,
+                      cal: Calibration = DEFAULT_CALIBRATION, system: System | None = None,
+                      cluster: Cluster | None = None, tp_comm_overlap: bool = False) -> TrainCandidates:  # fmt: skip
+    """Evaluate every valid layout of ``spec`` on ``gpu`` in ``system`` (default: ``system_of(gpu, cluster=...)``;
+    see module docstring)."""
+    system = system_of(gpu, system=system, cluster=cluster)
     note = None
     prec = precision
     if not gpu.dense_tflops.get(prec):
@@ -122,7 +133,7 @@ def evaluate_training(spec: TransformerSpec, *, gpu, cluster: Cluster, counts: l
             prec, note = "fp16", f"{gpu.id} has no bf16 tensor cores: fp16 mixed precision used"
         else:
             return TrainCandidates(gpu.id, prec, 0, 0, {}, note=f"{gpu.id} has no {prec} rate in the catalog")
-    g = train_layout_grid(spec, counts=counts, gpus_per_node=cluster.gpus_per_node, seq_len=seq_len,
+    g = train_layout_grid(spec, counts=counts, gpus_per_node=tp_domain(system), seq_len=seq_len,
                           global_batch=global_batch, task=task)  # fmt: skip
     n_eval = int(g["tp"].size)
     if n_eval == 0:
@@ -142,9 +153,10 @@ def evaluate_training(spec: TransformerSpec, *, gpu, cluster: Cluster, counts: l
         return TrainCandidates(gpu.id, prec, n_eval, 0, a, note=note)
     sub = {k: v[fit] for k, v in g.items()}
     perf = train_step_arrays(
-        spec, gpu=gpu, cluster=cluster, seq_len=seq_len, global_batch=global_batch, tp=sub["tp"], pp=sub["pp"],
+        spec, gpu=gpu, system=system, seq_len=seq_len, global_batch=global_batch, tp=sub["tp"], pp=sub["pp"],
         dp=sub["dp"], cp=sub["cp"], ep=sub["ep"], zero=sub["zero"], micro_batch=sub["mb"], recompute=sub["rc"],
         sequence_parallel=sub["sp"].astype(bool), precision=prec, task=task, lora=lora, cal=cal,
+        tp_comm_overlap=tp_comm_overlap,
     )  # fmt: skip
     arrays = dict(sub)
     arrays["memory_gb"] = total[fit]
@@ -194,11 +206,14 @@ class InferCandidate:
     memory_breakdown_gb: dict[str, float] = field(default_factory=dict)  # per GPU at batch_per_replica
 
 
-def evaluate_inference(spec: TransformerSpec, *, gpu, cluster: Cluster, tp: int, rate_rps: float, input_len: int,
+def evaluate_inference(spec: TransformerSpec, *, gpu, tp: int, rate_rps: float, input_len: int,
                        output_len: int, precision: str, kv_precision: str, ttft_slo_s: float | None,
                        tpot_slo_s: float | None, max_gpus: int, cal: Calibration = DEFAULT_CALIBRATION,
-                       batch_limit: int | None = None) -> InferCandidate:  # fmt: skip
-    """Largest SLO-meeting batch per replica (at most ``batch_limit``), then replicas = ceil(rate / capacity)."""
+                       batch_limit: int | None = None, system: System | None = None,
+                       cluster: Cluster | None = None) -> InferCandidate:  # fmt: skip
+    """Largest SLO-meeting batch per replica (at most ``batch_limit``), then replicas = ceil(rate / capacity);
+    ``system`` is the network (default: ``system_of(gpu, cluster=...)``)."""
+    system = system_of(gpu, system=system, cluster=cluster)
     try:
         mb = max_batch(spec, gpu=gpu, context=input_len + output_len, tp=tp, precision=precision,
                        kv_precision=kv_precision, limit=INFER_BATCH_LIMIT)  # fmt: skip
@@ -210,7 +225,7 @@ def evaluate_inference(spec: TransformerSpec, *, gpu, cluster: Cluster, tp: int,
         mb = min(mb, batch_limit)
     batches = np.unique(np.concatenate([np.asarray(_pow2_upto(mb)), [mb]]))
     try:
-        arr = _infer(spec, gpu, cluster, tp, batches, input_len, output_len, precision, kv_precision, cal)
+        arr = _infer(spec, gpu, system, tp, batches, input_len, output_len, precision, kv_precision, cal)
     except InputError as exc:
         return InferCandidate(gpu.id, tp, False, str(exc), max_batch=mb)
     ok = np.ones(batches.shape, dtype=bool)
@@ -247,6 +262,6 @@ def evaluate_inference(spec: TransformerSpec, *, gpu, cluster: Cluster, tp: int,
     )  # fmt: skip
 
 
-def _infer(spec, gpu, cluster, tp, batches, input_len, output_len, precision, kv_precision, cal):
-    return infer_arrays(spec, gpu=gpu, cluster=cluster, tp=tp, pp=1, batch=batches, input_len=input_len,
+def _infer(spec, gpu, system, tp, batches, input_len, output_len, precision, kv_precision, cal):
+    return infer_arrays(spec, gpu=gpu, system=system, tp=tp, pp=1, batch=batches, input_len=input_len,
                         output_len=output_len, precision=precision, kv_precision=kv_precision, cal=cal)
