@@ -9,13 +9,12 @@ from __future__ import annotations
 import datetime
 import json
 import os
-import sys
 from pathlib import Path
 
 import pytest
 
+from cli_helpers import assert_one_line, run_main
 from scaleright.catalog import Catalog
-from scaleright.cli.main import main
 from scaleright.errors import CatalogFileError, InputError
 from scaleright.estimate.calibration import load_calibration
 
@@ -38,24 +37,6 @@ def _load_error(d: Path) -> str:
     msg = str(info.value)
     assert "\n" not in msg, msg
     return msg
-
-
-def _main(args: list[str], monkeypatch, capsys) -> tuple[int, str, str]:
-    monkeypatch.setattr(sys, "argv", ["scaleright", *args])
-    with pytest.raises(SystemExit) as info:
-        main()
-    out = capsys.readouterr()
-    return info.value.code or 0, out.out, out.err
-
-
-def _one_line(code: int, out: str, err: str, pattern: str) -> None:
-    import re
-
-    assert code == 2, (code, err)
-    assert out == "" and "Traceback" not in err
-    lines = err.splitlines()
-    assert len(lines) == 1, lines
-    assert re.search(pattern, lines[0]), (pattern, lines[0])
 
 
 # ---- the directory and its files ---------------------------------------------------------------------------------
@@ -118,10 +99,11 @@ def test_a_catalog_path_that_is_not_a_directory_says_what_it_is(tmp_path, kind):
 def test_cli_catalog_path_problems_are_one_line_and_exit_2(tmp_path, monkeypatch, capsys):
     loop = tmp_path / "loop"
     loop.symlink_to(loop)
-    _one_line(*_main(["catalog", "gpus", "--catalog", str(loop)], monkeypatch, capsys), r"symlink loop")
-    _one_line(*_main(["catalog", "gpus", "--catalog", "c" * 300], monkeypatch, capsys), r"file name too long")
+    assert_one_line(*run_main(["catalog", "gpus", "--catalog", str(loop)], monkeypatch, capsys), r"symlink loop")
+    assert_one_line(*run_main(["catalog", "gpus", "--catalog", "c" * 300], monkeypatch, capsys), r"file name too long")
     (tmp_path / "gpu.yaml").write_text("")
-    _one_line(*_main(["catalog", "gpus", "--catalog", str(tmp_path)], monkeypatch, capsys), r"did you mean gpus\.yaml")
+    code, out, err = run_main(["catalog", "gpus", "--catalog", str(tmp_path)], monkeypatch, capsys)
+    assert_one_line(code, out, err, r"did you mean gpus\.yaml")
 
 
 # ---- prices --------------------------------------------------------------------------------------------------
@@ -179,7 +161,8 @@ def test_a_csv_field_over_the_limit_is_one_line_with_its_line_number(tmp_path):
 
 def test_cli_price_of_1e308_is_one_line_and_exit_2(tmp_path, monkeypatch, capsys):
     d = _prices(tmp_path, _row(usd="1e308"))
-    _one_line(*_main(["catalog", "prices", "--catalog", str(d)], monkeypatch, capsys), r"row 2\.usd: must be <= 1e\+15")
+    code, out, err = run_main(["catalog", "prices", "--catalog", str(d)], monkeypatch, capsys)
+    assert_one_line(code, out, err, r"row 2\.usd: must be <= 1e\+15")
 
 
 # ---- gpus.yaml and models.yaml -------------------------------------------------------------------------------------
@@ -213,7 +196,7 @@ def test_a_user_gpu_is_bounded(tmp_path, change, pattern):
     assert re.search(r"gpus\.yaml: " + pattern, msg), msg
 
 
-def test_deep_nesting_and_a_duplicate_key_in_gpus_yaml_are_one_line(tmp_path):
+def test_deep_nesting_and_a_duplicate_key_in_gpus_yaml_areassert_one_line(tmp_path):
     (tmp_path / "a").mkdir()
     (tmp_path / "a" / "gpus.yaml").write_text("[" * 5000 + "]" * 5000)
     assert _load_error(tmp_path / "a").endswith("gpus.yaml: nested deeper than 64 levels")
@@ -254,7 +237,7 @@ def test_a_published_parameter_count_is_bounded_and_not_a_boolean(tmp_path):
     assert "my-model.published_params_total_b: must be a number, not a boolean (got true)" in _load_error(d)
 
 
-def test_a_model_config_with_a_huge_integer_literal_is_one_line(tmp_path):
+def test_a_model_config_with_a_huge_integer_literal_isassert_one_line(tmp_path):
     d = _user_model(tmp_path, "llama", "llama")
     (d / "models" / "my.json").write_text('{"model_type": "llama", "hidden_size": ' + "1" * 5000 + "}")
     assert "my.json: an integer literal has more than" in _load_error(d)
@@ -263,7 +246,7 @@ def test_a_model_config_with_a_huge_integer_literal_is_one_line(tmp_path):
 # ---- calibration profiles ------------------------------------------------------------------------------------------
 
 
-def test_a_calibration_with_a_huge_integer_is_one_line(tmp_path):
+def test_a_calibration_with_a_huge_integer_isassert_one_line(tmp_path):
     p = tmp_path / "cal.json"
     p.write_text('{"parameters": {"gemm_efficiency": 1' + "0" * 400 + "}}")
     with pytest.raises(CatalogFileError, match=r"cal\.json: calibration gemm_efficiency must be a finite number, got "
@@ -271,14 +254,14 @@ def test_a_calibration_with_a_huge_integer_is_one_line(tmp_path):
         load_calibration(str(p))
 
 
-def test_a_calibration_with_a_boolean_or_a_string_is_one_line(tmp_path):
+def test_a_calibration_with_a_boolean_or_a_string_isassert_one_line(tmp_path):
     p = tmp_path / "cal.json"
     p.write_text('{"gemm_efficiency": true}')
     with pytest.raises(CatalogFileError, match=r"calibration gemm_efficiency must be a number, got True$"):
         load_calibration(str(p))
 
 
-def test_a_deeply_nested_or_over_long_calibration_is_one_line(tmp_path):
+def test_a_deeply_nested_or_over_long_calibration_isassert_one_line(tmp_path):
     p = tmp_path / "cal.json"
     p.write_text("[" * 10000 + "]" * 10000)
     with pytest.raises(CatalogFileError, match=r"cal\.json: nested deeper than 64 levels$"):
@@ -300,7 +283,7 @@ def test_a_calibration_directory_from_the_environment_that_is_a_file_says_so(tmp
     f.write_text("")
     monkeypatch.setenv("SCALERIGHT_CALIBRATION_DIR", str(f))
     args = ["estimate", "train", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--gpus", "8", "--calibration", "mine"]
-    _one_line(*_main(args, monkeypatch, capsys),
+    assert_one_line(*run_main(args, monkeypatch, capsys),
               r"calibration directory '.*cals' \(from \$SCALERIGHT_CALIBRATION_DIR\): not a directory$")
 
 
@@ -328,8 +311,8 @@ def test_cli_calibration_problems_are_one_line_and_exit_2(tmp_path, monkeypatch,
     p = tmp_path / "cal.json"
     p.write_text('{"gemm_efficiency": 1' + "0" * 400 + "}")
     args = ["estimate", "train", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--gpus", "8", "--calibration"]
-    _one_line(*_main([*args, str(p)], monkeypatch, capsys), r"gemm_efficiency must be a finite number")
-    _one_line(*_main([*args, "/dev/null"], monkeypatch, capsys), r"is a device")
+    assert_one_line(*run_main([*args, str(p)], monkeypatch, capsys), r"gemm_efficiency must be a finite number")
+    assert_one_line(*run_main([*args, "/dev/null"], monkeypatch, capsys), r"is a device")
 
 
 def test_the_future_check_is_for_user_files_and_uses_the_given_day():

@@ -13,8 +13,8 @@ import sys
 
 import pytest
 
+from cli_helpers import assert_one_line, run_main
 from scaleright.catalog import Catalog, load_model_config
-from scaleright.cli.main import main
 from scaleright.errors import CatalogFileError
 from scaleright.workload import load_model
 from scaleright.workload.spec import from_hf_config
@@ -32,24 +32,6 @@ def _error(cfg: dict) -> str:
     msg = str(info.value)
     assert "\n" not in msg, msg
     return msg
-
-
-def _main(args: list[str], monkeypatch, capsys) -> tuple[int, str, str]:
-    monkeypatch.setattr(sys, "argv", ["scaleright", *args])
-    with pytest.raises(SystemExit) as info:
-        main()
-    out = capsys.readouterr()
-    return info.value.code or 0, out.out, out.err
-
-
-def _one_line(code: int, out: str, err: str, pattern: str) -> None:
-    import re
-
-    assert code == 2, (code, err)
-    assert out == "" and "Traceback" not in err
-    lines = err.splitlines()
-    assert len(lines) == 1, lines
-    assert re.search(pattern, lines[0]), (pattern, lines[0])
 
 
 # ---- model_type ---------------------------------------------------------------------------------------------
@@ -138,14 +120,14 @@ def test_experts_are_bounded():
 # ---- the file itself --------------------------------------------------------------------------------------------
 
 
-def test_deeply_nested_config_json_is_one_line(tmp_path):
+def test_deeply_nested_config_json_isassert_one_line(tmp_path):
     p = tmp_path / "config.json"
     p.write_text('{"model_type": "llama", "x": ' + "[" * 10000 + "]" * 10000 + "}")
     with pytest.raises(CatalogFileError, match=r"config\.json: nested deeper than 64 levels$"):
         load_model_config(p)
 
 
-def test_an_integer_literal_of_5000_digits_is_one_line(tmp_path):
+def test_an_integer_literal_of_5000_digits_isassert_one_line(tmp_path):
     p = tmp_path / "config.json"
     p.write_text('{"model_type": "llama", "hidden_size": ' + "9" * 5000 + "}")
     with pytest.raises(CatalogFileError, match=r"config\.json: an integer literal has more than \d+ digits$"):
@@ -207,11 +189,11 @@ def test_an_empty_model_name_is_refused():
 
 def test_cli_model_path_problems_are_one_line_and_exit_2(tmp_path, monkeypatch, capsys):
     base = ["estimate", "memory", "--task", "inference", "--gpu", "h100-sxm", "--model"]
-    _one_line(*_main([*base, str(tmp_path)], monkeypatch, capsys), r"is a directory, expected a config\.json")
-    _one_line(*_main([*base, "x" * 300], monkeypatch, capsys), r"file name too long")
+    assert_one_line(*run_main([*base, str(tmp_path)], monkeypatch, capsys), r"is a directory, expected a config\.json")
+    assert_one_line(*run_main([*base, "x" * 300], monkeypatch, capsys), r"file name too long")
     bad = tmp_path / "c.json"
     bad.write_text(json.dumps({**LLAMA, "model_type": ["llama"]}))
-    _one_line(*_main([*base, str(bad)], monkeypatch, capsys), r"field 'model_type' must be a string")
+    assert_one_line(*run_main([*base, str(bad)], monkeypatch, capsys), r"field 'model_type' must be a string")
 
 
 def test_cli_long_model_path_through_the_real_entry_point():

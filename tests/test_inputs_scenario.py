@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from scaleright.cli.main import main
+from cli_helpers import assert_one_line, run_main
 from scaleright.errors import CatalogFileError, InputError
 from scaleright.plan.scenario import load_scenario, parse_scenario
 
@@ -30,25 +30,6 @@ def _error(data: dict) -> str:
     msg = str(info.value)
     assert "\n" not in msg, msg
     return msg
-
-
-def _main(args: list[str], monkeypatch, capsys) -> tuple[int, str, str]:
-    monkeypatch.setattr(sys, "argv", ["scaleright", *args])
-    with pytest.raises(SystemExit) as info:
-        main()
-    out = capsys.readouterr()
-    return info.value.code or 0, out.out, out.err
-
-
-def _one_line(code: int, out: str, err: str, pattern: str) -> None:
-    import re
-
-    assert code == 2, (code, err)
-    assert out == ""
-    assert "Traceback" not in err
-    lines = err.splitlines()
-    assert len(lines) == 1, lines
-    assert re.search(pattern, lines[0]), (pattern, lines[0])
 
 
 # ---- booleans are not numbers ---------------------------------------------------------------------------------
@@ -213,7 +194,7 @@ def test_a_path_too_long_is_one_line_not_an_oserror(tmp_path):
         load_scenario(tmp_path / ("s" * 300 + ".yaml"))
 
 
-def test_deep_nesting_and_huge_integer_literals_are_one_line(tmp_path):
+def test_deep_nesting_and_huge_integer_literals_areassert_one_line(tmp_path):
     deep = tmp_path / "deep.yaml"
     deep.write_text("model: " + "[" * 5000 + "]" * 5000 + "\n")
     with pytest.raises(CatalogFileError, match=r"deep\.yaml: nested deeper than 64 levels"):
@@ -246,13 +227,14 @@ def test_plan_with_an_out_of_bounds_field_is_one_line_and_exit_2(text, pattern, 
     p = tmp_path / "s.yaml"
     base = "model: llama-3.1-8b\ntask: lora\n"
     p.write_text(base + (text if text.startswith("training") else "training: {tokens: 1.0e+8}\n" + text))
-    _one_line(*_main(["plan", str(p)], monkeypatch, capsys), r"^error: .*s\.yaml: " + pattern)
+    assert_one_line(*run_main(["plan", str(p)], monkeypatch, capsys), r"^error: .*s\.yaml: " + pattern)
 
 
 def test_plan_rate_of_1e308_is_one_line_and_exit_2(tmp_path, monkeypatch, capsys):
     p = tmp_path / "s.yaml"
     p.write_text("model: llama-3.1-8b\ntask: inference\ninference: {requests_per_s: 1.0e+308}\n")
-    _one_line(*_main(["plan", str(p)], monkeypatch, capsys), r"inference\.requests_per_s: must be <= 10,000,000")
+    code, out, err = run_main(["plan", str(p)], monkeypatch, capsys)
+    assert_one_line(code, out, err, r"inference\.requests_per_s: must be <= 10,000,000")
 
 
 def test_plan_dev_null_and_a_long_path_through_the_real_entry_point(tmp_path):
