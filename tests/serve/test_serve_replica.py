@@ -171,7 +171,7 @@ def test_knowing_the_next_arrival_ahead_changes_no_timestamp_only_the_event_coun
             for rep in fleet.replicas:
                 rep.next_arrival = None  # fall back to cutting runs when a request arrives
         env.run()
-        return [(r.first_token_s, r.finish_s) for r in fleet.requests], env.events_processed
+        return [t for r in fleet.requests for t in (r.first_token_s, r.finish_s)], env.events_processed
 
     known, ev_known = go(True)
     cut, ev_cut = go(False)
