@@ -134,9 +134,9 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_reference_data_is_the_repositorys_own_copy(monkeypatch, tmp_path):
-    # a shared/reference beside the working directory (as CI used to have) is never picked up
-    (tmp_path / "shared" / "reference").mkdir(parents=True)
-    monkeypatch.chdir(tmp_path / "shared")
+    # nothing beside the checkout or the working directory is searched: the directory is the repository's own
+    (tmp_path / "reference").mkdir()
+    monkeypatch.chdir(tmp_path)
     monkeypatch.delenv(ref.REFERENCE_ENV_VAR, raising=False)
     assert ref.reference_dir() == REPO_ROOT / "validation" / "reference"
     assert (ref.reference_dir() / "train_measured.csv").is_file()

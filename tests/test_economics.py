@@ -1,6 +1,6 @@
 """Economics of a plan: the seed articles' worked examples, reproduced from their inputs, plus properties.
 
-Seeds (in ../shared/seeds/):
+The seed articles (each figure used below is written into its test as a literal, with the seed it comes from):
 - A = "Multi-GPU vs Single-GPU Scaling Economics: The 2026 Guide for AI Teams" (Clarifai)
 - B = "Single GPU vs Multi-GPU Server Guide"
 

@@ -1,6 +1,6 @@
 """Speedup, scaling efficiency and cost per completed job, from measured throughput.
 
-Source: the seed guide "Single GPU vs Multi-GPU Server" (shared/seeds), section "Scaling Efficiency Formula":
+Source: the seed guide "Single GPU vs Multi-GPU Server", section "Scaling Efficiency Formula":
   scaling efficiency = measured speedup / number of GPUs  (4 GPUs at 3.2x -> 80 %),
 generalised to a base that is not one GPU: efficiency = speedup / (N / N_base). Speedup is throughput (tokens/s)
 at N over throughput at N_base, with the per-rank micro batch held fixed (weak scaling).

@@ -1,6 +1,6 @@
 """An accelerator as the estimator sees it: memory, bandwidth, peak dense rates, its node and network.
 
-Facts come from ``../shared/reference/gpu_specs.csv`` (each entry keeps that row's ``source``): vendor datasheets
+Facts come from ``validation/reference/gpu_specs.csv`` (each entry keeps that row's ``source``): vendor datasheets
 and whitepapers, Google Cloud TPU and AWS Neuron docs, stas00/ml-engineering tables, MLPerf system JSONs. SI units
 throughout (1 GB = 1e9 B, 1 TB/s = 1e12 B/s); the unit is in every field name. Rates are dense (no structured
 sparsity): NVIDIA and AMD datasheets print sparse figures, which the csv halves. What the catalog adds (node size,

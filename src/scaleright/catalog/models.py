@@ -1,6 +1,6 @@
 """The model catalog: Hugging Face ``config.json`` files with their provenance and published parameter counts.
 
-Configs are copied verbatim from ``../shared/reference/model_configs`` (its ``SOURCES.md`` gives each file's
+Configs are copied verbatim from ``validation/reference/model_configs`` (its ``SOURCES.md`` gives each file's
 source and fidelity); ``gpt3-175b.json`` is written in the gpt2 format from Brown et al. 2020, Table 2.1. Published
 parameter counts are the model cards' or papers' figures, not counts derived from the configs; null where the
 source was not read. A model is named by its catalog name or alias (case-insensitive) or by a path to any

@@ -1,6 +1,6 @@
 """Dated GPU prices (rent per GPU-hour, purchase per GPU) with their sources, and the rule that picks one.
 
-Rows come from ``../shared/reference/gpu_prices.csv`` (seed articles, provider pages, SkyPilot catalogs, AWS
+Rows come from ``validation/reference/gpu_prices.csv`` (seed articles, provider pages, SkyPilot catalogs, AWS
 Capacity Blocks, ...), mapped to canonical GPU ids; per-instance and per-server prices are divided by the GPU count
 given in the source ("derived: /8" in ``notes``). Items outside the accelerator catalog keep an ``other:<name>`` id,
 and units that are not per GPU (``usd_per_system``, ``usd_per_kwh``, ...) are kept as they are; ``find_price``

@@ -1,7 +1,7 @@
 """Efficiency parameters of the performance model: a few numbers with a physical meaning.
 
 The model is physics (roofline compute, HBM bytes, α–β communication); these parameters say how close real
-kernels and collectives come to the datasheet. Defaults are fitted to ``../shared/reference/train_measured.csv``
+kernels and collectives come to the datasheet. Defaults are fitted to ``validation/reference/train_measured.csv``
 and ``infer_measured.csv`` by ``benchmarks/accuracy.py --fit`` and should stay near the values reported by
 independent microbenchmarks (quoted per field). A profile fitted to a user's own runs (``scaleright calibrate``)
 is stored as JSON and loaded by name.
