@@ -661,3 +661,14 @@ def test_api_parity_utilisation_is_hourly_cost_over_the_api_value_of_full_capaci
     expected = usd_per_hour * 1e6 / (capacity_tokens_per_s * 3600 * 0.5)
     assert x["data"]["utilisation_needed_for_api_parity"] == pytest.approx(expected, rel=1e-9)
     assert "parity needs" in x["text"]
+
+
+def test_a_scaling_efficiency_above_one_names_the_layouts_that_differ():
+    # more GPUs never raise per-GPU throughput for one layout; a curve above 100 % compares different layouts and
+    # must say so: the 7B LoRA on one 24 GB card only fits with full recompute, which 8 cards no longer need
+    curve = _topic(_example("lora-7b-one-gpu.yaml"), "utilisation_curve")
+    base, last = curve["data"]["points"][0], curve["data"]["points"][-1]
+    assert last["scaling_efficiency"] == pytest.approx(base["time_h"] / last["time_h"] * base["gpus"] / last["gpus"])
+    assert last["scaling_efficiency"] > 1
+    assert "Above 100 % because the fastest layout at 1 GPU (full recompute" in curve["text"]
+    assert "the baseline pays for more recompute" in curve["text"]

@@ -198,10 +198,11 @@ def explain_training(res, scn, spec, cat, per_gpu) -> None:
         ex.append(_x("interconnect", "Interconnect check", text, rows=rows))
     # ---- utilisation efficiency curve -------------------------------------------------------------------------
     counts = sorted({int(x) for x in a["gpus"]})
-    best_t = []
+    best_t, best_i = [], []
     for c in counts:
         idx = np.flatnonzero(a["gpus"] == c)
-        best_t.append(float(hours[idx].min()))
+        best_i.append(int(idx[np.argmin(hours[idx])]))
+        best_t.append(float(hours[best_i[-1]]))
     base_n, base_t = counts[0], best_t[0]
     price = np.asarray([rates[c] for c in counts])
     curve = econ.utilisation_curve(gpus=np.asarray(counts, dtype=float) / base_n,
@@ -218,6 +219,19 @@ def explain_training(res, scn, spec, cat, per_gpu) -> None:
     text = (f"On {gpu.id}, going from {base_n} to {last['gpus']} GPUs gives {last['speedup']:.1f}x "
             f"(scaling efficiency {last['scaling_efficiency']:.0%}); cost per job goes from "
             f"{format_usd(res.curve[0]['cost_usd'])} to {format_usd(last['cost_usd'])}.")  # fmt: skip
+    if last["scaling_efficiency"] > 1.0:  # more than linear: the layouts compared are not the same, say which
+        def at(i: int) -> str:
+            rc = RECOMPUTE[int(a["rc"][i])]
+            keys = ("tp", "pp", "dp", "cp", "ep", "zero")
+            return _lay({k: int(a[k][i]) for k in keys} | {"micro_batch": int(a["mb"][i]), "recompute": rc})
+
+        b, e = best_i[0], best_i[-1]
+        paid = [what for what, key, worse in (
+            ("a pipeline bubble", "pp", lambda x, y: x > y), ("more tensor-parallel traffic", "tp", lambda x, y: x > y),
+            ("more recompute", "rc", lambda x, y: x > y), ("a smaller micro-batch", "mb", lambda x, y: x < y),
+        ) if worse(int(a[key][b]), int(a[key][e]))]  # fmt: skip
+        text += (f" Above 100 % because the fastest layout at {_gpus(base_n)} ({at(b)}) is not the one at "
+                 f"{last['gpus']} ({at(e)})" + (f": the baseline pays for {' and '.join(paid)}." if paid else "."))
     if opt is not None:
         o = res.curve[opt]
         dl = scn.constraints.deadline_h
