@@ -1,5 +1,8 @@
 """Score ``scaleright serve simulate`` against measured serving rows, per source; the last line is machine-readable.
 
+In-sample: the engine profiles in ``scaleright.estimate.engines`` were fitted on these same rows, so these figures
+check the fit, not its generalisation (no leave-one-source-out pass yet: each engine has one source).
+
 Sources (``validation/reference``):
 - ``infer_measured.csv`` 'Online Serving Measurements' (TensorRT-LLM 0.14 + Triton, 500 requests per row): each row
   simulated at its target QPS (Poisson; QPS=INF as 10**4 requests/s) with the ``trtllm`` engine, 500 requests;
@@ -152,12 +155,13 @@ def main(argv=None) -> int:
             print(f"{g:18s} {label:48s} {metric:14s} predicted {pred:10.4g} measured {meas:10.4g} error {err:+.1%}")
     print(f"scored {len(rows)} rows, skipped {len(sa) + len(sb)}")
     for g, errs in groups.items():
-        print(f"{g:18s} rows {len(errs):3d}  median |error| {statistics.median(errs):.1%}  max {max(errs):.1%}")
+        print(f"{g:18s} rows {len(errs):3d}  in-sample median |error| {statistics.median(errs):.1%}  "
+              f"max {max(errs):.1%}")
     # The Azure TensorRT-LLM tables sit 10-15x below what any bandwidth or compute bound allows for their shapes
     # (e.g. 7B on one A100 at batch 64: 859 tokens/s): their tokens/s is not a whole-system throughput in the sense
     # simulated here. Reported, kept out of the overall median.
     overall = statistics.median([e for g, errs in groups.items() if g != "trtllm_azure" for e in errs])
-    print("serve_accuracy " + " ".join(f"{g}={statistics.median(e):.3f}" for g, e in groups.items())
+    print("serve_accuracy in_sample " + " ".join(f"{g}={statistics.median(e):.3f}" for g, e in groups.items())
           + f" overall={overall:.3f}")  # fmt: skip
     if overall > args.max_error:
         print(f"FAIL: overall median |error| {overall:.1%} > {args.max_error:.0%}", file=sys.stderr)

@@ -30,7 +30,7 @@ from scaleright.workload import load_model
 RATE_PER_REPLICA = 16.0
 
 
-def _rate(spec, gpu, *, replicas: int, requests: int, repeat: int) -> tuple[float, list[float], object]:
+def _rate(spec, gpu, *, replicas: int, requests: int, repeat: int) -> tuple[float, list[float], float, object]:
     kw = dict(gpu=gpu, gpus=replicas, input_len=512, output_len=128, rate=RATE_PER_REPLICA * replicas, engine="vllm")
     simulate(spec, requests=2000, **kw)  # warm-up
     walls, cpus, res = [], [], None

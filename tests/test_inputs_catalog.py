@@ -196,7 +196,7 @@ def test_a_user_gpu_is_bounded(tmp_path, change, pattern):
     assert re.search(r"gpus\.yaml: " + pattern, msg), msg
 
 
-def test_deep_nesting_and_a_duplicate_key_in_gpus_yaml_areassert_one_line(tmp_path):
+def test_deep_nesting_and_a_duplicate_key_in_gpus_yaml_are_one_line(tmp_path):
     (tmp_path / "a").mkdir()
     (tmp_path / "a" / "gpus.yaml").write_text("[" * 5000 + "]" * 5000)
     assert _load_error(tmp_path / "a").endswith("gpus.yaml: nested deeper than 64 levels")
@@ -237,7 +237,7 @@ def test_a_published_parameter_count_is_bounded_and_not_a_boolean(tmp_path):
     assert "my-model.published_params_total_b: must be a number, not a boolean (got true)" in _load_error(d)
 
 
-def test_a_model_config_with_a_huge_integer_literal_isassert_one_line(tmp_path):
+def test_a_model_config_with_a_huge_integer_literal_is_one_line(tmp_path):
     d = _user_model(tmp_path, "llama", "llama")
     (d / "models" / "my.json").write_text('{"model_type": "llama", "hidden_size": ' + "1" * 5000 + "}")
     assert "my.json: an integer literal has more than" in _load_error(d)
@@ -246,7 +246,7 @@ def test_a_model_config_with_a_huge_integer_literal_isassert_one_line(tmp_path):
 # ---- calibration profiles ------------------------------------------------------------------------------------------
 
 
-def test_a_calibration_with_a_huge_integer_isassert_one_line(tmp_path):
+def test_a_calibration_with_a_huge_integer_is_one_line(tmp_path):
     p = tmp_path / "cal.json"
     p.write_text('{"parameters": {"gemm_efficiency": 1' + "0" * 400 + "}}")
     with pytest.raises(CatalogFileError, match=r"cal\.json: calibration gemm_efficiency must be a finite number, got "
@@ -254,14 +254,14 @@ def test_a_calibration_with_a_huge_integer_isassert_one_line(tmp_path):
         load_calibration(str(p))
 
 
-def test_a_calibration_with_a_boolean_or_a_string_isassert_one_line(tmp_path):
+def test_a_calibration_with_a_boolean_or_a_string_is_one_line(tmp_path):
     p = tmp_path / "cal.json"
     p.write_text('{"gemm_efficiency": true}')
     with pytest.raises(CatalogFileError, match=r"calibration gemm_efficiency must be a number, got True$"):
         load_calibration(str(p))
 
 
-def test_a_deeply_nested_or_over_long_calibration_isassert_one_line(tmp_path):
+def test_a_deeply_nested_or_over_long_calibration_is_one_line(tmp_path):
     p = tmp_path / "cal.json"
     p.write_text("[" * 10000 + "]" * 10000)
     with pytest.raises(CatalogFileError, match=r"cal\.json: nested deeper than 64 levels$"):

@@ -120,14 +120,14 @@ def test_experts_are_bounded():
 # ---- the file itself --------------------------------------------------------------------------------------------
 
 
-def test_deeply_nested_config_json_isassert_one_line(tmp_path):
+def test_deeply_nested_config_json_is_one_line(tmp_path):
     p = tmp_path / "config.json"
     p.write_text('{"model_type": "llama", "x": ' + "[" * 10000 + "]" * 10000 + "}")
     with pytest.raises(CatalogFileError, match=r"config\.json: nested deeper than 64 levels$"):
         load_model_config(p)
 
 
-def test_an_integer_literal_of_5000_digits_isassert_one_line(tmp_path):
+def test_an_integer_literal_of_5000_digits_is_one_line(tmp_path):
     p = tmp_path / "config.json"
     p.write_text('{"model_type": "llama", "hidden_size": ' + "9" * 5000 + "}")
     with pytest.raises(CatalogFileError, match=r"config\.json: an integer literal has more than \d+ digits$"):

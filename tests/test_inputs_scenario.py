@@ -194,7 +194,7 @@ def test_a_path_too_long_is_one_line_not_an_oserror(tmp_path):
         load_scenario(tmp_path / ("s" * 300 + ".yaml"))
 
 
-def test_deep_nesting_and_huge_integer_literals_areassert_one_line(tmp_path):
+def test_deep_nesting_and_huge_integer_literals_are_one_line(tmp_path):
     deep = tmp_path / "deep.yaml"
     deep.write_text("model: " + "[" * 5000 + "]" * 5000 + "\n")
     with pytest.raises(CatalogFileError, match=r"deep\.yaml: nested deeper than 64 levels"):

@@ -138,3 +138,13 @@ def test_a_result_cache_answers_repeated_prompts_without_the_gpu(run):
     assert cached.tpot_ms["mean"] < base.tpot_ms["mean"]  # half the load on the engine: smaller batches
     with pytest.raises(InputError, match=r"result_cache_hit_rate=1.0 must lie in \[0, 1\)"):
         run(rate=1, result_cache_hit_rate=1.0)
+
+
+@pytest.mark.parametrize(("arrival", "extra", "duration_s"), [("diurnal", {}, 21_600.0), ("poisson", {}, 600.0)])
+def test_duration_s_is_covered_by_arrivals_even_at_a_diurnal_peak(run, arrival, extra, duration_s):
+    # the count was once drawn as rate * T * 1.1 and cut at T: a diurnal curve's peak quarter runs at ~1.3x the
+    # mean rate, so the stream ended near 19,300 s of 21,600 and the window simulated was lighter than asked
+    res = run(input_len=64, output_len=8, rate=1.0, duration_s=duration_s, arrival=arrival, seed=3, **extra)
+    assert res.duration_s >= 0.99 * duration_s
+    if arrival == "poisson":
+        assert res.requests == pytest.approx(duration_s, rel=0.1)  # 1/s over the whole window (±4 sigma: 600 ± 98)

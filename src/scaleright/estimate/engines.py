@@ -80,7 +80,9 @@ ENGINES: dict[str, EngineProfile] = {
                 "components/serving_engine.csv: TensorRT-LLM Azure ND A100/H100/H200 end-to-end tables",
             ),
             note="Grid fit (hbm_fraction 0.55-0.80, overhead 0.5-4 ms) of mean ITL, TTFT (finite QPS) and output "
-                 "throughput of the 72 online rows: median |error| 9 %. Mean TTFT at QPS=2 "
+                 "throughput of the 72 online rows: median |error| 9 % (in-sample). The overhead sits on the "
+                 "grid's lower bound (0.5 ms): a per-iteration cost this profile cannot yet separate. Mean TTFT at "
+                 "QPS=2 "
                  "exceeds the prefill time by ~4 ms (Triton HTTP and the tokeniser / detokeniser ensemble steps): "
                  "the frontend latency, set by hand. ModelOpt fp8 recipes quantise the KV cache to fp8.",
         ),

@@ -208,6 +208,15 @@ def simulate(
         if rate is not None:
             arrivals = arrival_times(rng, arrival, rate=rate, n=n, burstiness=burstiness, period_s=diurnal_period_s,
                                      amplitude=diurnal_amplitude)  # fmt: skip
+            # a diurnal peak or a bursty stream can outrun the first estimate of the count: draw more (from the
+            # same generator, so the result stays a function of the seed) until the arrivals cover duration_s
+            while duration_s is not None and arrivals[-1] < duration_s and n < MAX_REQUESTS:
+                n = min(2 * n, MAX_REQUESTS)
+                arrivals = arrival_times(rng, arrival, rate=rate, n=n, burstiness=burstiness,
+                                         period_s=diurnal_period_s, amplitude=diurnal_amplitude)  # fmt: skip
+            if duration_s is not None and arrivals[-1] < duration_s:
+                raise InputError(f"duration_s={duration_s:g} at rate {rate:g}/s needs more than {MAX_REQUESTS:,} "
+                                 "requests; shorten the duration")  # fmt: skip
             if duration_s is not None:
                 arrivals = arrivals[arrivals <= duration_s]
                 n = len(arrivals)
