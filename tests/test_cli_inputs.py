@@ -683,7 +683,8 @@ def test_table_cells_show_numpy_scalars_nan_and_huge_numbers_readably():
 @pytest.mark.parametrize(("argv", "flag"), [
     (["catalog", "gpus", "--catalog", ""], "--catalog"),
     (["catalog", "gpus", "--catalog="], "--catalog"),
-    (["estimate", "memory", "--model", "", "--task", "inference"], "--model"),
+    (["serve", "simulate", "--model", "gpt2", "--input-len", "8", "--output-len", "8", "--rate", "1",
+      "--trace-out", ""], "--trace-out"),
 ])  # fmt: skip
 def test_an_empty_path_is_refused_not_read_as_the_working_directory(tmp_path, argv, flag):
     # the parser turns '' into Path('.'): the working directory was read as the user catalog
@@ -691,3 +692,11 @@ def test_an_empty_path_is_refused_not_read_as_the_working_directory(tmp_path, ar
     p = subprocess.run([sys.executable, "-m", "scaleright", *argv], capture_output=True, text=True, cwd=tmp_path,
                        env={**os.environ, "PYTHONPATH": str(REPO / "src")})  # fmt: skip
     assert (p.returncode, p.stdout, p.stderr) == (2, "", f"error: {flag}: empty value; give a path\n")
+
+
+def test_an_empty_calibration_is_refused_not_read_as_the_defaults():
+    p = _cli(["estimate", "train", "--model", "gpt2", "--calibration", ""])
+    assert (p.returncode, p.stdout) == (2, "")
+    assert p.stderr == (
+        "error: --calibration: empty value; give a profile name or a JSON file path (omit it for the defaults)\n"
+    )

@@ -89,7 +89,9 @@ def calibration_from(flag: str, value: str | None):
     from scaleright.estimate.calibration import load_calibration
     from scaleright.textfile import check_input_file
 
-    if value in (None, "", "default"):
+    if value == "":
+        raise InputError(f"{flag}: empty value; give a profile name or a JSON file path (omit it for the defaults)")
+    if value in (None, "default"):
         return load_calibration(value)
     if Path(value).suffix:
         check_input_file(flag, value)

@@ -72,7 +72,9 @@ def _usage_line(exc: _UsageError) -> str:
 
 # Options whose value is a path. The parser turns an empty value into Path("."), the working directory, which would
 # then be read (``--catalog ''``) or written; an empty path is refused before the parser sees it.
-PATH_OPTIONS = ("--catalog", "--db", "--calibration", "--html", "--model", "--out", "--trace")
+# (``--model`` and ``--calibration`` also take catalog or profile names; their readers refuse an empty one themselves.)
+PATH_OPTIONS = ("--catalog", "--db", "--html", "--out", "--trace", "--trace-out", "--input-lengths",
+                "--output-lengths")
 
 
 def _refuse_empty_paths(argv: list[str]) -> None:
