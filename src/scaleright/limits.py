@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from scaleright.errors import InputError
 
-__all__ = ["Limit", "LIMITS", "check_limit", "limited", "bounds", "plain_text", "text_bounds"]
+__all__ = ["Limit", "LIMITS", "check_limit", "bounds", "text_bounds"]
 
 
 @dataclass(frozen=True)
@@ -104,14 +104,6 @@ def _show(value: object) -> str:
     return s if len(s) <= 40 else s[:37] + "..."
 
 
-def limited(tp: type, kind: str) -> object:
-    """``tp`` (int or float) as a pydantic type bounded by ``LIMITS[kind]``: ``Annotated[tp, *bounds(kind)]``.
-    mypy cannot use the result as an annotation; at module level write ``Annotated[float, *bounds(kind)]``."""
-    from typing import Annotated
-
-    return Annotated[(tp, *bounds(kind))]
-
-
 def bounds(kind: str) -> tuple[object, ...]:
     """The pydantic metadata bounding an int or float by ``LIMITS[kind]``, for ``Annotated[int, *bounds(kind)]``:
     booleans are refused (YAML ``yes`` is not 1), and a value above the bound fails with the bound and its reason,
@@ -148,14 +140,6 @@ def bounds(kind: str) -> tuple[object, ...]:
         return value
 
     return BeforeValidator(before), AfterValidator(after)
-
-
-def plain_text(kind: str) -> object:
-    """``str`` as a pydantic type: ``Annotated[str, *text_bounds(kind)]`` (mypy cannot use the result as an
-    annotation; at module level write that instead)."""
-    from typing import Annotated
-
-    return Annotated[(str, *text_bounds(kind))]
 
 
 def text_bounds(kind: str) -> tuple[object, ...]:

@@ -48,7 +48,7 @@ from scaleright.estimate.layer import elementwise_values
 from scaleright.estimate.layout import Layout
 from scaleright.estimate.memory import kv_cache_bytes
 from scaleright.estimate.train import peak_flops
-from scaleright.workload.params import ParamCounts, count_params
+from scaleright.workload.params import count_params
 from scaleright.workload.precision import bytes_per_element
 from scaleright.workload.spec import TransformerSpec
 
@@ -226,14 +226,6 @@ class IterationModel:
         # KV swap to host memory: each GPU moves its share over its own PCIe link, in parallel
         pcie = PCIE_X16_GB_PER_S.get(gpu.pcie_gen or DEFAULT_PCIE_GEN, PCIE_X16_GB_PER_S[DEFAULT_PCIE_GEN])
         self.swap_s_per_token = self.kv_bytes_per_token / (pcie * 1e9)
-        # FLOPs and bytes of the whole iteration's matmuls, for roofline checks
-        self.weight_bytes_per_gpu = float(self._weight_bytes(spec, c, bpe))
-        self.peak_flops = peak
-
-    def _weight_bytes(self, spec: TransformerSpec, c: ParamCounts, bpe: float) -> float:
-        head = c.embedding if spec.tied_embeddings else c.lm_head
-        blocks = c.total - c.routed_experts_total - c.embedding - c.positions - c.lm_head
-        return (blocks * bpe + head * max(bpe, 2.0)) / (self.tp * self.pp)
 
     # -- evaluation -------------------------------------------------------------------------------------------
     def rows_ok(self, rows: int) -> None:
