@@ -24,8 +24,12 @@ __all__ = ["MAX_DEPTH", "load_yaml", "load_json"]
 MAX_DEPTH = 64  # nesting of mappings and lists; real scenarios, catalogs and HF configs use at most 5
 
 
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """Safe loader that refuses duplicate keys (pure-Python: the C loader cannot be hooked per mapping)."""
+_BaseLoader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's C parser where PyYAML was built with it
+
+
+class _UniqueKeyLoader(_BaseLoader):  # type: ignore[misc]
+    """Safe loader that refuses duplicate keys. Parsing runs in libyaml's C parser when PyYAML has it (a tenth of
+    the pure-Python parser's time on the catalog); construction, where the duplicate check lives, is Python in both."""
 
 
 def _construct_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode, deep: bool = False) -> dict:
