@@ -1,9 +1,11 @@
 """The plan as one self-contained HTML file: inline CSS, charts as inline SVG drawn here, no JavaScript, no fetches.
 
-Input is ``PlanResult.as_dict()`` (``planner.py``; explanation ``data`` from ``explain.py``). Sections: the scenario
-and the defaults it used; the recommendation (or the binding constraint and the closest option); charts — scaling
-curve (training), cost vs time Pareto front, memory per GPU (training), rent vs buy, a radar per GPU type; the
-explanations; tables of the best option per GPU type, the Pareto front and the skipped GPU types.
+Input is ``PlanResult.as_dict()`` (``planner.py``; explanation ``data`` from ``explain.py``). Sections: a two-sentence
+summary; the recommendation (or the binding constraint and the closest option); the best option per GPU type; the
+scenario and the defaults it used; charts — scaling curve (training), cost vs time Pareto front, memory per GPU
+(training), rent vs buy, a radar per GPU type (a chart with one point or one polygon is replaced by a sentence
+saying so); the explanations; tables of the Pareto front, the skipped GPU types and the price sources. Markers carry
+their numbers as hover text (SVG ``<title>``); each GPU type has its own colour and marker shape.
 
 Every number shown is read from the result; only chart scales and the radar's normalisation are computed here.
 All text is escaped; None, NaN and inf print as "—".
@@ -23,6 +25,7 @@ __all__ = ["render_html", "write_html"]
 
 PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22",
            "#7f7f7f")  # fmt: skip
+SHAPES = ("circle", "square", "triangle", "diamond")  # with PALETTE: 40 GPU types before a (colour, shape) repeats
 W, H = 720, 360  # chart canvas, px
 X0, X1, Y0, Y1 = 72, W - 190, H - 52, 16  # plot area: left, right, bottom, top (px); legend right of X1
 DASH = "—"
@@ -37,7 +40,8 @@ th{background:#f3f5f9}td.n{text-align:right;font-variant-numeric:tabular-nums}tr
 padding:8px 14px;min-width:120px}.card b{display:block;font-size:20px}.card span{color:#5b6475;font-size:13px}
 .rec{border-left:5px solid #2ca02c;padding:4px 16px;background:#f6fbf6}
 .bad{border-left:5px solid #d62728;padding:4px 16px;background:#fdf4f4}
-.note{color:#5b6475;font-size:14px}figure{margin:18px 0}figcaption{color:#5b6475;font-size:14px;max-width:720px}
+.note{color:#5b6475;font-size:14px}
+.summary{font-size:17px;margin:12px 0 4px}figure{margin:18px 0}figcaption{color:#5b6475;font-size:14px;max-width:720px}
 svg.chart{max-width:100%;height:auto;font-size:12px;font-family:inherit}code{background:#f3f5f9;padding:0 3px}
 footer{margin-top:40px;border-top:1px solid #e3e7ee;padding-top:8px;color:#5b6475;font-size:13px}
 """
@@ -155,10 +159,33 @@ def _path(pts: list[tuple[float, float]], stroke: str, width=2.0, dash="", fill=
     return (f'<path d="{d}" stroke="{stroke}" stroke-width="{width}" fill="{fill}" fill-opacity="{opacity}"{da}/>')
 
 
-def _dot(x, y, fill, r=4.0, stroke="none", opacity=1.0) -> str:
-    return (f'<circle cx="{x:.1f}" cy="{y:.1f}" r="{r}" fill="{fill}" stroke="{stroke}" stroke-width="2" '
-            f'fill-opacity="{opacity}"/>')  # fmt: skip
+def _dot(x, y, fill, r=4.0, stroke="none", opacity=1.0, shape="circle", tip: str = "") -> str:
+    """A marker; ``tip`` becomes its hover text (an SVG ``<title>``: browsers show it without JavaScript)."""
+    paint = f'fill="{fill}" stroke="{stroke}" stroke-width="2" fill-opacity="{opacity}"'
+    if shape == "square":
+        head = f'<rect x="{x - r:.1f}" y="{y - r:.1f}" width="{2 * r:.1f}" height="{2 * r:.1f}" {paint}'
+    elif shape in ("triangle", "diamond"):
+        pts = ((x, y - 1.2 * r), (x + 1.1 * r, y + 0.8 * r), (x - 1.1 * r, y + 0.8 * r)) if shape == "triangle" \
+            else ((x, y - 1.3 * r), (x + 1.3 * r, y), (x, y + 1.3 * r), (x - 1.3 * r, y))  # fmt: skip
+        head = f'<polygon points="{" ".join(f"{a:.1f},{b:.1f}" for a, b in pts)}" {paint}'
+    else:
+        head = f'<circle cx="{x:.1f}" cy="{y:.1f}" r="{r}" {paint}'
+    return f"{head}><title>{_e(tip)}</title></{head[1:].split(' ', 1)[0]}>" if tip else f"{head}/>"
 
+
+def _styles(gpus: list[str]) -> dict[str, tuple[str, str]]:
+    """A (colour, marker shape) per GPU type, distinct for the first len(PALETTE) * len(SHAPES) types."""
+    return {g: (PALETTE[i % len(PALETTE)], SHAPES[(i // len(PALETTE)) % len(SHAPES)])
+            for i, g in enumerate(dict.fromkeys(gpus))}  # fmt: skip
+
+
+def _option_tip(o: dict, training: bool) -> str:
+    """Hover text of one option's marker: what it is and the numbers it is placed by."""
+    head = f"{o.get('gpus')} × {o.get('gpu')}, {_layout(o.get('layout') or {})}"
+    if training:
+        return f"{head}: {_num(o.get('time_h'))} h, {format_usd(o.get('cost_usd'))} per job, MFU {_pct(o.get('mfu'))}"
+    return (f"{head}: TPOT {_num((o.get('tpot_s') or math.nan) * 1e3)} ms, {format_usd(o.get('cost_usd'))} per "
+            f"month, utilisation {_pct(o.get('utilisation'))}")
 
 def _axes(sx, sy, xt, yt, xlabel: str, ylabel: str, xfmt=_num, yfmt=_num) -> list[str]:
     out = [f'<rect x="{X0}" y="{Y1}" width="{X1 - X0}" height="{Y0 - Y1}" fill="#fbfcfe" stroke="#c9ced8"/>']
@@ -172,14 +199,17 @@ def _axes(sx, sy, xt, yt, xlabel: str, ylabel: str, xfmt=_num, yfmt=_num) -> lis
 
 
 def _legend(items: list[tuple[str, str, str]], x: float = X1 + 14, y: float = Y1 + 10) -> list[str]:
-    """Items are (label, colour, kind) with kind in line | dash | dot | ring | rect."""
+    """Items are (label, colour, kind) with kind in line | dash | dot | ring | rect | square | triangle | diamond."""
     out = []
+    step = min(18.0, (Y0 - y) / max(len(items), 1))  # many GPU types: the legend tightens to stay on the canvas
     for i, (label, col, kind) in enumerate(items):
-        yy = y + i * 18
+        yy = y + i * step
         if kind in ("line", "dash"):
             out.append(_line(x, yy, x + 18, yy, col, 2.5, "5 3" if kind == "dash" else ""))
         elif kind == "rect":
             out.append(f'<rect x="{x + 2}" y="{yy - 6}" width="14" height="12" fill="{col}"/>')
+        elif kind in SHAPES[1:]:
+            out.append(_dot(x + 9, yy, col, 4, shape=kind))
         else:
             out.append(_dot(x + 9, yy, "none" if kind == "ring" else col, 5 if kind == "ring" else 4,
                             col if kind == "ring" else "none"))  # fmt: skip
@@ -224,7 +254,7 @@ def _key(o: dict) -> tuple:
     return o.get("gpu"), o.get("gpus"), tuple(sorted((o.get("layout") or {}).items()))
 
 
-def _pareto_chart(res: dict, colours: dict[str, str], training: bool) -> str:
+def _pareto_chart(res: dict, styles: dict[str, tuple[str, str]], training: bool) -> str:
     xk, xmul = ("time_h", 1.0) if training else ("tpot_s", 1e3)
     opts = [o for o in res["all_options"] if _ok(o.get(xk)) and _ok(o.get("cost_usd")) and o[xk] > 0
             and o["cost_usd"] > 0]  # fmt: skip
@@ -247,13 +277,15 @@ def _pareto_chart(res: dict, colours: dict[str, str], training: bool) -> str:
     if fpts:
         out.append(_path([(sx(x), sy(y)) for x, y in fpts], "#222", 1.5))
     for o, x, y in zip(opts, xs, ys, strict=True):
-        out.append(_dot(sx(x), sy(y), colours.get(o["gpu"], "#777"), 4.5, "#222" if _key(o) in front else "none",
-                        0.85))  # fmt: skip
+        col, shape = styles.get(o["gpu"], ("#777", "circle"))
+        out.append(_dot(sx(x), sy(y), col, 4.5, "#222" if _key(o) in front else "none", 0.85, shape,
+                        _option_tip(o, training)))  # fmt: skip
     rec = res["recommendation"]
     if rec and _ok(rec.get(xk)) and rec[xk] > 0 and _ok(rec.get("cost_usd")) and rec["cost_usd"] > 0:
         out.append(_dot(sx(rec[xk] * xmul), sy(rec["cost_usd"]), "none", 10, "#2ca02c"))
-    seen = [g for g in colours if any(o["gpu"] == g for o in opts)]
-    out += _legend([(g, colours[g], "dot") for g in seen] + [("Pareto front", "#222", "line"),
+    seen = [g for g in styles if any(o["gpu"] == g for o in opts)]
+    out += _legend([(g, styles[g][0], "dot" if styles[g][1] == "circle" else styles[g][1]) for g in seen]
+                   + [("Pareto front", "#222", "line"),
                                                             ("recommended", "#2ca02c", "ring")])  # fmt: skip
     what = "training time" if training else "time per output token"
     return _svg(f"Cost against {what} for every GPU type and count, Pareto front highlighted", out)
@@ -316,7 +348,7 @@ def _radar_axes(training: bool) -> list[tuple[str, str, bool]]:
             ("memory headroom" if training else "memory", "_headroom" if training else "gpu_memory_gb", True)]
 
 
-def _radar_chart(options: list[dict], colours: dict[str, str], training: bool) -> str:
+def _radar_chart(options: list[dict], styles: dict[str, tuple[str, str]], training: bool) -> str:
     axes = _radar_axes(training)
     rows = [o | {"_headroom": 1 - o["memory_gb_per_gpu"] / o["gpu_memory_gb"]}
             if _ok(o.get("memory_gb_per_gpu")) and _ok(o.get("gpu_memory_gb")) and o["gpu_memory_gb"] > 0 else o
@@ -339,10 +371,13 @@ def _radar_chart(options: list[dict], colours: dict[str, str], training: bool) -
         norm[k] = lambda x, best=best, up=up: 0.0 if not (_ok(x) and best) else \
             (max(x, 0) / best if up else (best / x if x > 0 else 1.0))  # fmt: skip
     for o in rows:
-        col = colours.get(o["gpu"], "#777")
-        out.append(_path([pt(a, norm[k](o.get(k))) for a, (_l, k, _u) in zip(ang, axes, strict=True)], col, 2,
-                         fill=col, opacity=0.12))  # fmt: skip
-    out += _legend([(o["gpu"], colours.get(o["gpu"], "#777"), "line") for o in rows], x=X1 - 20)
+        col, shape = styles.get(o["gpu"], ("#777", "circle"))
+        poly = _path([pt(a, norm[k](o.get(k))) for a, (_l, k, _u) in zip(ang, axes, strict=True)], col, 2,
+                     "" if shape == "circle" else "6 3", fill=col, opacity=0.12)  # fmt: skip
+        out.append(f"{poly[:-2]}><title>{_e(_option_tip(o, training))}</title></path>")
+    out += _legend([(o["gpu"], styles.get(o["gpu"], ("#777", ""))[0],
+                     "line" if styles.get(o["gpu"], ("", "circle"))[1] == "circle" else "dash") for o in rows],
+                   x=X1 - 20)  # fmt: skip
     return _svg("Radar of cost, speed, energy and memory per GPU type (further out is better)", out)
 
 
@@ -427,12 +462,15 @@ def _data_table(data: dict) -> str:
     return ""
 
 
-def _charts(result: dict, focus: dict | None, colours: dict[str, str], training: bool) -> list[str]:
+def _charts(result: dict, focus: dict | None, styles: dict[str, tuple[str, str]], training: bool) -> list[str]:
     rec, opts = result.get("recommendation"), result.get("options") or []
     exps = {e.get("topic"): e for e in result.get("explanations") or []}
     out = ["<h2>Charts</h2>"]
     curve = [p for p in result.get("curve") or [] if _ok(p.get("speedup")) and p["speedup"] > 0 and _ok(p.get("gpus"))]
-    if training and curve:
+    if training and len(curve) == 1:
+        out.append(f'<p class="note">Scaling curve: only one GPU count ({_e(curve[0].get("gpus"))}) has an option, so '
+                   "there is no speedup to draw.</p>")
+    elif training and curve:
         g = (exps.get("utilisation_curve") or {}).get("data", {}).get("gpu", focus["gpu"] if focus else "")
         dl = " (cheapest that meets the deadline); hollow points miss the deadline" \
             if _ok((result["scenario"].get("constraints") or {}).get("deadline_h")) else ""  # fmt: skip
@@ -441,7 +479,7 @@ def _charts(result: dict, focus: dict | None, colours: dict[str, str], training:
     elif training:
         out.append('<p class="note">Scaling curve: no curve in the result (nothing fits).</p>')
     if result.get("all_options"):
-        out.append(_figure(_pareto_chart(result, colours, training), "Each point is the best layout of one GPU type "
+        out.append(_figure(_pareto_chart(result, styles, training), "Each point is the best layout of one GPU type "
                            "at one count; outlined points form the Pareto front (nothing both faster and cheaper)."))
     if focus and isinstance(focus.get("memory_breakdown_gb"), dict):
         out.append(_figure(_memory_chart(focus), "Memory per GPU of the " + ("recommendation" if rec else
@@ -460,22 +498,56 @@ def _charts(result: dict, focus: dict | None, colours: dict[str, str], training:
         out.append(f'<p class="note">Rent vs buy: not computed for {_e(focus["gpu"] if focus else DASH)} — the '
                    f"catalog has no purchase price{' or no on-demand rent price' if own else ''} (or no TDP) "
                    "for it.</p>")  # fmt: skip
-    if opts:
-        out.append(_figure(_radar_chart(opts, colours, training), "Best option per GPU type. Each axis is "
+    if len(opts) == 1:
+        out.append(f'<p class="note">Radar: one GPU type ({_e(opts[0].get("gpu"))}) has an option; a radar compares '
+                   "two or more.</p>")
+    elif opts:
+        out.append(_figure(_radar_chart(opts, styles, training), "Best option per GPU type. Each axis is "
                            "normalised so that further out is better: cost, " + ("time" if training else "TPOT")
                            + " and energy as best/value (1 = best type); memory as value/best of "
                            + ("the free fraction of GPU memory." if training else "GPU memory capacity.")))
     return out
 
 
+def _best_per_gpu(result: dict, training: bool) -> list[str]:
+    rec, opts = result.get("recommendation"), result.get("options") or []
+    cols, rows = _option_rows(opts, training)
+    recrow = {i for i, o in enumerate(opts) if rec and _key(o) == _key(rec)}
+    return ["<h2>Best option per GPU type</h2>", _table(cols, rows, recrow) if opts else "<p>none</p>"]
+
+
+def _summary(result: dict, training: bool) -> str:
+    """The answer in two sentences, read from the result: the recommendation (or why there is none) and the
+    cheapest and fastest GPU types among the best options."""
+    rec, inf, opts = result.get("recommendation"), result.get("infeasible") or {}, result.get("options") or []
+    t = "time_h" if training else "tpot_s"
+    per = "per job" if training else "per month"
+
+    def what(o: dict) -> str:
+        return f"{o.get('gpus')} × {o.get('gpu')} ({_layout(o.get('layout') or {})})"
+
+    if rec:
+        speed = f"{_num(rec.get(t))} h" if training else f"TPOT {_num((rec.get(t) or math.nan) * 1e3)} ms"
+        first = (f"Recommended: <b>{_e(what(rec))}</b>, {_e(speed)}, {_e(format_usd(rec.get('cost_usd')))} {per} "
+                 f"at {_e(format_usd(rec.get('price_usd_per_gpu_hour')))} per GPU-hour.")
+    else:
+        first = (f"<b>No option meets the constraints</b>; binding: {_e(inf.get('binding', DASH))}."
+                 + (f" Closest: {_e(what(inf['closest']))}." if inf.get("closest") else ""))
+    ranked = [o for o in opts if _ok(o.get("cost_usd")) and _ok(o.get(t))]
+    rest = ""
+    if len(ranked) > 1:
+        cheap, fast = min(ranked, key=lambda o: o["cost_usd"]), min(ranked, key=lambda o: o[t])
+        rest = (f" Of the {len(ranked)} GPU types that fit, the cheapest is {_e(cheap['gpu'])} "
+                f"({_e(format_usd(cheap['cost_usd']))} {per}) and the fastest {_e(fast['gpu'])} "
+                f"({_e(_num(fast[t] if training else fast[t] * 1e3))} {'h' if training else 'ms TPOT'}).")
+    return f'<p class="summary">{first}{rest}</p>'
+
+
 def _tables(result: dict, training: bool) -> list[str]:
-    rec, opts, par = result.get("recommendation"), result.get("options") or [], result.get("pareto") or []
+    par = result.get("pareto") or []
     out = ["<h2>Why</h2>"]
     for e in result.get("explanations") or []:
         out.append(f"<h3>{_e(e.get('title'))}</h3><p>{_e(e.get('text'))}</p>{_data_table(e.get('data') or {})}")
-    cols, rows = _option_rows(opts, training)
-    recrow = {i for i, o in enumerate(opts) if rec and _key(o) == _key(rec)}
-    out += ["<h2>Best option per GPU type</h2>", _table(cols, rows, recrow) if opts else "<p>none</p>"]
     cols, rows = _option_rows(par, training)
     out += ["<h2>Pareto front</h2>", '<p class="note">Sorted by ' + ("time" if training else "TPOT") + "; each is "
             "cheaper than every faster option.</p>", _table(cols, rows) if par else "<p>none</p>"]  # fmt: skip
@@ -486,7 +558,7 @@ def _tables(result: dict, training: bool) -> list[str]:
             else "<p>none</p>",
             f'<p class="note">Searched {_num(srch.get("layouts_evaluated"))} layouts over '
             f'{_e(srch.get("gpu_types", DASH))} GPU types in {_num(srch.get("wall_s"))} s.</p>']  # fmt: skip
-    srcs = {o["gpu"]: o.get("price_source") for o in opts}
+    srcs = {o["gpu"]: o.get("price_source") for o in result.get("options") or []}
     out += ["<h2>Price sources</h2>", _table(["GPU", "source"], [[g, v or DASH] for g, v in srcs.items()])]
     return out
 
@@ -496,18 +568,19 @@ def render_html(result: dict) -> str:
     s, rec, inf = result["scenario"], result.get("recommendation"), result.get("infeasible") or {}
     training = s.get("task") != "inference"
     gpus = [o["gpu"] for o in (result.get("options") or []) + (result.get("all_options") or [])]
-    colours = {g: PALETTE[i % len(PALETTE)] for i, g in enumerate(dict.fromkeys(gpus))}
+    styles = _styles(gpus)
     focus = rec or inf.get("closest")
     out = [f"<h1>{_e(s.get('name'))}</h1>",
            f'<p class="note">{_e(s.get("model"))}, {_e(s.get("task"))}: scaleright plan report</p>',
-           "<h2>Scenario</h2>", _scenario(s), "<h2>Recommendation</h2>"]  # fmt: skip
+           _summary(result, training), "<h2>Recommendation</h2>"]  # fmt: skip
     if rec:
         out.append(f'<div class="rec">{_cards(rec, training)}</div>')
     else:
         out.append(f'<div class="bad"><p><b>No option meets the constraints.</b> Binding constraint: '
                    f'<b>{_e(inf.get("binding", DASH))}</b>. {_e(inf.get("message", ""))}</p>'
                    + (f"<h3>Closest option</h3>{_cards(focus, training)}" if focus else "") + "</div>")  # fmt: skip
-    out += _charts(result, focus, colours, training) + _tables(result, training)
+    out += [*_best_per_gpu(result, training), "<h2>Scenario</h2>", _scenario(s)]
+    out += _charts(result, focus, styles, training) + _tables(result, training)
     out.append(f"<footer>scaleright {_e(scaleright.__version__)} · every number comes from the model/catalog; "
                "sources: <code>scaleright catalog ... --json</code></footer>")
     return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"/>'
