@@ -15,11 +15,10 @@ from __future__ import annotations
 
 import html
 import math
-import numbers
 from pathlib import Path
-from typing import TypeGuard
 
 import scaleright
+from scaleright import fmt
 
 __all__ = ["render_html", "write_html"]
 
@@ -28,7 +27,7 @@ PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e
 SHAPES = ("circle", "square", "triangle", "diamond")  # with PALETTE: 40 GPU types before a (colour, shape) repeats
 W, H = 720, 360  # chart canvas, px
 X0, X1, Y0, Y1 = 72, W - 190, H - 52, 16  # plot area: left, right, bottom, top (px); legend right of X1
-DASH = "—"
+DASH = fmt.DASH
 CSS = """
 body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,Helvetica,Arial,sans-serif;margin:0 auto;max-width:1040px;
 padding:24px;color:#1d2330;line-height:1.45}
@@ -52,23 +51,15 @@ def _e(x: object) -> str:
     return html.escape(str(x))
 
 
-def _ok(x: object) -> TypeGuard[float]:
-    return isinstance(x, numbers.Real) and not isinstance(x, bool) and math.isfinite(x)
+_ok = fmt.is_number
+format_usd = fmt.usd  # the name explanations import
 
 
 def _num(x: object, spec: str = ".3g") -> str:
-    """Three significant figures (thousands separated from 1,000 up); "—" for None, NaN, inf."""
-    if not _ok(x):
-        return DASH
-    return f"{x:,.0f}" if abs(x) >= 1000 and spec == ".3g" else format(x, spec)
-
-
-def format_usd(x: object) -> str:
-    """Money as printed everywhere (report, explanations): whole dollars from $1,000, cents from $1, three
-    significant digits below; "—" for None, NaN, inf."""
-    if not _ok(x):
-        return DASH
-    return f"${x:,.0f}" if abs(x) >= 1000 else f"${x:,.2f}" if abs(x) >= 1 else f"${x:.3g}"
+    """``fmt.number`` (three significant figures); another format ``spec`` where a chart tick needs one."""
+    if spec == ".3g" or not _ok(x):
+        return fmt.number(x)
+    return format(x, spec)
 
 
 def _usd_tick(x: float) -> str:
@@ -80,8 +71,7 @@ def _opt(x: object, unit: str) -> str:
     return f"{_num(x)} {unit}" if _ok(x) else "none"
 
 
-def _pct(x: object) -> str:
-    return f"{x:.0%}" if _ok(x) else DASH
+_pct = fmt.percent
 
 
 def _layout(lay: dict) -> str:
