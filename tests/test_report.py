@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from scaleright import charts
 from scaleright.plan import report
 from scaleright.plan.planner import plan
 from scaleright.plan.report import render_html, write_html
@@ -204,7 +205,7 @@ def test_each_pareto_marker_carries_its_numbers_as_hover_text(training) -> None:
 
 
 def test_forty_gpu_types_get_forty_distinct_colour_and_marker_pairs() -> None:
-    styles = report._styles([f"gpu-{i}" for i in range(40)])
+    styles = charts.styles([f"gpu-{i}" for i in range(40)])
     assert len(set(styles.values())) == 40
     assert styles["gpu-0"][0] == styles["gpu-10"][0] and styles["gpu-0"][1] != styles["gpu-10"][1]
 
