@@ -38,6 +38,11 @@ footer{margin-top:40px;border-top:1px solid #e3e7ee;padding-top:8px;color:#5b647
 """
 
 
+def usd_tick(x: float) -> str:
+    """A dollar axis label: $2.5k, $1.2M, $300."""
+    return f"${x / 1e6:g}M" if x >= 1e6 else f"${x / 1e3:g}k" if x >= 1e4 else "$" + fmt.number(x)
+
+
 def esc(x: object) -> str:
     return html.escape(str(x))
 

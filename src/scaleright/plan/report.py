@@ -36,10 +36,6 @@ def _num(x: object, spec: str = ".3g") -> str:
     return format(x, spec)
 
 
-def _usd_tick(x: float) -> str:
-    return f"${x / 1e6:g}M" if x >= 1e6 else f"${x / 1e3:g}k" if x >= 1e4 else "$" + _num(x)
-
-
 def _opt(x: object, unit: str) -> str:
     """An optional limit: "none" when unset."""
     return f"{_num(x)} {unit}" if _ok(x) else "none"
@@ -108,7 +104,7 @@ def _pareto_chart(res: dict, styles: dict[str, tuple[str, str]], training: bool)
     sx, sy = ch.scale(xlo, xhi, X0, X1, 10), ch.scale(ylo, yhi, Y0, Y1, 10)
     out = ch.axes(sx, sy, ch.ticks(xlo, xhi, 10), ch.ticks(ylo, yhi, 10),
                 "time to train (h, log)" if training else "time per output token (ms, log)",
-                "cost per job (USD, log)" if training else "cost per month (USD, log)", yfmt=_usd_tick)  # fmt: skip
+                "cost per job (USD, log)" if training else "cost per month (USD, log)", yfmt=ch.usd_tick)  # fmt: skip
     c = res["scenario"].get("constraints") or {}
     for lim, vert, name in ((c.get("deadline_h") if training else None, True, "deadline"),
                             (c.get("budget_usd"), False, "budget")):  # fmt: skip
@@ -171,7 +167,7 @@ def _capex_chart(cap: dict) -> str:
     ylo, yhi = ch.span(own + rent, zero=True)
     sy = ch.scale(ylo, yhi, Y0, Y1)
     out = ch.axes(sx, sy, ch.ticks(0, 24), ch.ticks(ylo, yhi), "hours of use per day",
-                f"cost over {_num(cap.get('horizon_months'))} months (USD)", yfmt=_usd_tick)  # fmt: skip
+                f"cost over {_num(cap.get('horizon_months'))} months (USD)", yfmt=ch.usd_tick)  # fmt: skip
     out.append(ch.path([(sx(h), sy(v)) for h, v in zip(hrs, own, strict=True) if _ok(v)], "#2ca02c", 2.5))
     out.append(ch.path([(sx(h), sy(v)) for h, v in zip(hrs, rent, strict=True) if _ok(v)], "#1f77b4", 2.5))
     be, use = cap.get("break_even_hours_per_day"), cap.get("stated_hours_per_day")
