@@ -187,6 +187,7 @@ def test_summary_comes_first_and_states_the_recommendation(training) -> None:
     assert summary and doc.index('class="summary"') < doc.index("<h2>")
     text = re.sub(r"<[^>]+>", "", summary.group(1))
     assert f"{rec['gpus']} × {rec['gpu']}" in text and report.format_usd(rec["cost_usd"]) in text
+    assert text.startswith("Rent (on-demand)") and "What would change it:" in text
     # the best option per GPU type comes before the scenario, the charts and the explanations
     assert doc.index("Best option per GPU type") < doc.index("<h2>Scenario") < doc.index("<h2>Charts")
 
@@ -204,10 +205,11 @@ def test_each_pareto_marker_carries_its_numbers_as_hover_text(training) -> None:
     assert f"{o['gpus']} × {o['gpu']}" in tips[0] and report.format_usd(o["cost_usd"]) in tips[0]
 
 
-def test_forty_gpu_types_get_forty_distinct_colour_and_marker_pairs() -> None:
-    styles = charts.styles([f"gpu-{i}" for i in range(40)])
-    assert len(set(styles.values())) == 40
-    assert styles["gpu-0"][0] == styles["gpu-10"][0] and styles["gpu-0"][1] != styles["gpu-10"][1]
+def test_twenty_gpu_types_get_twenty_colours_and_eighty_get_distinct_colour_and_marker_pairs() -> None:
+    styles = charts.styles([f"gpu-{i}" for i in range(80)])
+    assert len({styles[f"gpu-{i}"][0] for i in range(20)}) == 20
+    assert len(set(styles.values())) == 80
+    assert all(styles[f"gpu-{i}"][1] != styles[f"gpu-{i + 1}"][1] for i in range(79))  # neighbours differ in shape
 
 
 def test_a_one_point_scaling_curve_and_a_one_type_radar_become_sentences(training) -> None:

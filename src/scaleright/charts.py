@@ -14,9 +14,14 @@ import math
 
 from scaleright import fmt
 
-PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22",
-           "#7f7f7f")  # fmt: skip
-SHAPES = ("circle", "square", "triangle", "diamond")  # with PALETTE: 40 GPU types before a (colour, shape) repeats
+# Colour-blind-safe categorical colours: Okabe & Ito's eight ("Color Universal Design", 2008), then Paul Tol's
+# "muted" nine and three of his "light" scheme (Tol, "Colour Schemes", SRON/EPS/TN/09-002) — 20 distinct colours.
+# Each series also gets a marker shape that changes with every step, so neighbours differ in two channels and
+# the first 80 series have distinct (colour, shape) pairs.
+PALETTE = ("#0072B2", "#E69F00", "#009E73", "#D55E00", "#56B4E9", "#CC79A7", "#000000", "#F0E442",
+           "#332288", "#CC6677", "#117733", "#882255", "#44AA99", "#999933", "#AA4499", "#88CCEE", "#DDCC77",
+           "#EE8866", "#FFAABB", "#BBCC33")  # fmt: skip
+SHAPES = ("circle", "square", "triangle", "diamond")
 W, H = 720, 360  # chart canvas, px
 X0, X1, Y0, Y1 = 72, W - 190, H - 52, 16  # plot area: left, right, bottom, top (px); legend right of X1
 DASH = fmt.DASH
@@ -130,10 +135,10 @@ def dot(x, y, fill, r=4.0, stroke="none", opacity=1.0, shape="circle", tip: str 
     return f"{head}><title>{esc(tip)}</title></{head[1:].split(' ', 1)[0]}>" if tip else f"{head}/>"
 
 
-def styles(gpus: list[str]) -> dict[str, tuple[str, str]]:
-    """A (colour, marker shape) per GPU type, distinct for the first len(PALETTE) * len(SHAPES) types."""
-    return {g: (PALETTE[i % len(PALETTE)], SHAPES[(i // len(PALETTE)) % len(SHAPES)])
-            for i, g in enumerate(dict.fromkeys(gpus))}  # fmt: skip
+def styles(series: list[str]) -> dict[str, tuple[str, str]]:
+    """A (colour, marker shape) per series (GPU type): 20 distinct colours, distinct pairs for the first 80."""
+    return {g: (PALETTE[i % len(PALETTE)], SHAPES[(i + i // len(PALETTE)) % len(SHAPES)])
+            for i, g in enumerate(dict.fromkeys(series))}  # fmt: skip
 
 
 def axes(sx, sy, xt, yt, xlabel: str, ylabel: str, xfmt=fmt.number, yfmt=fmt.number) -> list[str]:

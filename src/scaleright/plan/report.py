@@ -121,6 +121,8 @@ def _pareto_chart(res: dict, styles: dict[str, tuple[str, str]], training: bool)
         col, shape = styles.get(o["gpu"], ("#777", "circle"))
         out.append(ch.dot(sx(x), sy(y), col, 4.5, "#222" if _key(o) in front else "none", 0.85, shape,
                         _option_tip(o, training)))  # fmt: skip
+        if _key(o) in front:  # the front's points are named on the chart; the others by hover and legend
+            out.append(ch.text(sx(x) + 7, sy(y) - 7, f"{o['gpus']}×{o['gpu']}", "start", font_size="10", fill="#333"))
     rec = res["recommendation"]
     if rec and _ok(rec.get(xk)) and rec[xk] > 0 and _ok(rec.get("cost_usd")) and rec["cost_usd"] > 0:
         out.append(ch.dot(sx(rec[xk] * xmul), sy(rec["cost_usd"]), "none", 10, "#2ca02c"))
@@ -358,9 +360,11 @@ def _best_per_gpu(result: dict, training: bool) -> list[str]:
 
 
 def _summary(result: dict, training: bool) -> str:
-    """The answer in two sentences, read from the result: the recommendation (or why there is none) and the
-    cheapest and fastest GPU types among the best options."""
+    """The answer in one paragraph, read from the result: what to rent or buy, how many, time and cost, what chose
+    it (the binding constraint), the cheapest and fastest GPU types, and what would change the decision."""
     rec, inf, opts = result.get("recommendation"), result.get("infeasible") or {}, result.get("options") or []
+    s = result["scenario"]
+    c, mode = s.get("constraints") or {}, (s.get("pricing") or {}).get("mode", "on-demand")
     t = "time_h" if training else "tpot_s"
     per = "per job" if training else "per month"
 
@@ -368,20 +372,31 @@ def _summary(result: dict, training: bool) -> str:
         return f"{o.get('gpus')} × {o.get('gpu')} ({_layout(o.get('layout') or {})})"
 
     if rec:
-        speed = f"{_num(rec.get(t))} h" if training else f"TPOT {_num((rec.get(t) or math.nan) * 1e3)} ms"
-        first = (f"Recommended: <b>{_e(what(rec))}</b>, {_e(speed)}, {_e(format_usd(rec.get('cost_usd')))} {per} "
-                 f"at {_e(format_usd(rec.get('price_usd_per_gpu_hour')))} per GPU-hour.")
+        speed = f"{_num(rec.get(t))} h" if training else f"TPOT {fmt.ms(rec.get(t))} ms"
+        verb = "Buy" if mode == "own" else f"Rent ({mode})"
+        limits = [f"the {_num(c['deadline_h'])} h deadline" if training and _ok(c.get("deadline_h")) else "",
+                  f"the {format_usd(c['budget_usd'])} budget" if _ok(c.get("budget_usd")) else ""]
+        limits = [x for x in limits if x]
+        why = f"the cheapest option that meets {' and '.join(limits)}" if limits else "the cheapest option"
+        if not training:
+            why += " that meets the latency SLOs at the stated request rate"
+        parts = [f"{verb} <b>{_e(what(rec))}</b>: {_e(speed)}, {_e(format_usd(rec.get('cost_usd')))} {per} at "
+                 f"{_e(format_usd(rec.get('price_usd_per_gpu_hour')))} per GPU-hour — {_e(why)}."]
     else:
-        first = (f"<b>No option meets the constraints</b>; binding: {_e(inf.get('binding', DASH))}."
-                 + (f" Closest: {_e(what(inf['closest']))}." if inf.get("closest") else ""))
+        parts = [f"<b>No option meets the constraints</b>; binding: {_e(inf.get('binding', DASH))}."
+                 + (f" Closest: {_e(what(inf['closest']))}." if inf.get("closest") else "")]
     ranked = [o for o in opts if _ok(o.get("cost_usd")) and _ok(o.get(t))]
-    rest = ""
     if len(ranked) > 1:
         cheap, fast = min(ranked, key=lambda o: o["cost_usd"]), min(ranked, key=lambda o: o[t])
-        rest = (f" Of the {len(ranked)} GPU types that fit, the cheapest is {_e(cheap['gpu'])} "
-                f"({_e(format_usd(cheap['cost_usd']))} {per}) and the fastest {_e(fast['gpu'])} "
-                f"({_e(_num(fast[t] if training else fast[t] * 1e3))} {'h' if training else 'ms TPOT'}).")
-    return f'<p class="summary">{first}{rest}</p>'
+        fast_s = f"{_num(fast[t])} h" if training else f"{fmt.ms(fast[t])} ms TPOT"
+        parts.append(f"Comparing the best option of each of the {len(ranked)} GPU types that fit: the cheapest is "
+                     f"{_e(cheap['gpu'])} ({_e(format_usd(cheap['cost_usd']))} {per}), the quickest "
+                     f"{_e(fast['gpu'])} ({_e(fast_s)}).")
+    change = next((e.get("text") for e in result.get("explanations") or [] if e.get("topic") == "what_would_change"),
+                  None)  # fmt: skip
+    if change:
+        parts.append(f"What would change it: {_e(change)}")
+    return f'<p class="summary">{" ".join(parts)}</p>'
 
 
 def _tables(result: dict, training: bool) -> list[str]:
