@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from scaleright.cli import bench_cmd, calibrate_cmd, catalog_cmd, estimate_cmd, plan_cmd, serve_cmd
+from scaleright.cli import bench_cmd, calibrate_cmd, catalog_cmd, dashboard_cmd, estimate_cmd, plan_cmd, serve_cmd
 from scaleright.cli.common import visible
 from scaleright.errors import InputError, ScalerightError
 
@@ -65,7 +65,7 @@ def _root(
 
 
 # Command-group modules, each with ``register(app: typer.Typer) -> None``.
-_GROUPS = (catalog_cmd, estimate_cmd, plan_cmd, serve_cmd, bench_cmd, calibrate_cmd)
+_GROUPS = (catalog_cmd, estimate_cmd, plan_cmd, serve_cmd, bench_cmd, calibrate_cmd, dashboard_cmd)
 for _group in _GROUPS:
     _group.register(app)
 
