@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 
 pytest.importorskip("fastapi", reason="the dashboard extra is not installed (pip install '.[dashboard]')")
-from fastapi.testclient import TestClient  # noqa: E402
+from fastapi.testclient import TestClient
 
-from scaleright.dashboard.app import MAX_BODY_BYTES, create_app  # noqa: E402
-from tests.cli_helpers import run_main  # noqa: E402
+from scaleright.dashboard.app import MAX_BODY_BYTES, create_app
+from tests.cli_helpers import run_main
 
 ROOT = Path(__file__).resolve().parents[2]
 BASE = "http://127.0.0.1:8765"
