@@ -13,34 +13,6 @@ from scaleright.catalog import Catalog
 from scaleright.errors import InputError
 from scaleright.estimate.calibration import DEFAULT_CALIBRATION, load_calibration
 
-CPU_ENTRY = """\
-- id: test-cpu
-  name: test CPU
-  vendor: generic
-  architecture: x86-64
-  memory_gb: 16
-  memory_type: DDR
-  hbm_bandwidth_tb_per_s: 0.02
-  dense_tflops: {fp32: 0.1, tf32: null, bf16: 0.05, fp16: null, fp8: null, int8: null, fp4: null}
-  tdp_w: 100
-  intra_node_link: pcie
-  intra_node_gb_per_s_per_gpu: 5
-  gpus_per_node: 2
-  nic_gbps_per_gpu: 10
-  form_factor: cpu
-  unverified: [dense_tflops, hbm_bandwidth_tb_per_s]
-  source: assumed figures describing the test machine
-"""
-
-
-@pytest.fixture
-def cpu_catalog(tmp_path):
-    d = tmp_path / "catalog"
-    d.mkdir()
-    (d / "gpus.yaml").write_text(CPU_ENTRY)
-    return d
-
-
 FIVE_RUNS = [(1, 4, 64), (1, 8, 128), (2, 8, 64), (2, 4, 128), (1, 16, 256)]  # (world size, micro-batch, hidden)
 # enough shapes to tell compute, memory, fixed overhead and the link's bandwidth and latency apart
 TEN_RUNS = [*FIVE_RUNS, (2, 16, 256), (1, 1, 64), (2, 1, 512), (1, 2, 512), (2, 32, 128)]
@@ -72,14 +44,16 @@ def test_fit_recovers_known_efficiencies(make_run, cpu_catalog):
     runs = _synthetic_runs(make_run, gpu, truth)
     inputs = [run_inputs(r) for r in runs]
     assert abs(DEFAULT_CALIBRATION.gemm_efficiency / 0.3 - 1) > 0.5  # the truth is far from where the fit starts
-    cal, report = fit_calibration(inputs, gpu=gpu, params=("gemm_efficiency", "step_overhead_s"))
+    res = fit_calibration(inputs, gpu=gpu, params=("gemm_efficiency", "step_overhead_s"))
+    cal = res.calibration
     assert cal.gemm_efficiency == pytest.approx(0.3, rel=0.05)
     assert cal.step_overhead_s == pytest.approx(0.05, rel=0.05)
     # the fitted model reproduces every synthetic run's step time (set by the truth, not by the fit)
     for ri, r in zip(inputs, runs, strict=True):
         assert predict_run(ri, gpu=gpu, cal=cal)["step_time_s"] == pytest.approx(
             r["metrics"]["step_time_s_median"], rel=0.01)
-    assert report["rms_log_error_after"] < 0.01 < report["rms_log_error_before"]
+    assert res.in_sample_error["rms_log"] < 0.01 < res.defaults_error["rms_log"]
+    assert res.result.on_bound == {}
 
 
 @pytest.mark.slow
@@ -149,13 +123,20 @@ def test_calibrate_and_compare_on_real_runs(cli, tmp_path, cpu_catalog):
     assert {(x["world_size"], x["metric"]) for x in rows} == {
         (ws, m) for ws in (1, 2) for m in ("step_time_s", "tokens_per_s", "peak_memory_gb")}
 
-    fit = cli("calibrate", "--name", "ci-test", "--gpu", "test-cpu", "--catalog", cpu_catalog, "--db", db, "--json",
-              env=env)
+    args = ("calibrate", "--name", "ci-test", "--gpu", "test-cpu", "--catalog", cpu_catalog, "--db", db, "--json")
+    fit = cli(*args, env=env)
+    refused = fit.returncode != 0  # real timings on a shared CPU: two runs may not beat the defaults out of sample
+    if refused:
+        assert fit.returncode == 2 and fit.stdout == ""
+        assert "the fitted profile is worse than the defaults on these 2 runs (cross-validated" in fit.stderr
+        assert not (tmp_path / "cals").exists()
+        fit = cli(*args, "--force", env=env)
     assert fit.returncode == 0, fit.stderr
     out = json.loads(fit.stdout)
+    assert out["forced"] == refused
     cal = load_calibration(str(tmp_path / "cals" / "ci-test.json"))
     assert cal.as_dict() == out["parameters"]
-    assert out["runs"] == 2 and "collective_bandwidth_scale" in out["fitted"]  # two world sizes: the link is fitted too
+    assert len(out["runs"]) == 2 and "collective_bandwidth_scale" in out["fitted"]  # two world sizes: link fitted too
 
     after = cli("compare", "--gpu", "test-cpu", "--catalog", cpu_catalog, "--db", db, "--calibration", "ci-test",
                 "--json", env=env)
@@ -169,8 +150,8 @@ def test_calibrate_and_compare_on_real_runs(cli, tmp_path, cpu_catalog):
     # its predictions are the model's under the saved calibration for the stored runs (whether the fit can match
     # a CPU is not asserted: the test catalog's CPU figures are assumed; recovery is tested on known truth above).
     after_rows = json.loads(after.stdout)["rows"]
-    assert rms(rows) == pytest.approx(out["rms_log_error_before"], rel=1e-6)
-    assert rms(after_rows) == pytest.approx(out["rms_log_error_after"], rel=1e-6)
+    assert rms(rows) == pytest.approx(out["error"]["defaults"]["rms_log"], rel=1e-6)
+    assert rms(after_rows) == pytest.approx(out["error"]["in_sample"]["rms_log"], rel=1e-6)
     gpu = Catalog.load(cpu_catalog).gpu("test-cpu")
     stored = {ri.run_id: ri for ri in map(run_inputs, RunStore(db).list(kind="train", status="ok"))}
     for x in after_rows:

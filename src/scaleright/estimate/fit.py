@@ -111,7 +111,7 @@ class _Space:
         self.b = np.where(self.log, np.log(np.where(self.log, self.hi, 1.0)), self.hi)
 
     def to_u(self, x: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
-        y = np.where(self.log, np.log(np.clip(x, self.lo, self.hi)), x)
+        y = np.where(self.log, np.log(np.where(self.log, np.clip(x, self.lo, self.hi), 1.0)), x)
         return np.asarray(np.clip((y - self.a) / (self.b - self.a), 0.0, 1.0), dtype=float)
 
     def to_x(self, u: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
