@@ -199,8 +199,8 @@ def profile_path(name: str, directory: Path | None = None, *, flag: str = "calib
 
 PROVENANCE_SCHEMA = 1
 # What ``estimate memory`` records: memory has no fitted parameter (its overheads are documented terms, ``Overheads``)
-MEMORY_CALIBRATION_RECORD: dict[str, object] = {"name": "none", "sha256": None, "source": "not used: the memory "
-                                                "model has no fitted parameters", "provenance": None}  # fmt: skip
+MEMORY_CALIBRATION_RECORD: dict[str, object] = {"name": "none", "source": "not used: the memory model has no fitted "
+                                                "parameters"}  # fmt: skip
 _ERROR_KEYS = ("rows", "median_abs_pct", "p90_abs_pct", "rms_log")
 
 
