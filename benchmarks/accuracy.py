@@ -49,8 +49,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import validation as ref
+from scaleright.estimate import fit as fitter
 from scaleright.estimate.calibration import DEFAULT_CALIBRATION, Calibration
-from scaleright.estimate.fit import fit as fit_calibration
 
 TRAIN_TARGET = 0.10  # median |error| of training TFLOP/s (and tokens/s) per GPU
 INFER_TARGET = 0.15  # median |error| of inference throughput
@@ -242,8 +242,8 @@ def fit(data: Data, base: Calibration, groups: frozenset[str], pool) -> tuple[Ca
     # every table of a side weighs the same, and training and inference weigh the same in total
     weights = np.array([1 / np.sqrt(counts[c.group] * tables[_is_train(c)]) if c.group in groups else 0.0
                         for c in data.cases])  # fmt: skip
-    res = fit_calibration(lambda cal: predict(data, cal, groups), measured(data), base, FIT_BOUNDS, weights=weights,
-                          predict_many=lambda cals: pool.map(_predict_star, [(c, groups) for c in cals]))
+    res = fitter.fit(lambda cal: predict(data, cal, groups), measured(data), base, FIT_BOUNDS, weights=weights,
+                     predict_many=lambda cals: pool.map(_predict_star, [(c, groups) for c in cals]))
     return res.calibration, {"nfev": res.nfev, "seconds": res.seconds, "cost": res.cost, "status": res.status,
                              "on_bound": res.on_bound}  # fmt: skip
 

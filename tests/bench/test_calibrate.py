@@ -330,6 +330,9 @@ def test_a_saved_profile_carries_its_provenance_and_every_estimate_names_it(run_
         rec = json.loads(out)["calibration"]
         assert (rec["name"], rec["source"], rec["provenance"]) == ("default", "built-in", None)
         assert rec["sha256"] == _sha256_json_plain(DEFAULT_CALIBRATION.as_dict())
+    code, out, err = run_cli("compare", "--gpu", "test-cpu", "--db", db, "--calibration", "mine", "--json")
+    assert code == 0, err
+    assert json.loads(out)["calibration"]["sha256"] == sha
     code, out, err = run_cli("estimate", "memory", "--model", "gpt2", "--gpu", "h100-sxm", "--json")
     assert code == 0, err
     assert json.loads(out)["calibration"]["name"] == "none"  # memory has no fitted parameter

@@ -121,10 +121,11 @@ def compare_cmd(
 ) -> None:
     """Predicted vs measured step time, tokens/s and peak memory for every stored train run, with % error."""
     from scaleright.bench.calibrate import predict_run
-    from scaleright.cli.common import calibration_from
+    from scaleright.cli.common import profile_from
 
     g = catalog_from(catalog).gpu(gpu)
-    cal = calibration_from("--calibration", calibration)
+    prof = profile_from("--calibration", calibration)
+    cal = prof.calibration
     fp, _, inputs = _inputs(db, fingerprint)
     rows = []
     for ri in inputs:
@@ -135,10 +136,11 @@ def compare_cmd(
             rows.append({"run_id": ri.run_id, "world_size": ri.world_size, "metric": metric, "predicted": p,
                          "measured": measured, "error_pct": err})  # fmt: skip
     if as_json:
-        emit_json({"fingerprint": fp, "gpu": g.id, "calibration": calibration or "default", "rows": rows})
+        emit_json({"fingerprint": fp, "gpu": g.id, "calibration": prof.record(), "rows": rows})
         return
-    table(f"Predicted vs measured ({fp}, {g.id}, calibration {calibration or 'default'})",
+    table(f"Predicted vs measured ({fp}, {g.id}, calibration {prof.name})",
           ["run", "world size", "metric", "predicted", "measured", "error %"],
           [[r["run_id"], r["world_size"], r["metric"], r["predicted"], r["measured"], r["error_pct"]] for r in rows])
     console.print("peak_memory_gb on CPU is the process RSS growth, not comparable to the model's per-GPU memory",
                   style="dim")
+    console.print(esc(prof.line()), style="dim")
