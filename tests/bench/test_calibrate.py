@@ -270,13 +270,30 @@ def test_one_run_cannot_be_cross_validated_and_is_refused_unless_forced(run_cli,
     db = _store(tmp_path / "runs.sqlite", [make_run(0)])
     code, _, err = run_cli("calibrate", "--name", "one", "--gpu", "test-cpu", "--db", db)
     assert code == 2
-    assert one_error_line(err).startswith("error: --name=one: one run cannot be cross-validated (leave-one-run-out "
-                                          "needs 2 or more)")  # fmt: skip
+    assert one_error_line(err).startswith("error: --name=one: one run cannot be cross-validated (that needs 2 or "
+                                          "more runs)")  # fmt: skip
     code, out, err = run_cli("calibrate", "--name", "one", "--gpu", "test-cpu", "--db", db, "--force", "--json")
     assert code == 0, err
     cv = json.loads(out)["error"]["cross_validated"]
     assert cv["folds"] == 0 and cv["median_abs_pct"] is None
     assert "not cross-validated" in load_profile("one").line()
+
+
+def test_cross_validation_holds_out_every_run_once(make_run, cpu_catalog):
+    """Leave-one-run-out up to 10 runs, 10 folds of runs beyond; every run is predicted by a fit that did not see it
+    (runs made by a known truth: the held-out error is the truth's, near 0, and the defaults' is not)."""
+    from scaleright.bench.calibrate import cross_validate
+
+    gpu = Catalog.load(cpu_catalog).gpu("test-cpu")
+    truth = DEFAULT_CALIBRATION.replace(gemm_efficiency=0.3, step_overhead_s=0.02)
+    shapes = [(1, mb, h) for mb in (1, 4, 16) for h in (64, 128, 256, 512)]  # 12 runs
+    inputs = [run_inputs(r) for r in _synthetic_runs(make_run, gpu, truth, shapes)]
+    params = ("gemm_efficiency", "step_overhead_s")
+    cv = cross_validate(inputs, gpu=gpu, params=params)
+    assert (cv["method"], cv["folds"], cv["rows"]) == ("10-fold by run", 10, 12)
+    assert cv["median_abs_pct"] < 0.5
+    few = cross_validate(inputs[:3], gpu=gpu, params=params)
+    assert (few["method"], few["folds"], few["rows"]) == ("leave-one-run-out", 3, 3)
 
 
 def _sha256_json(obj) -> str:

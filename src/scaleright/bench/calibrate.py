@@ -13,8 +13,9 @@ with ``form_factor: cpu`` (a user catalog describes the CPU), a GPU run only the
 ``fit_calibration`` fits the free parameters to the runs' median step times with the one fitter of the project
 (``scaleright.estimate.fit``: bounded soft-L1 least squares on log errors), starting from the current calibration.
 With runs at one world size only, communication parameters are left as they are (nothing in the data constrains
-them). ``cross_validate`` refits with each run left out in turn and predicts that run (leave-one-run-out): the
-out-of-sample error a saved profile is judged by, against the defaults' error on the same runs.
+them). ``cross_validate`` refits with each run left out in turn and predicts that run (leave-one-run-out; 10 folds
+of runs beyond 10 runs): the out-of-sample error a saved profile is judged by, against the defaults' error on the
+same runs.
 """
 
 from __future__ import annotations
@@ -187,18 +188,23 @@ def fit_calibration(inputs: list[RunInputs], *, gpu: Any, start: Calibration = D
                           in_sample_error=error_summary(_step_errors(inputs, gpu, res.calibration)))  # fmt: skip
 
 
+CV_FOLDS_MAX = 10  # up to this many runs: leave-one-run-out; more: this many folds of runs (every k-th run)
+
+
 def cross_validate(inputs: list[RunInputs], *, gpu: Any, start: Calibration = DEFAULT_CALIBRATION,
                    params: tuple[str, ...]) -> dict[str, Any]:  # fmt: skip
-    """Leave-one-run-out: fit ``params`` on every run but one, predict that one, for each run in turn; the
-    ``error_summary`` of the held-out predictions, with ``method`` and ``folds``. Fewer than 2 runs: no folds
-    (every error None)."""
-    held = np.full(len(inputs), np.nan)
-    if len(inputs) >= 2:
-        for i in range(len(inputs)):
-            rest = inputs[:i] + inputs[i + 1:]
-            cal = _fit(rest, gpu, start, params).calibration
-            held[i] = _step_errors([inputs[i]], gpu, cal)[0]
-    return {**error_summary(held), "method": "leave-one-run-out", "folds": len(inputs) if len(inputs) >= 2 else 0}
+    """Fit ``params`` on every run but a held-out fold, predict the fold, for each fold in turn: leave-one-run-out
+    up to ``CV_FOLDS_MAX`` runs, else that many folds (run i in fold i mod k). The ``error_summary`` of the held-out
+    predictions, with ``method`` and ``folds``; fewer than 2 runs: no folds (every error None)."""
+    n = len(inputs)
+    k = min(n, CV_FOLDS_MAX) if n >= 2 else 0
+    held = np.full(n, np.nan)
+    for f in range(k):
+        test = [i for i in range(n) if i % k == f]
+        cal = _fit([ri for i, ri in enumerate(inputs) if i % k != f], gpu, start, params).calibration
+        held[test] = _step_errors([inputs[i] for i in test], gpu, cal)
+    method = "leave-one-run-out" if k == n else f"{k}-fold by run"
+    return {**error_summary(held), "method": method, "folds": k}
 
 
 # ---- which hardware the runs measured --------------------------------------------------------------------------

@@ -82,7 +82,7 @@ def calibrate_cmd(
     worse = cv_err is None or (default_err is not None and cv_err > default_err)
     if worse and not force:
         if cv_err is None:
-            raise InputError(f"--name={name}: one run cannot be cross-validated (leave-one-run-out needs 2 or more), "
+            raise InputError(f"--name={name}: one run cannot be cross-validated (that needs 2 or more runs), "
                              "so the profile could not be shown to beat the defaults; not saved; measure more runs "
                              "(e.g. bench train --nproc 1,2) or pass --force")  # fmt: skip
         raise InputError(f"--name={name}: the fitted profile is worse than the defaults on these {len(inputs)} runs "
@@ -100,7 +100,7 @@ def calibrate_cmd(
           [[k, p["default"], p["value"], p["low"], p["high"], p["on_bound"] or ""]
            for k, p in prov["parameters"].items()])  # fmt: skip
     console.print(f"median |error| of step time: defaults {_pct(default_err)}, fitted {_pct(cv_err)} "
-                  f"cross-validated (leave-one-run-out, {cv['folds']} folds), "
+                  f"cross-validated ({cv['method']}, {cv['folds']} folds), "
                   f"{_pct(result.in_sample_error['median_abs_pct'])} in-sample")  # fmt: skip
     for k, p in prov["parameters"].items():
         if p["on_bound"]:
