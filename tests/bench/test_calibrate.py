@@ -418,3 +418,12 @@ def test_a_parameter_on_its_bound_is_flagged(run_cli, tmp_path, env, make_run, c
     assert code == 0, err
     assert "gemm_efficiency sits on its high bound (0.95): the model lacks a physical term" in " ".join(out.split())
     assert "on a bound: gemm_efficiency" in load_profile("b").line()
+
+
+def test_a_provenance_that_is_not_json_is_refused_and_nothing_written(env):
+    from scaleright.errors import CatalogFileError
+
+    with pytest.raises(CatalogFileError, match=r"^calibration profile 'p': cannot be written as JSON"):
+        save_calibration("p", DEFAULT_CALIBRATION.replace(gemm_efficiency=0.5),
+                         provenance=_provenance(solver={"cost": float("nan")}))  # fmt: skip
+    assert not (env / "p.json").exists()

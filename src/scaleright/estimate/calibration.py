@@ -356,7 +356,10 @@ def save_calibration(name: str, cal: Calibration, *, provenance: dict[str, objec
     body: dict[str, object] = {"parameters": cal.as_dict()}
     if provenance is not None:
         body["provenance"] = check_provenance(provenance, cal, f"calibration profile '{name}'")
-    text = json.dumps(body, indent=2, allow_nan=False)
+    try:
+        text = json.dumps(body, indent=2, allow_nan=False)
+    except (TypeError, ValueError) as exc:  # a NaN or a non-JSON value in the provenance's free-form parts
+        raise CatalogFileError(f"calibration profile '{name}': cannot be written as JSON ({exc})") from None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
