@@ -15,7 +15,8 @@ token its own TFLOP/s ÷ tokens/s imply.
 
 ``--fit`` needs scipy: ``pip install ".[validate]"``; the error report alone needs only scaleright.
 
-The fit (scipy ``least_squares``, trust-region reflective, soft-L1 loss) minimises log(predicted / measured) over
+The fit (``scaleright.estimate.fit``, the fitter ``scaleright calibrate`` uses: scipy ``least_squares``, trust-region
+reflective, soft-L1 loss) minimises log(predicted / measured) over
 training and inference rows together, one parameter set for everything; each row is weighted so that every
 table on its side (training, inference) weighs the same and the two sides weigh the same in total. Parameters are
 bounded to physical ranges (``FIT_BOUNDS``). Communication is not fitted here: the estimator costs collectives
@@ -48,6 +49,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import validation as ref
+from scaleright.estimate import fit as fitter
 from scaleright.estimate.calibration import DEFAULT_CALIBRATION, Calibration
 
 TRAIN_TARGET = 0.10  # median |error| of training TFLOP/s (and tokens/s) per GPU
@@ -223,62 +225,27 @@ def report_conventions(data: Data) -> None:
 
 _POOL_DATA: Data | None = None  # set before forking the worker pool
 _NAMES = tuple(FIT_BOUNDS)
-_LO = np.array([FIT_BOUNDS[n][0] for n in _NAMES])
-_HI = np.array([FIT_BOUNDS[n][1] for n in _NAMES])
 
 
-def _cal_of(u: np.ndarray, base: Calibration) -> Calibration:
-    """Calibration at normalised parameters u in [0, 1] (values within 1e-6 of a bound snap to it)."""
-    u = np.clip(u, 0, 1)
-    u = np.where(u < 1e-6, 0.0, np.where(u > 1 - 1e-6, 1.0, u))
-    x = _LO + u * (_HI - _LO)
-    return base.replace(**{n: float(v) for n, v in zip(_NAMES, x, strict=True)})
-
-
-def _residuals(u: np.ndarray, base: Calibration, groups: frozenset[str], weights: np.ndarray) -> np.ndarray:
-    data = _POOL_DATA
-    pred = predict(data, _cal_of(u, base), groups)
-    r = np.log(pred / measured(data)) * weights
-    return np.where(np.isfinite(r), r, 0.0)
-
-
-def _residuals_star(args):
-    return _residuals(*args)
+def _predict_star(args: tuple[Calibration, frozenset[str]]) -> np.ndarray:
+    cal, groups = args
+    assert _POOL_DATA is not None  # set before the pool forks
+    return predict(_POOL_DATA, cal, groups)
 
 
 def fit(data: Data, base: Calibration, groups: frozenset[str], pool) -> tuple[Calibration, dict]:
-    """Least squares on weighted log errors of the rows in ``groups``; a forward-difference Jacobian in parallel."""
+    """The one fitter (``scaleright.estimate.fit``) on the weighted log errors of the rows in ``groups``; the
+    Jacobian's columns are predicted in parallel by ``pool``."""
     counts = Counter(c.group for c in data.cases if c.group in groups)  # rows per table
     side_of = {c.group: _is_train(c) for c in data.cases if c.group in groups}
     tables = Counter(side_of.values())  # tables per side (training, inference)
     # every table of a side weighs the same, and training and inference weigh the same in total
     weights = np.array([1 / np.sqrt(counts[c.group] * tables[_is_train(c)]) if c.group in groups else 0.0
                         for c in data.cases])  # fmt: skip
-    x0 = np.array([getattr(base, n) for n in _NAMES])
-    u0 = np.clip((x0 - _LO) / (_HI - _LO), 0.0, 1.0)
-    h = 1e-3
-    cache: dict[bytes, np.ndarray] = {}
-
-    def fun(u):
-        key = u.tobytes()
-        if key not in cache:
-            cache.clear()
-            cache[key] = _residuals(u, base, groups, weights)
-        return cache[key]
-
-    def jac(u):
-        f0 = fun(u)
-        steps = [u + np.where(np.arange(len(u)) == i, h if u[i] + h <= 1 else -h, 0.0) for i in range(len(u))]
-        cols = pool.map(_residuals_star, [(s, base, groups, weights) for s in steps])
-        return np.stack([(c - f0) / (s[i] - u[i]) for i, (c, s) in enumerate(zip(cols, steps, strict=True))], axis=1)
-
-    from scipy.optimize import least_squares  # the validate extra; main() checks it is installed
-
-    t0 = time.time()
-    res = least_squares(fun, u0, jac=jac, bounds=(0.0, 1.0), loss="soft_l1", f_scale=0.1, x_scale=1.0,
-                        max_nfev=100, xtol=1e-6, ftol=1e-8)  # fmt: skip
-    cal = _cal_of(res.x, base)
-    return cal, {"nfev": res.nfev, "seconds": time.time() - t0, "cost": float(res.cost), "status": res.status}
+    res = fitter.fit(lambda cal: predict(data, cal, groups), measured(data), base, FIT_BOUNDS, weights=weights,
+                     predict_many=lambda cals: pool.map(_predict_star, [(c, groups) for c in cals]))
+    return res.calibration, {"nfev": res.nfev, "seconds": res.seconds, "cost": res.cost, "status": res.status,
+                             "on_bound": res.on_bound}  # fmt: skip
 
 
 def held_out_split(data: Data) -> tuple[frozenset[str], frozenset[str]]:

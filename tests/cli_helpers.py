@@ -1,7 +1,9 @@
-"""Running ``scaleright.cli.main.main`` in-process and checking the one-line-error promise (for the input tests)."""
+"""Running ``scaleright.cli.main.main`` in-process and checking the one-line-error promise (for the input tests);
+the state of a file, to check a command left it alone."""
 
 from __future__ import annotations
 
+import hashlib
 import re
 import sys
 
@@ -28,3 +30,15 @@ def assert_one_line(code: int, out: str, err: str, pattern: str) -> None:
     lines = err.splitlines()
     assert len(lines) == 1, lines
     assert re.search(pattern, lines[0]), (pattern, lines[0])
+
+
+def one_error_line(err: str) -> str:
+    """The only line of ``err``, which must start with ``error: `` (returned with it)."""
+    [line] = err.strip().splitlines()
+    assert line.startswith("error: "), line
+    return line
+
+
+def file_state(path) -> tuple[str, int]:
+    """(SHA-256 of the bytes, mtime in ns) of a file: equal before and after when a command did not touch it."""
+    return hashlib.sha256(path.read_bytes()).hexdigest(), path.stat().st_mtime_ns

@@ -6,16 +6,14 @@ that is a file is one line, profiles are written atomically, and the run databas
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import sqlite3
-import sys
 
 import pytest
 
+from cli_helpers import file_state, one_error_line
 from scaleright.bench import RunStore
-from scaleright.cli.main import main
 from scaleright.errors import InputError
 from scaleright.estimate.calibration import DEFAULT_CALIBRATION, load_calibration, save_calibration
 
@@ -24,9 +22,11 @@ RULE = ("a profile name is 1 to 100 letters, digits, '-' or '_', starting with a
 
 
 @pytest.fixture
-def cal_dir(tmp_path, monkeypatch):
+def cal_dir(tmp_path, monkeypatch, cpu_catalog):
+    """The calibration directory (not created), and the user catalog describing the runs' CPU (``test-cpu``)."""
     d = tmp_path / "cals"
     monkeypatch.setenv("SCALERIGHT_CALIBRATION_DIR", str(d))
+    monkeypatch.setenv("SCALERIGHT_CATALOG", str(cpu_catalog))
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
     return d
 
@@ -50,31 +50,6 @@ def no_fit(monkeypatch):
     monkeypatch.setattr("scaleright.bench.calibrate.fit_calibration", fit)
 
 
-@pytest.fixture
-def run_cli(monkeypatch, capsys):
-    def run(*args: object) -> tuple[int, str, str]:
-        monkeypatch.setattr(sys, "argv", ["scaleright", *map(str, args)])
-        code = 0
-        try:
-            main()
-        except SystemExit as exc:
-            code = exc.code if isinstance(exc.code, int) else 1
-        out, err = capsys.readouterr()
-        return code, out, err
-
-    return run
-
-
-def _error(err: str) -> str:
-    [line] = err.strip().splitlines()
-    assert line.startswith("error: ")
-    return line.removeprefix("error: ")
-
-
-def _state(path) -> tuple[str, int]:
-    return hashlib.sha256(path.read_bytes()).hexdigest(), path.stat().st_mtime_ns
-
-
 @pytest.mark.parametrize("name, message", [
     ("../escape", f"--name='../escape': {RULE}"),
     ("a/b", f"--name='a/b': {RULE}"),
@@ -87,9 +62,9 @@ def _state(path) -> tuple[str, int]:
     ("default", "--name='default': 'default' names the built-in calibration; choose another name"),
 ], ids=["dotdot", "slash", "dot", "dash-first", "empty", "space", "101", "300", "default"])
 def test_a_bad_profile_name_is_refused_before_the_fit(run_cli, db, cal_dir, no_fit, name, message):
-    code, _, err = run_cli("calibrate", "--name", name, "--gpu", "h100", "--db", db)
+    code, _, err = run_cli("calibrate", "--name", name, "--gpu", "test-cpu", "--db", db)
     assert code == 2
-    assert _error(err) == message
+    assert one_error_line(err) == f"error: {message}"
     assert not cal_dir.exists()
 
 
@@ -97,15 +72,16 @@ def test_an_existing_profile_is_kept_without_force_and_replaced_with_it(run_cli,
     cal_dir.mkdir()
     profile = cal_dir / "mine.json"
     profile.write_text('{"parameters": {"gemm_efficiency": 0.5}}')
-    before = _state(profile)
-    code, _, err = run_cli("calibrate", "--name", "mine", "--gpu", "h100", "--db", db)
+    before = file_state(profile)
+    code, _, err = run_cli("calibrate", "--name", "mine", "--gpu", "test-cpu", "--db", db)
     assert code == 2
-    assert _error(err) == (f"--name=mine: a calibration profile already exists at {profile}; pass --force to "
-                           "replace it")
-    assert _state(profile) == before
+    assert one_error_line(err) == (f"error: --name=mine: a calibration profile already exists at {profile}; pass "
+                                   "--force to replace it")
+    assert file_state(profile) == before
     monkeypatch.undo()  # the real fit, the same environment
     monkeypatch.setenv("SCALERIGHT_CALIBRATION_DIR", str(cal_dir))
-    code, out, err = run_cli("calibrate", "--name", "mine", "--gpu", "h100", "--db", db, "--force", "--json")
+    monkeypatch.setenv("SCALERIGHT_CATALOG", str(cal_dir.parent / "catalog"))
+    code, out, err = run_cli("calibrate", "--name", "mine", "--gpu", "test-cpu", "--db", db, "--force", "--json")
     assert code == 0, err
     assert json.loads(out)["path"] == str(profile)
     assert load_calibration(str(profile)).as_dict() == json.loads(out)["parameters"]
@@ -117,38 +93,38 @@ def test_a_calibration_directory_that_is_a_file_is_one_line_and_the_file_is_kept
     afile = tmp_path / "cals.txt"
     afile.write_text("my notes\n")
     monkeypatch.setenv("SCALERIGHT_CALIBRATION_DIR", str(afile))
-    code, _, err = run_cli("calibrate", "--name", "mine", "--gpu", "h100", "--db", db)
+    code, _, err = run_cli("calibrate", "--name", "mine", "--gpu", "test-cpu", "--db", db)
     assert code == 2
-    assert _error(err) == (f"calibration directory {afile} (from $SCALERIGHT_CALIBRATION_DIR): not a directory; "
-                           "profiles are saved in a directory")
+    assert one_error_line(err) == (f"error: calibration directory {afile} (from $SCALERIGHT_CALIBRATION_DIR): not a "
+                                   "directory; profiles are saved in a directory")
     assert afile.read_text() == "my notes\n"
 
 
 def test_a_missing_or_foreign_db_is_refused_before_the_fit_and_not_created(run_cli, tmp_path, cal_dir, no_fit):
     missing = tmp_path / "typo.sqlite"
-    code, _, err = run_cli("calibrate", "--name", "mine", "--gpu", "h100", "--db", missing)
+    code, _, err = run_cli("calibrate", "--name", "mine", "--gpu", "test-cpu", "--db", missing)
     assert code == 2
-    assert _error(err).startswith(f"--db={missing}: file not found (no runs stored yet?")
+    assert one_error_line(err).startswith(f"error: --db={missing}: file not found (no runs stored yet?")
     assert not missing.exists()
     foreign = tmp_path / "notes.sqlite"
     with sqlite3.connect(foreign) as conn:
         conn.execute("CREATE TABLE notes (body TEXT)")
     conn.close()
-    before = _state(foreign)
+    before = file_state(foreign)
     for cmd in (["calibrate", "--name", "mine"], ["compare"]):
-        code, _, err = run_cli(*cmd, "--gpu", "h100", "--db", foreign)
+        code, _, err = run_cli(*cmd, "--gpu", "test-cpu", "--db", foreign)
         assert code == 2
-        assert "not a scaleright run database" in _error(err)
-        assert _state(foreign) == before
+        assert "not a scaleright run database" in one_error_line(err)
+        assert file_state(foreign) == before
 
 
 @pytest.mark.parametrize("cmd", [["calibrate", "--name", "ro"], ["compare"]], ids=["calibrate", "compare"])
 def test_calibrate_and_compare_only_read_the_database(run_cli, db, cal_dir, cmd):
     os.chmod(db, 0o444)
-    before = _state(db)
-    code, _, err = run_cli(*cmd, "--gpu", "h100", "--db", db, "--json")
+    before = file_state(db)
+    code, _, err = run_cli(*cmd, "--gpu", "test-cpu", "--db", db, "--json")
     assert code == 0, err
-    assert _state(db) == before
+    assert file_state(db) == before
 
 
 def test_a_damaged_or_incomplete_run_is_skipped_with_a_warning(run_cli, db, cal_dir, make_run):
@@ -157,7 +133,7 @@ def test_a_damaged_or_incomplete_run_is_skipped_with_a_warning(run_cli, db, cal_
         conn.execute("UPDATE runs SET metrics_json = '{broken' WHERE id = 2")
         conn.execute("UPDATE runs SET model_json = '{\"layers\": 2}' WHERE id = 3")
     conn.close()
-    code, out, err = run_cli("compare", "--gpu", "h100", "--db", db, "--json")
+    code, out, err = run_cli("compare", "--gpu", "test-cpu", "--db", db, "--json")
     assert code == 0, err
     assert {r["run_id"] for r in json.loads(out)["rows"]} == {1}
     warnings = err.strip().splitlines()
@@ -183,6 +159,12 @@ def test_save_calibration_keeps_an_existing_profile_unless_asked_and_writes_atom
     assert sorted(p.name for p in tmp_path.iterdir()) == ["p1.json"]
 
 
-def test_save_calibration_stores_nan_meta_as_null(tmp_path):
-    path = save_calibration("p2", DEFAULT_CALIBRATION, directory=tmp_path, meta={"error": float("nan")})
-    assert json.loads(path.read_text(), parse_constant=lambda c: pytest.fail(c))["meta"] == {"error": None}
+def test_save_calibration_refuses_provenance_that_would_not_load(tmp_path):
+    """What is saved loads: a NaN error (not JSON) or a provenance value that is not the profile's is refused."""
+    from scaleright.errors import CatalogFileError
+
+    with pytest.raises(CatalogFileError, match=r"^calibration profile 'p2': provenance must be a JSON object"):
+        save_calibration("p2", DEFAULT_CALIBRATION, directory=tmp_path, provenance=[1])  # type: ignore[arg-type]
+    with pytest.raises(CatalogFileError, match=r"^calibration profile 'p2': provenance lacks created_utc, error"):
+        save_calibration("p2", DEFAULT_CALIBRATION, directory=tmp_path, provenance={"schema": 1})
+    assert list(tmp_path.iterdir()) == []

@@ -9,7 +9,6 @@ no NaN and neutralise spreadsheet formulas. Each reproducer of the issue is a te
 from __future__ import annotations
 
 import csv
-import hashlib
 import io
 import json
 import os
@@ -23,9 +22,9 @@ import time
 
 import pytest
 
+from cli_helpers import file_state, one_error_line
 from scaleright.bench import RunStore, RunStoreError
 from scaleright.bench import db as dbmod
-from scaleright.cli.main import main
 from scaleright.errors import InputError
 
 
@@ -33,34 +32,6 @@ from scaleright.errors import InputError
 def _private_data_dir(tmp_path, monkeypatch):
     """Recovery files that fall back to the user data directory land in the test's own directory."""
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
-
-
-@pytest.fixture
-def run_cli(monkeypatch, capsys):
-    """``run_cli("runs", "list", ...)`` runs the CLI in this process; returns (exit code, stdout, stderr)."""
-
-    def run(*args: object) -> tuple[int, str, str]:
-        monkeypatch.setattr(sys, "argv", ["scaleright", *map(str, args)])
-        code = 0
-        try:
-            main()
-        except SystemExit as exc:
-            code = exc.code if isinstance(exc.code, int) else 1
-        out, err = capsys.readouterr()
-        return code, out, err
-
-    return run
-
-
-def _state(path) -> tuple[str, int]:
-    """(sha256 of the bytes, mtime in ns) of a file."""
-    return hashlib.sha256(path.read_bytes()).hexdigest(), path.stat().st_mtime_ns
-
-
-def _one_error_line(err: str) -> str:
-    [line] = err.strip().splitlines()
-    assert line.startswith("error: ")
-    return line
 
 
 @pytest.fixture
@@ -90,23 +61,23 @@ def _foreign(path):
 ], ids=["list", "list-json", "show", "export", "report"])
 def test_read_only_commands_leave_a_read_only_database_byte_for_byte_unchanged(run_cli, db, args):
     os.chmod(db, 0o444)  # as root this does not stop writes, so the bytes and mtime are checked too
-    before = _state(db)
+    before = file_state(db)
     time.sleep(0.01)
     code, out, err = run_cli(*args, "--db", db)
     assert code == 0, err
     assert out.strip()
-    assert _state(db) == before
+    assert file_state(db) == before
     assert sorted(p.name for p in db.parent.iterdir()) == ["runs.sqlite"]  # not even SQLite's -wal and -shm
 
 
 def test_listing_a_foreign_sqlite_file_refuses_it_and_does_not_switch_it_to_wal(run_cli, tmp_path):
     path = _foreign(tmp_path / "notes.sqlite")
-    before = _state(path)
+    before = file_state(path)
     code, _, err = run_cli("runs", "list", "--db", path)
     assert code == 2
-    assert _one_error_line(err) == (f"error: --db={path}: a SQLite database without scaleright's runs table "
+    assert one_error_line(err) == (f"error: --db={path}: a SQLite database without scaleright's runs table "
                                     "(tables: notes), not a scaleright run database")
-    assert _state(path) == before
+    assert file_state(path) == before
     with sqlite3.connect(path) as conn:
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "delete"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.sqlite", "xdg"] or \
@@ -122,7 +93,7 @@ def test_an_empty_or_non_sqlite_file_is_refused_and_stays_as_it_was(run_cli, tmp
     path.write_bytes(content)
     code, _, err = run_cli("runs", "list", "--db", path)
     assert code == 2
-    assert _one_error_line(err) == f"error: --db={path}: {reason}"
+    assert one_error_line(err) == f"error: --db={path}: {reason}"
     assert path.read_bytes() == content  # the old store turned an empty file into a database
 
 
@@ -130,7 +101,7 @@ def test_a_missing_db_is_an_error_not_a_new_empty_database(run_cli, tmp_path):
     path = tmp_path / "typo.sqlite"
     code, _, err = run_cli("runs", "list", "--db", path)
     assert code == 2
-    assert _one_error_line(err) == (f"error: --db={path}: file not found (no runs stored yet? run `scaleright bench "
+    assert one_error_line(err) == (f"error: --db={path}: file not found (no runs stored yet? run `scaleright bench "
                                     "train|comm|infer` with this --db first)")
     assert not path.exists()
 
@@ -139,7 +110,7 @@ def test_a_db_name_longer_than_255_characters_is_one_line(run_cli, tmp_path):
     path = tmp_path / ("r" * 300 + ".sqlite")
     code, _, err = run_cli("runs", "list", "--db", path)
     assert code == 2
-    assert _one_error_line(err).endswith(": cannot open the run database (file name too long)")
+    assert one_error_line(err).endswith(": cannot open the run database (file name too long)")
     with pytest.raises(RunStoreError, match=r": cannot open the run database \(file name too long\)$"):
         RunStore(path).check_writable()
 
@@ -147,13 +118,13 @@ def test_a_db_name_longer_than_255_characters_is_one_line(run_cli, tmp_path):
 # ---- writers refuse what is not theirs, before measuring -----------------------------------------------------------
 def test_add_to_a_foreign_database_writes_nothing_to_it_and_keeps_the_run_in_a_recovery_file(tmp_path, make_run):
     path = _foreign(tmp_path / "notes.sqlite")
-    before = _state(path)
+    before = file_state(path)
     store = RunStore(path)
     with pytest.raises(RunStoreError, match="refusing to write to it") as info:
         store.check_writable()
     with pytest.raises(RunStoreError) as info:
         store.add(**make_run(tokens_per_s=4321.0))
-    assert _state(path) == before
+    assert file_state(path) == before
     [saved] = tmp_path.glob("notes.sqlite.unsaved-train-*.json")
     assert f"it is saved in {saved}" in str(info.value)
     assert f"scaleright runs import {saved} --db {path}" in str(info.value)
@@ -162,13 +133,13 @@ def test_add_to_a_foreign_database_writes_nothing_to_it_and_keeps_the_run_in_a_r
 
 def test_bench_infer_refuses_a_foreign_database_before_measuring(cli, tmp_path):
     path = _foreign(tmp_path / "notes.sqlite")
-    before = _state(path)
+    before = file_state(path)
     proc = cli("bench", "infer", "--device", "cpu", "--batch-sizes", "1", "--db", path, timeout=120)
     assert proc.returncode == 2, proc.stderr
-    assert _one_error_line(proc.stderr) == (
+    assert one_error_line(proc.stderr) == (
         f"error: --db={path}: a SQLite database without scaleright's runs table (tables: notes), not a scaleright "
         "run database; refusing to write to it (give a new path or an existing scaleright run database)")
-    assert _state(path) == before
+    assert file_state(path) == before
     assert not list(tmp_path.glob("*.unsaved-*"))  # refused before anything was measured
 
 
@@ -200,10 +171,10 @@ def test_a_database_from_before_the_application_id_is_read_unchanged_and_stamped
     conn.execute("PRAGMA journal_mode=WAL")
     conn.executescript(OLD_SCHEMA)
     conn.close()
-    before = _state(path)
+    before = file_state(path)
     store = RunStore(path)
     assert store.list() == []
-    assert _state(path) == before
+    assert file_state(path) == before
     store.add(**make_run())
     assert [r["id"] for r in store.list()] == [1]
     with sqlite3.connect(path) as conn:
@@ -230,7 +201,7 @@ def test_another_applications_database_and_a_newer_schema_are_refused(tmp_path, 
 def test_runs_show_bounds_the_id(run_cli, db, run_id, shown):
     code, _, err = run_cli("runs", "show", run_id, "--db", db)
     assert code == 2
-    assert _one_error_line(err) == f"error: ID={shown}: a run id is a whole number from 1 to 9223372036854775807"
+    assert one_error_line(err) == f"error: ID={shown}: a run id is a whole number from 1 to 9223372036854775807"
 
 
 def test_get_bounds_the_id_in_the_api(db):
@@ -255,7 +226,7 @@ def test_a_damaged_row_is_named_by_show_and_skipped_with_a_warning_by_list_and_e
     conn.close()
     code, _, err = run_cli("runs", "show", "2", "--db", db)
     assert code == 2
-    line = _one_error_line(err)
+    line = one_error_line(err)
     assert line.startswith(f"error: --db={db}: run 2: column {column} is damaged (")
     assert re.search(why, line)
     code, out, err = run_cli("runs", "list", "--json", "--db", db)
@@ -283,18 +254,18 @@ def test_a_stored_run_missing_a_metric_is_left_out_of_the_report_with_a_warning(
 
 # ---- export: never the database, atomic, no NaN, no formulas ------------------------------------------------------
 def test_export_out_that_is_the_database_is_refused_and_the_database_kept(run_cli, db, tmp_path):
-    before = _state(db)
+    before = file_state(db)
     link = tmp_path / "link.json"
     link.symlink_to(db)
     for out in (db, link):
         code, _, err = run_cli("runs", "export", "--db", db, "--out", out)
         assert code == 2
-        assert _one_error_line(err) == f"error: --out={out}: is one of this command's inputs; give another output path"
-    assert _state(db) == before
+        assert one_error_line(err) == f"error: --out={out}: is one of this command's inputs; give another output path"
+    assert file_state(db) == before
     assert len(RunStore(db).list()) == 2
     code, _, err = run_cli("bench", "report", "--db", db, "--html", db)
     assert code == 2 and "--html=" in err and "is one of this command's inputs" in err
-    assert _state(db) == before
+    assert file_state(db) == before
 
 
 def test_a_failed_export_write_keeps_the_previous_file_and_leaves_no_temporary(db, tmp_path, monkeypatch):
@@ -388,7 +359,7 @@ def test_a_locked_database_is_waited_for_a_bounded_time_and_the_run_is_kept(run_
         assert time.monotonic() - started < 5
         [saved] = db.parent.glob("runs.sqlite.unsaved-train-*.json")
         code, _, err = run_cli("runs", "import", saved, "--db", db)  # still locked: no second recovery file
-        assert code == 2 and _one_error_line(err).endswith(f"; the run is still only in {saved}")
+        assert code == 2 and one_error_line(err).endswith(f"; the run is still only in {saved}")
         assert list(db.parent.glob("runs.sqlite.unsaved-*")) == [saved]
     finally:
         holder.execute("ROLLBACK")
@@ -419,7 +390,7 @@ def test_runs_import_refuses_a_file_that_is_not_a_recovery_file(run_cli, db, tmp
     bad.write_text('{"run": {}}')
     code, _, err = run_cli("runs", "import", bad, "--db", db)
     assert code == 2
-    assert _one_error_line(err).startswith(f"error: FILE={bad}: not a scaleright recovery file")
+    assert one_error_line(err).startswith(f"error: FILE={bad}: not a scaleright recovery file")
     assert len(RunStore(db).list()) == 2
 
 
@@ -427,7 +398,7 @@ def test_runs_import_refuses_a_file_that_is_not_a_recovery_file(run_cli, db, tmp
 def test_an_unknown_kind_names_the_flag(run_cli, db, cmd):
     code, _, err = run_cli(*cmd, "--kind", "bogus", "--db", db)
     assert code == 2
-    assert _one_error_line(err) == "error: --kind='bogus' not allowed; allowed: train, comm, infer"
+    assert one_error_line(err) == "error: --kind='bogus' not allowed; allowed: train, comm, infer"
 
 
 def test_a_database_held_exclusively_is_a_bounded_wait_for_readers_too(run_cli, db, monkeypatch):
@@ -441,7 +412,7 @@ def test_a_database_held_exclusively_is_a_bounded_wait_for_readers_too(run_cli, 
         holder.execute("ROLLBACK")
         holder.close()
     assert code == 2
-    assert _one_error_line(err) == (f"error: --db={db}: the run database is locked by another process; gave up after "
+    assert one_error_line(err) == (f"error: --db={db}: the run database is locked by another process; gave up after "
                                     "waiting 0.2 s (another `scaleright bench` or a SQLite browser may hold it; try "
                                     "again when it is done)")
 
@@ -518,6 +489,6 @@ def test_the_default_database_missing_says_so_without_naming_a_flag_value_the_us
     code, _, err = run_cli("runs", "list")  # XDG_DATA_HOME is this test's directory
     assert code == 2
     default = tmp_path / "xdg" / "scaleright" / "runs.sqlite"
-    assert _one_error_line(err) == (f"error: --db={default}: file not found (no runs stored yet? run `scaleright "
+    assert one_error_line(err) == (f"error: --db={default}: file not found (no runs stored yet? run `scaleright "
                                     "bench train|comm|infer` first)")
     assert not default.exists()

@@ -7,28 +7,38 @@ the measured median step time. ``run_inputs`` turns it into the model's inputs: 
 recompute) and the catalog accelerator the run used (``--gpu``; a CPU or an unlisted device is described by a user
 catalog entry, see README).
 
-``fit_calibration`` minimises the squared log error of the predicted step times over the free parameters
-(coordinate descent with golden-section line searches, in log space, within physical bounds), starting from the
-current calibration. It needs no scipy. With runs at one world size only, communication parameters are left as
-they are (nothing in the data constrains them).
+``check_hardware`` refuses runs whose hardware is not the accelerator named: a CPU run matches only a catalog entry
+with ``form_factor: cpu`` (a user catalog describes the CPU), a GPU run only the entry its GPU names resolve to.
+
+``fit_calibration`` fits the free parameters to the runs' median step times with the one fitter of the project
+(``scaleright.estimate.fit``: bounded soft-L1 least squares on log errors), starting from the current calibration.
+With runs at one world size only, communication parameters are left as they are (nothing in the data constrains
+them). ``cross_validate`` refits with each run left out in turn and predicts that run (leave-one-run-out; 10 folds
+of runs beyond 10 runs): the out-of-sample error a saved profile is judged by, against the defaults' error on the
+same runs.
 """
 
 from __future__ import annotations
 
-import math
+import datetime as dt
+import hashlib
+import json
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
-from scaleright.errors import InputError
-from scaleright.estimate.calibration import DEFAULT_CALIBRATION, Calibration
+from scaleright.errors import InputError, ScalerightError
+from scaleright.estimate.calibration import DEFAULT_CALIBRATION, PROVENANCE_SCHEMA, Calibration
 from scaleright.estimate.comm import system_of
+from scaleright.estimate.fit import FitResult, error_summary, fit, log_errors
 from scaleright.estimate.layout import Layout
 from scaleright.estimate.memory import Overheads
 from scaleright.estimate.train import estimate_train
 from scaleright.workload.spec import TransformerSpec, from_hf_config
 
-__all__ = ["RunInputs", "run_inputs", "predict_run", "fit_calibration", "FIT_BOUNDS", "select_runs"]
+__all__ = ["RunInputs", "run_inputs", "predict_run", "fit_calibration", "cross_validate", "CalibrationFit",
+           "FIT_BOUNDS", "select_runs", "check_hardware", "runs_sha256", "provenance"]
 
 _ZERO = {"single": 0, "ddp": 0, "fsdp-grad-op": 2, "fsdp-full": 3, "fsdp": 3}
 
@@ -121,62 +131,142 @@ def predict_run(ri: RunInputs, *, gpu, cal: Calibration = DEFAULT_CALIBRATION) -
     return {"step_time_s": est.step_time_s, "tokens_per_s": est.tokens_per_s, "peak_memory_gb": est.memory_gb_per_gpu}
 
 
-def _loss(inputs: list[RunInputs], gpu, cal: Calibration) -> float:
-    errs = [math.log(predict_run(ri, gpu=gpu, cal=cal)["step_time_s"] / ri.measured["step_time_s"]) for ri in inputs]
-    return float(np.mean(np.square(errs)))
+def _step_errors(inputs: list[RunInputs], gpu: Any, cal: Calibration) -> np.ndarray:
+    """log(predicted / measured) of each run's median step time."""
+    pred = [predict_run(ri, gpu=gpu, cal=cal)["step_time_s"] for ri in inputs]
+    return log_errors(pred, [ri.measured["step_time_s"] for ri in inputs])
 
 
-def _golden(f, lo: float, hi: float, iters: int = 30) -> float:
-    """Minimise ``f`` over [lo, hi] (log space) by golden-section search."""
-    a, b = math.log(lo), math.log(hi)
-    g = (math.sqrt(5) - 1) / 2
-    c, d = b - g * (b - a), a + g * (b - a)
-    fc, fd = f(math.exp(c)), f(math.exp(d))
-    for _ in range(iters):
-        if fc < fd:
-            b, d, fd = d, c, fc
-            c = b - g * (b - a)
-            fc = f(math.exp(c))
-        else:
-            a, c, fc = c, d, fd
-            d = a + g * (b - a)
-            fd = f(math.exp(d))
-    return math.exp((a + b) / 2)
+def default_params(inputs: list[RunInputs]) -> tuple[str, ...]:
+    """Compute, memory and overhead; plus the link's bandwidth and latency scales when the runs span several world
+    sizes (one of them above 1): only then do the data constrain them."""
+    params: tuple[str, ...] = ("gemm_efficiency", "memory_efficiency", "step_overhead_s")
+    if len({ri.world_size for ri in inputs}) > 1 and any(ri.world_size > 1 for ri in inputs):
+        params += ("collective_bandwidth_scale", "collective_latency_scale")
+    return params
 
 
-def fit_calibration(inputs: list[RunInputs], *, gpu, start: Calibration = DEFAULT_CALIBRATION,
-                    params: tuple[str, ...] | None = None, sweeps: int = 25) -> tuple[Calibration, dict]:  # fmt: skip
-    """Fit ``params`` (default: compute, memory and overhead; plus link parameters when several world sizes are
-    present) to the runs' median step times. Returns the calibration and a report with the errors before/after."""
+def _fit(inputs: list[RunInputs], gpu: Any, start: Calibration, params: tuple[str, ...]) -> FitResult:
+    measured = np.array([ri.measured["step_time_s"] for ri in inputs])
+
+    def predict(cal: Calibration) -> np.ndarray:
+        return np.array([predict_run(ri, gpu=gpu, cal=cal)["step_time_s"] for ri in inputs])
+
+    return fit(predict, measured, start, {p: FIT_BOUNDS[p] for p in params})
+
+
+@dataclass(frozen=True)
+class CalibrationFit:
+    """A fit to stored runs: the result, and the step-time errors of the defaults and of the fitted values."""
+
+    result: FitResult
+    params: tuple[str, ...]
+    start: Calibration
+    defaults_error: dict[str, Any]  # error_summary of ``start`` on the runs (not fitted to them: out of sample)
+    in_sample_error: dict[str, Any]  # error_summary of the fitted values on the runs they were fitted to
+
+    @property
+    def calibration(self) -> Calibration:
+        return self.result.calibration
+
+    def parameters(self) -> dict[str, dict[str, Any]]:
+        """Per fitted parameter: value, default, low, high, on_bound (None, "low" or "high")."""
+        r = self.result
+        return {p: {"value": r.values[p], "default": getattr(self.start, p), "low": r.bounds[p][0],
+                    "high": r.bounds[p][1], "on_bound": r.on_bound.get(p)} for p in self.params}  # fmt: skip
+
+
+def fit_calibration(inputs: list[RunInputs], *, gpu: Any, start: Calibration = DEFAULT_CALIBRATION,
+                    params: tuple[str, ...] | None = None) -> CalibrationFit:  # fmt: skip
+    """Fit ``params`` (default: ``default_params``) to the runs' median step times."""
     if not inputs:
         raise InputError("no runs to fit")
-    multi = len({ri.world_size for ri in inputs}) > 1 and any(ri.world_size > 1 for ri in inputs)
-    if params is None:
-        params = ("gemm_efficiency", "memory_efficiency", "step_overhead_s")
-        if multi:
-            params += ("collective_bandwidth_scale", "collective_latency_scale")
-    cal = start
-    before = _loss(inputs, gpu, cal)
-    cur = before
-    for _ in range(sweeps):  # coordinate descent until a sweep gains less than 1e-10 in loss
-        start_sweep = cur
-        for p in params:
-            lo, hi = FIT_BOUNDS[p]
-            best = _golden(lambda v, p=p, c=cal: _loss(inputs, gpu, c.replace(**{p: v})), lo, hi)
-            trial = _loss(inputs, gpu, cal.replace(**{p: best}))
-            if trial < cur:
-                cal, cur = cal.replace(**{p: best}), trial
-        if start_sweep - cur < 1e-10:
-            break
-    after = _loss(inputs, gpu, cal)
+    params = params or default_params(inputs)
+    res = _fit(inputs, gpu, start, params)
+    return CalibrationFit(result=res, params=params, start=start,
+                          defaults_error=error_summary(_step_errors(inputs, gpu, start)),
+                          in_sample_error=error_summary(_step_errors(inputs, gpu, res.calibration)))  # fmt: skip
 
-    def pct(c: Calibration) -> list[float]:
-        return [abs(predict_run(ri, gpu=gpu, cal=c)["step_time_s"] / ri.measured["step_time_s"] - 1) * 100
-                for ri in inputs]  # fmt: skip
 
-    report = {
-        "runs": len(inputs), "fitted": list(params), "rms_log_error_before": math.sqrt(before),
-        "rms_log_error_after": math.sqrt(after), "median_abs_pct_error_before": float(np.median(pct(start))),
-        "median_abs_pct_error_after": float(np.median(pct(cal))),
+CV_FOLDS_MAX = 10  # up to this many runs: leave-one-run-out; more: this many folds of runs (every k-th run)
+
+
+def cross_validate(inputs: list[RunInputs], *, gpu: Any, start: Calibration = DEFAULT_CALIBRATION,
+                   params: tuple[str, ...]) -> dict[str, Any]:  # fmt: skip
+    """Fit ``params`` on every run but a held-out fold, predict the fold, for each fold in turn: leave-one-run-out
+    up to ``CV_FOLDS_MAX`` runs, else that many folds (run i in fold i mod k). The ``error_summary`` of the held-out
+    predictions, with ``method`` and ``folds``; fewer than 2 runs: no folds (every error None)."""
+    n = len(inputs)
+    k = min(n, CV_FOLDS_MAX) if n >= 2 else 0
+    held = np.full(n, np.nan)
+    for f in range(k):
+        test = [i for i in range(n) if i % k == f]
+        cal = _fit([ri for i, ri in enumerate(inputs) if i % k != f], gpu, start, params).calibration
+        held[test] = _step_errors([inputs[i] for i in test], gpu, cal)
+    method = "leave-one-run-out" if k == n else f"{k}-fold by run"
+    return {**error_summary(held), "method": method, "folds": k}
+
+
+# ---- which hardware the runs measured --------------------------------------------------------------------------
+
+_USER_CATALOG = ("a user catalog: a gpus.yaml entry of the same schema as the built-ins in a directory given with "
+                 "--catalog DIR (see README, 'Measure, then calibrate')")  # fmt: skip
+
+
+def check_hardware(runs: list[dict], gpu: Any, catalog: Any) -> None:
+    """Refuse (``InputError``, one line) the first run whose hardware is not ``gpu``: a CPU run (``device_type``
+    cpu, or no GPU recorded) needs a catalog entry with ``form_factor: cpu``; a GPU run needs every GPU it
+    recorded (nvidia-smi's names) to resolve, by id or alias, to ``gpu``."""
+    is_cpu_entry = str(getattr(gpu, "form_factor", "")).strip().lower() == "cpu"
+    for run in runs:
+        hw: dict = run["hardware"] if isinstance(run.get("hardware"), dict) else {}
+        layout: dict = run["layout"] if isinstance(run.get("layout"), dict) else {}
+        names = [str(n) for n in (hw.get("gpus") or []) if isinstance(n, str) and n.strip()]
+        device = str(layout.get("device_type") or ("cuda" if names else "cpu"))
+        rid = run.get("id")
+        if device == "cpu":
+            if is_cpu_entry:
+                continue
+            cpu = f" ({hw['cpu_model']})" if isinstance(hw.get("cpu_model"), str) and hw["cpu_model"] else ""
+            raise InputError(f"--gpu={gpu.id}: run {rid} ran on a CPU{cpu}, and a CPU run is not an {gpu.id}; "
+                             f"describe the CPU in {_USER_CATALOG}, with form_factor: cpu and its measured FLOP/s "
+                             "and memory bandwidth, and name it with --gpu")  # fmt: skip
+        if not names:
+            raise InputError(f"--gpu={gpu.id}: run {rid} ran on {device} but recorded no GPU names, so its hardware "
+                             "cannot be matched to a catalog entry; measure again with `scaleright bench train`")
+        for n in dict.fromkeys(names):
+            try:
+                found = catalog.gpu(n)
+            except ScalerightError:
+                raise InputError(f"--gpu={gpu.id}: run {rid} ran on {n!r}, which the catalog does not list; "
+                                 f"describe that card in {_USER_CATALOG} (or add {n!r} to the aliases of its "
+                                 "entry), and name it with --gpu") from None  # fmt: skip
+            if found.id != gpu.id:
+                raise InputError(f"--gpu={gpu.id}: run {rid} ran on {n} ({found.id}), not on {gpu.id}; name "
+                                 f"--gpu {found.id}, or choose another machine's runs with --fingerprint")
+
+
+# ---- provenance ------------------------------------------------------------------------------------------------
+
+
+def runs_sha256(runs: list[dict]) -> str:
+    """SHA-256 of the stored run records (canonical JSON, ordered by id): which measurements a profile came from."""
+    ordered = sorted(runs, key=lambda r: int(r["id"]))
+    text = json.dumps(ordered, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def provenance(result: CalibrationFit, cv: dict[str, Any], *, runs: list[dict], gpu_id: str, fingerprint: str,
+               forced: bool) -> dict[str, Any]:  # fmt: skip
+    """The provenance a saved profile carries (schema in ``scaleright.estimate.calibration``)."""
+    from scaleright import __version__
+
+    r = result.result
+    return {
+        "schema": PROVENANCE_SCHEMA, "created_utc": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "scaleright_version": __version__, "gpu": gpu_id, "fingerprint": fingerprint,
+        "runs": sorted(int(x["id"]) for x in runs), "runs_sha256": runs_sha256(runs),
+        "parameters": result.parameters(),
+        "error": {"defaults": result.defaults_error, "in_sample": result.in_sample_error, "cross_validated": cv},
+        "forced": forced, "solver": {"cost": r.cost, "nfev": r.nfev, "status": r.status},
     }  # fmt: skip
-    return cal, report

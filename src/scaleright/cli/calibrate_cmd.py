@@ -21,18 +21,19 @@ def register(app: typer.Typer) -> None:
 
 
 def _inputs(db: Path | None, fingerprint: str | None):
-    """The usable ok train runs of one machine, read without changing the database; a damaged or incomplete run is
-    skipped with a warning on stderr."""
+    """The usable ok train runs of one machine (fingerprint, run records, model inputs), read without changing the
+    database; a damaged or incomplete run is skipped with a warning on stderr."""
     from scaleright.bench.calibrate import run_inputs, select_runs
     from scaleright.bench.db import RunStore
     from scaleright.errors import InputError
 
     damaged: list[str] = []
     fp, runs = select_runs(RunStore(db).list(kind="train", status="ok", damaged=damaged), fingerprint)
-    inputs = []
+    used, inputs = [], []
     for r in runs:
         try:
             inputs.append(run_inputs(r))
+            used.append(r)
         except InputError as exc:
             damaged.append(str(exc))
     if not inputs:  # one line, no warnings before it: the first reason stands for the rest
@@ -40,7 +41,11 @@ def _inputs(db: Path | None, fingerprint: str | None):
         raise InputError(f"none of the {len(runs)} successful train runs of {fp} can be used{why}")
     for message in damaged:
         typer.echo(f"warning: {message}; skipped", err=True)
-    return fp, inputs
+    return fp, used, inputs
+
+
+def _pct(v: float | None) -> str:
+    return "n/a" if v is None else f"{v:.1f} %"
 
 
 def calibrate_cmd(
@@ -51,32 +56,59 @@ def calibrate_cmd(
     fingerprint: str | None = FpOpt,
     catalog: Path | None = CatalogOpt,
     as_json: bool = JsonOpt,
-    force: bool = typer.Option(False, "--force", help="Replace an existing profile of the same name."),
+    force: bool = typer.Option(False, "--force", help="Replace an existing profile of the same name, and save a "
+                               "profile whose cross-validated error is not better than the defaults' (or that "
+                               "cannot be cross-validated: one run)."),
 ) -> None:
     """Fit the performance model's efficiency parameters to the stored train runs of one machine and save them
-    as a profile that `estimate` and `plan` use with --calibration NAME."""
-    from scaleright.bench.calibrate import fit_calibration
+    as a profile that `estimate` and `plan` use with --calibration NAME. Runs whose hardware is not --gpu are
+    refused; so is a profile whose leave-one-run-out error is worse than the defaults' on the same runs."""
+    from scaleright.bench.calibrate import check_hardware, cross_validate, fit_calibration, provenance
     from scaleright.errors import InputError
-    from scaleright.estimate.calibration import DEFAULT_CALIBRATION, profile_path, save_calibration
+    from scaleright.estimate.calibration import profile_path, save_calibration
 
-    # everything that can be refused is checked before the fit (which can take a while)
+    # everything that can be refused without the fit is checked before it (which can take a while)
     target = profile_path(name, flag="--name")
     if target.exists() and not force:
         raise InputError(f"--name={name}: a calibration profile already exists at {target}; pass --force to "
                          "replace it")
-    g = catalog_from(catalog).gpu(gpu)
-    fp, inputs = _inputs(db, fingerprint)
-    cal, report = fit_calibration(inputs, gpu=g)
-    meta = {"fingerprint": fp, "gpu": g.id, **report}
-    path = save_calibration(name, cal, meta=meta, overwrite=force)
-    changed = {k: (getattr(DEFAULT_CALIBRATION, k), getattr(cal, k)) for k in report["fitted"]}
+    cat = catalog_from(catalog)
+    g = cat.gpu(gpu)
+    fp, runs, inputs = _inputs(db, fingerprint)
+    check_hardware(runs, g, cat)
+    result = fit_calibration(inputs, gpu=g)
+    cv = cross_validate(inputs, gpu=g, params=result.params)
+    default_err, cv_err = result.defaults_error["median_abs_pct"], cv["median_abs_pct"]
+    worse = cv_err is None or (default_err is not None and cv_err > default_err)
+    if worse and not force:
+        if cv_err is None:
+            raise InputError(f"--name={name}: one run cannot be cross-validated (that needs 2 or more runs), "
+                             "so the profile could not be shown to beat the defaults; not saved; measure more runs "
+                             "(e.g. bench train --nproc 1,2) or pass --force")  # fmt: skip
+        raise InputError(f"--name={name}: the fitted profile is worse than the defaults on these {len(inputs)} runs "
+                         f"(cross-validated median |error| of step time {_pct(cv_err)}, defaults {_pct(default_err)}); "
+                         "not saved; pass --force to save it anyway")  # fmt: skip
+    prov = provenance(result, cv, runs=runs, gpu_id=g.id, fingerprint=fp, forced=worse)
+    path = save_calibration(name, result.calibration, provenance=prov, overwrite=force)
     if as_json:
-        emit_json({"name": name, "path": str(path), "parameters": cal.as_dict(), **meta})
+        emit_json({"name": name, "path": str(path), "parameters": result.calibration.as_dict(),
+                   "fitted": prov["parameters"], **{k: prov[k] for k in ("gpu", "fingerprint", "runs", "runs_sha256",
+                                                                       "error", "forced")}})  # fmt: skip
         return
-    table(f"Calibration '{name}' from {report['runs']} runs on {fp} ({g.id})", ["parameter", "default", "fitted"],
-          [[k, a, b] for k, (a, b) in changed.items()])  # fmt: skip
-    console.print(f"median |error| of step time: {report['median_abs_pct_error_before']:.1f} % → "
-                  f"{report['median_abs_pct_error_after']:.1f} %; saved to {esc(path)}")  # fmt: skip
+    table(f"Calibration '{name}' from {len(inputs)} runs on {fp} ({g.id})",
+          ["parameter", "default", "fitted", "low", "high", "on bound"],
+          [[k, p["default"], p["value"], p["low"], p["high"], p["on_bound"] or ""]
+           for k, p in prov["parameters"].items()])  # fmt: skip
+    console.print(f"median |error| of step time: defaults {_pct(default_err)}, fitted {_pct(cv_err)} "
+                  f"cross-validated ({cv['method']}, {cv['folds']} folds), "
+                  f"{_pct(result.in_sample_error['median_abs_pct'])} in-sample")  # fmt: skip
+    for k, p in prov["parameters"].items():
+        if p["on_bound"]:
+            console.print(f"[yellow]{k} sits on its {p['on_bound']} bound ({p[p['on_bound']]:g})[/yellow]: the "
+                          "model lacks a physical term these runs need; the value is not a measurement of it")
+    if worse:
+        console.print("[yellow]saved with --force[/yellow] although it was not shown to beat the defaults")
+    console.print(f"saved to {esc(path)}")
 
 
 def compare_cmd(
@@ -89,11 +121,12 @@ def compare_cmd(
 ) -> None:
     """Predicted vs measured step time, tokens/s and peak memory for every stored train run, with % error."""
     from scaleright.bench.calibrate import predict_run
-    from scaleright.cli.common import calibration_from
+    from scaleright.cli.common import profile_from
 
     g = catalog_from(catalog).gpu(gpu)
-    cal = calibration_from("--calibration", calibration)
-    fp, inputs = _inputs(db, fingerprint)
+    prof = profile_from("--calibration", calibration)
+    cal = prof.calibration
+    fp, _, inputs = _inputs(db, fingerprint)
     rows = []
     for ri in inputs:
         pred = predict_run(ri, gpu=g, cal=cal)
@@ -103,10 +136,11 @@ def compare_cmd(
             rows.append({"run_id": ri.run_id, "world_size": ri.world_size, "metric": metric, "predicted": p,
                          "measured": measured, "error_pct": err})  # fmt: skip
     if as_json:
-        emit_json({"fingerprint": fp, "gpu": g.id, "calibration": calibration or "default", "rows": rows})
+        emit_json({"fingerprint": fp, "gpu": g.id, "calibration": prof.record(), "rows": rows})
         return
-    table(f"Predicted vs measured ({fp}, {g.id}, calibration {calibration or 'default'})",
+    table(f"Predicted vs measured ({fp}, {g.id}, calibration {prof.name})",
           ["run", "world size", "metric", "predicted", "measured", "error %"],
           [[r["run_id"], r["world_size"], r["metric"], r["predicted"], r["measured"], r["error_pct"]] for r in rows])
     console.print("peak_memory_gb on CPU is the process RSS growth, not comparable to the model's per-GPU memory",
                   style="dim")
+    console.print(esc(prof.line()), style="dim")

@@ -24,7 +24,7 @@ from rich.text import Text
 
 from scaleright.errors import InputError
 
-__all__ = ["CatalogOpt", "JsonOpt", "calibration_from", "catalog_files", "catalog_from", "check_choice",
+__all__ = ["CatalogOpt", "JsonOpt", "calibration_from", "profile_from", "catalog_files", "catalog_from", "check_choice",
            "check_output_path", "console", "emit_json", "esc", "fmt", "table", "visible", "write_output"]  # fmt: skip
 
 # Wide tables when output is piped (rich falls back to 80 columns otherwise); $COLUMNS still wins. No emoji codes:
@@ -86,18 +86,23 @@ def catalog_files(path: Path | None) -> list[Path]:
 def calibration_from(flag: str, value: str | None):
     """The calibration ``flag`` names: the default, a profile name, or a JSON file (a value with a suffix, as in
     ``load_calibration``). The file is checked here so a directory, FIFO, symlink loop or over-long name says so."""
-    from scaleright.estimate.calibration import load_calibration
+    return profile_from(flag, value).calibration
+
+
+def profile_from(flag: str, value: str | None):
+    """``calibration_from`` with the profile's name, hash and provenance (``estimate.calibration.Profile``)."""
+    from scaleright.estimate.calibration import load_profile
     from scaleright.textfile import check_input_file
 
     if value == "":
         raise InputError(f"{flag}: empty value; give a profile name or a JSON file path (omit it for the defaults)")
     if value in (None, "default"):
-        return load_calibration(value)
+        return load_profile(value)
     if Path(value).suffix:
         check_input_file(flag, value)
     elif len(value.encode()) > 250:
         raise InputError(f"{flag}: profile name too long ({len(value.encode())} bytes; at most 250)")
-    return load_calibration(value)
+    return load_profile(value)
 
 
 def _shown(value: object) -> str:

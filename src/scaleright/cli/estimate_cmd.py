@@ -10,12 +10,12 @@ import typer
 from scaleright.cli.common import (
     CatalogOpt,
     JsonOpt,
-    calibration_from,
     catalog_from,
     check_choice,
     console,
     emit_json,
     esc,
+    profile_from,
     table,
 )
 from scaleright.errors import InputError
@@ -180,6 +180,7 @@ def memory_cmd(
     as_json: bool = JsonOpt,
 ) -> None:
     """Memory per GPU by component (weights, gradients, optimizer, activations, KV cache, overhead)."""
+    from scaleright.estimate.calibration import MEMORY_CALIBRATION_RECORD
     from scaleright.estimate.layout import Layout
     from scaleright.estimate.memory import TASKS, inference_memory, training_memory
     from scaleright.workload.precision import KV_PRECISIONS, STORAGE_PRECISIONS, TRAIN_PRECISIONS
@@ -229,11 +230,14 @@ def memory_cmd(
     out = {
         "fits": mem.fits, "total_gb": mem.total_gb, "gpu_memory_gb": g.memory_gb, "headroom_gb": mem.headroom_gb,
         "memory_breakdown_gb": mem.as_dict(), "model": spec.name, "gpu": g.id, "task": task, **mem.details,
+        "calibration": MEMORY_CALIBRATION_RECORD,
     }  # fmt: skip
     if as_json:
         emit_json(out)
         return
     _memory_table(f"Memory per GPU on {g.id}", mem.as_dict(), mem.total_gb, g.memory_gb, caption)
+    console.print(f"calibration: {MEMORY_CALIBRATION_RECORD['name']} ({MEMORY_CALIBRATION_RECORD['source']})",
+                  style="dim")
 
 
 def _system(g, system, gpus_per_node, inter_node_gbps_per_gpu):
@@ -306,7 +310,8 @@ def train_cmd(
     lora = _lora(task, lora_rank, lora_targets)
     _bounded("gpus_per_node", gpus_per_node=gpus_per_node)
     _link_gbps("--inter-node-gbps-per-gpu", inter_node_gbps_per_gpu)
-    cal = calibration_from("--calibration", calibration)
+    prof = profile_from("--calibration", calibration)
+    cal = prof.calibration
     spec, g = _load(model, gpu, catalog)
     dp = dp if dp is not None else _dp(gpus, tp, pp, cp)
     layout = Layout(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, zero=3 if fsdp else zero, micro_batch=micro_batch,
@@ -320,7 +325,7 @@ def train_cmd(
     )  # fmt: skip
     d = est.as_dict()
     if as_json:
-        emit_json(d | {"model": spec.name})
+        emit_json(d | {"model": spec.name, "calibration": prof.record()})
         return
     head = f"{spec.name} {task} on {gpus} x {g.id}: tp={tp} pp={pp} dp={dp} cp={cp} ep={ep} zero={layout.zero}"
     console.print(f"[bold]{esc(head)}[/bold]")
@@ -338,6 +343,7 @@ def train_cmd(
           [[k, v, v / est.step_time_s] for k, v in est.time_breakdown_s.items() if v > 0])  # fmt: skip
     _memory_table("Memory per GPU", est.memory_breakdown_gb, est.memory_gb_per_gpu, g.memory_gb,
                   "GB = 1e9 bytes")  # fmt: skip
+    console.print(esc(prof.line()), style="dim")
 
 
 @estimate_app.command("infer")
@@ -386,7 +392,8 @@ def infer_cmd(
     if b != "max" and batch is not None:
         _bounded("batch", batch=int(b))
     _bounded("gpus_per_node", gpus_per_node=gpus_per_node)
-    cal = calibration_from("--calibration", calibration)
+    prof = profile_from("--calibration", calibration)
+    cal = prof.calibration
     spec, g = _load(model, gpu, catalog)
     _pp_fits(gpus, pp, spec.layers)
     est = estimate_infer(
@@ -396,7 +403,7 @@ def infer_cmd(
     )  # fmt: skip
     d = est.as_dict()
     if as_json:
-        emit_json(d | {"model": spec.name, "gpu": g.id})
+        emit_json(d | {"model": spec.name, "gpu": g.id, "calibration": prof.record()})
         return
     lay = est.layout
     head = (f"{spec.name} on {gpus} x {g.id}: tp={lay['tp']} pp={lay['pp']} x {lay['replicas']} replicas, "
@@ -414,6 +421,7 @@ def infer_cmd(
         table("Replicas vs tensor parallel", ["tp", "replicas", "fits", "output tokens/s", "TPOT (s)", "max batch"],
               [[a["layout"]["tp"], a["layout"]["replicas"], a["fits"], a["output_tokens_per_s"], a["tpot_s"],
                 a["max_batch"]] for a in est.alternatives])  # fmt: skip
+    console.print(esc(prof.line()), style="dim")
 
 
 def _check_optimizer(optimizer: str) -> None:

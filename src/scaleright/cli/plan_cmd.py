@@ -12,13 +12,13 @@ from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedCo
 from scaleright.cli.common import (
     CatalogOpt,
     JsonOpt,
-    calibration_from,
     catalog_files,
     catalog_from,
     check_output_path,
     console,
     emit_json,
     esc,
+    profile_from,
     table,
 )
 from scaleright.fmt import ms, number, percent, usd
@@ -69,7 +69,8 @@ def plan_cmd(
         check_output_path("--html", html)
     scn = load_scenario(scenario)
     cat = catalog_from(catalog)
-    cal = calibration_from("--calibration", calibration)
+    prof = profile_from("--calibration", calibration)
+    cal = prof.calibration
     if html is not None:  # the report must not overwrite the scenario, its model config or a catalog file
         model_file = scn.model if is_regular_file(scn.model) else None
         cal_file = None
@@ -83,7 +84,7 @@ def plan_cmd(
         res = plan(scn, catalog=cat, cal=cal, progress=prog)
     finally:
         prog.close()
-    d = res.as_dict()
+    d = res.as_dict() | {"calibration": prof.record()}  # which profile produced every number of the plan
     if html is not None:
         from scaleright.plan.report import write_html
 
@@ -92,6 +93,7 @@ def plan_cmd(
         emit_json(d)
         return
     _print(d)
+    console.print(esc(prof.line()), style="dim")
     if html is not None:
         console.print(f"report written to {esc(html)}")
 

@@ -25,7 +25,8 @@ if TYPE_CHECKING:
     from scaleright.catalog.gpus import Accelerator
 
 __all__ = ["Calibration", "DEFAULT_CALIBRATION", "load_calibration", "save_calibration", "calibration_dir",
-           "check_profile_name", "profile_path", "PROFILE_NAME_MAX"]
+           "check_profile_name", "profile_path", "PROFILE_NAME_MAX", "Profile", "load_profile", "check_provenance",
+           "parameters_sha256", "PROVENANCE_SCHEMA", "MEMORY_CALIBRATION_RECORD"]
 
 
 @dataclass(frozen=True)
@@ -180,30 +181,202 @@ def profile_path(name: str, directory: Path | None = None, *, flag: str = "calib
     return d / f"{name}.json"
 
 
-def save_calibration(name: str, cal: Calibration, *, meta: dict[str, object] | None = None,
+# ---- profiles with provenance --------------------------------------------------------------------------------------
+#
+# A profile is ``{"parameters": {...every Calibration field...}, "provenance": {...}}``. The provenance says what the
+# values were fitted to and how well they do (written by ``scaleright calibrate``, ``bench/calibrate.py``):
+#   schema              PROVENANCE_SCHEMA
+#   created_utc         ISO 8601 time of the fit
+#   scaleright_version  the version that fitted it
+#   gpu, fingerprint    the catalog accelerator the runs were mapped to, and their hardware fingerprint
+#   runs, runs_sha256   the stored run ids used, and SHA-256 of their records (canonical JSON, by id)
+#   parameters          per fitted field: value (= the profile's), default, low, high, on_bound (null, low, high)
+#   error               defaults, in_sample, cross_validated: rows, median_abs_pct, p90_abs_pct, rms_log
+#                       (cross_validated also: method, folds)
+#   forced              saved with --force although its cross-validated error is not better than the defaults'
+# Profiles written before provenance existed (no such key; "meta" or a flat object of fields) still load: their
+# record says "no provenance".
+
+PROVENANCE_SCHEMA = 1
+# What ``estimate memory`` records: memory has no fitted parameter (its overheads are documented terms, ``Overheads``)
+MEMORY_CALIBRATION_RECORD: dict[str, object] = {"name": "none", "source": "not used: the memory model has no fitted "
+                                                "parameters"}  # fmt: skip
+_ERROR_KEYS = ("rows", "median_abs_pct", "p90_abs_pct", "rms_log")
+
+
+def parameters_sha256(cal: Calibration) -> str:
+    """SHA-256 of the calibration's values (canonical JSON): which numbers produced an estimate."""
+    import hashlib
+
+    return hashlib.sha256(json.dumps(cal.as_dict(), sort_keys=True).encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class Profile:
+    """A calibration and where it came from: ``default``, a named profile or a JSON file."""
+
+    name: str  # "default", the profile name, or the path as given
+    calibration: Calibration
+    source: str  # "built-in", "profile" or "file"
+    provenance: dict[str, object] | None  # validated (see above); None for the defaults and for old profiles
+
+    @property
+    def sha256(self) -> str:
+        return parameters_sha256(self.calibration)
+
+    def record(self) -> dict[str, object]:
+        """What an estimate or plan records about the calibration that produced it (``--json``'s ``calibration``)."""
+        prov = self.provenance
+        summary: dict[str, object] | None = None
+        if prov is not None:
+            runs = prov["runs"]
+            cv = prov["error"]
+            assert isinstance(runs, list) and isinstance(cv, dict)
+            summary = {"created_utc": prov["created_utc"], "gpu": prov["gpu"], "fingerprint": prov["fingerprint"],
+                       "runs": len(runs), "runs_sha256": prov["runs_sha256"],
+                       "cross_validated_median_abs_pct": cv["cross_validated"]["median_abs_pct"],
+                       "params_on_bound": sorted(k for k, v in _dict(prov["parameters"]).items()
+                                                 if _dict(v)["on_bound"] is not None)}  # fmt: skip
+        return {"name": self.name, "sha256": self.sha256, "source": self.source, "provenance": summary}
+
+    def line(self) -> str:
+        """One line naming the calibration, for terminal output."""
+        head = f"calibration: {self.name} (sha256 {self.sha256[:12]}"
+        if self.source == "built-in":
+            return head + "; built-in defaults, fitted to published measurements by benchmarks/accuracy.py)"
+        r = self.record()["provenance"]
+        if r is None:
+            return head + "; no provenance)"
+        assert isinstance(r, dict)
+        cv = r["cross_validated_median_abs_pct"]
+        cv_text = f"cross-validated median |error| {cv:.1f} %" if isinstance(cv, float) else "not cross-validated"
+        bound = f"; on a bound: {', '.join(r['params_on_bound'])}" if r["params_on_bound"] else ""
+        return (head + f"; fitted {str(r['created_utc'])[:10]} to {r['runs']} runs on {r['gpu']} (fingerprint "
+                f"{r['fingerprint']}); {cv_text}{bound})")
+
+
+def _dict(v: object) -> dict[str, object]:
+    assert isinstance(v, dict)
+    return v
+
+
+def check_provenance(prov: object, cal: Calibration, where: str) -> dict[str, object]:
+    """``prov`` when it has the structure above and agrees with ``cal``; else ``CatalogFileError`` naming the field."""
+
+    def bad(field: str, what: str) -> CatalogFileError:
+        return CatalogFileError(f"{where}: provenance.{field}: {what}")
+
+    def num(v: object, field: str, *, null: bool = False) -> None:
+        if v is None and null:
+            return
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or (isinstance(v, int) and abs(v) > 1e300) or (
+                not math.isfinite(v)):
+            raise bad(field, f"must be a finite number{' or null' if null else ''}, got {_show(v)}")
+
+    def text(v: object, field: str) -> None:
+        if not isinstance(v, str) or not v or len(v) > 200:
+            raise bad(field, f"must be text of 1 to 200 characters, got {_show(v)}")
+
+    if not isinstance(prov, dict):
+        raise CatalogFileError(f"{where}: provenance must be a JSON object, got {_show(prov)}")
+    keys = {"schema", "created_utc", "scaleright_version", "gpu", "fingerprint", "runs", "runs_sha256", "parameters",
+            "error", "forced"}  # fmt: skip
+    missing, unknown = keys - set(prov), set(prov) - keys - {"solver"}
+    if missing:
+        raise CatalogFileError(f"{where}: provenance lacks {', '.join(sorted(missing))} (remove the provenance key to "
+                               "load the parameters as a profile without provenance)")  # fmt: skip
+    if unknown:
+        raise CatalogFileError(f"{where}: provenance has unknown key(s) {sorted(unknown)}; allowed: {sorted(keys)}")
+    if prov["schema"] != PROVENANCE_SCHEMA or isinstance(prov["schema"], bool):
+        raise bad("schema", f"must be {PROVENANCE_SCHEMA}, got {_show(prov['schema'])}")
+    for k in ("created_utc", "scaleright_version", "gpu", "fingerprint"):
+        text(prov[k], k)
+    import datetime as dt
+
+    try:
+        dt.datetime.fromisoformat(str(prov["created_utc"]))
+    except ValueError:
+        raise bad("created_utc", f"must be an ISO 8601 time, got {_show(prov['created_utc'])}") from None
+    runs = prov["runs"]
+    if (not isinstance(runs, list) or not runs or any(isinstance(r, bool) or not isinstance(r, int) or not
+                                                      0 < r < 2**63 for r in runs) or len(set(runs)) != len(runs)):
+        raise bad("runs", "must be a non-empty list of distinct run ids (integers from 1)")
+    h = prov["runs_sha256"]
+    if not isinstance(h, str) or len(h) != 64 or set(h) - set("0123456789abcdef"):
+        raise bad("runs_sha256", f"must be 64 lowercase hex digits, got {_show(h)}")
+    if not isinstance(prov["forced"], bool):
+        raise bad("forced", f"must be true or false, got {_show(prov['forced'])}")
+    params = prov["parameters"]
+    allowed = {f.name for f in fields(Calibration)}
+    if not isinstance(params, dict) or not params:
+        raise bad("parameters", "must be a non-empty object of fitted fields")
+    for name, p in params.items():
+        if name not in allowed:
+            raise bad(f"parameters.{name}", f"not a calibration field; allowed: {', '.join(sorted(allowed))}")
+        if not isinstance(p, dict) or set(p) != {"value", "default", "low", "high", "on_bound"}:
+            raise bad(f"parameters.{name}", "must be an object of value, default, low, high, on_bound")
+        for k in ("value", "default", "low", "high"):
+            num(p[k], f"parameters.{name}.{k}")
+        if p["on_bound"] not in (None, "low", "high"):
+            raise bad(f"parameters.{name}.on_bound", f"must be null, low or high, got {_show(p['on_bound'])}")
+        if not p["low"] <= p["value"] <= p["high"]:
+            raise bad(f"parameters.{name}", f"value {p['value']} is outside [{p['low']}, {p['high']}]")
+        if not math.isclose(p["value"], getattr(cal, name), rel_tol=1e-12, abs_tol=0.0):
+            raise bad(f"parameters.{name}.value", f"{p['value']} is not the profile's {name} ({getattr(cal, name)}): "
+                      "edited by hand? remove the provenance key to use the edited values without provenance")
+    err = prov["error"]
+    if not isinstance(err, dict) or set(err) != {"defaults", "in_sample", "cross_validated"}:
+        raise bad("error", "must be an object of defaults, in_sample, cross_validated")
+    for part, e in err.items():
+        extra = ("method", "folds") if part == "cross_validated" else ()
+        if not isinstance(e, dict) or set(e) != {*_ERROR_KEYS, *extra}:
+            raise bad(f"error.{part}", f"must be an object of {', '.join((*_ERROR_KEYS, *extra))}")
+        for k in _ERROR_KEYS[1:]:
+            num(e[k], f"error.{part}.{k}", null=True)
+        for k in ("rows", *(("folds",) if extra else ())):
+            if isinstance(e[k], bool) or not isinstance(e[k], int) or e[k] < 0:
+                raise bad(f"error.{part}.{k}", f"must be a non-negative integer, got {_show(e[k])}")
+        if extra:
+            text(e["method"], f"error.{part}.method")
+    if "solver" in prov and not isinstance(prov["solver"], dict):
+        raise bad("solver", f"must be an object, got {_show(prov['solver'])}")
+    return prov
+
+
+def save_calibration(name: str, cal: Calibration, *, provenance: dict[str, object] | None = None,
                      directory: Path | None = None, overwrite: bool = False) -> Path:
-    """Write ``cal`` atomically as ``<dir>/<name>.json`` with optional metadata (fingerprint, runs used, fit error).
-    An existing profile is replaced only with ``overwrite=True`` (``scaleright calibrate --force``)."""
+    """Write ``cal`` atomically as ``<dir>/<name>.json`` with its provenance (checked as on load: what is saved
+    loads). An existing profile is replaced only with ``overwrite=True`` (``scaleright calibrate --force``)."""
     from scaleright.textfile import write_atomic
 
     path = profile_path(name, directory)
     if path.exists() and not overwrite:
         raise InputError(f"calibration profile '{name}' already exists at {path}; pass --force (overwrite=True) to "
                          "replace it")
+    body: dict[str, object] = {"parameters": cal.as_dict()}
+    if provenance is not None:
+        body["provenance"] = check_provenance(provenance, cal, f"calibration profile '{name}'")
+    try:
+        text = json.dumps(body, indent=2, allow_nan=False)
+    except (TypeError, ValueError) as exc:  # a NaN or a non-JSON value in the provenance's free-form parts
+        raise CatalogFileError(f"calibration profile '{name}': cannot be written as JSON ({exc})") from None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise InputError(f"calibration directory {path.parent}: cannot create it ({exc.strerror or exc})") from None
-    # meta is flat (fingerprint, gpu, fit report); a NaN there is stored as null, never as the non-JSON NaN
-    meta = {k: None if isinstance(v, float) and not math.isfinite(v) else v for k, v in (meta or {}).items()}
-    text = json.dumps({"parameters": cal.as_dict(), "meta": meta}, indent=2, allow_nan=False)
     return write_atomic(f"calibration profile '{name}'", path, text + "\n")
 
 
 def load_calibration(name_or_path: str | None, *, directory: Path | None = None) -> Calibration:
     """The default calibration (None or ``default``), a named profile, or a JSON file path."""
+    return load_profile(name_or_path, directory=directory).calibration
+
+
+def load_profile(name_or_path: str | None, *, directory: Path | None = None) -> Profile:
+    """``load_calibration`` with the profile's name, source and validated provenance (None where it has none)."""
     if name_or_path in (None, "", "default"):
-        return DEFAULT_CALIBRATION
+        return Profile("default", DEFAULT_CALIBRATION, "built-in", None)
+    assert name_or_path is not None
     p = Path(name_or_path)
     named = not p.suffix and "/" not in str(name_or_path) and os.sep not in str(name_or_path)  # else: a path
     if named:
@@ -235,6 +408,10 @@ def load_calibration(name_or_path: str | None, *, directory: Path | None = None)
         if isinstance(v, int) and abs(v) > 1e300:  # an integer no float can hold (math.isfinite would overflow)
             raise CatalogFileError(f"{p}: calibration {key} must be a finite number, got {_show(v)}")
     try:
-        return Calibration(**params)
+        cal = Calibration(**params)
     except InputError as exc:
         raise CatalogFileError(f"{p}: {exc}") from None
+    prov = data.get("provenance") if isinstance(data, dict) and "parameters" in data else None
+    if prov is not None:
+        prov = check_provenance(prov, cal, str(p))
+    return Profile(str(name_or_path), cal, "profile" if named else "file", prov)
