@@ -425,7 +425,7 @@ def report(
 @runs_app.command("list")
 def runs_list(
     db: DbOpt = None,
-    kind: Annotated[str | None, typer.Option("--kind", help="train, comm or infer.")] = None,
+    kind: Annotated[str | None, typer.Option("--kind", help="train, comm, infer or serve.")] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Stored runs, oldest first (opens the database read-only; a damaged row is skipped with a warning)."""
@@ -469,7 +469,7 @@ def runs_export(
     fmt: Annotated[Format, typer.Option("--format", help="csv or json.")] = Format.json,
     out: Annotated[Path | None, typer.Option(
         "--out", help="Write to this file (atomically; never the database itself) instead of stdout.")] = None,
-    kind: Annotated[str | None, typer.Option("--kind", help="train, comm or infer.")] = None,
+    kind: Annotated[str | None, typer.Option("--kind", help="train, comm, infer or serve.")] = None,
     db: DbOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="Same as --format json (the default).")] = False,
 ) -> None:
