@@ -20,9 +20,10 @@ from scaleright.bench.db import RunStore
 from scaleright.bench.serve import ServeBenchConfig, draw_workload, run_serve_bench
 from scaleright.errors import InputError
 
-JITTER_S = 0.030  # loopback connect + GIL hand-offs between the fake's thread and the client on a busy 2-core box
+JITTER_S = 0.150  # one request's worst delay: loopback connect, GIL hand-offs, a shared 2-core box at load 7
+TYPICAL_S = 0.020  # the median delay over a run's requests
 EARLY_S = 0.0005  # a clock read just before the chunk is counted may precede the server's write by a hair
-TIMING = FakeTiming(ttft_base_s=0.020, ttft_per_prompt_token_s=2e-4, itl_s=0.008)
+TIMING = FakeTiming(ttft_base_s=0.020, ttft_per_prompt_token_s=3e-4, itl_s=0.008)
 
 
 def _cfg(url: str, **kw) -> ServeBenchConfig:
@@ -43,7 +44,7 @@ def test_each_requests_latencies_are_the_fakes_known_timing(server):
     # the server saw exactly the drawn prompt lengths and output budgets
     assert sorted((len(s["prompt"]), s["max_tokens"]) for s in server.seen) == sorted(
         zip(inputs.tolist(), outputs.tolist(), strict=True))
-    ttft_known, ttft_meas = [], []
+    ttft_known, ttft_meas, excess = [], [], []
     for r in res.requests:
         known_ttft = TIMING.ttft_s(r.input_tokens)
         known_e2e = known_ttft + (int(outputs[r.index]) - 1) * TIMING.itl_s
@@ -53,13 +54,16 @@ def test_each_requests_latencies_are_the_fakes_known_timing(server):
         assert len(r.itl_s) == r.output_tokens - 1
         ttft_known.append(known_ttft)
         ttft_meas.append(r.ttft_s)
+        excess.append(r.ttft_s - known_ttft)
+    assert np.median(excess) <= TYPICAL_S
     # TTFT grows with the prompt at the fake's rate b (lognormal prompts span a few hundred tokens)
     slope = np.polyfit([r.input_tokens for r in res.requests], ttft_meas, 1)[0]
-    assert slope == pytest.approx(TIMING.ttft_per_prompt_token_s, rel=0.2)
+    assert slope == pytest.approx(TIMING.ttft_per_prompt_token_s, rel=0.25)
     # the percentiles: at least the known ones, within the jitter allowance
     known_p = np.percentile(np.asarray(ttft_known) * 1e3, [50, 90, 99])
     for q, k in zip(("p50", "p90", "p99"), known_p, strict=True):
         assert k - 1 <= res.metrics["ttft_ms"][q] <= k + JITTER_S * 1e3
+    assert res.metrics["ttft_ms"]["p50"] <= known_p[0] + TYPICAL_S * 1e3
     itl = res.metrics["itl_ms"]
     assert TIMING.itl_s * 1e3 - 0.5 <= itl["p50"] <= TIMING.itl_s * 1e3 + 3
     assert TIMING.itl_s * 1e3 - 0.5 <= res.metrics["tpot_ms"]["p50"] <= TIMING.itl_s * 1e3 + 3
@@ -69,7 +73,7 @@ def test_each_requests_latencies_are_the_fakes_known_timing(server):
 
 
 def test_closed_loop_throughput_is_concurrency_over_the_known_request_time(server):
-    # fixed lengths: every request takes T = ttft(150) + 11 · itl = 0.138 s; 4 clients → 4 / T requests/s at most
+    # fixed lengths: every request takes T = ttft(150) + 11 · itl = 0.153 s; 4 clients → 4 / T requests/s at most
     res = run_serve_bench(_cfg(server.url, requests=16))
     t_req = TIMING.ttft_s(150) + 11 * TIMING.itl_s
     assert res.metrics["requests_per_s"] <= 4 / t_req * 1.01
@@ -84,7 +88,7 @@ def test_open_loop_sends_each_request_at_its_arrival_time(server):
     sent = np.array([r.sent_s for r in res.requests])
     assert np.all(sent >= arrivals - EARLY_S)
     assert np.all(sent <= arrivals + JITTER_S)
-    assert res.metrics["send_delay_ms"]["p99"] <= JITTER_S * 1e3
+    assert res.metrics["send_delay_ms"]["p50"] <= TYPICAL_S * 1e3
 
 
 def test_the_workload_is_the_simulators_draw_for_the_same_seed():
@@ -124,7 +128,7 @@ def test_failed_requests_are_counted_with_their_message():
 
 
 def test_the_wall_time_bound_stops_sending_and_summarises_what_finished(server):
-    # closed loop, 1 client, 0.138 s a request: 0.5 s holds 3 complete requests and part of a 4th
+    # closed loop, 1 client, 0.153 s a request: 0.5 s holds 3 complete requests and part of a 4th (2 on a busy box)
     res = run_serve_bench(_cfg(server.url, concurrency=1, requests=50, max_duration_s=0.5))
     assert res.stopped == "max_duration_s"
     assert 2 <= res.metrics["requests"] <= 3
