@@ -499,6 +499,103 @@ def _print_serve(out: dict) -> None:
         typer.echo(f"error x{e['count']}: {visible(e['error'])}", err=True)
 
 
+def _serving_runs(db: Path | None, run_ids: str | None, sim_model: str | None, gpu: str | None, engine: str | None,
+                  catalog: Path | None) -> list:
+    """The stored serve runs named by ``--run-ids`` (default: every ok serve run), as simulator inputs; read-only."""
+    from scaleright.bench.calibrate_serving import serving_inputs
+    from scaleright.bench.config import parse_int_list
+    from scaleright.bench.db import check_run_id
+    from scaleright.cli.common import catalog_from, check_choice
+    from scaleright.errors import InputError
+
+    if engine is not None:
+        from scaleright.estimate.engines import engine_names
+
+        check_choice("--engine", engine, engine_names())
+    cat = catalog_from(catalog)
+    store = _read_store(db)
+    if run_ids is not None:
+        ids = parse_int_list(run_ids, "--run-ids")
+        runs = [store.get(check_run_id(i, flag="--run-ids")) for i in ids]
+    else:
+        runs = _listed(store, "serve", status="ok")
+        if not runs:
+            raise InputError(f"no successful serve runs in {store.path}; run `scaleright bench serve` first")
+    return [serving_inputs(r, catalog=cat, sim_model=sim_model, gpu=gpu, engine=engine) for r in runs]
+
+
+_RunIdsOpt = Annotated[str | None, typer.Option("--run-ids", help="Serve run ids, e.g. 3,4 (default: every ok "
+                                                "serve run).")]
+_SimModelOpt = Annotated[str | None, typer.Option("--sim-model", help="Catalog model the server ran (default: "
+                                                  "the run's --sim-model).")]
+_SimGpuOpt = Annotated[str | None, typer.Option("--gpu", help="Catalog GPU of the server (default: the run's).")]
+_EngineOpt = Annotated[str | None, typer.Option("--engine", help="Engine profile (default: the run's).")]
+_CalOpt = Annotated[str | None, typer.Option("--calibration", help="Calibration profile name or JSON path.")]
+
+
+@bench_app.command("compare-serving")
+def compare_serving(
+    run_ids: _RunIdsOpt = None, sim_model: _SimModelOpt = None, gpu: _SimGpuOpt = None, engine: _EngineOpt = None,
+    calibration: _CalOpt = None, catalog: CatalogOpt = None, db: DbOpt = None, as_json: JsonOpt = False,
+) -> None:  # fmt: skip
+    """Simulated (serve simulate, the run's workload redrawn from its seed) vs measured, for stored serve runs."""
+    from scaleright.bench.calibrate_serving import compare_run, simulate_run
+    from scaleright.cli.common import calibration_from, table
+
+    cal = calibration_from("--calibration", calibration)
+    inputs = _serving_runs(db, run_ids, sim_model, gpu, engine, catalog)
+    rows: list[dict[str, Any]] = []
+    for si in inputs:
+        sim = simulate_run(si, cal=cal)
+        rows.extend({**r, "engine": si.engine, "stopped": si.stopped} for r in compare_run(si, sim))
+    if as_json:
+        _echo_json({"calibration": calibration or "default", "rows": rows})
+        return
+    table(f"Simulated vs measured serving (calibration {calibration or 'default'})",
+          ["run", "engine", "metric", "simulated", "measured", "error %"],
+          [[r["run_id"], r["engine"], r["metric"], r["simulated"], r["measured"], r["error_pct"]] for r in rows])
+    stopped = sorted({r["run_id"] for r in rows if r["stopped"]})
+    if stopped:
+        typer.echo(f"runs {', '.join(map(str, stopped))} were stopped early: measured over the requests that "
+                   "finished, simulated in full", err=True)
+
+
+@bench_app.command("calibrate-serving")
+def calibrate_serving(
+    run_ids: _RunIdsOpt = None, sim_model: _SimModelOpt = None, gpu: _SimGpuOpt = None, engine: _EngineOpt = None,
+    calibration: _CalOpt = None, catalog: CatalogOpt = None, db: DbOpt = None,
+    out: Annotated[Path | None, typer.Option("--out", help="Also write the fitted profile and report as JSON "
+                                             "(atomically).")] = None,
+    as_json: JsonOpt = False,
+) -> None:  # fmt: skip
+    """Fit the engine profile's iteration overhead, HBM fraction and frontend latency to stored serve runs."""
+    import dataclasses
+    import json
+
+    from scaleright.bench.calibrate_serving import fit_engine
+    from scaleright.cli.common import calibration_from, check_output_path, table, write_output
+    from scaleright.textfile import refuse_input_as_output
+
+    if out is not None:
+        check_output_path("--out", out)
+        refuse_input_as_output("--out", out, _store_files(_read_store(db)))
+    cal = calibration_from("--calibration", calibration)
+    inputs = _serving_runs(db, run_ids, sim_model, gpu, engine, catalog)
+    profile, report = fit_engine(inputs, cal=cal)
+    data = {"profile": dataclasses.asdict(profile), **report}
+    if out is not None:
+        write_output("--out", out, json.dumps(data, indent=2, allow_nan=False) + "\n")
+    if as_json:
+        _echo_json(data)
+        return
+    table(f"Engine profile {report['base']!r} fitted to serve runs {', '.join(map(str, report['runs']))} "
+          "(in-sample)", ["factor", "shipped", "fitted", "on its bound"],
+          [[k, report["before"][k], report["after"][k], "yes" if k in report["on_bound"] else ""]
+           for k in report["fitted"]])  # fmt: skip
+    typer.echo(f"median |error| of mean TTFT, TPOT and ITL: {report['median_abs_pct_error_before']:.1f} % -> "
+               f"{report['median_abs_pct_error_after']:.1f} %")
+
+
 @bench_app.command("report")
 def report(
     db: DbOpt = None,
