@@ -5,6 +5,7 @@ the slope of TTFT against prompt length must be the fake's b; and the workload m
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import signal
@@ -224,3 +225,29 @@ def test_cli_ctrl_c_stops_prints_what_was_measured_and_exits_130(tmp_path):
     assert data["e2e_ms"]["p50"] >= (0.01 + 9 * 0.05) * 1e3 - 1
     [run] = RunStore(db).list(kind="serve")
     assert run["metrics"]["stopped"] == "interrupted" and run["metrics"]["requests"] == data["requests"]
+
+
+def test_max_concurrency_bounds_the_requests_in_flight(server):
+    # 100 requests/s offered, one slot: the requests go one after another, each T = ttft(150) + 11 · itl long
+    res = run_serve_bench(_cfg(server.url, concurrency=None, rate=100.0, requests=6, max_concurrency=1))
+    t_req = TIMING.ttft_s(150) + 11 * TIMING.itl_s
+    assert res.metrics["requests_per_s"] <= 1 / t_req * 1.01
+    starts = sorted(r.sent_s for r in res.requests)
+    assert all(b - a >= t_req - EARLY_S for a, b in itertools.pairwise(starts))
+    assert res.metrics["send_delay_ms"]["p99"] >= 3 * t_req * 1e3  # the last ones waited for the slot
+
+
+def test_cli_a_run_where_every_request_fails_is_stored_as_failed_and_exits_2(cli, tmp_path):
+    db = tmp_path / "runs.sqlite"
+    with FakeOpenAIServer(TIMING, fail_every=1) as srv:
+        proc = cli("bench", "serve", "--endpoint", srv.url, "--model", "fake-model", "--concurrency", "2",
+                   "--requests", "4", "--db", db)
+    assert proc.returncode == 2
+    assert proc.stderr.splitlines()[-1].startswith(f"error: --endpoint={srv.url}: no request completed (HTTP 500: ")
+    [run] = RunStore(db).list(kind="serve")
+    assert run["status"] == "failed" and run["metrics"]["errors"] == 4 and "HTTP 500" in run["error"]
+
+
+def test_counts_must_be_whole_numbers():
+    with pytest.raises(InputError, match=r"^--requests=2\.5 must be a whole number$"):
+        _cfg("http://h:1", requests=2.5)

@@ -119,7 +119,17 @@ class ServeBenchConfig:
                 check_limit(flag, s / 1e3, "latency_s")
                 if not s > 0:
                     raise InputError(f"{flag}={s} must be a positive number of milliseconds")
-        check_limit("--seed", self.seed, "requests_per_day", low=0)  # any seed numpy takes; 10**12 is plenty
+        from scaleright.bench.config import SEED_MAX
+
+        for flag, v in (("--input-len", self.input_len), ("--output-len", self.output_len),
+                        ("--requests", self.requests), ("--max-concurrency", self.max_concurrency),
+                        ("--concurrency", self.concurrency), ("--seed", self.seed), ("--gpus", self.gpus),
+                        ("--tp", self.tp), ("--pp", self.pp), ("--max-num-seqs", self.max_num_seqs),
+                        ("--max-num-batched-tokens", self.max_num_batched_tokens)):  # fmt: skip
+            if v is not None and (isinstance(v, bool) or not isinstance(v, int)):
+                raise InputError(f"{flag}={v!r} must be a whole number")
+        if not 0 <= self.seed <= SEED_MAX:
+            raise InputError(f"--seed must be from 0 to {SEED_MAX:,} (got {self.seed})")
         check_limit("--gpus", self.gpus, "gpus", low=1)
         check_limit("--tp", self.tp, "parallel_degree", low=1)
         check_limit("--pp", self.pp, "parallel_degree", low=1)
