@@ -86,6 +86,15 @@ class ServeBenchConfig:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "endpoint", check_endpoint(self.endpoint))
+        from scaleright.bench.config import SEED_MAX
+
+        for flag, count in (("--input-len", self.input_len), ("--output-len", self.output_len),
+                        ("--requests", self.requests), ("--max-concurrency", self.max_concurrency),
+                        ("--concurrency", self.concurrency), ("--seed", self.seed), ("--gpus", self.gpus),
+                        ("--tp", self.tp), ("--pp", self.pp), ("--max-num-seqs", self.max_num_seqs),
+                        ("--max-num-batched-tokens", self.max_num_batched_tokens)):  # fmt: skip
+            if count is not None and (isinstance(count, bool) or not isinstance(count, int)):
+                raise InputError(f"{flag}={count!r} must be a whole number")
         if not isinstance(self.model, str) or not self.model.strip() or len(self.model) > 512:
             raise InputError("--model: the model name the server serves (1 to 512 characters)")
         check_limit("--input-len", self.input_len, "tokens_per_request", low=1)
@@ -119,15 +128,6 @@ class ServeBenchConfig:
                 check_limit(flag, s / 1e3, "latency_s")
                 if not s > 0:
                     raise InputError(f"{flag}={s} must be a positive number of milliseconds")
-        from scaleright.bench.config import SEED_MAX
-
-        for flag, v in (("--input-len", self.input_len), ("--output-len", self.output_len),
-                        ("--requests", self.requests), ("--max-concurrency", self.max_concurrency),
-                        ("--concurrency", self.concurrency), ("--seed", self.seed), ("--gpus", self.gpus),
-                        ("--tp", self.tp), ("--pp", self.pp), ("--max-num-seqs", self.max_num_seqs),
-                        ("--max-num-batched-tokens", self.max_num_batched_tokens)):  # fmt: skip
-            if v is not None and (isinstance(v, bool) or not isinstance(v, int)):
-                raise InputError(f"{flag}={v!r} must be a whole number")
         if not 0 <= self.seed <= SEED_MAX:
             raise InputError(f"--seed must be from 0 to {SEED_MAX:,} (got {self.seed})")
         check_limit("--gpus", self.gpus, "gpus", low=1)
