@@ -193,6 +193,10 @@ def test_cli_json_has_the_simulators_keys_and_stores_the_engine(cli, server, tmp
     assert run["software"]["engine"] == "vllm" and run["software"]["engine_version"] == "0.0.0-fake"
     assert run["metrics"]["ttft_ms"] == out["ttft_ms"]
     assert run["layout"]["rate"] == 30.0 and run["model"] == {"name": "fake-model", "sim_model": "llama-3.1-8b"}
+    listed = cli("runs", "list", "--db", db, "--kind", "serve", "--json")
+    assert [r["id"] for r in json.loads(listed.stdout)] == [run["id"]]
+    table = cli("runs", "list", "--db", db).stdout
+    assert "serve" in table and "TTFT" in table  # the headline of a serve run (rich may wrap it)
 
 
 def test_cli_unreachable_server_is_one_line_and_stores_nothing(cli, tmp_path):

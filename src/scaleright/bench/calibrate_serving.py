@@ -32,7 +32,8 @@ from scaleright.errors import InputError
 from scaleright.estimate.calibration import DEFAULT_CALIBRATION, Calibration
 from scaleright.estimate.engines import EngineProfile, get_engine
 
-__all__ = ["ENGINE_FIT_BOUNDS", "FIT_METRICS", "COMPARED", "ServingInputs", "serving_inputs", "simulate_run",
+__all__ = ["ENGINE_FIT_BOUNDS", "FIT_METRICS", "COMPARED", "ServingInputs", "serving_inputs", "load_serving_runs",
+           "simulate_run",
            "compare_run", "fit_engine"]
 
 # factor -> (low, high): the physical range the fit may not leave
@@ -108,6 +109,22 @@ def serving_inputs(run: dict, *, catalog: Any = None, sim_model: str | None = No
     sim["gpu"] = g
     return ServingInputs(run_id=int(run["id"]), spec=load_model(str(model_name), catalog=catalog), gpu=g,
                          engine=str(engine_name), sim=sim, measured=met, stopped=met.get("stopped"))  # fmt: skip
+
+
+def load_serving_runs(store: Any, run_ids: list[int] | tuple[int, ...] | None = None, *, catalog: Any = None,
+                      sim_model: str | None = None, gpu: str | None = None, engine: str | None = None,
+                      damaged: list[str] | None = None) -> list[ServingInputs]:  # fmt: skip
+    """The serve runs ``run_ids`` of ``store`` (default: every ok serve run) as simulator inputs, read without
+    changing the database; ``damaged`` (a list) collects rows that could not be read, which are then skipped."""
+    if run_ids is not None:
+        from scaleright.bench.db import check_run_id
+
+        runs = [store.get(check_run_id(i, flag="--run-ids")) for i in run_ids]
+    else:
+        runs = store.list("serve", status="ok", damaged=damaged)
+        if not runs:
+            raise InputError(f"no successful serve runs in {store.path}; run `scaleright bench serve` first")
+    return [serving_inputs(r, catalog=catalog, sim_model=sim_model, gpu=gpu, engine=engine) for r in runs]
 
 
 def _simulated(si: ServingInputs, profile: EngineProfile, cal: Calibration) -> dict[str, Any]:

@@ -502,26 +502,21 @@ def _print_serve(out: dict) -> None:
 def _serving_runs(db: Path | None, run_ids: str | None, sim_model: str | None, gpu: str | None, engine: str | None,
                   catalog: Path | None) -> list:
     """The stored serve runs named by ``--run-ids`` (default: every ok serve run), as simulator inputs; read-only."""
-    from scaleright.bench.calibrate_serving import serving_inputs
+    from scaleright.bench.calibrate_serving import load_serving_runs
     from scaleright.bench.config import parse_int_list
-    from scaleright.bench.db import check_run_id
     from scaleright.cli.common import catalog_from, check_choice
-    from scaleright.errors import InputError
 
     if engine is not None:
         from scaleright.estimate.engines import engine_names
 
         check_choice("--engine", engine, engine_names())
     cat = catalog_from(catalog)
-    store = _read_store(db)
-    if run_ids is not None:
-        ids = parse_int_list(run_ids, "--run-ids")
-        runs = [store.get(check_run_id(i, flag="--run-ids")) for i in ids]
-    else:
-        runs = _listed(store, "serve", status="ok")
-        if not runs:
-            raise InputError(f"no successful serve runs in {store.path}; run `scaleright bench serve` first")
-    return [serving_inputs(r, catalog=cat, sim_model=sim_model, gpu=gpu, engine=engine) for r in runs]
+    ids = parse_int_list(run_ids, "--run-ids") if run_ids is not None else None
+    damaged: list[str] = []
+    runs = load_serving_runs(_read_store(db), ids, catalog=cat, sim_model=sim_model, gpu=gpu, engine=engine,
+                             damaged=damaged)  # fmt: skip
+    _warn([f"{m}; skipped" for m in damaged])
+    return runs
 
 
 _RunIdsOpt = Annotated[str | None, typer.Option("--run-ids", help="Serve run ids, e.g. 3,4 (default: every ok "
