@@ -132,3 +132,33 @@ def test_calibrate_serving_without_serve_runs_is_one_line(cli, tmp_path, make_ru
     proc = cli("bench", "calibrate-serving", "--db", db)
     assert proc.returncode == 2 and proc.stdout == ""
     assert proc.stderr.splitlines() == [f"error: no successful serve runs in {db}; run `scaleright bench serve` first"]
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--run-ids", "99"], r"^error: no run with id 99 in .*runs\.sqlite$"),
+    (["--run-ids", "x"], r"^error: --run-ids must be positive integers separated by commas; got 'x'$"),
+    (["--engine", "bogus"], r"^error: --engine='bogus' not allowed; allowed: vllm, sglang, trtllm, llama\.cpp$"),
+    (["--run-ids", "1", "--gpu", "no-such-gpu"], r"^error: .*no-such-gpu"),
+])
+def test_compare_serving_bad_input_is_one_line(cli, tmp_path, synthetic_runs, args, message):
+    import re
+
+    db = tmp_path / "runs.sqlite"
+    r = synthetic_runs[0]
+    RunStore(db).add(kind="serve", model=r["model"], layout=r["layout"], metrics=r["metrics"],
+                     hardware={"fingerprint": "synthetic"}, software={})  # fmt: skip
+    proc = cli("bench", "compare-serving", "--db", db, *args)
+    assert proc.returncode == 2 and proc.stdout == ""
+    [line] = proc.stderr.splitlines()
+    assert re.search(message, line), line
+
+
+def test_calibrate_serving_refuses_to_write_over_the_database(cli, tmp_path, synthetic_runs):
+    db = tmp_path / "runs.sqlite"
+    r = synthetic_runs[0]
+    RunStore(db).add(kind="serve", model=r["model"], layout=r["layout"], metrics=r["metrics"],
+                     hardware={"fingerprint": "synthetic"}, software={})  # fmt: skip
+    before = db.read_bytes()
+    proc = cli("bench", "calibrate-serving", "--db", db, "--out", db)
+    assert proc.returncode == 2 and "--out" in proc.stderr and len(proc.stderr.splitlines()) == 1
+    assert db.read_bytes() == before
