@@ -257,3 +257,17 @@ def test_cli_a_run_where_every_request_fails_is_stored_as_failed_and_exits_2(cli
 def test_counts_must_be_whole_numbers():
     with pytest.raises(InputError, match=r"^--requests=2\.5 must be a whole number$"):
         _cfg("http://h:1", requests=2.5)
+
+
+def test_prompts_are_a_function_of_the_seed_and_the_request():
+    from scaleright.bench.serve_client import PROMPT_TOKEN_IDS
+
+    seen = []
+    for _ in range(2):
+        with FakeOpenAIServer(TIMING) as srv:
+            run_serve_bench(_cfg(srv.url, requests=6, concurrency=3, length_dist="lognormal"))
+        seen.append(sorted(tuple(s["prompt"]) for s in srv.seen))
+    assert seen[0] == seen[1] and len(set(seen[0])) == 6
+    lo, hi = PROMPT_TOKEN_IDS
+    assert all(lo <= t < hi for p in seen[0] for t in p)
+    assert all(s["ignore_eos"] is True and s["stream"] is True for s in srv.seen)

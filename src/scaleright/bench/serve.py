@@ -233,12 +233,13 @@ def _payload(cfg: ServeBenchConfig, prompt: list[int], max_tokens: int) -> dict[
 async def _drive(cfg: ServeBenchConfig, client: Any, inputs: np.ndarray, outputs: np.ndarray,
                  arrivals: np.ndarray | None, results: list[RequestResult], waits: list[float]) -> None:  # fmt: skip
     """Send every request (open or closed loop); ``results`` and ``waits`` grow as they finish."""
-    ids = np.random.default_rng([cfg.seed, 1])  # prompt ids: their own stream, the workload's draws stay put
     lo, hi = PROMPT_TOKEN_IDS
     t0 = time.perf_counter()
 
     async def send(i: int) -> None:
-        prompt = ids.integers(lo, hi, size=int(inputs[i])).tolist()
+        # request i's prompt ids from a stream of its own (seed, 1, i): the same whatever order the clients send in,
+        # and apart from the workload's draws
+        prompt = np.random.default_rng([cfg.seed, 1, i]).integers(lo, hi, size=int(inputs[i])).tolist()
         res = RequestResult(index=i, input_tokens=int(inputs[i]))
         results.append(res)
         await one_request(client, _payload(cfg, prompt, int(outputs[i])), res, t0)

@@ -165,7 +165,7 @@ async def one_request(client: Any, payload: dict[str, Any], result: RequestResul
                         result.itl_s.append(now - last)
                     last = now
                     result.output_chunks += 1
-    except httpx.HTTPError as exc:
+    except (httpx.HTTPError, httpx.StreamError) as exc:  # transport, protocol, timeout; a stream used wrongly
         result.error = f"{type(exc).__name__}: {_short_error(exc)}"
         return result
     if result.ttft_s is None:
