@@ -60,7 +60,7 @@ def test_missing_run_id_names_the_id_and_file(store, make_run):
 
 
 def test_bad_kind_is_an_input_error(store, make_run):
-    with pytest.raises(InputError, match="kind must be one of train, comm, infer; got 'bogus'"):
+    with pytest.raises(InputError, match="kind must be one of train, comm, infer, serve; got 'bogus'"):
         store.add(**{**make_run(), "kind": "bogus"})
 
 

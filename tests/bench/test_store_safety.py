@@ -398,7 +398,7 @@ def test_runs_import_refuses_a_file_that_is_not_a_recovery_file(run_cli, db, tmp
 def test_an_unknown_kind_names_the_flag(run_cli, db, cmd):
     code, _, err = run_cli(*cmd, "--kind", "bogus", "--db", db)
     assert code == 2
-    assert one_error_line(err) == "error: --kind='bogus' not allowed; allowed: train, comm, infer"
+    assert one_error_line(err) == "error: --kind='bogus' not allowed; allowed: train, comm, infer, serve"
 
 
 def test_a_database_held_exclusively_is_a_bounded_wait_for_readers_too(run_cli, db, monkeypatch):

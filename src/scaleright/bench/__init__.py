@@ -4,7 +4,9 @@ Importing this package does not import torch (the optional ``scaleright[bench]``
 ``run_infer_bench`` do. Files: ``spec``/``model`` (the GPT), ``config`` (typed configs), ``parallelize`` (DDP/FSDP,
 precision, recompute), ``worker``/``comm_worker``/``rank`` (per-rank code), ``launch`` (torchrun, timeouts, faults),
 ``train``/``comm``/``infer`` (sweeps), ``db`` (SQLite store), ``scaling``/``report`` (efficiency and cost),
-``busbw`` (nccl-tests bandwidths), ``fingerprint`` (hardware and software identity).
+``busbw`` (nccl-tests bandwidths), ``fingerprint`` (hardware and software identity); ``serve`` / ``serve_client``
+(an OpenAI-compatible server driven with the simulator's traffic over httpx) and ``calibrate_serving`` (serve
+runs simulated, compared and fitted to an engine profile).
 """
 
 from scaleright.bench.busbw import algbw_gb_per_s, bus_factor, busbw_gb_per_s

@@ -4,9 +4,10 @@ Every write is one transaction (``with conn:`` commits or rolls back) in WAL jou
 instant leaves the file consistent with all earlier commits (SQLite docs: "Atomic Commit In SQLite", "Write-Ahead
 Logging"). Default location: ``platformdirs.user_data_dir("scaleright")/runs.sqlite``.
 
-Columns: ``id`` (run id), ``time_utc`` (ISO 8601), ``kind`` (train | comm | infer), ``fingerprint`` (short
-hardware hash, ``bench/fingerprint.py``), ``hardware_json``, ``software_json``, ``model_json``, ``layout_json``,
-``metrics_json``, ``status`` (ok | failed), ``error``, ``sweep_id`` (runs launched by one command).
+Columns: ``id`` (run id), ``time_utc`` (ISO 8601), ``kind`` (train | comm | infer | serve), ``fingerprint``
+(short hardware hash, ``bench/fingerprint.py``; for serve runs, of the server as the user described it,
+``bench/serve.py``), ``hardware_json``, ``software_json``, ``model_json``, ``layout_json``, ``metrics_json``,
+``status`` (ok | failed), ``error``, ``sweep_id`` (runs launched by one command).
 
 Two ways in (SQLite docs: "URI filenames", "PRAGMA application_id"):
 
@@ -19,6 +20,12 @@ Two ways in (SQLite docs: "URI filenames", "PRAGMA application_id"):
   linked into place, so no half-made database is ever visible), or writes to a file that already carries the
   scaleright schema: ``PRAGMA application_id = APP_ID`` and ``PRAGMA user_version = SCHEMA_VERSION``, or, for files
   written before the id existed, a ``runs`` table with exactly these columns.
+
+Serve runs came after the first schema: a database made before them has ``CHECK (kind IN ('train', 'comm',
+'infer'))``. The first ``add`` of a serve run rebuilds its ``runs`` table with the wider check in one transaction
+(create, copy every row with its id, drop, rename, re-index; the AUTOINCREMENT counter kept), so a writer killed
+midway leaves the old table. The columns and their meaning do not change, so the schema version stays 1 and older
+scaleright versions still read and write the file (they list a serve run like any other kind).
 
 Anything else (an empty file, a file that is not SQLite, another application's SQLite database) is refused with one
 line before anything is written; the file is identified from its 100-byte header without SQLite touching it.
@@ -37,6 +44,7 @@ import builtins
 import datetime as dt
 import json
 import os
+import re
 import sqlite3
 import tempfile
 import urllib.parse
@@ -56,7 +64,7 @@ from scaleright.textfile import _short, check_output_path, path_problem, refuse_
 __all__ = ["RunStore", "default_db_path", "check_run_id", "KINDS", "APP_ID", "SCHEMA_VERSION", "BUSY_TIMEOUT_S",
            "MAX_RUN_ID"]
 
-KINDS = ("train", "comm", "infer")
+KINDS = ("train", "comm", "infer", "serve")
 APP_ID = 0x53434C52  # PRAGMA application_id of a scaleright run database: "SCLR" in ASCII
 SCHEMA_VERSION = 1  # PRAGMA user_version: the layout of the runs table below
 BUSY_TIMEOUT_S = 10.0  # how long a locked database is waited for before the command gives up
@@ -68,11 +76,12 @@ _PLAIN = ("id", "time_utc", "kind", "status", "error", "fingerprint", "sweep_id"
 _COLUMNS = frozenset(("id", "time_utc", "kind", "fingerprint", "status", "error", "sweep_id",
                       *(f"{k}_json" for k in _JSON)))
 _SQLITE_MAGIC = b"SQLite format 3\x00"
-_SCHEMA = f"""
-CREATE TABLE runs (
+_KINDS_SQL = ", ".join(f"'{k}'" for k in KINDS)
+_TABLE = """
+CREATE TABLE {name} (
     id            INTEGER PRIMARY KEY AUTOINCREMENT,
     time_utc      TEXT NOT NULL,
-    kind          TEXT NOT NULL CHECK (kind IN ('train', 'comm', 'infer')),
+    kind          TEXT NOT NULL CHECK (kind IN ({kinds})),
     fingerprint   TEXT NOT NULL,
     hardware_json TEXT NOT NULL,
     software_json TEXT NOT NULL,
@@ -82,8 +91,10 @@ CREATE TABLE runs (
     status        TEXT NOT NULL CHECK (status IN ('ok', 'failed')),
     error         TEXT,
     sweep_id      TEXT
-);
-CREATE INDEX runs_kind ON runs (kind, fingerprint);
+);"""
+_INDEX = "CREATE INDEX runs_kind ON runs (kind, fingerprint);"
+_SCHEMA = f"""{_TABLE.format(name="runs", kinds=_KINDS_SQL)}
+{_INDEX}
 PRAGMA application_id = {APP_ID};
 PRAGMA user_version = {SCHEMA_VERSION};
 """
@@ -135,6 +146,51 @@ def _row_to_run(row: sqlite3.Row, where: str) -> dict[str, Any]:
                                 f"{type(value).__name__}, expected an object)")
         run[k] = value
     return run
+
+
+_KIND_CHECK = re.compile(r"CHECK\s*\(\s*kind\s+IN\s*\(([^)]*)\)\s*\)", re.IGNORECASE)
+_COLUMN_ORDER = ("id", "time_utc", "kind", "fingerprint", "hardware_json", "software_json", "model_json", "layout_json",
+                 "metrics_json", "status", "error", "sweep_id")
+
+
+def _table_kinds(conn: sqlite3.Connection) -> set[str] | None:
+    """The kinds the ``runs`` table's CHECK admits; None when it has no such check (a table from before it)."""
+    row = conn.execute("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'runs'").fetchone()
+    match = _KIND_CHECK.search(row[0] or "") if row is not None else None
+    if match is None:
+        return None
+    return {part.strip().strip("'\"") for part in match.group(1).split(",")}
+
+
+def _allows_kind(conn: sqlite3.Connection, kind: str) -> bool:
+    kinds = _table_kinds(conn)
+    return kinds is None or kind in kinds
+
+
+def _widen_kinds(conn: sqlite3.Connection) -> None:
+    """Rebuild the ``runs`` table with a CHECK admitting every kind in ``KINDS``, in one transaction: rows and ids
+    copied, index rebuilt, the AUTOINCREMENT counter kept (see the module docstring)."""
+    conn.execute("BEGIN IMMEDIATE")  # the write lock first: another writer may be widening the same file
+    try:
+        kinds = _table_kinds(conn)
+        if kinds is None or kinds >= set(KINDS):
+            conn.rollback()
+            return
+        seq = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'runs'").fetchone()
+        cols = ", ".join(_COLUMN_ORDER)
+        conn.execute(_TABLE.format(name="runs_widened", kinds=_KINDS_SQL))
+        conn.execute(f"INSERT INTO runs_widened ({cols}) SELECT {cols} FROM runs ORDER BY id")
+        conn.execute("DROP TABLE runs")
+        conn.execute("ALTER TABLE runs_widened RENAME TO runs")
+        conn.execute(_INDEX)
+        if seq is not None:
+            cur = conn.execute("UPDATE sqlite_sequence SET seq = max(seq, ?) WHERE name = 'runs'", (seq[0],))
+            if cur.rowcount == 0:
+                conn.execute("INSERT INTO sqlite_sequence (name, seq) VALUES ('runs', ?)", (seq[0],))
+        conn.commit()
+    except BaseException:
+        conn.rollback()
+        raise
 
 
 def check_run_id(run_id: object, *, flag: str = "run_id") -> int:
@@ -409,10 +465,14 @@ class RunStore:
                   *(json.dumps(record[k], sort_keys=True) for k in ("hardware", "software", "model", "layout",
                                                                     "metrics")),
                   record["status"], record["error"], record["sweep_id"])
-        with self._write() as conn, conn:
-            cur = conn.execute(
-                "INSERT INTO runs (time_utc, kind, fingerprint, hardware_json, software_json, model_json, "
-                "layout_json, metrics_json, status, error, sweep_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", values)
+        with self._write() as conn:
+            if not _allows_kind(conn, record["kind"]):
+                _widen_kinds(conn)
+            with conn:
+                cur = conn.execute(
+                    "INSERT INTO runs (time_utc, kind, fingerprint, hardware_json, software_json, model_json, "
+                    "layout_json, metrics_json, status, error, sweep_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    values)
             assert cur.lastrowid is not None  # an INSERT into a rowid table always sets it
             return int(cur.lastrowid)
 

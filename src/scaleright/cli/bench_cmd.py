@@ -1,4 +1,4 @@
-"""``scaleright bench train|comm|infer|report`` and ``scaleright runs list|show|export``: a thin layer over
+"""``scaleright bench train|comm|infer|serve|report`` and ``scaleright runs list|show|export``: a thin layer over
 ``scaleright.bench``. torch is imported only when a benchmark actually runs (never for ``--dry-run``, ``report`` or
 ``runs``). Every table printed is also available as ``--json``.
 
@@ -41,6 +41,8 @@ class Format(str, Enum):
     json = "json"
 
 
+CatalogOpt = Annotated[Path | None, typer.Option("--catalog", help="User catalog directory (gpus.yaml, "
+                                                 "models.yaml) overriding the built-in one.")]
 DbOpt = Annotated[Path | None, typer.Option("--db", help="Run database (default: user data dir/runs.sqlite).")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
 DryOpt = Annotated[bool, typer.Option("--dry-run", help="Print the torchrun command and per-rank config; run nothing.")]
@@ -376,6 +378,219 @@ def infer(
     Console().print(t)
 
 
+@bench_app.command("serve")
+def serve(
+    endpoint: Annotated[str, typer.Option("--endpoint", help="Base URL of an OpenAI-compatible server (vLLM, SGLang, "
+                                          "trtllm-serve, llama.cpp), e.g. http://127.0.0.1:8000.")],
+    model: Annotated[str, typer.Option("--model", help="Model name as the server serves it (GET /v1/models).")],
+    input_len: Annotated[int, typer.Option("--input-len", help="Prompt tokens per request (mean).")] = 512,
+    output_len: Annotated[int, typer.Option("--output-len", help="Output tokens per request (mean).")] = 128,
+    rate: Annotated[float | None, typer.Option("--rate", help="Open-loop requests per second.")] = None,
+    concurrency: Annotated[int | None, typer.Option("--concurrency", help="Closed-loop clients.")] = None,
+    arrival: Annotated[str, typer.Option("--arrival", help="poisson, gamma or diurnal (with --rate).")] = "poisson",
+    burstiness: Annotated[float, typer.Option("--burstiness", help="Gamma shape (vllm bench serve).")] = 1.0,
+    diurnal_period_s: Annotated[float, typer.Option("--diurnal-period-s", help="Period of --arrival diurnal.")
+                                ] = 86_400.0,
+    diurnal_amplitude: Annotated[float, typer.Option("--diurnal-amplitude", help="Swing of --arrival diurnal.")
+                                 ] = 0.5,
+    requests: Annotated[int, typer.Option("--requests", help="Requests to send.")] = 200,
+    length_dist: Annotated[str, typer.Option("--length-dist", help="fixed or lognormal (cv 0.5, as serve "
+                                             "simulate).")] = "fixed",
+    seed: Annotated[int, typer.Option("--seed", help="Seed of arrivals and lengths (as serve simulate).")] = 0,
+    max_concurrency: Annotated[int, typer.Option("--max-concurrency", help="Most requests in flight (open loop).")
+                               ] = 256,
+    max_duration_s: Annotated[float, typer.Option("--max-duration-s", help="Stop sending after this many seconds "
+                                                  "and report what completed.")] = 3_600.0,
+    request_timeout_s: Annotated[float, typer.Option("--request-timeout-s", help="Give up on one request after "
+                                                     "this many seconds without data.")] = 600.0,
+    slo_ttft_ms: Annotated[float | None, typer.Option("--slo-ttft-ms", help="TTFT limit for goodput.")] = None,
+    slo_tpot_ms: Annotated[float | None, typer.Option("--slo-tpot-ms", help="TPOT limit for goodput.")] = None,
+    engine: Annotated[str | None, typer.Option("--engine", help="Engine profile of the server (default: from "
+                                               "GET /v1/models): vllm, sglang, trtllm or llama.cpp.")] = None,
+    sim_model: Annotated[str | None, typer.Option("--sim-model", help="Catalog model (or config.json) the server "
+                                                  "runs, for compare-serving.")] = None,
+    gpu: Annotated[str | None, typer.Option("--gpu", help="Catalog GPU of the server, for compare-serving.")] = None,
+    gpus: Annotated[int, typer.Option("--gpus", help="GPUs behind the endpoint.")] = 1,
+    tp: Annotated[int, typer.Option("--tp", help="Tensor-parallel size of a server replica.")] = 1,
+    pp: Annotated[int, typer.Option("--pp", help="Pipeline stages of a server replica.")] = 1,
+    precision: Annotated[str, typer.Option("--precision", help="Weight precision the server runs.")] = "bf16",
+    max_num_seqs: Annotated[int, typer.Option("--max-num-seqs", help="The server's max-num-seqs.")] = 256,
+    max_num_batched_tokens: Annotated[int, typer.Option("--max-num-batched-tokens", help="The server's "
+                                                        "max-num-batched-tokens.")] = 8192,
+    catalog: CatalogOpt = None,
+    db: DbOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Drive an OpenAI-compatible server with serve simulate's traffic; measure TTFT, TPOT, ITL, end-to-end
+    latency, throughput and goodput from streamed responses; store the run (kind serve)."""
+    from scaleright.bench.serve import ServeBenchConfig, run_serve_bench, store_run
+
+    cfg = ServeBenchConfig(
+        endpoint=endpoint, model=model, input_len=input_len, output_len=output_len, rate=rate,
+        concurrency=concurrency, arrival=arrival, burstiness=burstiness, diurnal_period_s=diurnal_period_s,
+        diurnal_amplitude=diurnal_amplitude, requests=requests, length_dist=length_dist, seed=seed,
+        max_concurrency=max_concurrency, max_duration_s=max_duration_s, request_timeout_s=request_timeout_s,
+        slo_ttft_ms=slo_ttft_ms, slo_tpot_ms=slo_tpot_ms, engine_profile=engine, sim_model=sim_model, gpu=gpu,
+        gpus=gpus, tp=tp, pp=pp, precision=precision, max_num_seqs=max_num_seqs,
+        max_num_batched_tokens=max_num_batched_tokens)  # fmt: skip
+    if sim_model is not None or gpu is not None:
+        _serve_sim_inputs(sim_model, gpu, precision, catalog)
+    store = _store(db)
+    res = run_serve_bench(cfg)
+    from scaleright.bench.errors import RunStoreError
+
+    stored_error = None
+    try:
+        run_id: int | None = store_run(store, cfg, res)
+    except RunStoreError as exc:  # the measurement is in a recovery file; still print it
+        run_id, stored_error = None, str(exc)
+    out = {**res.metrics, "run_id": run_id, "db": str(store.path), "endpoint": cfg.endpoint, "model": cfg.model,
+           **{k: v for k, v in res.server.items() if k != "models"}, "interrupted": res.stopped == "interrupted"}
+    if as_json:
+        _echo_json(out)
+    else:
+        _print_serve(out)
+    if stored_error is not None:
+        from scaleright.errors import InputError
+
+        raise InputError(stored_error)
+    if res.stopped == "interrupted":
+        if not as_json:
+            typer.echo("interrupted: stopped sending, cancelled the requests in flight; the completed ones are "
+                       f"above{f' and stored as run id {run_id}' if run_id is not None else ''}")
+        raise typer.Exit(INTERRUPTED_EXIT)
+    if res.metrics["requests"] == 0:
+        from scaleright.errors import InputError
+
+        first = res.metrics["error_messages"][0]["error"] if res.metrics["error_messages"] else "none completed"
+        raise InputError(f"--endpoint={cfg.endpoint}: no request completed ({first}); stored as failed run id "
+                         f"{run_id}")
+
+
+def _serve_sim_inputs(sim_model: str | None, gpu: str | None, precision: str, catalog: Path | None) -> None:
+    """--sim-model, --gpu and --precision checked against the catalog before anything is sent."""
+    from scaleright.cli.common import catalog_from, check_choice
+    from scaleright.workload import load_model
+    from scaleright.workload.precision import STORAGE_PRECISIONS
+
+    check_choice("--precision", precision, STORAGE_PRECISIONS)
+    cat = catalog_from(catalog)
+    if gpu is not None:
+        cat.gpu(gpu)
+    if sim_model is not None:
+        load_model(sim_model, catalog=cat)
+
+
+def _print_serve(out: dict) -> None:
+    from scaleright.cli.common import table, visible
+
+    rows = [[name, d["mean"], d["p50"], d["p90"], d["p99"]]
+            for name, d in (("TTFT (ms)", out["ttft_ms"]), ("TPOT (ms)", out["tpot_ms"]), ("ITL (ms)", out["itl_ms"]),
+                            ("end-to-end (ms)", out["e2e_ms"]))]  # fmt: skip
+    engine = f"{out.get('engine') or 'unknown engine'} {out.get('engine_version') or ''}".strip()
+    table(f"{out['model']} at {out['endpoint']} ({engine}), run id {out['run_id']}",
+          ["latency", "mean", "p50", "p90", "p99"], rows)
+    table("Throughput", ["metric", "value"], [
+        ["requests/s", out["requests_per_s"]], ["output tokens/s", out["output_tokens_per_s"]],
+        ["goodput requests/s", out["goodput_requests_per_s"]], ["requests completed", out["requests"]],
+        ["requests failed", out["errors"]], ["not completed (stopped)", out["not_completed"]],
+        ["send delay after arrival p99 (ms)", out["send_delay_ms"]["p99"]]])  # fmt: skip
+    for e in out["error_messages"]:
+        typer.echo(f"error x{e['count']}: {visible(e['error'])}", err=True)
+
+
+def _serving_runs(db: Path | None, run_ids: str | None, sim_model: str | None, gpu: str | None, engine: str | None,
+                  catalog: Path | None) -> list:
+    """The stored serve runs named by ``--run-ids`` (default: every ok serve run), as simulator inputs; read-only."""
+    from scaleright.bench.calibrate_serving import load_serving_runs
+    from scaleright.bench.config import parse_int_list
+    from scaleright.cli.common import catalog_from, check_choice
+
+    if engine is not None:
+        from scaleright.estimate.engines import engine_names
+
+        check_choice("--engine", engine, engine_names())
+    cat = catalog_from(catalog)
+    ids = parse_int_list(run_ids, "--run-ids") if run_ids is not None else None
+    damaged: list[str] = []
+    runs = load_serving_runs(_read_store(db), ids, catalog=cat, sim_model=sim_model, gpu=gpu, engine=engine,
+                             damaged=damaged)  # fmt: skip
+    _warn([f"{m}; skipped" for m in damaged])
+    return runs
+
+
+_RunIdsOpt = Annotated[str | None, typer.Option("--run-ids", help="Serve run ids, e.g. 3,4 (default: every ok "
+                                                "serve run).")]
+_SimModelOpt = Annotated[str | None, typer.Option("--sim-model", help="Catalog model the server ran (default: "
+                                                  "the run's --sim-model).")]
+_SimGpuOpt = Annotated[str | None, typer.Option("--gpu", help="Catalog GPU of the server (default: the run's).")]
+_EngineOpt = Annotated[str | None, typer.Option("--engine", help="Engine profile (default: the run's).")]
+_CalOpt = Annotated[str | None, typer.Option("--calibration", help="Calibration profile name or JSON path.")]
+
+
+@bench_app.command("compare-serving")
+def compare_serving(
+    run_ids: _RunIdsOpt = None, sim_model: _SimModelOpt = None, gpu: _SimGpuOpt = None, engine: _EngineOpt = None,
+    calibration: _CalOpt = None, catalog: CatalogOpt = None, db: DbOpt = None, as_json: JsonOpt = False,
+) -> None:  # fmt: skip
+    """Simulated (serve simulate, the run's workload redrawn from its seed) vs measured, for stored serve runs."""
+    from scaleright.bench.calibrate_serving import compare_run, simulate_run
+    from scaleright.cli.common import calibration_from, table
+
+    cal = calibration_from("--calibration", calibration)
+    inputs = _serving_runs(db, run_ids, sim_model, gpu, engine, catalog)
+    rows: list[dict[str, Any]] = []
+    for si in inputs:
+        sim = simulate_run(si, cal=cal)
+        rows.extend({**r, "engine": si.engine, "stopped": si.stopped} for r in compare_run(si, sim))
+    if as_json:
+        _echo_json({"calibration": calibration or "default", "rows": rows})
+        return
+    table(f"Simulated vs measured serving (calibration {calibration or 'default'})",
+          ["run", "engine", "metric", "simulated", "measured", "error %"],
+          [[r["run_id"], r["engine"], r["metric"], r["simulated"], r["measured"], r["error_pct"]] for r in rows])
+    stopped = sorted({r["run_id"] for r in rows if r["stopped"]})
+    if stopped:
+        typer.echo(f"runs {', '.join(map(str, stopped))} were stopped early: measured over the requests that "
+                   "finished, simulated in full", err=True)
+
+
+@bench_app.command("calibrate-serving")
+def calibrate_serving(
+    run_ids: _RunIdsOpt = None, sim_model: _SimModelOpt = None, gpu: _SimGpuOpt = None, engine: _EngineOpt = None,
+    calibration: _CalOpt = None, catalog: CatalogOpt = None, db: DbOpt = None,
+    out: Annotated[Path | None, typer.Option("--out", help="Also write the fitted profile and report as JSON "
+                                             "(atomically).")] = None,
+    as_json: JsonOpt = False,
+) -> None:  # fmt: skip
+    """Fit the engine profile's iteration overhead, HBM fraction and frontend latency to stored serve runs."""
+    import dataclasses
+    import json
+
+    from scaleright.bench.calibrate_serving import fit_engine
+    from scaleright.cli.common import calibration_from, check_output_path, table, write_output
+    from scaleright.textfile import refuse_input_as_output
+
+    if out is not None:
+        check_output_path("--out", out)
+        refuse_input_as_output("--out", out, _store_files(_read_store(db)))
+    cal = calibration_from("--calibration", calibration)
+    inputs = _serving_runs(db, run_ids, sim_model, gpu, engine, catalog)
+    profile, report = fit_engine(inputs, cal=cal)
+    data = {"profile": dataclasses.asdict(profile), **report}
+    if out is not None:
+        write_output("--out", out, json.dumps(data, indent=2, allow_nan=False) + "\n")
+    if as_json:
+        _echo_json(data)
+        return
+    table(f"Engine profile {report['base']!r} fitted to serve runs {', '.join(map(str, report['runs']))} "
+          "(in-sample)", ["factor", "shipped", "fitted", "on its bound"],
+          [[k, report["before"][k], report["after"][k], "yes" if k in report["on_bound"] else ""]
+           for k in report["fitted"]])  # fmt: skip
+    typer.echo(f"median |error| of mean TTFT, TPOT and ITL: {report['median_abs_pct_error_before']:.1f} % -> "
+               f"{report['median_abs_pct_error_after']:.1f} %")
+
+
 @bench_app.command("report")
 def report(
     db: DbOpt = None,
@@ -427,7 +642,7 @@ def report(
 @runs_app.command("list")
 def runs_list(
     db: DbOpt = None,
-    kind: Annotated[str | None, typer.Option("--kind", help="train, comm or infer.")] = None,
+    kind: Annotated[str | None, typer.Option("--kind", help="train, comm, infer or serve.")] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Stored runs, oldest first (opens the database read-only; a damaged row is skipped with a warning)."""
@@ -471,7 +686,7 @@ def runs_export(
     fmt: Annotated[Format, typer.Option("--format", help="csv or json.")] = Format.json,
     out: Annotated[Path | None, typer.Option(
         "--out", help="Write to this file (atomically; never the database itself) instead of stdout.")] = None,
-    kind: Annotated[str | None, typer.Option("--kind", help="train, comm or infer.")] = None,
+    kind: Annotated[str | None, typer.Option("--kind", help="train, comm, infer or serve.")] = None,
     db: DbOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="Same as --format json (the default).")] = False,
 ) -> None:
@@ -559,6 +774,14 @@ def _fmt_num(value: Any, spec: str) -> str:
 def _list_row(r: dict) -> list[Any]:
     """One row of `runs list`: tolerant of runs that lack a field (older versions, other kinds)."""
     m, lay, met = r["model"], r["layout"], r["metrics"]
+    if r["kind"] == "serve":
+        ttft = met.get("ttft_ms") if isinstance(met.get("ttft_ms"), dict) else {}
+        load = f"{lay.get('rate')} req/s" if lay.get("rate") is not None else f"C={lay.get('concurrency')}"
+        head = (f"TTFT p50 {_fmt_num(ttft.get('p50'), ',.1f')} ms, "
+                f"{_fmt_num(met.get('output_tokens_per_s'), ',.0f')} tok/s" if r["status"] == "ok" else
+                str(r["error"] or "")[:60])  # fmt: skip
+        return [r["id"], r["time_utc"], r["kind"], r["status"], r["fingerprint"], m.get("name", ""),
+                f"{load} in={lay.get('input_len')} out={lay.get('output_len')}", head]
     model = f"L{m.get('layers', '?')} h{m.get('hidden', '?')}" if "layers" in m else m.get("dtype", "")
     layout = " ".join(str(lay[k]) for k in ("strategy", "precision") if k in lay)
     layout += f" N={lay.get('world_size', '?')}" + (f" B={lay['batch_size']}" if "batch_size" in lay else "")

@@ -1,0 +1,314 @@
+"""Close the serving loop: simulate a stored ``bench serve`` run, compare it with what was measured, and fit an engine
+profile's factors (``estimate.engines``) to such runs.
+
+A serve run stores its workload (the seed, arrival process, lengths, rate or concurrency and request count) and the
+server as the user described it (``--sim-model``, ``--gpu``, ``--gpus``, ``--tp``, ``--pp``, ``--precision``,
+``--max-num-seqs``, ``--max-num-batched-tokens``); ``serving_inputs`` turns it into ``serve.simulate`` arguments,
+which redraw the identical requests (``bench.serve.draw_workload``). A run stopped early (Ctrl-C, wall time) is
+simulated in full and compared with the requests that finished: it says so (``stopped``).
+
+``fit_engine`` fits ``iteration_overhead_s``, ``hbm_fraction`` and ``frontend_latency_s`` of a base profile by
+minimising the mean squared log error of the simulated mean TTFT, mean TPOT and mean ITL against the measured ones
+over the runs: a Nelder–Mead simplex in log space within ``ENGINE_FIT_BOUNDS`` over the two factors that
+re-run the simulator (they trade off against each other along a valley: decode time ≈ bytes / (fraction ·
+bandwidth) + overhead, which coordinate descent crawls along), with a golden-section search of the frontend
+latency at each point. The frontend latency is added to every request's TTFT and end-to-end latency
+and to nothing else (``serve.simulate``), so a profile differing only in it is the base simulation with every TTFT
+and end-to-end statistic shifted by the difference: only the other two factors re-run the simulator. A factor that
+ends on its bound is named in the report (``on_bound``): the profile is then missing a physical term, and widening
+the bound would hide it. The fit is in-sample: its ``error_after`` is on the runs it was fitted to.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from scaleright.errors import InputError
+from scaleright.estimate.calibration import DEFAULT_CALIBRATION, Calibration
+from scaleright.estimate.engines import EngineProfile, get_engine
+
+__all__ = ["ENGINE_FIT_BOUNDS", "FIT_METRICS", "COMPARED", "ServingInputs", "serving_inputs", "load_serving_runs",
+           "simulate_run",
+           "compare_run", "fit_engine"]
+
+# factor -> (low, high): the physical range the fit may not leave
+ENGINE_FIT_BOUNDS: dict[str, tuple[float, float]] = {
+    "iteration_overhead_s": (1e-5, 0.1),  # 10 µs (a CUDA-graph replay) to 100 ms per iteration
+    "hbm_fraction": (0.05, 1.0),  # of the datasheet HBM bandwidth; more than all of it is not physical
+    "frontend_latency_s": (1e-5, 1.0),  # HTTP + tokenisation per request
+}
+FIT_METRICS = (("ttft_ms", "mean"), ("tpot_ms", "mean"), ("itl_ms", "mean"))
+COMPARED = (("ttft_ms", "mean"), ("ttft_ms", "p50"), ("ttft_ms", "p99"), ("tpot_ms", "mean"), ("tpot_ms", "p99"),
+            ("itl_ms", "mean"), ("itl_ms", "p99"), ("e2e_ms", "mean"), ("e2e_ms", "p99"),
+            ("output_tokens_per_s", None), ("requests_per_s", None))  # fmt: skip
+_SHIFTED = ("ttft_ms", "e2e_ms")  # the statistics the frontend latency moves
+
+
+@dataclass(frozen=True)
+class ServingInputs:
+    """What the simulator needs for one stored serve run, and what was measured."""
+
+    run_id: int
+    spec: Any  # TransformerSpec
+    gpu: Any  # Accelerator
+    engine: str
+    sim: dict[str, Any]  # keyword arguments of serve.simulate (without spec, model, engine, cal)
+    measured: dict[str, Any]  # the run's metrics
+    stopped: str | None
+
+
+def serving_inputs(run: dict, *, catalog: Any = None, sim_model: str | None = None, gpu: str | None = None,
+                   engine: str | None = None) -> ServingInputs:  # fmt: skip
+    """Map a stored serve run onto ``serve.simulate`` arguments. ``sim_model``, ``gpu`` and ``engine`` replace what
+    the run stored; a run without one of them is an ``InputError`` naming the flag to give."""
+    from scaleright.workload import load_model
+
+    rid = run.get("id")
+    if run.get("kind") != "serve":
+        raise InputError(f"run {rid} is a {run.get('kind')} run, not a serve run")
+    if run.get("status") != "ok":
+        raise InputError(f"run {rid} failed ({run.get('error')}); nothing was measured to compare")
+    lay, met = run["layout"], run["metrics"]
+    model_name = sim_model or run["model"].get("sim_model")
+    gpu_name = gpu or lay.get("gpu")
+    engine_name = engine or lay.get("engine_profile")
+    for flag, v in (("--sim-model", model_name), ("--gpu", gpu_name), ("--engine", engine_name)):
+        if not v:
+            raise InputError(f"run {rid}: the run does not say which {flag[2:].replace('-', ' ')} the server ran; "
+                             f"give {flag}")  # fmt: skip
+    get_engine(str(engine_name))
+    if catalog is None:
+        from scaleright.catalog import Catalog
+
+        catalog = Catalog.load()
+    try:
+        sim = {"gpus": int(lay["gpus"]), "tp": int(lay["tp"]), "pp": int(lay["pp"]),
+               "input_len": int(lay["input_len"]), "output_len": int(lay["output_len"]),
+               "requests": int(lay["requests"]), "input_dist": str(lay["length_dist"]),
+               "output_dist": str(lay["length_dist"]), "length_cv": float(lay["length_cv"]), "seed": int(lay["seed"]),
+               "precision": str(lay["precision"]), "max_num_seqs": int(lay["max_num_seqs"]),
+               "max_num_batched_tokens": int(lay["max_num_batched_tokens"])}  # fmt: skip
+        if lay.get("rate") is not None:
+            sim.update(rate=float(lay["rate"]), arrival=str(lay["arrival"]), burstiness=float(lay["burstiness"]),
+                       diurnal_period_s=float(lay["diurnal_period_s"]),
+                       diurnal_amplitude=float(lay["diurnal_amplitude"]))  # fmt: skip
+        else:
+            sim["concurrency"] = int(lay["concurrency"])
+        for key, stat in FIT_METRICS:
+            float(met[key][stat])
+    except KeyError as exc:
+        raise InputError(f"run {rid}: field {exc} is missing; cannot be simulated") from None
+    except (TypeError, ValueError) as exc:
+        raise InputError(f"run {rid}: a field has the wrong type ({exc}); cannot be simulated") from None
+    g = catalog.gpu(str(gpu_name))
+    sim["gpu"] = g
+    return ServingInputs(run_id=int(run["id"]), spec=load_model(str(model_name), catalog=catalog), gpu=g,
+                         engine=str(engine_name), sim=sim, measured=met, stopped=met.get("stopped"))  # fmt: skip
+
+
+def load_serving_runs(store: Any, run_ids: list[int] | tuple[int, ...] | None = None, *, catalog: Any = None,
+                      sim_model: str | None = None, gpu: str | None = None, engine: str | None = None,
+                      damaged: list[str] | None = None) -> list[ServingInputs]:  # fmt: skip
+    """The serve runs ``run_ids`` of ``store`` (default: every ok serve run) as simulator inputs, read without
+    changing the database; ``damaged`` (a list) collects rows that could not be read, which are then skipped."""
+    if run_ids is not None:
+        from scaleright.bench.db import check_run_id
+
+        runs = [store.get(check_run_id(i, flag="--run-ids")) for i in run_ids]
+    else:
+        runs = store.list("serve", status="ok", damaged=damaged)
+        if not runs:
+            raise InputError(f"no successful serve runs in {store.path}; run `scaleright bench serve` first")
+    return [serving_inputs(r, catalog=catalog, sim_model=sim_model, gpu=gpu, engine=engine) for r in runs]
+
+
+def _simulated(si: ServingInputs, profile: EngineProfile, cal: Calibration) -> dict[str, Any]:
+    """``serve.simulate`` of the run with ``profile``'s iteration factors (its frontend latency: see ``_shift``)."""
+    from scaleright.estimate.iteration import IterationModel
+    from scaleright.serve.simulate import simulate
+
+    s = si.sim
+    model = IterationModel(si.spec, gpu=si.gpu, tp=s["tp"], pp=s["pp"], precision=s["precision"], engine=profile,
+                           cal=cal, max_rows=s["max_num_batched_tokens"])  # fmt: skip
+    return simulate(si.spec, engine=si.engine, cal=cal, model=model, **s).as_dict()
+
+
+def _shift(sim: dict[str, Any], delta_ms: float) -> dict[str, Any]:
+    """``sim`` with every TTFT and end-to-end statistic moved by ``delta_ms`` (a frontend latency change)."""
+    out = dict(sim)
+    for key in _SHIFTED:
+        out[key] = {k: v + delta_ms for k, v in sim[key].items()}
+    return out
+
+
+def simulate_run(si: ServingInputs, profile: EngineProfile | None = None,
+                 cal: Calibration = DEFAULT_CALIBRATION) -> dict[str, Any]:  # fmt: skip
+    """The simulator's metrics (``serve simulate --json`` names) for the run, under ``profile`` (default: the run's
+    engine profile as shipped)."""
+    base = get_engine(si.engine)
+    profile = profile or base
+    sim = _simulated(si, dataclasses.replace(profile, frontend_latency_s=base.frontend_latency_s), cal)
+    return _shift(sim, (profile.frontend_latency_s - base.frontend_latency_s) * 1e3)
+
+
+def _value(d: dict[str, Any], key: str, stat: str | None) -> float:
+    v = d.get(key)
+    v = v.get(stat) if stat is not None and isinstance(v, dict) else v
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else float("nan")
+
+
+def compare_run(si: ServingInputs, sim: dict[str, Any]) -> list[dict[str, Any]]:
+    """Rows of simulated vs measured, one per ``COMPARED`` statistic, with the error in % of the measurement."""
+    rows = []
+    for key, stat in COMPARED:
+        s, m = _value(sim, key, stat), _value(si.measured, key, stat)
+        err = (s / m - 1) * 100 if math.isfinite(s) and math.isfinite(m) and m > 0 else None
+        rows.append({"run_id": si.run_id, "metric": f"{key}.{stat}" if stat else key, "simulated": s,
+                     "measured": m, "error_pct": err})  # fmt: skip
+    return rows
+
+
+def _errors(runs: list[ServingInputs], sims: list[dict[str, Any]]) -> list[float]:
+    """log(simulated / measured) of every fitted statistic of every run."""
+    out = []
+    for si, sim in zip(runs, sims, strict=True):
+        for key, stat in FIT_METRICS:
+            s, m = _value(sim, key, stat), _value(si.measured, key, stat)
+            if m > 0 and math.isfinite(m):
+                out.append(math.log(s / m) if s > 0 and math.isfinite(s) else 10.0)
+    return out
+
+
+def _nelder_mead(f: Any, x0: list[float], lo: list[float], hi: list[float], *, evals: int = 120,
+                 step: float = 0.4, tol: float = 1e-9) -> list[float]:  # fmt: skip
+    """Minimise ``f`` from ``x0`` within the box [lo, hi] (points clipped into it) by the Nelder–Mead simplex
+    (reflection 1, expansion 2, contraction 0.5, shrink 0.5: Nelder and Mead 1965, the standard coefficients)."""
+    def clip(x: list[float]) -> list[float]:
+        return [min(max(v, a), b) for v, a, b in zip(x, lo, hi, strict=True)]
+
+    n = len(x0)
+    pts = [clip(list(x0))] + [clip([v + (step if k == i else 0.0) for k, v in enumerate(x0)]) for i in range(n)]
+    vals = [f(p) for p in pts]
+    used = n + 1
+    while used < evals:
+        order = sorted(range(n + 1), key=lambda k: vals[k])
+        pts, vals = [pts[k] for k in order], [vals[k] for k in order]
+        if vals[-1] - vals[0] < tol:
+            break
+        centre = [sum(p[k] for p in pts[:-1]) / n for k in range(n)]
+
+        def towards(t: float, c: list[float] = centre, worst: list[float] = pts[-1]) -> list[float]:
+            return clip([c[k] + t * (worst[k] - c[k]) for k in range(n)])
+
+        xr = towards(-1.0)
+        fr = f(xr)
+        used += 1
+        if fr < vals[0]:
+            xe = towards(-2.0)
+            fe = f(xe)
+            used += 1
+            pts[-1], vals[-1] = (xe, fe) if fe < fr else (xr, fr)
+        elif fr < vals[-2]:
+            pts[-1], vals[-1] = xr, fr
+        else:
+            xc = towards(0.5 if fr >= vals[-1] else -0.5)
+            fc = f(xc)
+            used += 1
+            if fc < min(fr, vals[-1]):
+                pts[-1], vals[-1] = xc, fc
+            else:
+                pts = [pts[0]] + [clip([(p[k] + pts[0][k]) / 2 for k in range(n)]) for p in pts[1:]]
+                vals = [vals[0]] + [f(p) for p in pts[1:]]
+                used += n
+    return pts[min(range(n + 1), key=lambda k: vals[k])]
+
+
+def fit_engine(runs: list[ServingInputs], *, base: str | EngineProfile | None = None,
+               cal: Calibration = DEFAULT_CALIBRATION, params: tuple[str, ...] = tuple(ENGINE_FIT_BOUNDS),
+               evals: int = 120) -> tuple[EngineProfile, dict[str, Any]]:  # fmt: skip
+    """Fit ``params`` of the ``base`` profile (default: the runs' engine) to ``runs`` (see the module docstring).
+    Returns the fitted profile and a report: factors before and after, which ended on a bound, and the median
+    absolute % error of the fitted statistics before and after (in-sample)."""
+    from scaleright.bench.calibrate import _golden
+
+    if not runs:
+        raise InputError("no serve runs to fit")
+    unknown = [p for p in params if p not in ENGINE_FIT_BOUNDS]
+    if unknown:
+        raise InputError(f"cannot fit {', '.join(unknown)}; fittable: {', '.join(ENGINE_FIT_BOUNDS)}")
+    engines = sorted({si.engine for si in runs})
+    if base is None:
+        if len(engines) > 1:
+            raise InputError(f"the runs are of {len(engines)} engines ({', '.join(engines)}); fit one at a time")
+        base = engines[0]
+    start = get_engine(base) if isinstance(base, str) else base
+    if start.hbm_fraction is None:
+        start = dataclasses.replace(start, hbm_fraction=cal.decode_memory_efficiency)
+    fronts = [get_engine(si.engine).frontend_latency_s for si in runs]
+    cache: dict[tuple[float, float], list[dict[str, Any]]] = {}
+
+    def sims(p: EngineProfile) -> list[dict[str, Any]]:
+        key = (p.iteration_overhead_s, float(p.hbm_fraction or 0.0))
+        if key not in cache:
+            cache[key] = [simulate_run(si, dataclasses.replace(p, frontend_latency_s=fr), cal)
+                          for si, fr in zip(runs, fronts, strict=True)]  # fmt: skip
+        return [_shift(s, (p.frontend_latency_s - fr) * 1e3) for s, fr in zip(cache[key], fronts, strict=True)]
+
+    def loss(p: EngineProfile) -> float:
+        return float(np.mean(np.square(_errors(runs, sims(p)))))
+
+    outer = [n for n in params if n != "frontend_latency_s"]  # these re-run the simulator
+    inner = "frontend_latency_s" in params  # a shift of cached simulations: a line search inside each point
+
+    def profile_at(x: list[float]) -> EngineProfile:
+        factors: dict[str, Any] = {n: math.exp(v) for n, v in zip(outer, x, strict=True)}
+        p = dataclasses.replace(start, **factors)
+        if inner:
+            lo, hi = ENGINE_FIT_BOUNDS["frontend_latency_s"]
+            p = dataclasses.replace(p, frontend_latency_s=_golden(
+                lambda v, q=p: loss(dataclasses.replace(q, frontend_latency_s=v)), lo, hi))
+        return p
+
+    before = loss(start)
+    if outer:
+        bounds = [tuple(math.log(b) for b in ENGINE_FIT_BOUNDS[n]) for n in outer]
+        x = [math.log(getattr(start, n)) for n in outer]
+        for step in (0.4, 0.1):  # a restart from the best point with a fresh, smaller simplex (a collapsed one stalls)
+            x = _nelder_mead(lambda x: loss(profile_at(x)), x, [b[0] for b in bounds], [b[1] for b in bounds],
+                             evals=evals // 2, step=step)  # fmt: skip
+        prof = profile_at(x)
+    else:
+        prof = profile_at([])
+    if loss(prof) > before:  # never worse than where it started
+        prof = start
+    after = loss(prof)
+    on_bound = [n for n in params if _near_bound(float(getattr(prof, n)), *ENGINE_FIT_BOUNDS[n])]
+    ids = ", ".join(str(si.run_id) for si in runs)
+
+    def pct(p: EngineProfile) -> float:
+        return float(np.median([abs(math.exp(e) - 1) * 100 for e in _errors(runs, sims(p))]))
+
+    fitted = dataclasses.replace(
+        prof, status="fitted",
+        grounded_in=(f"bench serve runs {ids}: mean TTFT, TPOT and ITL",),
+        note=f"Fitted by calibrate_serving.fit_engine from {start.name!r} on {len(runs)} run(s) (in-sample)"
+             + (f"; on its bound: {', '.join(on_bound)}" if on_bound else "") + ".")  # fmt: skip
+    report = {
+        "base": start.name, "runs": [si.run_id for si in runs], "fitted": list(params),
+        "before": {n: getattr(start, n) for n in params}, "after": {n: getattr(fitted, n) for n in params},
+        "bounds": {n: ENGINE_FIT_BOUNDS[n] for n in params}, "on_bound": on_bound,
+        "rms_log_error_before": math.sqrt(before), "rms_log_error_after": math.sqrt(after),
+        "median_abs_pct_error_before": pct(start), "median_abs_pct_error_after": pct(fitted),
+        "in_sample": True, "stopped_runs": [si.run_id for si in runs if si.stopped],
+        "simulations": len(cache) * len(runs),
+    }  # fmt: skip
+    return fitted, report
+
+
+def _near_bound(v: float, lo: float, hi: float, rel: float = 0.02) -> bool:
+    return abs(math.log(v / lo)) < rel or abs(math.log(hi / v)) < rel
