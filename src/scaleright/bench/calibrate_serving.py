@@ -7,14 +7,13 @@ server as the user described it (``--sim-model``, ``--gpu``, ``--gpus``, ``--tp`
 which redraw the identical requests (``bench.serve.draw_workload``). A run stopped early (Ctrl-C, wall time) is
 simulated in full and compared with the requests that finished: it says so (``stopped``).
 
-``fit_engine`` fits ``iteration_overhead_s``, ``hbm_fraction`` and ``frontend_latency_s`` of a base profile by
-minimising the mean squared log error of the simulated mean TTFT, mean TPOT and mean ITL against the measured ones
-over the runs: a Nelder–Mead simplex in log space within ``ENGINE_FIT_BOUNDS`` over the two factors that
-re-run the simulator (they trade off against each other along a valley: decode time ≈ bytes / (fraction ·
-bandwidth) + overhead, which coordinate descent crawls along), with a golden-section search of the frontend
-latency at each point. The frontend latency is added to every request's TTFT and end-to-end latency
-and to nothing else (``serve.simulate``), so a profile differing only in it is the base simulation with every TTFT
-and end-to-end statistic shifted by the difference: only the other two factors re-run the simulator. A factor that
+``fit_engine`` fits ``iteration_overhead_s``, ``hbm_fraction`` and ``frontend_latency_s`` of a base profile to the
+measured mean TTFT, mean TPOT and mean ITL of the runs with the project's one fitter (``scaleright.estimate.fit``:
+bounded soft-L1 least squares on log errors, within ``ENGINE_FIT_BOUNDS``; a trust-region step follows the valley
+along which the first two trade off: decode time ≈ bytes / (fraction · bandwidth) + overhead). The frontend latency
+is added to every request's TTFT and end-to-end latency and to nothing else (``serve.simulate``), so a profile
+differing only in it is the cached simulation with every TTFT and end-to-end statistic shifted by the difference:
+only the other two factors re-run the simulator. A factor that
 ends on its bound is named in the report (``on_bound``): the profile is then missing a physical term, and widening
 the bound would hide it. The fit is in-sample: its ``error_after`` is on the runs it was fitted to.
 """
@@ -42,6 +41,8 @@ ENGINE_FIT_BOUNDS: dict[str, tuple[float, float]] = {
     "hbm_fraction": (0.05, 1.0),  # of the datasheet HBM bandwidth; more than all of it is not physical
     "frontend_latency_s": (1e-5, 1.0),  # HTTP + tokenisation per request
 }
+SIM_DIFF_STEP = 0.02  # finite-difference step (share of a factor's range): the simulator's output moves in jumps
+FRONTEND_START_S = 1e-3  # where the fit starts a frontend latency the base profile leaves at 0
 FIT_METRICS = (("ttft_ms", "mean"), ("tpot_ms", "mean"), ("itl_ms", "mean"))
 COMPARED = (("ttft_ms", "mean"), ("ttft_ms", "p50"), ("ttft_ms", "p99"), ("tpot_ms", "mean"), ("tpot_ms", "p99"),
             ("itl_ms", "mean"), ("itl_ms", "p99"), ("e2e_ms", "mean"), ("e2e_ms", "p99"),
@@ -184,57 +185,13 @@ def _errors(runs: list[ServingInputs], sims: list[dict[str, Any]]) -> list[float
     return out
 
 
-def _nelder_mead(f: Any, x0: list[float], lo: list[float], hi: list[float], *, evals: int = 120,
-                 step: float = 0.4, tol: float = 1e-9) -> list[float]:  # fmt: skip
-    """Minimise ``f`` from ``x0`` within the box [lo, hi] (points clipped into it) by the Nelder–Mead simplex
-    (reflection 1, expansion 2, contraction 0.5, shrink 0.5: Nelder and Mead 1965, the standard coefficients)."""
-    def clip(x: list[float]) -> list[float]:
-        return [min(max(v, a), b) for v, a, b in zip(x, lo, hi, strict=True)]
-
-    n = len(x0)
-    pts = [clip(list(x0))] + [clip([v + (step if k == i else 0.0) for k, v in enumerate(x0)]) for i in range(n)]
-    vals = [f(p) for p in pts]
-    used = n + 1
-    while used < evals:
-        order = sorted(range(n + 1), key=lambda k: vals[k])
-        pts, vals = [pts[k] for k in order], [vals[k] for k in order]
-        if vals[-1] - vals[0] < tol:
-            break
-        centre = [sum(p[k] for p in pts[:-1]) / n for k in range(n)]
-
-        def towards(t: float, c: list[float] = centre, worst: list[float] = pts[-1]) -> list[float]:
-            return clip([c[k] + t * (worst[k] - c[k]) for k in range(n)])
-
-        xr = towards(-1.0)
-        fr = f(xr)
-        used += 1
-        if fr < vals[0]:
-            xe = towards(-2.0)
-            fe = f(xe)
-            used += 1
-            pts[-1], vals[-1] = (xe, fe) if fe < fr else (xr, fr)
-        elif fr < vals[-2]:
-            pts[-1], vals[-1] = xr, fr
-        else:
-            xc = towards(0.5 if fr >= vals[-1] else -0.5)
-            fc = f(xc)
-            used += 1
-            if fc < min(fr, vals[-1]):
-                pts[-1], vals[-1] = xc, fc
-            else:
-                pts = [pts[0]] + [clip([(p[k] + pts[0][k]) / 2 for k in range(n)]) for p in pts[1:]]
-                vals = [vals[0]] + [f(p) for p in pts[1:]]
-                used += n
-    return pts[min(range(n + 1), key=lambda k: vals[k])]
-
-
 def fit_engine(runs: list[ServingInputs], *, base: str | EngineProfile | None = None,
                cal: Calibration = DEFAULT_CALIBRATION, params: tuple[str, ...] = tuple(ENGINE_FIT_BOUNDS),
                evals: int = 120) -> tuple[EngineProfile, dict[str, Any]]:  # fmt: skip
     """Fit ``params`` of the ``base`` profile (default: the runs' engine) to ``runs`` (see the module docstring).
     Returns the fitted profile and a report: factors before and after, which ended on a bound, and the median
     absolute % error of the fitted statistics before and after (in-sample)."""
-    from scaleright.bench.calibrate import _golden
+    from scaleright.estimate.fit import fit
 
     if not runs:
         raise InputError("no serve runs to fit")
@@ -259,31 +216,26 @@ def fit_engine(runs: list[ServingInputs], *, base: str | EngineProfile | None = 
                           for si, fr in zip(runs, fronts, strict=True)]  # fmt: skip
         return [_shift(s, (p.frontend_latency_s - fr) * 1e3) for s, fr in zip(cache[key], fronts, strict=True)]
 
+    rows = [(i, key, stat) for i, si in enumerate(runs) for key, stat in FIT_METRICS
+            if _value(si.measured, key, stat) > 0 and math.isfinite(_value(si.measured, key, stat))]  # fmt: skip
+    measured = np.array([_value(runs[i].measured, key, stat) for i, key, stat in rows])
+
+    def predict(p: EngineProfile) -> np.ndarray:
+        simulated = sims(p)
+        return np.array([_value(simulated[i], key, stat) for i, key, stat in rows], dtype=float)
+
     def loss(p: EngineProfile) -> float:
         return float(np.mean(np.square(_errors(runs, sims(p)))))
 
-    outer = [n for n in params if n != "frontend_latency_s"]  # these re-run the simulator
-    inner = "frontend_latency_s" in params  # a shift of cached simulations: a line search inside each point
-
-    def profile_at(x: list[float]) -> EngineProfile:
-        factors: dict[str, Any] = {n: math.exp(v) for n, v in zip(outer, x, strict=True)}
-        p = dataclasses.replace(start, **factors)
-        if inner:
-            lo, hi = ENGINE_FIT_BOUNDS["frontend_latency_s"]
-            p = dataclasses.replace(p, frontend_latency_s=_golden(
-                lambda v, q=p: loss(dataclasses.replace(q, frontend_latency_s=v)), lo, hi))
-        return p
-
     before = loss(start)
-    if outer:
-        bounds = [tuple(math.log(b) for b in ENGINE_FIT_BOUNDS[n]) for n in outer]
-        x = [math.log(getattr(start, n)) for n in outer]
-        for step in (0.4, 0.1):  # a restart from the best point with a fresh, smaller simplex (a collapsed one stalls)
-            x = _nelder_mead(lambda x: loss(profile_at(x)), x, [b[0] for b in bounds], [b[1] for b in bounds],
-                             evals=evals // 2, step=step)  # fmt: skip
-        prof = profile_at(x)
-    else:
-        prof = profile_at([])
+    # The one fitter (scaleright.estimate.fit): bounded soft-L1 least squares on log errors. A step in the frontend
+    # latency alone re-uses the cached simulations (it shifts TTFT and end-to-end only).
+    # A factor at the bottom of a log-scaled range (a profile without a frontend latency: 0, clipped to 10 µs) has
+    # no gradient there (a step is a fraction of a microsecond); the search starts it at 1 ms instead.
+    x0 = dataclasses.replace(start, frontend_latency_s=max(start.frontend_latency_s, FRONTEND_START_S))
+    result = fit(predict, measured, x0, {n: ENGINE_FIT_BOUNDS[n] for n in params}, f_scale=1.0,
+                 max_nfev=max(evals // 4, 4), step=SIM_DIFF_STEP)  # fmt: skip
+    prof = result.calibration
     if loss(prof) > before:  # never worse than where it started
         prof = start
     after = loss(prof)

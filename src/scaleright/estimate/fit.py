@@ -1,6 +1,8 @@
-"""The one fitter of ``Calibration`` parameters to measurements (``scaleright calibrate``, ``benchmarks/accuracy.py``).
+"""The one fitter of model factors to measurements: ``Calibration`` parameters (``scaleright calibrate``,
+``benchmarks/accuracy.py``) and serving-engine profiles (``bench.calibrate_serving``, an ``EngineProfile``).
 
-``fit(predict, measured, base, bounds)`` minimises, over the named ``Calibration`` fields in ``bounds``,
+``fit(predict, measured, base, bounds)`` minimises, over the named fields of ``base`` (a frozen dataclass of
+factors) in ``bounds``,
 
     Σ_i ρ(r_i²),   r_i = w_i · log(predicted_i / measured_i),   ρ(z) = 2 f² (√(1 + z / f²) − 1)   (soft-L1)
 
@@ -21,6 +23,7 @@ physical term in the model, not a bound to widen.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -31,7 +34,6 @@ import numpy as np
 import numpy.typing as npt
 
 from scaleright.errors import InputError
-from scaleright.estimate.calibration import Calibration
 
 __all__ = ["FitResult", "fit", "log_errors", "error_summary", "LOG_SPAN", "BOUND_TOL"]
 
@@ -40,15 +42,15 @@ BOUND_TOL = 1e-3  # a fitted value this close (share of its normalised range) to
 _SNAP = 1e-6  # normalised distance under which a value is set exactly on its bound
 _STEP = 1e-3  # forward-difference step in the normalised coordinate
 
-Predict = Callable[[Calibration], npt.NDArray[np.float64]]
-PredictMany = Callable[[Sequence[Calibration]], Sequence[npt.NDArray[np.float64]]]
+Predict = Callable[[Any], npt.NDArray[np.float64]]  # a Calibration (or EngineProfile) -> one value per row
+PredictMany = Callable[[Sequence[Any]], Sequence[npt.NDArray[np.float64]]]
 
 
 @dataclass(frozen=True)
 class FitResult:
     """What a fit found, and on which rows."""
 
-    calibration: Calibration  # ``base`` with the fitted values
+    calibration: Any  # ``base`` (a Calibration, or an EngineProfile) with the fitted values
     values: dict[str, float]  # fitted value per parameter, in ``bounds`` order
     bounds: dict[str, tuple[float, float]]  # (low, high) per parameter
     on_bound: dict[str, str]  # parameter -> "low" or "high", for those within ``bound_tol`` of a bound
@@ -87,13 +89,14 @@ def error_summary(log_err: npt.ArrayLike) -> dict[str, float | int | None]:
             "rms_log": float(np.sqrt(np.mean(e * e)))}  # fmt: skip
 
 
-def _check_bounds(bounds: Mapping[str, tuple[float, float]]) -> None:
-    allowed = {f.name for f in fields(Calibration)}
+def _check_bounds(bounds: Mapping[str, tuple[float, float]], base: Any) -> None:
+    allowed = {f.name for f in fields(base)}
     if not bounds:
         raise InputError("fit: no parameters to fit")
     for name, b in bounds.items():
         if name not in allowed:
-            raise InputError(f"fit: {name!r} is not a Calibration field; allowed: {', '.join(sorted(allowed))}")
+            raise InputError(f"fit: {name!r} is not a {type(base).__name__} field; allowed: "
+                             f"{', '.join(sorted(allowed))}")
         lo, hi = b
         if not (math.isfinite(lo) and math.isfinite(hi) and 0 <= lo < hi):
             raise InputError(f"fit: bounds of {name} must be finite with 0 <= low < high, got ({lo}, {hi})")
@@ -122,18 +125,20 @@ class _Space:
         return np.asarray(np.where(u == 0, self.lo, np.where(u == 1, self.hi, x)), dtype=float)
 
 
-def fit(predict: Predict, measured: npt.ArrayLike, base: Calibration, bounds: Mapping[str, tuple[float, float]], *,
+def fit(predict: Predict, measured: npt.ArrayLike, base: Any, bounds: Mapping[str, tuple[float, float]], *,
         weights: npt.ArrayLike | None = None, predict_many: PredictMany | None = None, f_scale: float = 0.1,
         bound_tol: float = BOUND_TOL, max_nfev: int = 100, xtol: float = 1e-6,
-        ftol: float = 1e-8) -> FitResult:  # fmt: skip
+        ftol: float = 1e-8, step: float = _STEP) -> FitResult:  # fmt: skip
     """Fit the ``bounds`` fields of ``base`` so that ``predict(cal)`` (one value per row) matches ``measured``.
 
     ``weights`` (default 1) multiply each row's log error; ``predict_many`` evaluates several calibrations at once
     (a process pool, for the Jacobian's columns; default: one after another). The fit starts from ``base``'s values
-    (clipped into the bounds). See the module docstring for the objective and the solver."""
+    (clipped into the bounds). ``step`` is the forward-difference step in the normalised coordinate: larger for a
+    model whose output moves in small discrete jumps (a discrete-event simulation), where a tiny step sees noise
+    instead of the slope. See the module docstring for the objective and the solver."""
     from scipy.optimize import least_squares
 
-    _check_bounds(bounds)
+    _check_bounds(bounds, base)
     meas = np.asarray(measured, dtype=float)
     w = np.ones_like(meas) if weights is None else np.asarray(weights, dtype=float)
     if meas.ndim != 1 or w.shape != meas.shape:
@@ -143,8 +148,8 @@ def fit(predict: Predict, measured: npt.ArrayLike, base: Calibration, bounds: Ma
     space = _Space(bounds)
     many: PredictMany = predict_many or (lambda cals: [predict(c) for c in cals])
 
-    def cal_of(u: npt.NDArray[np.float64]) -> Calibration:
-        return base.replace(**{n: float(v) for n, v in zip(space.names, space.to_x(u), strict=True)})
+    def cal_of(u: npt.NDArray[np.float64]) -> Any:
+        return dataclasses.replace(base, **{n: float(v) for n, v in zip(space.names, space.to_x(u), strict=True)})
 
     def residuals(pred: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
         r = log_errors(pred, meas) * w
@@ -161,7 +166,7 @@ def fit(predict: Predict, measured: npt.ArrayLike, base: Calibration, bounds: Ma
 
     def jac(u: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
         f0 = fun(u)
-        steps = [u + np.where(np.arange(len(u)) == i, _STEP if u[i] + _STEP <= 1 else -_STEP, 0.0)
+        steps = [u + np.where(np.arange(len(u)) == i, step if u[i] + step <= 1 else -step, 0.0)
                  for i in range(len(u))]  # fmt: skip
         cols = many([cal_of(s) for s in steps])
         return np.stack([(residuals(np.asarray(c, dtype=float)) - f0) / (s[i] - u[i])
