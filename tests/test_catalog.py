@@ -162,8 +162,9 @@ def test_sources_flagged_unverified_are_listed(builtin):
 
 def test_corrections_name_their_datasheet(builtin):
     """Each issue-9 correction carries the datasheet it came from and says what it replaced."""
-    for gid, sheet in (("rtx-3090", "GA102 GPU Architecture whitepaper"), ("h100-nvl", "H100 Tensor Core GPU datasheet"),
-                       ("h200-nvl", "H200 Tensor Core GPU datasheet"), ("mi325x", "MI325X accelerator datasheet")):
+    sheets = (("rtx-3090", "GA102 GPU Architecture whitepaper"), ("h100-nvl", "H100 Tensor Core GPU datasheet"),
+              ("h200-nvl", "H200 Tensor Core GPU datasheet"), ("mi325x", "MI325X accelerator datasheet"))
+    for gid, sheet in sheets:
         g = builtin.gpu(gid)
         assert sheet in g.source and "correction" in g.notes, gid
 
