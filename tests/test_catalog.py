@@ -76,6 +76,17 @@ CANONICAL_IDS = (  # noqa: SIM905 (the ids read best as one string)
     "gb200 l40s l4 a10 a10g t4 rtx-3090 rtx-4090 rtx-5090 rtx-6000-ada mi250x mi300x mi325x mi355x gaudi2 gaudi3 "
     "tpu-v4 tpu-v5e tpu-v5p tpu-v6e trn1 trn2 inf2"
 ).split()
+# Parts added from datasheets (issue 9; not rows of gpu_specs.csv): id -> (memory GiB, TB/s, dense bf16 TFLOP/s,
+# dense fp8 TFLOP/s or None, TDP W or None), read by hand from the datasheet or sheet named (sparse figures halved).
+DATASHEET_GPUS = {
+    "h800": (80, 3.35, 1979 / 2, 3958 / 2, 700.0),  # NVIDIA H800 datasheet, SXM5 column
+    "h20": (96, 4.0, 148.0, 296.0, 400.0),  # partner sheet as reported by SemiAnalysis 2023-11 (no NVIDIA datasheet)
+    "gh200": (96, 4.0, 1979 / 2, 3958 / 2, 1000.0),  # NVIDIA GH200 datasheet, HBM3 variant; module maximum power
+    "gb300": (288, 576 / 72, 360_000 / 72 / 2, 720_000 / 72 / 2, None),  # GB300 NVL72 datasheet, per rack / 72
+    "rtx-pro-6000": (96, 1.792, 4000 / 2 / 4, 4000 / 2 / 2, 600.0),  # datasheet's 4,000 FP4 AI TOPS (sparse)
+    "l40": (48, 0.864, 362 / 2, 724 / 2, 300.0),  # NVIDIA L40 datasheet
+    "rtx-a6000": (48, 0.768, 309.7 / 2, None, 300.0),  # NVIDIA RTX A6000 datasheet, GA102 whitepaper App. A
+}
 
 
 def _spec_rows() -> list[dict[str, str]]:
@@ -112,8 +123,8 @@ def test_public_api_is_exported():
         assert hasattr(catalog_pkg, name), name
 
 
-def test_catalog_holds_exactly_the_34_canonical_ids(builtin):
-    assert sorted(builtin.gpus) == sorted(CANONICAL_IDS)
+def test_catalog_holds_exactly_the_canonical_ids(builtin):
+    assert sorted(builtin.gpus) == sorted(CANONICAL_IDS + list(DATASHEET_GPUS))
     assert len(_spec_rows()) == 34 and set(CSV_NAME_TO_ID) == {r["name"] for r in _spec_rows()}
 
 
@@ -143,6 +154,41 @@ def test_memory_bandwidth_and_bf16_match_the_reference_csv(builtin, row):
     assert gpu.dense_tflops["bf16"] == (pytest.approx(bf16) if bf16 is not None else None)
     assert gpu.source.startswith(row["source"])  # a correction appends its datasheet to the csv's source
     assert builtin.gpu(row["name"]).id == gpu.id  # the csv's own name is an alias
+
+
+@pytest.mark.parametrize("gid", sorted(DATASHEET_GPUS))
+def test_datasheet_parts_match_their_sheets(builtin, gid):
+    mem_gib, tbps, bf16, fp8, tdp = DATASHEET_GPUS[gid]
+    g = builtin.gpu(gid)
+    assert g.memory_gb == pytest.approx(mem_gib * GIB_IN_GB, rel=1e-4)
+    assert g.hbm_bandwidth_tb_per_s == pytest.approx(tbps)
+    assert g.dense_tflops["bf16"] == pytest.approx(bf16, rel=2e-3)
+    assert g.dense_tflops["fp8"] == (pytest.approx(fp8, rel=2e-3) if fp8 is not None else None)
+    assert g.tdp_w == tdp
+    assert "not in validation/reference/gpu_specs.csv" in g.notes  # says where its figures came from instead
+    from scaleright.catalog.systems import system_for
+
+    assert gid in system_for(gid).accelerators  # every part has a system to plan on
+
+
+def test_export_and_ultra_parts_differ_from_their_siblings(builtin):
+    """H800 = H100 SXM compute with NVLink cut to 400 GB/s; H20 = a compute-poor, bandwidth-rich GH100; GB300 keeps
+    the GB200's bf16/fp8 and raises dense fp4 1.5x (datasheets)."""
+    h100, h800, h20 = builtin.gpu("h100-sxm"), builtin.gpu("h800"), builtin.gpu("h20")
+    assert h800.dense_tflops == h100.dense_tflops
+    assert h800.intra_node_gb_per_s_per_gpu < h100.intra_node_gb_per_s_per_gpu
+    assert h20.hbm_bandwidth_tb_per_s > h100.hbm_bandwidth_tb_per_s and h20.dense_tflops["bf16"] < 0.2 * 989
+    gb200, gb300 = builtin.gpu("gb200"), builtin.gpu("gb300")
+    assert gb300.dense_tflops["bf16"] == gb200.dense_tflops["bf16"]
+    assert gb300.dense_tflops["fp4"] == pytest.approx(1.5 * gb200.dense_tflops["fp4"])
+    assert [builtin.gpu(n).id for n in ("GB300", "GB200", "B200")] == ["gb300", "gb200", "b200"]
+
+
+def test_accelerators_without_a_published_tdp_say_so(builtin):
+    """Google and AWS publish no TDP for TPU, Trainium or Inferentia chips: the field is empty and the notes say it."""
+    for gid in ("tpu-v4", "tpu-v5e", "tpu-v5p", "tpu-v6e", "trn1", "trn2", "inf2"):
+        g = builtin.gpu(gid)
+        assert g.tdp_w is None and "TDP" in g.notes, gid
 
 
 def test_every_gpu_has_all_precisions_and_a_sane_node(builtin):
@@ -243,7 +289,7 @@ def test_aliases_resolve(builtin, alias, gid):
 
 def test_get_gpu_and_list_gpus_use_the_default_catalog(no_env):
     assert get_gpu("H100").id == "h100-sxm"
-    assert len(list_gpus()) == 34
+    assert len(list_gpus()) == len(CANONICAL_IDS) + len(DATASHEET_GPUS)
 
 
 def test_unknown_gpu_names_the_closest(builtin):
@@ -424,11 +470,12 @@ def test_unknown_model_names_the_closest(builtin):
 
 def test_user_dir_overrides_a_gpu_and_adds_one(tmp_path, builtin):
     h100 = builtin.gpu("h100-sxm").model_dump()
-    new = dict(h100, id="h20", name="NVIDIA H20", aliases=["H20"], memory_gb=96.0, source="test")
+    new = dict(h100, id="h100-test", name="NVIDIA H100 test", aliases=["H100T"], memory_gb=96.0, source="test")
     d = _write_gpus(tmp_path / "cat", [dict(h100, memory_gb=96.0), new])
     cat = Catalog.load(d)
-    assert cat.gpu("H100").memory_gb == 96.0 and cat.gpu("h20").name == "NVIDIA H20"
-    assert len(cat.gpus) == 35 and list(cat.gpus)[:34] == list(builtin.gpus)
+    assert cat.gpu("H100").memory_gb == 96.0 and cat.gpu("h100t").name == "NVIDIA H100 test"
+    n = len(builtin.gpus)
+    assert len(cat.gpus) == n + 1 and list(cat.gpus)[:n] == list(builtin.gpus)
     assert Catalog.load().gpu("H100").memory_gb == pytest.approx(80 * GIB_IN_GB, rel=1e-4)  # built-in untouched
 
 
