@@ -17,9 +17,16 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from scaleright.limits import bounds
 
-__all__ = ["Accelerator", "PRECISIONS", "LINKS", "normalize_name"]
+__all__ = ["Accelerator", "PRECISIONS", "LINKS", "PRECISION_FALLBACK", "normalize_name"]
 
 PRECISIONS = ("fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp4")
+# The formats a requested tensor precision runs in on a part without a rate for it, nearest first: a narrower
+# format falls back to a wider one the part has (fp8 on an A100 trains in bf16), bf16 and fp16 to each other (Volta
+# and Turing have fp16 tensor cores only; TPUs bf16 only). fp32 and tf32 have no fallback (TPUs: no fp32 rate).
+PRECISION_FALLBACK: dict[str, tuple[str, ...]] = {
+    "fp4": ("fp8", "bf16", "fp16"), "fp8": ("bf16", "fp16"), "int8": ("fp8", "bf16", "fp16"),
+    "bf16": ("fp16",), "fp16": ("bf16",), "tf32": (), "fp32": (),
+}  # fmt: skip
 LINKS = ("nvlink", "pcie", "infinity-fabric", "ici", "neuronlink", "roce")
 
 _SEPARATORS = re.compile(r"[\s_\-]+")
@@ -88,3 +95,17 @@ class Accelerator(BaseModel):
     def names(self) -> list[str]:
         """Every name this part answers to: id, vendor name and aliases."""
         return [self.id, self.name, *self.aliases]
+
+    def tensor_precision(self, precision: str) -> tuple[str | None, str | None]:
+        """``(precision it runs in, note)`` for a requested tensor ``precision``: the request itself when this part
+        has a dense rate for it (note None); else the first of ``PRECISION_FALLBACK`` it has, with a one-line note
+        saying so; ``(None, note)`` when it has none of them. fp32 counts as available where tf32 is (fp32
+        training runs its GEMMs in tf32)."""
+        rates = self.dense_tflops
+        if rates.get(precision) or (precision == "fp32" and rates.get("tf32")):
+            return precision, None
+        for alt in PRECISION_FALLBACK.get(precision, ()):
+            if rates.get(alt):
+                return alt, f"{self.id} has no {precision} tensor rate: runs in {alt} instead"
+        have = [p for p in PRECISIONS if rates.get(p)]
+        return None, f"{self.id} has no {precision} tensor rate and no fallback; it has {', '.join(have) or 'none'}"

@@ -117,6 +117,8 @@ def _print(d: dict) -> None:
             console.print(f"[green]Recommendation:[/green] {rec['gpus']} x {gpu} ({lay}): "
                           f"${rec['cost_usd']:,.0f}/month, ${rec['cost_per_1m_tokens_usd']:.3g} per 1M output tokens, "
                           f"TTFT {rec['ttft_s'] * 1e3:.0f} ms, TPOT {rec['tpot_s'] * 1e3:.1f} ms")  # fmt: skip
+    for note in d["search"].get("precision_notes", []):  # a part without the requested tensor rate ran a fallback
+        console.print(f"[yellow]precision:[/yellow] {esc(note)}")
     if training:
         cols = ["gpu", "gpus", "layout", "time h", "cost $", "$/1M tok", "MFU", "mem GB/GPU", "kWh", "price $/GPU-h"]
         rows = [[o["gpu"], o["gpus"], _short(o["layout"]), o["time_h"], o["cost_usd"], o["cost_per_1m_tokens_usd"],
