@@ -393,21 +393,8 @@ def test_find_price_without_a_row_lists_the_kinds_that_exist(builtin):
 # ---- models --------------------------------------------------------------------------------------------------
 
 
-# Reference configs added to the shared data on 2026-12-01 whose families (gpt_oss, qwen3 / qwen3_moe, llama4,
-# deepseek_v32, kimi_k2) the catalog does not ship yet (issue #9, catalog item). Strict xfail: when one is added,
-# its test passes and this list must shrink.
-NOT_YET_IN_CATALOG = {
-    "deepseek-r1", "deepseek-v3.2", "gpt-oss-20b", "gpt-oss-120b", "kimi-k2-instruct", "llama-4-scout-17b-16e",
-    "qwen3-8b", "qwen3-32b", "qwen3-235b-a22b",
-}  # fmt: skip
-
-
 def _reference_configs() -> list:
-    return [
-        pytest.param(p, marks=pytest.mark.xfail(strict=True, reason="family not in the catalog yet (issue #9)"))
-        if p.stem in NOT_YET_IN_CATALOG else p
-        for p in sorted((REF / "model_configs").glob("*.json"))
-    ]  # fmt: skip
+    return sorted((REF / "model_configs").glob("*.json"))
 
 
 @pytest.mark.parametrize("path", _reference_configs(), ids=lambda p: p.stem)
@@ -417,7 +404,7 @@ def test_every_reference_model_config_loads_verbatim(builtin, path):
 
 
 def test_every_catalog_entry_loads(builtin):
-    assert len(builtin.models) == 24
+    assert len(builtin.models) == 33  # the 32 reference configs and gpt3-175b
     for name, entry in builtin.models.items():
         cfg, e = load_model_config(name.upper(), catalog=builtin)
         assert e == entry and isinstance(cfg, dict)
