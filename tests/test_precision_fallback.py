@@ -73,3 +73,17 @@ def test_serving_plan_notes_weights_that_multiply_wider(cat):
     notes = {o["gpu"]: o["precision_note"] for o in res.all_options}
     assert notes["a100-80gb"] == "a100-80gb has no fp8 tensor rate: fp8 weights multiply in bf16"
     assert notes["h100-sxm"] is None
+
+
+def test_catalog_table_says_which_parts_lack_a_rate(monkeypatch, capsys):
+    """`scaleright catalog gpus` no longer shows the V100's fp16 125 under bf16: the cell says it has none and what
+    a plan runs instead."""
+    from cli_helpers import run_main
+
+    monkeypatch.setenv("COLUMNS", "250")
+    code, out, _ = run_main(["catalog", "gpus"], monkeypatch, capsys)
+    assert code == 0
+    v100 = next(line for line in out.splitlines() if "v100-32gb" in line)
+    assert "none, runs fp16" in v100 and "125" not in v100
+    a100 = next(line for line in out.splitlines() if "a100-80gb " in line)
+    assert "312.0" in a100 and "none, runs bf16" in a100  # bf16 rate; no fp8
