@@ -597,3 +597,36 @@ def test_mxfp4_is_four_bits_plus_one_byte_per_32_elements(load_spec):
     assert s.moe is not None and s.moe.expert_weight_format == "mxfp4"
     assert rel_err(experts, 114.71e9) <= 0.002  # the card's MLP row (routers included there: 0.01 B)
     assert 60e9 < experts * bytes_per_element("mxfp4") + (c.total - experts) * 2 < 80e9
+
+
+def test_llama4_interleaved_moe_layers_take_the_dense_mlp_elsewhere(load_spec):
+    """interleave_moe_layer_step = 2 (Llama 4 Maverick's setting; transformers Llama4TextConfig: moe_layers =
+    range(step - 1, L, step)): layers 1, 3, 5, ... are MoE, the others a dense MLP of intermediate_size_mlp."""
+    from scaleright.catalog import load_model_config
+
+    cfg = load_model_config("llama-4-scout-17b-16e")[0]
+    cfg["text_config"]["interleave_moe_layer_step"] = 2
+    spec = from_hf_config(cfg, source="c.json")
+    h, f, f_mlp, E = 5120, 8192, 16384, 16
+    scout, c = count_params(load_spec("llama-4-scout-17b-16e")), count_params(spec)
+    assert c.moe_layers == 24 and c.dense_ffn_per_layer == 3 * h * f_mlp
+    assert scout.total - c.total == 24 * ((E + 1) * 3 * h * f + h * E - 3 * h * f_mlp)
+
+
+def test_decode_with_sparse_attention_reads_top_k_keys_and_scores_all(load_spec):
+    """DeepSeek-V3.2 decoding at 100,000 cached tokens: the main attention reads 2048 keys per layer (81920 FLOPs
+    each), the indexer scores all 100,000 (2·64·128 FLOPs each); the matmuls are the same as at any context."""
+    v32 = load_spec("deepseek-v3.2")
+    ctx = 100_000
+    base = float(decode_flops_per_token(v32, 0))
+    want = 61 * 81920 * 2048 + 61 * 2 * 64 * 128 * ctx
+    assert float(decode_flops_per_token(v32, ctx)) - base == pytest.approx(want, rel=1e-12)
+
+
+def test_non_causal_chunks_count_the_whole_chunk():
+    """The non-causal convention (MFU of llm-foundry) counts every key a query's chunk holds: 2.5 chunks of 4 give
+    (2·4·4 + 2·2)/10 = 3.6 keys per query on average."""
+    from scaleright.workload.flops import mean_context
+
+    assert float(mean_context(10, chunk=4, causal=False)) == pytest.approx(3.6)
+    assert float(mean_context(10, chunk=4)) == pytest.approx((2 * 10 + 3) / 10)  # causal: 1..4, 1..4, 1..2
