@@ -290,10 +290,7 @@ def test_energy_is_power_times_hours_times_pue(scn):
     res = _plan(scn)
     load, pue, grid = DEFAULT_LOAD, DEFAULT_PUE, DEFAULT_GRID  # the documented defaults the strategy leaves unset
     for o in res.all_options:
-        tdp_w = _catalog().gpu(o["gpu"]).tdp_w
-        if tdp_w is None:  # no published board power (A10G): the energy figure has no source to test against
-            continue
-        tdp_kw = tdp_w / 1000
+        tdp_kw = _catalog().gpu(o["gpu"]).tdp_w / 1000
         kwh = o["gpus"] * tdp_kw * load * _hours(o, scn) * pue
         assert o["energy_kwh"] == pytest.approx(kwh, rel=1e-9)
         assert o["co2e_kg"] == pytest.approx(kwh * grid, rel=1e-9)
@@ -484,10 +481,7 @@ def test_inference_cost_is_gpus_times_price_times_hours_per_month():
         assert o["cost_usd"] == pytest.approx(o["gpus"] * price * hours_month, rel=REL)
         # the offered load, 20 requests/s x 350 output tokens, is what the hour buys
         assert o["cost_per_1m_tokens_usd"] == pytest.approx(o["gpus"] * price * 1e6 / (20 * 350 * 3600), rel=REL)
-        tdp_w = _catalog().gpu(o["gpu"]).tdp_w
-        if tdp_w is None:  # no published board power (A10G): the energy figure has no source to test against
-            continue
-        tdp_kw = tdp_w / 1000
+        tdp_kw = _catalog().gpu(o["gpu"]).tdp_w / 1000
         kwh = o["gpus"] * tdp_kw * DEFAULT_LOAD * hours_month * DEFAULT_PUE  # the file sets neither
         assert o["energy_kwh"] == pytest.approx(kwh, rel=REL)
         assert o["co2e_kg"] == pytest.approx(kwh * DEFAULT_GRID, rel=REL)
