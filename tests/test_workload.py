@@ -630,3 +630,18 @@ def test_non_causal_chunks_count_the_whole_chunk():
 
     assert float(mean_context(10, chunk=4, causal=False)) == pytest.approx(3.6)
     assert float(mean_context(10, chunk=4)) == pytest.approx((2 * 10 + 3) / 10)  # causal: 1..4, 1..4, 1..2
+
+
+@FAST
+@given(ctx=st.integers(min_value=0, max_value=1 << 21), more=st.integers(min_value=0, max_value=1 << 16))
+def test_attention_reads_no_more_keys_than_the_cache_holds(load_spec, ctx, more):
+    """Property over the window, chunk, sparse and full families: per layer, keys attended <= tokens cached <=
+    context, and both grow (weakly) with the context."""
+    from scaleright.workload import attended_keys_per_layer, kv_cache_tokens_per_layer
+
+    for name in ("gpt-oss-20b", "llama-4-scout-17b-16e", "deepseek-v3.2", "gemma-2-9b", "qwen3-8b"):
+        spec = load_spec(name)
+        read, held = attended_keys_per_layer(spec, ctx), kv_cache_tokens_per_layer(spec, ctx)
+        assert (read <= held).all() and (held <= ctx).all() and held.shape == (spec.layers,)
+        assert (kv_cache_tokens_per_layer(spec, ctx + more) >= held).all()
+        assert (attended_keys_per_layer(spec, ctx + more) >= read).all()
