@@ -1,7 +1,11 @@
 """An accelerator as the estimator sees it: memory, bandwidth, peak dense rates, its node and network.
 
 Facts come from ``validation/reference/gpu_specs.csv`` (each entry keeps that row's ``source``): vendor datasheets
-and whitepapers, Google Cloud TPU and AWS Neuron docs, stas00/ml-engineering tables, MLPerf system JSONs. SI units
+and whitepapers, Google Cloud TPU and AWS Neuron docs, stas00/ml-engineering tables, MLPerf system JSONs. Where a
+datasheet corrects the csv (RTX 3090's FP32-accumulate bf16, the NVL parts' own peaks) or a part has no csv row
+(H800, H20, GH200, GB300, RTX PRO 6000, L40, RTX A6000), the datasheet is appended to ``source`` and ``notes`` say
+so; a figure computed rather than read (per-GPU shares of a rack, rates from a sparse headline) says ``derived``
+with its derivation. ``tensor_precision`` names the precision a part runs when it lacks the requested one. SI units
 throughout (1 GB = 1e9 B, 1 TB/s = 1e12 B/s); the unit is in every field name. Rates are dense (no structured
 sparsity): NVIDIA and AMD datasheets print sparse figures, which the csv halves. What the catalog adds (node size,
 intra-node bandwidth in one direction, NIC per GPU) is a typical value whose reason is in ``notes``; assumed or
