@@ -293,6 +293,10 @@ def from_hf_config(cfg: dict[str, Any], *, name: str | None = None, source: str 
         if not isinstance(text, dict):
             raise CatalogFileError(f"{source}: model_type 'llama4' needs a 'text_config' object (the language model)"
                                    f", got {_json_type(text) if text is not None else 'none'}")  # fmt: skip
+        inner = text.get("model_type", "llama4_text")
+        if inner != "llama4_text":
+            raise CatalogFileError(f"{source}: field 'text_config.model_type' must be 'llama4_text' (the Llama 4 "
+                                   f"language model), got {_show(inner)}")  # fmt: skip
         cfg, source = text, f"{source}: text_config"
     _check_synonyms(cfg, source)
     r = _Reader(cfg, source)
