@@ -212,3 +212,16 @@ def test_every_builtin_entry_family_matches_its_config():
     for name, entry in cat.models.items():
         mt = cat.model_configs[name]["model_type"]
         assert entry.family == from_hf_config(dict(cat.model_configs[name])).family or entry.family == mt, name
+
+
+# ---- the issue-9 families' own fields ----------------------------------------------------------------------------
+
+
+def test_a_llama4_text_config_of_another_model_type_is_refused():
+    cfg = {"model_type": "llama4", "text_config": {"model_type": "llama", "hidden_size": 64}}
+    msg = _error(cfg)
+    assert "c.json: field 'text_config.model_type' must be 'llama4_text'" in msg and "'llama'" in msg
+
+
+def test_a_llama4_config_without_its_text_model_is_refused():
+    assert "model_type 'llama4' needs a 'text_config' object" in _error({"model_type": "llama4", "text_config": 3})

@@ -28,12 +28,13 @@ from scaleright.workload import (
 
 FAST = settings(max_examples=60, deadline=None)
 
-# The 23 configs listed in validation/reference/model_configs/SOURCES.md, plus gpt3-175b (Brown et al. 2020 shape).
+# The 32 configs listed in validation/reference/model_configs/SOURCES.md, plus gpt3-175b (Brown et al. 2020 shape).
 CATALOG_MODELS = (
     "deepseek-v3", "falcon-7b", "gemma-2-27b", "gemma-2-9b", "gpt-neox-20b", "gpt2", "llama-2-13b", "llama-2-70b",
     "llama-2-7b", "llama-3.1-405b", "llama-3.1-70b", "llama-3.1-8b", "llama-3.2-1b", "llama-3.2-3b",
     "mistral-7b-v0.3", "mixtral-8x22b", "mixtral-8x7b", "phi-3-mini-4k", "qwen2.5-14b", "qwen2.5-32b", "qwen2.5-72b",
-    "qwen2.5-7b", "qwen3-30b-a3b",
+    "qwen2.5-7b", "qwen3-30b-a3b", "qwen3-8b", "qwen3-32b", "qwen3-235b-a22b", "gpt-oss-20b", "gpt-oss-120b",
+    "llama-4-scout-17b-16e", "deepseek-r1", "deepseek-v3.2", "kimi-k2-instruct",
 )  # fmt: skip
 
 
@@ -68,6 +69,21 @@ PUBLISHED_COUNTS = [
     pytest.param("qwen2.5-32b", "total", 32.5e9, 0.01, id="qwen2.5-32b"),
     # Brown et al. 2020 (GPT-3), Table 2.1: "GPT-3 175B ... 175.0B".
     pytest.param("gpt3-175b", "total", 175.0e9, 0.005, id="gpt3-175b"),
+    # Qwen3 model cards: "Number of Parameters: 8.2B" (Qwen3-8B), "32.8B" (Qwen3-32B), "235B in total and 22B
+    # activated" (Qwen3-235B-A22B). "22B" has two significant digits: anything in [21.5, 22.5) B, so 2.5 %.
+    pytest.param("qwen3-8b", "total", 8.2e9, 0.005, id="qwen3-8b"),
+    pytest.param("qwen3-32b", "total", 32.8e9, 0.005, id="qwen3-32b"),
+    pytest.param("qwen3-235b-a22b", "total", 235e9, 0.005, id="qwen3-235b-total"),
+    pytest.param("qwen3-235b-a22b", "active", 22e9, 0.025, id="qwen3-235b-active"),
+    # deepseek-ai/DeepSeek-R1 card: the DeepSeek-V3 architecture, "671B total, 37B activated" (as V3 above).
+    pytest.param("deepseek-r1", "total", 671e9, 0.005, id="deepseek-r1-total"),
+    pytest.param("deepseek-r1", "active", 37e9, 0.02, id="deepseek-r1-active"),
+    # deepseek-ai/DeepSeek-V3.2: V3's 671B plus the DSA indexer (0.85 B, see the indexer test below).
+    pytest.param("deepseek-v3.2", "total", 671e9, 0.005, id="deepseek-v3.2-total"),
+    # Kimi K2 technical report (arXiv:2507.20534), architecture table: 32.6B activated.
+    pytest.param("kimi-k2-instruct", "active", 32.6e9, 0.01, id="kimi-k2-active"),
+    # Llama 4 Scout card: "17B active"; two significant digits, [16.5, 17.5) B: 3 %.
+    pytest.param("llama-4-scout-17b-16e", "active", 17e9, 0.03, id="llama-4-scout-active"),
 ]
 
 
@@ -367,3 +383,265 @@ def test_fewer_hidden_units_than_heads_is_rejected_unless_head_dim_is_given(llam
     with pytest.raises(CatalogFileError, match=r"hidden_size=4 is smaller than num_attention_heads=8"):
         from_hf_config(llama_like_config(hidden_size=4), source="my/config.json")
     assert from_hf_config(llama_like_config(hidden_size=4, head_dim=16)).head_dim == 16
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Issue 9 families: gpt_oss, qwen3 / qwen3_moe, llama4, deepseek_v32, kimi_k2
+# ----------------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("model", "total", "active"), [("gpt-oss-20b", 20.91e9, 3.61e9),
+                                                        ("gpt-oss-120b", 116.83e9, 5.13e9)])
+def test_gpt_oss_counts_match_the_model_card(load_spec, model, total, active):
+    """OpenAI's gpt-oss model card, Table 1: 20.91 B / 3.61 B and 116.83 B / 5.13 B. The card's "active" counts the
+    unembedding (a matmul every token runs) but not the input embedding (a lookup)."""
+    c = count_params(load_spec(model))
+    assert rel_err(c.total, total) <= 0.001
+    assert rel_err(c.active - c.embedding, active) <= 0.002
+
+
+def test_gpt_oss_20b_count_equals_hand_derived_formula(load_spec):
+    """From config.json (h = 2880, L = 24, 64 q heads and 8 kv heads of 64, 32 experts of 2880, V = 201088, untied,
+    attention_bias): attention q/k/v/o with biases plus 64 sink logits; each expert 3·h·f weights + 2f + h biases;
+    router h·E + E; two RMSNorms; embedding, head and final norm."""
+    h, L, H, KV, d, E, f, V = 2880, 24, 64, 8, 64, 32, 2880, 201088
+    attn = h * H * d + H * d + 2 * (h * KV * d + KV * d) + H * d * h + h + H
+    expert = 3 * h * f + 2 * f + h
+    layer = attn + E * expert + (h * E + E) + 2 * h
+    c = count_params(load_spec("gpt-oss-20b"))
+    assert c.total == L * layer + 2 * V * h + h
+    assert c.total - c.active == L * (E - 4) * expert
+
+
+def test_gpt_oss_parses_sinks_alternating_windows_and_mxfp4_experts(load_spec):
+    s = load_spec("gpt-oss-120b")
+    assert s.attention_sinks and s.sliding_window == 128 and s.local_attention == "sliding"
+    assert s.layer_kinds() == ("sliding", "full") * 18 and s.local_layer_count() == 18
+    assert s.moe is not None and s.moe.expert_weight_format == "mxfp4" and s.moe.expert_bias and s.moe.router_bias
+
+
+@pytest.mark.parametrize(("model", "non_embedding"), [("qwen3-8b", 6.95e9), ("qwen3-32b", 31.2e9)])
+def test_qwen3_non_embedding_counts_match_the_cards(load_spec, model, non_embedding):
+    """Qwen3 cards: "Number of Parameters (Non-Embedding)" 6.95 B / 31.2 B = total − 2·V·h (embedding and untied
+    head, V = 151936); head_dim 128 is given apart from hidden/heads (32·128 = 4096 = h for the 8B, but 64·128 = 8192
+    ≠ 5120 for the 32B) and each layer has q and k RMSNorms of head_dim."""
+    s = load_spec(model)
+    assert s.qk_norm and s.head_dim == 128 and s.q_dim == s.heads * 128
+    c = count_params(s)
+    assert rel_err(c.total - 2 * 151936 * s.hidden, non_embedding) <= 0.003
+
+
+def test_llama_4_scout_text_count_equals_hand_derived_formula_and_the_card_with_its_vision_encoder(load_spec):
+    """Text model from config.json's text_config (h = 5120, L = 48, 40 q / 8 kv heads of 128, 16 routed experts and
+    one shared expert of 8192 on every layer, router without bias, qk L2 norm without weights, V = 202048, untied).
+    The card's 109 B total counts the vision encoder too, which this text-only count leaves out: 1.1 % below."""
+    h, L, H, KV, d, E, f, V = 5120, 48, 40, 8, 128, 16, 8192, 202048
+    layer = 2 * h * H * d + 2 * h * KV * d + (E + 1) * 3 * h * f + h * E + 2 * h
+    c = count_params(load_spec("llama-4-scout-17b-16e"))
+    assert c.total == L * layer + 2 * V * h + h
+    assert 0.985 * 109e9 <= c.total < 109e9
+
+
+def test_llama_4_attends_in_chunks_on_its_rope_layers(load_spec):
+    """transformers Llama4: RoPE layers (all but every 4th) use chunked attention of attention_chunk_size = 8192;
+    the NoPE layers (4th, 8th, ...) attend globally."""
+    s = load_spec("llama-4-scout-17b-16e")
+    kinds = s.layer_kinds()
+    assert [i for i, k in enumerate(kinds) if k == "full"] == list(range(3, 48, 4))
+    assert s.sliding_window == 8192 and s.local_attention == "chunked" and s.local_layer_count() == 36
+
+
+def test_deepseek_v32_indexer_adds_exactly_its_projections(load_spec):
+    """DeepSeek-V3.2-Exp inference/model.py ``Indexer``: wq_b (q_lora_rank → index_heads·index_head_dim), wk
+    (h → index_head_dim), a LayerNorm of index_head_dim (weight and bias) and weights_proj (h → index_heads); the rest
+    is DeepSeek-V3. Every token runs the indexer, so it is active too."""
+    v3, v32 = count_params(load_spec("deepseek-v3")), count_params(load_spec("deepseek-v3.2"))
+    q_lora, ih, ihd, h, L = 1536, 64, 128, 7168, 61
+    indexer = q_lora * ih * ihd + h * ihd + 2 * ihd + h * ih
+    assert v32.total - v3.total == L * indexer and v32.active - v3.active == L * indexer
+
+
+def test_kimi_k2_count_equals_hand_derived_formula(load_spec):
+    """DeepSeek-V3 architecture (MLA, 1 shared + 384 routed experts of 2048, top 8, one leading dense layer of
+    18432, router bias) from config.json: h = 7168, L = 61, 64 heads, q_lora 1536, kv_lora 512, nope 128, rope 64,
+    v 128, V = 163840. The count, 1.026 T, is 1.3 % below the report's 1.04 T; counting the dense first layer as a
+    MoE layer would give 1.043 T; we cannot attribute the gap, so the published total is checked at 1.5 %."""
+    h, L, H, ql, kl, nope, rope, v, E, f, fd, V = 7168, 61, 64, 1536, 512, 128, 64, 128, 384, 2048, 18432, 163840
+    attn = h * ql + ql + ql * H * (nope + rope) + h * (kl + rope) + kl + kl * H * (nope + v) + H * v * h
+    moe = E * 3 * h * f + 3 * h * f + h * E + E
+    c = count_params(load_spec("kimi-k2-instruct"))
+    assert c.total == L * (attn + 2 * h) + 3 * h * fd + (L - 1) * moe + 2 * V * h + h
+    assert rel_err(c.total, 1.04e12) <= 0.015
+
+
+def _attn_closed_form(per_key: int, layers: int, s: int) -> float:
+    return layers * per_key * (s + 1) / 2
+
+
+def test_sliding_window_layers_attend_at_most_the_window(load_spec):
+    """gpt-oss-20b: 12 full and 12 sliding-window (128) layers, 4·64·64 = 16384 FLOPs per (query, key) and layer.
+    Closed form: full layers (s + 1)/2 keys on average; window layers (128·129/2 + (s − 128)·128)/s."""
+    s_len, w, per_key = 32768, 128, 4 * 64 * 64
+    window_mean = (w * (w + 1) / 2 + (s_len - w) * w) / s_len
+    want = _attn_closed_form(per_key, 12, s_len) + 12 * per_key * window_mean
+    assert float(attention_flops_per_token(load_spec("gpt-oss-20b"), s_len)) == pytest.approx(want, rel=1e-12)
+    # up to the window every layer sees every key: the same as full attention on all 24 layers
+    assert float(attention_flops_per_token(load_spec("gpt-oss-20b"), 100)) == pytest.approx(
+        _attn_closed_form(per_key, 24, 100), rel=1e-12)
+
+
+def test_chunked_layers_average_half_a_chunk(load_spec):
+    """Llama 4 Scout at s = 3 chunks of 8192: each chunked layer averages (8192 + 1)/2 keys whatever s is; the 12
+    global layers (s + 1)/2. 4·40·128 FLOPs per (query, key) and layer."""
+    s_len, c, per_key = 3 * 8192, 8192, 4 * 40 * 128
+    want = _attn_closed_form(per_key, 12, s_len) + 36 * per_key * (c + 1) / 2
+    got = attention_flops_per_token(load_spec("llama-4-scout-17b-16e"), s_len)
+    assert float(got) == pytest.approx(want, rel=1e-12)
+
+
+def test_sparse_attention_caps_the_main_attention_and_pays_its_indexer(load_spec):
+    """DeepSeek-V3.2 vs V3 (same MLA shape, 2·128·192 + 2·128·128 = 81920 FLOPs per key): up to index_topk = 2048
+    the main attention is V3's and the indexer adds 2·64·128 FLOPs per earlier key on all 61 layers; far beyond it,
+    the main attention stays at about 2048 keys, so V3.2 costs less than V3."""
+    v3, v32 = load_spec("deepseek-v3"), load_spec("deepseek-v3.2")
+    short = 1024
+    indexer = 61 * 2 * 64 * 128 * (short + 1) / 2
+    assert float(attention_flops_per_token(v32, short)) == pytest.approx(
+        float(attention_flops_per_token(v3, short)) + indexer, rel=1e-12)
+    long = 131072
+    k = 2048
+    main = 61 * 81920 * (k * (k + 1) / 2 + (long - k) * k) / long
+    assert float(attention_flops_per_token(v32, long)) == pytest.approx(
+        main + 61 * 2 * 64 * 128 * (long + 1) / 2, rel=1e-12)
+    assert float(attention_flops_per_token(v32, long)) < 0.3 * float(attention_flops_per_token(v3, long))
+
+
+@FAST
+@given(s=st.integers(min_value=1, max_value=1 << 20))
+def test_bounded_attention_never_costs_more_than_full(load_spec, s):
+    """Property: a window, a chunk or a top-k never adds attention work over the same model with full attention on
+    every layer (the indexer aside), and equals it up to the span."""
+    for name, span in (("gpt-oss-20b", 128), ("llama-4-scout-17b-16e", 8192), ("gemma-2-9b", 4096)):
+        spec = load_spec(name)
+        full = spec.replace(layer_types=(), sliding_window=0, sliding_every=0)
+        a, b = float(attention_flops_per_token(spec, s)), float(attention_flops_per_token(full, s))
+        assert a <= b * (1 + 1e-12)
+        if s <= span:
+            assert a == pytest.approx(b, rel=1e-12)
+        d_a, d_b = float(decode_flops_per_token(spec, s)), float(decode_flops_per_token(full, s))
+        assert d_a <= d_b * (1 + 1e-12)
+
+
+def test_kv_cache_holds_window_chunk_or_everything_per_layer(load_spec):
+    """Tokens cached per layer at a 100,000-token context: gpt-oss 128 on its sliding layers; Llama 4 one chunk
+    (8192) on its chunked layers; DeepSeek-V3.2 every token on every layer (its indexer reads them all), each
+    token taking the MLA latent 512 + rope key 64 + indexer key 128 elements."""
+    from scaleright.workload import kv_cache_elements, kv_cache_elements_per_token, kv_cache_tokens_per_layer
+
+    ctx = 100_000
+    oss = kv_cache_tokens_per_layer(load_spec("gpt-oss-20b"), ctx)
+    assert oss.shape == (24,) and list(oss[:2]) == [128, ctx] and oss.sum() == 12 * 128 + 12 * ctx
+    l4 = load_spec("llama-4-scout-17b-16e")
+    assert kv_cache_tokens_per_layer(l4, ctx).sum() == 36 * 8192 + 12 * ctx
+    assert kv_cache_elements(l4, ctx) == (36 * 8192 + 12 * ctx) * 2 * 8 * 128  # K and V of 8 kv heads of 128
+    ds = load_spec("deepseek-v3.2")
+    assert kv_cache_elements_per_token(ds) == 512 + 64 + 128 and kv_cache_tokens_per_layer(ds, ctx).sum() == 61 * ctx
+    assert kv_cache_tokens_per_layer(l4, [10, 20000]).shape == (2, 48)  # array-friendly in the context
+    # a short context fits every span: all layers hold it whole
+    assert kv_cache_tokens_per_layer(load_spec("gpt-oss-20b"), 100).sum() == 24 * 100
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"layer_types": ["full_attention"] * 3}, r"'layer_types' lists 3 layers, but num_hidden_layers=24"),
+        ({"layer_types": ["local"] * 24}, r"'layer_types' must be a list of 'full_attention' or 'sliding_attention'"),
+        ({"sliding_window": 0}, r"'sliding_window' is 0 but 'layer_types' has sliding_attention layers"),
+        ({"quantization_config": "mxfp4"}, r"'quantization_config' must be an object"),
+        ({"experts_per_token": 2}, r"num_experts_per_tok=4 and experts_per_token=2 name the same quantity"),
+    ],
+)
+def test_gpt_oss_config_errors_are_one_line_naming_the_field(load_spec, change, message):
+    from scaleright.catalog import load_model_config
+
+    cfg = dict(load_model_config("gpt-oss-20b")[0], **change)
+    with pytest.raises(CatalogFileError, match=message) as err:
+        from_hf_config(cfg, source="c.json")
+    assert "\n" not in str(err.value) and "c.json" in str(err.value)
+
+
+def test_llama4_and_deepseek_v32_config_errors_name_the_field():
+    from scaleright.catalog import load_model_config
+
+    cfg = load_model_config("llama-4-scout-17b-16e")[0]
+    with pytest.raises(CatalogFileError, match=r"model_type 'llama4' needs a 'text_config' object"):
+        from_hf_config({k: v for k, v in cfg.items() if k != "text_config"}, source="c.json")
+    bad = dict(cfg, text_config=dict(cfg["text_config"], no_rope_layers=[1, 0]))
+    with pytest.raises(CatalogFileError, match=r"c\.json: text_config: field 'no_rope_layers' must be a list of 0/1"):
+        from_hf_config(bad, source="c.json")
+    ds = {k: v for k, v in load_model_config("deepseek-v3.2")[0].items() if k != "index_topk"}
+    with pytest.raises(CatalogFileError, match=r"c\.json: missing field 'index_topk'"):
+        from_hf_config(ds, source="c.json")
+
+
+def test_mxfp4_is_four_bits_plus_one_byte_per_32_elements(load_spec):
+    """OCP MX v1.0: MXFP4 = 32 E2M1 elements (4 bits each) sharing one E8M0 scale (8 bits): 4.25 bits per element.
+    gpt-oss-120b's experts (the card's 114.71 B MLP parameters, Table 1) in MXFP4 are therefore ~60.9 GB, which is
+    why the model fits on one 80 GB GPU (the card: "fits on a single 80 GB GPU")."""
+    from scaleright.workload import bytes_per_element
+
+    assert bytes_per_element("mxfp4") == 4.25 / 8
+    s = load_spec("gpt-oss-120b")
+    c = count_params(s)
+    experts = c.routed_experts_total
+    assert s.moe is not None and s.moe.expert_weight_format == "mxfp4"
+    assert rel_err(experts, 114.71e9) <= 0.002  # the card's MLP row (routers included there: 0.01 B)
+    assert 60e9 < experts * bytes_per_element("mxfp4") + (c.total - experts) * 2 < 80e9
+
+
+def test_llama4_interleaved_moe_layers_take_the_dense_mlp_elsewhere(load_spec):
+    """interleave_moe_layer_step = 2 (Llama 4 Maverick's setting; transformers Llama4TextConfig: moe_layers =
+    range(step - 1, L, step)): layers 1, 3, 5, ... are MoE, the others a dense MLP of intermediate_size_mlp."""
+    from scaleright.catalog import load_model_config
+
+    cfg = load_model_config("llama-4-scout-17b-16e")[0]
+    cfg["text_config"]["interleave_moe_layer_step"] = 2
+    spec = from_hf_config(cfg, source="c.json")
+    h, f, f_mlp, E = 5120, 8192, 16384, 16
+    scout, c = count_params(load_spec("llama-4-scout-17b-16e")), count_params(spec)
+    assert c.moe_layers == 24 and c.dense_ffn_per_layer == 3 * h * f_mlp
+    assert scout.total - c.total == 24 * ((E + 1) * 3 * h * f + h * E - 3 * h * f_mlp)
+
+
+def test_decode_with_sparse_attention_reads_top_k_keys_and_scores_all(load_spec):
+    """DeepSeek-V3.2 decoding at 100,000 cached tokens: the main attention reads 2048 keys per layer (81920 FLOPs
+    each), the indexer scores all 100,000 (2·64·128 FLOPs each); the matmuls are the same as at any context."""
+    v32 = load_spec("deepseek-v3.2")
+    ctx = 100_000
+    base = float(decode_flops_per_token(v32, 0))
+    want = 61 * 81920 * 2048 + 61 * 2 * 64 * 128 * ctx
+    assert float(decode_flops_per_token(v32, ctx)) - base == pytest.approx(want, rel=1e-12)
+
+
+def test_non_causal_chunks_count_the_whole_chunk():
+    """The non-causal convention (MFU of llm-foundry) counts every key a query's chunk holds: 2.5 chunks of 4 give
+    (2·4·4 + 2·2)/10 = 3.6 keys per query on average."""
+    from scaleright.workload.flops import mean_context
+
+    assert float(mean_context(10, chunk=4, causal=False)) == pytest.approx(3.6)
+    assert float(mean_context(10, chunk=4)) == pytest.approx((2 * 10 + 3) / 10)  # causal: 1..4, 1..4, 1..2
+
+
+@FAST
+@given(ctx=st.integers(min_value=0, max_value=1 << 21), more=st.integers(min_value=0, max_value=1 << 16))
+def test_attention_reads_no_more_keys_than_the_cache_holds(load_spec, ctx, more):
+    """Property over the window, chunk, sparse and full families: per layer, keys attended <= tokens cached <=
+    context, and both grow (weakly) with the context."""
+    from scaleright.workload import attended_keys_per_layer, kv_cache_tokens_per_layer
+
+    for name in ("gpt-oss-20b", "llama-4-scout-17b-16e", "deepseek-v3.2", "gemma-2-9b", "qwen3-8b"):
+        spec = load_spec(name)
+        read, held = attended_keys_per_layer(spec, ctx), kv_cache_tokens_per_layer(spec, ctx)
+        assert (read <= held).all() and (held <= ctx).all() and held.shape == (spec.layers,)
+        assert (kv_cache_tokens_per_layer(spec, ctx + more) >= held).all()
+        assert (attended_keys_per_layer(spec, ctx + more) >= read).all()

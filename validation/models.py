@@ -28,7 +28,7 @@ MODEL_MAP: dict[str, str | None] = {
     "gpt3-175b": "gpt3-175b",
     "mistral 7b": "mistral-7b-v0.3", "mixtral 8x7b": "mixtral-8x7b", "mixtral 8x22b": "mixtral-8x22b",
     "qwen3-30b-a3b": "qwen3-30b-a3b",
-    "llama 4 scout": None, "llama 4 maverick": None, "qwen3-235b-a22b": None,
+    "llama 4 scout": "llama-4-scout-17b-16e", "llama 4 maverick": None, "qwen3-235b-a22b": "qwen3-235b-a22b",
     "gpt3-5b": None, "gpt3-20b": None, "nemotron-8b": None, "nemotron-22b": None, "nemotron-340b": None,
 }  # fmt: skip
 

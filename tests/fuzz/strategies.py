@@ -820,20 +820,31 @@ _READ_INTS = {
                     "q_lora_rank", "qk_nope_head_dim", "v_head_dim", "moe_intermediate_size",
                     "n_routed_experts", "num_experts_per_tok", "n_shared_experts", "first_k_dense_replace",
                     "intermediate_size", "max_position_embeddings"),
+    "deepseek_v32": ("index_n_heads", "index_head_dim", "index_topk"),  # with deepseek_v3's (model_type table)
+    "gpt_oss": ("hidden_size", "num_attention_heads", "num_key_value_heads", "head_dim", "num_hidden_layers",
+                "intermediate_size", "vocab_size", "sliding_window", "max_position_embeddings", "num_local_experts",
+                "num_experts_per_tok"),
+    "llama4": ("hidden_size", "num_attention_heads", "num_key_value_heads", "head_dim", "num_hidden_layers",
+               "intermediate_size", "vocab_size", "max_position_embeddings", "num_local_experts",
+               "num_experts_per_tok"),
 }  # fmt: skip
 _READ_BOOLS = {"llama": ("tie_word_embeddings", "attention_bias", "mlp_bias", "use_sliding_window"),
                "gpt2": ("tie_word_embeddings",), "gpt_neox": ("tie_word_embeddings", "use_parallel_residual"),
                "falcon": ("tie_word_embeddings", "new_decoder_architecture", "parallel_attn", "bias"),
-               "deepseek_v3": ("tie_word_embeddings", "attention_bias")}  # fmt: skip
+               "deepseek_v3": ("tie_word_embeddings", "attention_bias"),
+               "gpt_oss": ("tie_word_embeddings", "attention_bias"),
+               "llama4": ("tie_word_embeddings", "attention_bias", "use_qk_norm")}  # fmt: skip
 _READ_PROBS = {"llama": ("attention_dropout", "hidden_dropout", "resid_pdrop"),
                "gpt2": ("resid_pdrop", "attn_pdrop", "embd_pdrop"),
                "gpt_neox": ("attention_dropout", "hidden_dropout"), "falcon": ("attention_dropout", "hidden_dropout"),
-               "deepseek_v3": ("attention_dropout",)}  # fmt: skip
+               "deepseek_v3": ("attention_dropout",), "gpt_oss": ("attention_dropout",),
+               "llama4": ("attention_dropout",)}  # fmt: skip
 
 
 def _family(cfg: dict[str, Any]) -> str:
     mt = cfg.get("model_type")
-    mt = {"RefinedWebModel": "falcon", "RefinedWeb": "falcon", "deepseek_v2": "deepseek_v3"}.get(mt, mt)
+    mt = {"RefinedWebModel": "falcon", "RefinedWeb": "falcon", "deepseek_v2": "deepseek_v3", "kimi_k2": "deepseek_v3",
+          "deepseek_v32": "deepseek_v3", "llama4_text": "llama4"}.get(mt, mt)
     return "llama" if mt in _LLAMA_LIKE else str(mt)
 
 
@@ -876,6 +887,9 @@ def mutate_config(c: Chooser, cfg: dict[str, Any]) -> tuple[dict[str, Any] | Non
     """One mutation of a config dict: (new dict or None, raw text or None, known invalid, description). Mutations
     whose description holds one of ``PARSE_LEVEL`` break the file as JSON; the others break it as a model."""
     cfg = dict(cfg)
+    if isinstance(cfg.get("text_config"), dict):  # a multimodal config (llama4): the reader reads its language model
+        new, raw, invalid, why = mutate_config(c, cfg["text_config"])
+        return (dict(cfg, text_config=new) if new is not None else None), raw, invalid, f"text_config: {why}"
     kind = c.choice(("int", "int", "int", "bool", "prob", "model_type", "conflict", "indivisible", "kv_indivisible",
                      "remove", "nan_literal", "deep", "duplicate", "document", "boundary", "boundary"))  # fmt: skip
     if kind == "boundary":  # sizes at the largest value every reader accepts: products must stay finite
@@ -916,13 +930,13 @@ def mutate_config(c: Chooser, cfg: dict[str, Any]) -> tuple[dict[str, Any] | Non
     if kind == "indivisible":
         h = "hidden_size" if "hidden_size" in cfg else "n_embd" if "n_embd" in cfg else None
         n = "num_attention_heads" if "num_attention_heads" in cfg else "n_head" if "n_head" in cfg else None
-        if h and n and cfg.get("head_dim") is None and cfg.get("model_type") not in ("deepseek_v3",) and cfg[n] > 1:
+        if h and n and cfg.get("head_dim") is None and _family(cfg) != "deepseek_v3" and cfg[n] > 1:  # MLA: any
             cfg[h] = cfg[n] * (cfg[h] // cfg[n]) + 1
             return cfg, None, True, f"config {h}={cfg[h]} not divisible by {n}={cfg[n]}"
         return cfg, None, False, "valid config"
     if kind == "kv_indivisible":
         n = cfg.get("num_attention_heads")
-        if "num_key_value_heads" in cfg and isinstance(n, int) and n > 2 and cfg.get("model_type") != "deepseek_v3":
+        if "num_key_value_heads" in cfg and isinstance(n, int) and n > 2 and _family(cfg) != "deepseek_v3":
             cfg["num_key_value_heads"] = n - 1
             return cfg, None, True, f"config num_key_value_heads={n - 1} does not divide num_attention_heads={n}"
         return cfg, None, False, "valid config"

@@ -1,7 +1,11 @@
 """An accelerator as the estimator sees it: memory, bandwidth, peak dense rates, its node and network.
 
 Facts come from ``validation/reference/gpu_specs.csv`` (each entry keeps that row's ``source``): vendor datasheets
-and whitepapers, Google Cloud TPU and AWS Neuron docs, stas00/ml-engineering tables, MLPerf system JSONs. SI units
+and whitepapers, Google Cloud TPU and AWS Neuron docs, stas00/ml-engineering tables, MLPerf system JSONs. Where a
+datasheet corrects the csv (RTX 3090's FP32-accumulate bf16, the NVL parts' own peaks) or a part has no csv row
+(H800, H20, GH200, GB300, RTX PRO 6000, L40, RTX A6000), the datasheet is appended to ``source`` and ``notes`` say
+so; a figure computed rather than read (per-GPU shares of a rack, rates from a sparse headline) says ``derived``
+with its derivation. ``tensor_precision`` names the precision a part runs when it lacks the requested one. SI units
 throughout (1 GB = 1e9 B, 1 TB/s = 1e12 B/s); the unit is in every field name. Rates are dense (no structured
 sparsity): NVIDIA and AMD datasheets print sparse figures, which the csv halves. What the catalog adds (node size,
 intra-node bandwidth in one direction, NIC per GPU) is a typical value whose reason is in ``notes``; assumed or
@@ -17,9 +21,16 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from scaleright.limits import bounds
 
-__all__ = ["Accelerator", "PRECISIONS", "LINKS", "normalize_name"]
+__all__ = ["Accelerator", "PRECISIONS", "LINKS", "PRECISION_FALLBACK", "normalize_name"]
 
 PRECISIONS = ("fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp4")
+# The formats a requested tensor precision runs in on a part without a rate for it, nearest first: a narrower
+# format falls back to a wider one the part has (fp8 on an A100 trains in bf16), bf16 and fp16 to each other (Volta
+# and Turing have fp16 tensor cores only; TPUs bf16 only). fp32 and tf32 have no fallback (TPUs: no fp32 rate).
+PRECISION_FALLBACK: dict[str, tuple[str, ...]] = {
+    "fp4": ("fp8", "bf16", "fp16"), "fp8": ("bf16", "fp16"), "int8": ("fp8", "bf16", "fp16"),
+    "bf16": ("fp16",), "fp16": ("bf16",), "tf32": (), "fp32": (),
+}  # fmt: skip
 LINKS = ("nvlink", "pcie", "infinity-fabric", "ici", "neuronlink", "roce")
 
 _SEPARATORS = re.compile(r"[\s_\-]+")
@@ -88,3 +99,17 @@ class Accelerator(BaseModel):
     def names(self) -> list[str]:
         """Every name this part answers to: id, vendor name and aliases."""
         return [self.id, self.name, *self.aliases]
+
+    def tensor_precision(self, precision: str) -> tuple[str | None, str | None]:
+        """``(precision it runs in, note)`` for a requested tensor ``precision``: the request itself when this part
+        has a dense rate for it (note None); else the first of ``PRECISION_FALLBACK`` it has, with a one-line note
+        saying so; ``(None, note)`` when it has none of them. fp32 counts as available where tf32 is (fp32
+        training runs its GEMMs in tf32)."""
+        rates = self.dense_tflops
+        if rates.get(precision) or (precision == "fp32" and rates.get("tf32")):
+            return precision, None
+        for alt in PRECISION_FALLBACK.get(precision, ()):
+            if rates.get(alt):
+                return alt, f"{self.id} has no {precision} tensor rate: runs in {alt} instead"
+        have = [p for p in PRECISIONS if rates.get(p)]
+        return None, f"{self.id} has no {precision} tensor rate and no fallback; it has {', '.join(have) or 'none'}"

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import typer
 
+from scaleright.catalog.gpus import Accelerator
 from scaleright.cli.common import CatalogOpt, JsonOpt, catalog_from, emit_json, table
 
 catalog_app = typer.Typer(help="List the accelerator, price and model catalogs (built-in plus --catalog DIR).",
@@ -24,14 +25,23 @@ def gpus_cmd(catalog: Path | None = CatalogOpt, as_json: bool = JsonOpt) -> None
         emit_json([g.model_dump() for g in cat.gpus.values()])
         return
     rows = [
-        [g.id, g.memory_gb, g.hbm_bandwidth_tb_per_s, g.dense_tflops.get("bf16") or g.dense_tflops.get("fp16"),
-         g.dense_tflops.get("fp8"), g.tdp_w, f"{g.intra_node_link} {g.intra_node_gb_per_s_per_gpu:g}",
-         g.gpus_per_node, ", ".join(g.unverified) or ""]
+        [g.id, g.memory_gb, g.hbm_bandwidth_tb_per_s, _rate(g, "bf16"), _rate(g, "fp8"), g.tdp_w,
+         f"{g.intra_node_link} {g.intra_node_gb_per_s_per_gpu:g}", g.gpus_per_node, ", ".join(g.unverified) or ""]
         for g in cat.gpus.values()
     ]  # fmt: skip
     table("Accelerators", ["id", "memory GB", "HBM TB/s", "bf16 TFLOP/s", "fp8 TFLOP/s", "TDP W",
                            "intra-node GB/s", "GPUs/node", "unverified"], rows,
-          caption="Dense TFLOP/s; sources: scaleright catalog gpus --json")  # fmt: skip
+          caption="Dense TFLOP/s; 'none, runs X' = no tensor rate for it, plans fall back to X; "
+                  "sources: scaleright catalog gpus --json")  # fmt: skip
+
+
+def _rate(gpu: Accelerator, precision: str) -> float | str:
+    """The dense rate, or which precision a plan runs instead when the part has none (``tensor_precision``)."""
+    ran, _ = gpu.tensor_precision(precision)
+    rate = gpu.dense_tflops[precision]
+    if ran == precision and rate is not None:
+        return float(rate)
+    return f"none, runs {ran}" if ran else "none"
 
 
 @catalog_app.command("prices")

@@ -119,6 +119,8 @@ def _print(d: dict) -> None:
             console.print(f"[green]Recommendation:[/green] {rec['gpus']} x {gpu} ({lay}): "
                           f"{usd(rec['cost_usd'])}/month, {usd(rec['cost_per_1m_tokens_usd'])} per 1M output tokens, "
                           f"TTFT {ms(rec['ttft_s'])} ms, TPOT {ms(rec['tpot_s'])} ms")  # fmt: skip
+    for note in d["search"].get("precision_notes", []):  # a part without the requested tensor rate ran a fallback
+        console.print(f"[yellow]precision:[/yellow] {esc(note)}")
     if training:
         cols = ["gpu", "gpus", "layout", "time h", "cost", "$/1M tok", "MFU", "mem GB/GPU", "kWh", "$/GPU-h"]
         rows = [[o["gpu"], o["gpus"], _short(o["layout"]), number(o["time_h"]), usd(o["cost_usd"]),

@@ -129,6 +129,22 @@ def _allowed_gpus(scn: Scenario, cat: Catalog):
     return gpus
 
 
+def _infer_precision_note(gpu, precision: str) -> str | None:
+    """One line when ``gpu`` has no tensor rate for the serving ``precision`` and its GEMMs run wider (the weights
+    stay stored in ``precision``); None when it runs natively. int4 is weight-only by design, not a fallback."""
+    from scaleright.estimate.infer import compute_precision
+
+    ran = compute_precision(gpu, precision)
+    if precision in ("int4", "fp32") or ran == precision:
+        return None
+    return f"{gpu.id} has no {precision} tensor rate: {precision} weights multiply in {ran}"
+
+
+def _precision_notes(options: list[dict]) -> list[str]:
+    """The distinct precision-fallback notes of ``options``, in order (printed with the plan)."""
+    return list(dict.fromkeys(o["precision_note"] for o in options if o.get("precision_note")))
+
+
 def _energy(scn: Scenario, gpu, gpus, hours):
     p = scn.pricing
     kwh = econ.energy_kwh(gpus=gpus, tdp_w=gpu.tdp_w or 0.0, load_fraction=p.load_fraction, hours=hours, pue=p.pue)
@@ -252,7 +268,7 @@ def _plan_training(scn, spec, cat, cal, progress) -> PlanResult:
     options = sorted(best_per_gpu.values(), key=lambda o: (o["cost_usd"], o["time_h"]))
     search = {"layouts_evaluated": n_eval, "layouts_fit": n_fit, "wall_s": wall, "gpu_types": len(gpus_allowed),
               "skipped": skipped, "layouts_per_s": n_eval / wall if wall > 0 else None,
-              "limits": SEARCH_LIMITS}  # fmt: skip
+              "limits": SEARCH_LIMITS, "precision_notes": _precision_notes(options)}  # fmt: skip
     res = PlanResult(
         scenario=_scenario_dict(scn, spec, {"tokens": tokens}), recommendation=rec, options=options,
         pareto=_pareto(options_all), explanations=[], search=search, infeasible=infeasible, all_options=options_all,
@@ -282,7 +298,8 @@ def _train_option(scn, g, cand, j, hours, price, src, tokens) -> dict:
         "gpu": g.id, "gpus": n, "layout": layout_dict(a, j), "time_h": hours, "cost_usd": cost,
         "cost_per_1m_tokens_usd": float(econ.training_cost_usd_per_1m_tokens(tokens=tokens, cost_usd=cost)),
         "energy_kwh": float(kwh), "co2e_kg": float(co2), "price_usd_per_gpu_hour": float(price), "price_source": src,
-        "precision": cand.precision, "tokens_per_s": float(a["tokens_per_s"][j]), "mfu": float(a["mfu"][j]),
+        "precision": cand.precision, "precision_note": cand.note,  # the note says when a fallback ran
+        "tokens_per_s": float(a["tokens_per_s"][j]), "mfu": float(a["mfu"][j]),
         "step_time_s": float(a["step_time_s"][j]), "memory_gb_per_gpu": float(a["memory_gb"][j]),
         "gpu_memory_gb": g.memory_gb, "time_breakdown_s": time_breakdown(a, j),
         "memory_breakdown_gb": {k: float(a[f"mem_{k}"][j]) for k in ("weights", "gradients", "optimizer",
@@ -339,7 +356,7 @@ def _plan_inference(scn, spec, cat, cal, progress) -> PlanResult:
                 "e2e_latency_s": c.e2e_latency_s, "utilisation": c.utilisation,
                 "capacity_requests_per_s": c.capacity_requests_per_s, "max_batch": c.max_batch,
                 "gpu_memory_gb": g.memory_gb, "memory_gb_per_gpu": sum(c.memory_breakdown_gb.values()),
-                "memory_breakdown_gb": c.memory_breakdown_gb,
+                "memory_breakdown_gb": c.memory_breakdown_gb, "precision_note": _infer_precision_note(g, inf.precision),
             })  # fmt: skip
         if not any(c.fits for c in evaluated[g.id]) and evaluated[g.id]:
             skipped.append({"gpu": g.id, "reason": evaluated[g.id][-1].reason})
@@ -370,7 +387,7 @@ def _plan_inference(scn, spec, cat, cal, progress) -> PlanResult:
         pareto=pareto, explanations=[], infeasible=infeasible, all_options=options_all,
         search={"layouts_evaluated": n_eval, "layouts_fit": len(options_all), "wall_s": wall, "skipped": skipped,
                 "gpu_types": len(gpus_allowed), "layouts_per_s": n_eval / wall if wall > 0 else None,
-                "limits": SEARCH_LIMITS},
+                "limits": SEARCH_LIMITS, "precision_notes": _precision_notes(options)},
     )  # fmt: skip
     explain_inference(res, scn, spec, cat, evaluated, rate)
     return res

@@ -126,13 +126,10 @@ def evaluate_training(spec: TransformerSpec, *, gpu, counts: list[int], seq_len:
     """Evaluate every valid layout of ``spec`` on ``gpu`` in ``system`` (default: ``system_of(gpu, cluster=...)``;
     see module docstring)."""
     system = system_of(gpu, system=system, cluster=cluster)
-    note = None
-    prec = precision
-    if not gpu.dense_tflops.get(prec):
-        if prec == "bf16" and gpu.dense_tflops.get("fp16"):
-            prec, note = "fp16", f"{gpu.id} has no bf16 tensor cores: fp16 mixed precision used"
-        else:
-            return TrainCandidates(gpu.id, prec, 0, 0, {}, note=f"{gpu.id} has no {prec} rate in the catalog")
+    fallback, note = gpu.tensor_precision(precision)  # a part without the requested rate runs its fallback
+    if fallback is None:
+        return TrainCandidates(gpu.id, precision, 0, 0, {}, note=note)
+    prec = fallback
     g = train_layout_grid(spec, counts=counts, gpus_per_node=tp_domain(system), seq_len=seq_len,
                           global_batch=global_batch, task=task)  # fmt: skip
     n_eval = int(g["tp"].size)

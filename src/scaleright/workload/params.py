@@ -4,6 +4,11 @@ Counts follow the ``transformers`` modelling code of each family: q/k/v/o projec
 family has them), FFN matrices (three for gated MLPs, two otherwise), norms (RMSNorm: weight; LayerNorm: weight and
 bias), embeddings, learned positions, and an output head unless tied. MoE layers count every routed expert in the
 total and ``top_k`` of them in the active count (Mixtral, arXiv:2401.04088: 46.7 B total, 12.9 B active).
+Family details: gpt-oss adds one attention-sink logit per head and biases on every expert matrix and the router;
+Qwen3 adds q/k RMSNorms of ``head_dim``; DeepSeek-V3.2's DSA indexer adds per layer a query projection from the
+query latent (q_lora_rank x heads·dim), a key projection (hidden x dim) with a LayerNorm, and a head-weight
+projection (hidden x heads) (DeepSeek-V3.2-Exp ``inference/model.py``, class ``Indexer``). ``active`` counts every
+parameter a token touches, the input embedding included; OpenAI's gpt-oss card and Qwen count without it.
 """
 
 from __future__ import annotations
@@ -89,6 +94,10 @@ def count_params(spec: TransformerSpec) -> ParamCounts:
         kv = h * (m.kv_lora_rank + m.qk_rope_head_dim) + m.kv_lora_rank
         kv += m.kv_lora_rank * spec.heads * (m.qk_nope_head_dim + m.v_head_dim)
         attn = q + kv + spec.heads * m.v_head_dim * h
+        if spec.sparse:  # DSA lightning indexer: wq_b, wk, k_norm (LayerNorm), weights_proj
+            s = spec.sparse
+            attn += m.q_lora_rank * s.indexer_heads * s.indexer_head_dim + h * s.indexer_head_dim
+            attn += 2 * s.indexer_head_dim + h * s.indexer_heads
     else:
         attn = h * spec.q_dim + 2 * h * spec.kv_dim + spec.q_dim * h
         if spec.qkv_bias:
@@ -97,10 +106,12 @@ def count_params(spec: TransformerSpec) -> ParamCounts:
             attn += h
         if spec.qk_norm:
             attn += 2 * spec.head_dim
+        if spec.attention_sinks:
+            attn += spec.heads
     moe = spec.moe
     expert = shared = router = 0
     if moe:
-        expert = _ffn(h, moe.expert_ffn_hidden, spec.gated_mlp, False)
+        expert = _ffn(h, moe.expert_ffn_hidden, spec.gated_mlp, moe.expert_bias)
         shared = moe.num_shared_experts * _ffn(h, moe.shared_ffn_hidden, spec.gated_mlp, False)
         shared += h if moe.shared_expert_gate else 0
         router = h * moe.num_experts + (moe.num_experts if moe.router_bias else 0)

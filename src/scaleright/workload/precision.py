@@ -6,6 +6,8 @@ Block-scaled formats carry one scale per block, which we add to the per-element 
   point per group: 0.5 B + 4 B / 128 = 0.53125 B (Frantar et al. 2022; Lin et al. 2023, group size 128).
 - ``fp4``: NVFP4, blocks of 16 elements with one FP8 (E4M3) scale: 0.5 B + 1 B / 16 = 0.5625 B (NVIDIA Blackwell
   NVFP4 format description).
+- ``mxfp4``: OCP Microscaling MXFP4 (OCP MX specification v1.0): blocks of 32 FP4 (E2M1) elements with one 8-bit
+  E8M0 scale: 0.5 B + 1 B / 32 = 0.53125 B; how gpt-oss ships its experts (``quantization_config``).
 - ``nf4``: QLoRA's 4-bit NormalFloat with double quantisation, 4.127 bits per parameter (Dettmers et al. 2023,
   section 3: block 64, 8-bit constants with a second-level block of 256: 32/(64*256) + 8/64 = 0.127 bits).
 - ``fp8``: per-tensor or per-row scales, negligible per element (0 here).
@@ -27,6 +29,7 @@ BYTES_PER_ELEMENT: dict[str, float] = {
     "int8": 1.0,
     "int4": 0.5 + 4.0 / 128,
     "fp4": 0.5 + 1.0 / 16,
+    "mxfp4": 0.5 + 1.0 / 32,
     "nf4": 4.127 / 8,
 }
 

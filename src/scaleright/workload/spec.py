@@ -2,7 +2,11 @@
 
 ``TransformerSpec`` knows nothing of GPUs, layouts or prices (STYLE habit 2). It is built from a config by
 ``from_hf_config`` for the families llama, mistral, mixtral, qwen2, qwen2_moe, qwen3, qwen3_moe, gemma, gemma2,
-phi3, gpt2, gpt_neox, falcon (both the 2023 ``RefinedWebModel`` format and the in-library one) and deepseek_v3.
+phi3, gpt2, gpt_neox, falcon (both the 2023 ``RefinedWebModel`` format and the in-library one), deepseek_v3,
+deepseek_v32 (DeepSeek-V3.2: MLA plus the DSA lightning indexer that picks ``index_topk`` keys per query), kimi_k2
+(the DeepSeek-V3 architecture), gpt_oss (attention sinks, ``layer_types`` alternating sliding-window and full
+attention, biased experts stored in MXFP4) and llama4 (the text model of a ``Llama4ForConditionalGeneration``
+config: MoE with a shared expert on interleaved layers, chunked attention on the RoPE layers).
 Field names follow the ``transformers`` modelling code of each family; defaults are those of the family's
 ``PretrainedConfig`` class (e.g. GPT-2 ties its embeddings, Falcon's MLP is 4 x hidden).
 """
@@ -16,7 +20,7 @@ from typing import Any
 from scaleright.errors import CatalogFileError, InputError
 from scaleright.limits import LIMITS
 
-__all__ = ["TransformerSpec", "MoESpec", "MLASpec", "from_hf_config", "SUPPORTED_FAMILIES"]
+__all__ = ["TransformerSpec", "MoESpec", "MLASpec", "SparseAttentionSpec", "from_hf_config", "SUPPORTED_FAMILIES"]
 
 
 @dataclass(frozen=True)
@@ -31,7 +35,9 @@ class MoESpec:
     shared_expert_gate: bool = False  # Qwen2-MoE's sigmoid gate on the shared expert (hidden x 1)
     router_bias: bool = False  # DeepSeek-V3's e_score_correction_bias (one per expert)
     num_dense_layers: int = 0  # leading layers with a dense FFN instead of MoE (DeepSeek first_k_dense_replace)
-    moe_every: int = 1  # a MoE block every k-th layer (Qwen decoder_sparse_step); others are dense
+    moe_every: int = 1  # a MoE block every k-th layer (Qwen decoder_sparse_step, Llama 4 interleave); others dense
+    expert_bias: bool = False  # biases on every expert's matrices (gpt-oss: gate_up and down projections)
+    expert_weight_format: str | None = None  # storage format the checkpoint gives the experts ("mxfp4": gpt-oss)
 
 
 @dataclass(frozen=True)
@@ -43,6 +49,20 @@ class MLASpec:
     qk_nope_head_dim: int
     qk_rope_head_dim: int  # decoupled RoPE key, cached beside the latent
     v_head_dim: int
+
+
+@dataclass(frozen=True)
+class SparseAttentionSpec:
+    """DeepSeek Sparse Attention (DeepSeek-V3.2): a lightning indexer scores every earlier token with
+    ``indexer_heads`` small heads of ``indexer_head_dim`` (keys from a ``hidden -> indexer_head_dim`` projection,
+    queries from the MLA query latent) and the main attention reads only the ``top_k`` best keys."""
+
+    indexer_heads: int  # index_n_heads
+    indexer_head_dim: int  # index_head_dim
+    top_k: int  # index_topk: keys the main attention attends per query
+
+
+LAYER_KINDS = ("full", "sliding", "chunked")  # attention of one layer: all earlier keys, a window, the own chunk
 
 
 @dataclass(frozen=True)
@@ -68,12 +88,15 @@ class TransformerSpec:
     qk_norm: bool = False  # per-head RMSNorm on q and k (Qwen3)
     learned_positions: int = 0  # rows of a learned position table (GPT-2); 0 for RoPE/ALiBi
     parallel_attn: bool = False  # attention and MLP read the same input (GPT-J/NeoX/Falcon)
-    sliding_window: int = 0  # window of local-attention layers; 0 = none
+    sliding_window: int = 0  # span of local-attention layers (a window, or Llama 4's chunk); 0 = none
     sliding_every: int = 0  # every k-th layer is local (Gemma 2: 2); 1 = all layers; 0 = none
+    layer_types: tuple[str, ...] = ()  # per-layer LAYER_KINDS where the config lists them; () = sliding_every rule
+    attention_sinks: bool = False  # one learned sink logit per head and layer (gpt-oss)
     dropout: bool = False  # training stores dropout masks (any dropout probability > 0 in the config)
     max_position: int = 0  # max_position_embeddings, informational
     moe: MoESpec | None = None
     mla: MLASpec | None = None
+    sparse: SparseAttentionSpec | None = None  # DSA indexer (DeepSeek-V3.2)
 
     @property
     def is_moe(self) -> bool:
@@ -100,11 +123,25 @@ class TransformerSpec:
             1 for i in range(self.layers) if i >= m.num_dense_layers and (i + 1) % m.moe_every == 0
         )
 
+    def layer_kinds(self) -> tuple[str, ...]:
+        """The attention kind of every layer (``LAYER_KINDS``): the config's list, else the ``sliding_every`` rule
+        (layer i is local when i % sliding_every == 0, Gemma 2's even layers)."""
+        if self.layer_types:
+            return self.layer_types
+        local = bool(self.sliding_window and self.sliding_every)
+        return tuple("sliding" if local and i % self.sliding_every == 0 else "full" for i in range(self.layers))
+
     def local_layer_count(self) -> int:
-        """How many layers use sliding-window attention."""
-        if not self.sliding_window or not self.sliding_every:
+        """How many layers attend a bounded span (a sliding window or a chunk of ``sliding_window`` tokens)."""
+        if not self.sliding_window:
             return 0
-        return sum(1 for i in range(self.layers) if i % self.sliding_every == 0)
+        return sum(1 for k in self.layer_kinds() if k != "full")
+
+    @property
+    def local_attention(self) -> str:
+        """The kind of the local layers: "sliding" (a window) or "chunked" (Llama 4); "full" when there are none."""
+        kinds = {k for k in self.layer_kinds() if k != "full"} if self.sliding_window else set()
+        return kinds.pop() if kinds else "full"
 
     def replace(self, **changes: Any) -> TransformerSpec:
         return dataclasses.replace(self, **changes)
@@ -112,10 +149,11 @@ class TransformerSpec:
 
 SUPPORTED_FAMILIES = (
     "llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "gemma", "gemma2",
-    "phi3", "gpt2", "gpt_neox", "falcon", "deepseek_v3",
+    "phi3", "gpt2", "gpt_neox", "falcon", "deepseek_v3", "deepseek_v32", "kimi_k2", "gpt_oss", "llama4",
 )  # fmt: skip
 
-_FAMILY_ALIASES = {"RefinedWebModel": "falcon", "RefinedWeb": "falcon", "deepseek_v2": "deepseek_v3"}
+_FAMILY_ALIASES = {"RefinedWebModel": "falcon", "RefinedWeb": "falcon", "deepseek_v2": "deepseek_v3",
+                   "llama4_text": "llama4"}  # fmt: skip
 
 
 # Largest width or head count accepted from a config (hidden size, intermediate size, heads, ranks): far beyond any
@@ -145,6 +183,7 @@ _SYNONYMS = (
     ("num_key_value_heads", "num_kv_heads", "n_head_kv"),
     ("intermediate_size", "n_inner", "ffn_hidden_size"),
     ("num_local_experts", "num_experts", "n_routed_experts"),
+    ("num_experts_per_tok", "experts_per_token"),
 )
 
 
@@ -243,16 +282,27 @@ def from_hf_config(cfg: dict[str, Any], *, name: str | None = None, source: str 
             f"{source}: field 'model_type' must be a string, one of {', '.join(SUPPORTED_FAMILIES)}; "
             f"got a {_json_type(mt)}"
         )
-    _check_synonyms(cfg, source)
     family = _FAMILY_ALIASES.get(mt, mt)
     if family not in SUPPORTED_FAMILIES:
         raise InputError(
             f"{source}: model_type {mt!r} is not supported; supported: {', '.join(SUPPORTED_FAMILIES)}"
         )
-    r = _Reader(cfg, source)
     label = name or cfg.get("_name_or_path") or family
+    if family == "llama4" and mt == "llama4":  # a multimodal config: the language model is its text_config
+        text = cfg.get("text_config")
+        if not isinstance(text, dict):
+            raise CatalogFileError(f"{source}: model_type 'llama4' needs a 'text_config' object (the language model)"
+                                   f", got {_json_type(text) if text is not None else 'none'}")  # fmt: skip
+        inner = text.get("model_type", "llama4_text")
+        if inner != "llama4_text":
+            raise CatalogFileError(f"{source}: field 'text_config.model_type' must be 'llama4_text' (the Llama 4 "
+                                   f"language model), got {_show(inner)}")  # fmt: skip
+        cfg, source = text, f"{source}: text_config"
+    _check_synonyms(cfg, source)
+    r = _Reader(cfg, source)
     builder = {
-        "gpt2": _gpt2, "gpt_neox": _gpt_neox, "falcon": _falcon, "deepseek_v3": _deepseek,
+        "gpt2": _gpt2, "gpt_neox": _gpt_neox, "falcon": _falcon, "deepseek_v3": _deepseek, "deepseek_v32": _deepseek,
+        "kimi_k2": _deepseek, "gpt_oss": _gpt_oss, "llama4": _llama4,
     }.get(family, _llama_like)  # fmt: skip
     spec = builder(r, family, label)
     hidden_key, heads_key = r._key(("hidden_size", "n_embd")), r._key(("num_attention_heads", "n_head"))
@@ -383,7 +433,8 @@ def _falcon(r: _Reader, family: str, name: str) -> TransformerSpec:
 
 
 def _deepseek(r: _Reader, family: str, name: str) -> TransformerSpec:
-    """DeepSeek-V2/V3 (arXiv:2412.19437): MLA attention, shared + routed experts, leading dense layers.
+    """DeepSeek-V2/V3 (arXiv:2412.19437): MLA attention, shared + routed experts, leading dense layers. Also
+    Kimi K2 (the same architecture with 384 experts) and DeepSeek-V3.2 (plus the DSA indexer, ``SparseAttentionSpec``).
 
     The multi-token-prediction module (``num_nextn_predict_layers``) is not part of the main model and is left out,
     as in the published 671 B count.
@@ -405,13 +456,111 @@ def _deepseek(r: _Reader, family: str, name: str) -> TransformerSpec:
         num_dense_layers=r.int("first_k_dense_replace", default=0, minimum=0, maximum=MAX_LAYERS),
         moe_every=r.int("moe_layer_freq", default=1, maximum=MAX_LAYERS),
     )  # fmt: skip
+    sparse = None
+    if family == "deepseek_v32":  # DSA: the indexer's queries come from the MLA query latent
+        if not mla.q_lora_rank:
+            raise CatalogFileError(f"{r.source}: model_type 'deepseek_v32' needs q_lora_rank >= 1 (the DSA indexer "
+                                   "projects its queries from the query latent)")  # fmt: skip
+        sparse = SparseAttentionSpec(
+            indexer_heads=r.int("index_n_heads"), indexer_head_dim=r.int("index_head_dim"),
+            top_k=r.int("index_topk", maximum=MAX_POSITIONS),
+        )  # fmt: skip
     return TransformerSpec(
         name=name, family=family, layers=r.int("num_hidden_layers", maximum=MAX_LAYERS), hidden=hidden, heads=heads,
-        kv_heads=heads, head_dim=mla.qk_nope_head_dim + mla.qk_rope_head_dim,
+        kv_heads=heads, head_dim=mla.qk_nope_head_dim + mla.qk_rope_head_dim, sparse=sparse,
         ffn_hidden=r.int("intermediate_size"), vocab=r.int("vocab_size", maximum=MAX_VOCAB), gated_mlp=True,
         tied_embeddings=r.bool("tie_word_embeddings", default=False),
         qkv_bias=r.bool("attention_bias", default=False), norm="rmsnorm",
         dropout=_dropout(r, "attention_dropout"),
         max_position=r.int("max_position_embeddings", default=0, minimum=0, maximum=MAX_POSITIONS),
         moe=moe, mla=mla,
+    )  # fmt: skip
+
+
+_GPT_OSS_LAYER_TYPES = {"full_attention": "full", "sliding_attention": "sliding"}
+
+
+def _layer_types(r: _Reader, layers: int, names: dict[str, str], default: list[str]) -> tuple[str, ...]:
+    """The config's ``layer_types`` mapped to ``LAYER_KINDS`` (``default`` where absent), one entry per layer."""
+    given = r.get("layer_types", default=default)
+    if not isinstance(given, list) or any(not isinstance(x, str) or x not in names for x in given):
+        raise CatalogFileError(f"{r.source}: field 'layer_types' must be a list of {' or '.join(map(repr, names))}"
+                               f", one per layer; got {_show(given)}")  # fmt: skip
+    if len(given) != layers:
+        raise CatalogFileError(f"{r.source}: field 'layer_types' lists {len(given)} layers, but num_hidden_layers="
+                               f"{layers}; give one entry per layer")  # fmt: skip
+    return tuple(names[x] for x in given)
+
+
+def _gpt_oss(r: _Reader, family: str, name: str) -> TransformerSpec:
+    """gpt-oss (OpenAI 2025, ``transformers`` GptOss): GQA with biases and one learned attention-sink logit per
+    head, ``layer_types`` alternating sliding-window (``sliding_window`` keys) and full attention, every layer a
+    MoE of biased SwiGLU experts (gate_up and down projections carry biases) with a biased router, untied head.
+    ``quantization_config.quant_method`` "mxfp4" is how the checkpoint stores the experts (``expert_weight_format``).
+    Defaults are ``GptOssConfig``'s (attention_bias true; layer i sliding when i is even)."""
+    hidden = r.int("hidden_size")
+    heads = r.int("num_attention_heads")
+    layers = r.int("num_hidden_layers", maximum=MAX_LAYERS)
+    kinds = _layer_types(r, layers, _GPT_OSS_LAYER_TYPES,
+                         ["sliding_attention" if i % 2 == 0 else "full_attention" for i in range(layers)])
+    window = r.int("sliding_window", default=128, minimum=0, maximum=MAX_POSITIONS)
+    if window == 0 and "sliding" in kinds:
+        raise CatalogFileError(f"{r.source}: field 'sliding_window' is 0 but 'layer_types' has sliding_attention "
+                               "layers; give the window (gpt-oss: 128)")  # fmt: skip
+    quant = r.get("quantization_config", default={})
+    if not isinstance(quant, dict):
+        raise CatalogFileError(f"{r.source}: field 'quantization_config' must be an object, got {_json_type(quant)}")
+    fmt = quant.get("quant_method")
+    bias = r.bool("attention_bias", default=True)
+    moe = MoESpec(
+        num_experts=r.int("num_local_experts", maximum=MAX_EXPERTS),
+        top_k=r.int("num_experts_per_tok", "experts_per_token", maximum=MAX_EXPERTS),
+        expert_ffn_hidden=r.int("intermediate_size"), router_bias=True, expert_bias=True,
+        expert_weight_format=fmt if isinstance(fmt, str) else None,
+    )  # fmt: skip
+    return TransformerSpec(
+        name=name, family=family, layers=layers, hidden=hidden, heads=heads,
+        kv_heads=r.int("num_key_value_heads", default=heads),
+        head_dim=r.int("head_dim") if r.cfg.get("head_dim") is not None else hidden // heads,
+        ffn_hidden=r.int("intermediate_size"), vocab=r.int("vocab_size", maximum=MAX_VOCAB), gated_mlp=True,
+        tied_embeddings=r.bool("tie_word_embeddings", default=False), qkv_bias=bias, out_bias=bias,
+        norm="rmsnorm", sliding_window=window if "sliding" in kinds else 0, layer_types=kinds,
+        attention_sinks=True, dropout=_dropout(r, "attention_dropout"),
+        max_position=r.int("max_position_embeddings", default=0, minimum=0, maximum=MAX_POSITIONS), moe=moe,
+    )  # fmt: skip
+
+
+def _llama4(r: _Reader, family: str, name: str) -> TransformerSpec:
+    """Llama 4 text model (``transformers`` Llama4Text): GQA; MoE layers every ``interleave_moe_layer_step``-th
+    layer, each ``num_local_experts`` routed experts (top ``num_experts_per_tok``) plus one always-on shared
+    expert, both of ``intermediate_size``; the other layers a dense MLP of ``intermediate_size_mlp``. RoPE layers
+    (``no_rope_layers[i]`` = 1; by default all but every 4th) attend within chunks of ``attention_chunk_size``
+    tokens; the NoPE layers attend globally. ``use_qk_norm`` is a parameter-free L2 norm (no weights counted)."""
+    hidden = r.int("hidden_size")
+    heads = r.int("num_attention_heads")
+    layers = r.int("num_hidden_layers", maximum=MAX_LAYERS)
+    inner = r.int("intermediate_size")
+    nope = r.get("no_rope_layers", default=[int((i + 1) % 4 != 0) for i in range(layers)])
+    if not isinstance(nope, list) or len(nope) != layers or any(x not in (0, 1) or isinstance(x, bool) for x in nope):
+        raise CatalogFileError(f"{r.source}: field 'no_rope_layers' must be a list of 0/1, one per layer "
+                               f"({layers}); got {_show(nope)}")  # fmt: skip
+    chunk = r.int("attention_chunk_size", default=8192, minimum=0, maximum=MAX_POSITIONS)
+    kinds = tuple("chunked" if chunk and rope else "full" for rope in nope)
+    r.bool("use_qk_norm", default=True)  # validated; an L2 norm without weights
+    moe = MoESpec(
+        num_experts=r.int("num_local_experts", maximum=MAX_EXPERTS),
+        top_k=r.int("num_experts_per_tok", maximum=MAX_EXPERTS), expert_ffn_hidden=inner,
+        num_shared_experts=1, shared_ffn_hidden=inner,
+        moe_every=r.int("interleave_moe_layer_step", default=1, maximum=MAX_LAYERS),
+    )  # fmt: skip
+    bias = r.bool("attention_bias", default=False)
+    return TransformerSpec(
+        name=name, family=family, layers=layers, hidden=hidden, heads=heads,
+        kv_heads=r.int("num_key_value_heads", default=heads),
+        head_dim=r.int("head_dim") if r.cfg.get("head_dim") is not None else hidden // heads,
+        ffn_hidden=r.int("intermediate_size_mlp", default=inner), vocab=r.int("vocab_size", maximum=MAX_VOCAB),
+        gated_mlp=True, tied_embeddings=r.bool("tie_word_embeddings", default=False), qkv_bias=bias, out_bias=bias,
+        norm="rmsnorm", sliding_window=chunk if "chunked" in kinds else 0, layer_types=kinds,
+        dropout=_dropout(r, "attention_dropout"),
+        max_position=r.int("max_position_embeddings", default=0, minimum=0, maximum=MAX_POSITIONS), moe=moe,
     )  # fmt: skip
