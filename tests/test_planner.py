@@ -139,9 +139,18 @@ def _price_per_gpu_hour(gpu: str, scn: dict) -> float:
 
 
 def _hours(o: dict, scn: dict) -> float:
-    """Job hours from the scenario's inputs: tokens / (global_batch x seq_len per step time) / 3600."""
+    """Job hours from the scenario's inputs: tokens / (global_batch x seq_len per step time) / 3600; on spot,
+    Daly's (2006) expected wall-clock time for that work, written out from the option's preemption rate,
+    checkpoint write, restart and interval: M e^(R/M) (e^((tau + delta)/M) - 1) T_s / tau."""
     t = scn["training"]
-    return _job_tokens(scn) / (t["global_batch"] * t["seq_len"] / o["step_time_s"]) / 3600.0
+    work_h = _job_tokens(scn) / (t["global_batch"] * t["seq_len"] / o["step_time_s"]) / 3600.0
+    if scn["pricing"]["mode"] != "spot":
+        return work_h
+    s = o["spot"]
+    assert s["preemption_free_time_h"] == pytest.approx(work_h, rel=REL)
+    m, tau = 1.0 / s["preemptions_per_hour"], min(s["checkpoint_interval_h"], work_h)
+    d, r = s["checkpoint_write_s"] / 3600.0, s["restart_s"] / 3600.0
+    return m * math.exp(r / m) * math.expm1((tau + d) / m) * work_h / tau
 
 
 def _matmul_params_lower_bound(spec) -> int:

@@ -21,7 +21,7 @@ from typing import Any, cast
 
 import numpy as np
 
-from scaleright.catalog import Catalog, find_price
+from scaleright.catalog import KINDS, Catalog, find_price
 from scaleright.errors import InputError, ScalerightError, UnknownNameError
 from scaleright.estimate.calibration import DEFAULT_CALIBRATION, Calibration
 from scaleright.estimate.comm import system_of
@@ -81,32 +81,71 @@ def _ownership(scn: Scenario, gpu, purchase_usd: float, gpus) -> econ.OwnershipC
     )  # fmt: skip
 
 
-def price_for(scn: Scenario, gpu, cat: Catalog, kind: str) -> tuple[float | None, str]:
-    """(price, source) of ``gpu`` for ``kind`` (a rent kind or purchase), overrides first; (None, why) if none."""
-    overrides = scn.pricing.purchase_usd_per_gpu if kind == "purchase" else scn.pricing.price_usd_per_gpu_hour
+_RENT_KINDS = tuple(k for k in KINDS if k != "purchase")
+
+
+def _offer(scn: Scenario, gpu, cat: Catalog, kind: str) -> tuple[dict | None, str]:
+    """The offer for ``gpu`` and ``kind`` (a rent kind or purchase) as the plan's price fields, overrides first:
+    (``{price, price_provider, price_region, price_date, price_age_days, price_stale, price_source}``, a one-line
+    source), or (None, why there is none and how to add one)."""
+    p = scn.pricing
+    overrides = p.purchase_usd_per_gpu if kind == "purchase" else p.price_usd_per_gpu_hour
     for name, v in overrides.items():
         try:
             if cat.gpu(name).id == gpu.id:
-                return float(v), "scenario override"
+                return {"price": float(v), "price_provider": "scenario override", "price_region": "",
+                        "price_date": None, "price_age_days": None, "price_stale": False,
+                        "price_source": "scenario override"}, "scenario override"  # fmt: skip
         except ScalerightError:
             raise InputError(f"pricing: unknown GPU {name!r} in price overrides") from None
     try:
-        row = find_price(gpu.id, kind, catalog=cat)
+        row = find_price(gpu.id, kind, catalog=cat, max_age_days=p.max_price_age_days)
     except ScalerightError as exc:
         return None, str(exc)
     basis = f" ({row.price_basis})" if row.price_basis and row.price_basis != "usd" else ""
-    return float(cast(float, row.price)), f"{row.provider or 'catalog'} {row.date or ''}{basis}: {row.source[:80]}"
+    stale = f", stale: {row.age_days} days old" if row.stale and row.age_days is not None else (
+        ", stale: undated" if row.stale else "")
+    src = f"{row.provider or 'catalog'} {row.date or 'undated'}{basis}{stale}: {row.source[:80]}"
+    return {"price": float(cast(float, row.price)), "price_provider": row.provider, "price_region": row.region,
+            "price_date": row.date, "price_age_days": row.age_days, "price_stale": bool(row.stale),
+            "price_source": row.source}, src  # fmt: skip
 
 
-def _rate(scn: Scenario, gpu, cat: Catalog, gpus):
-    """USD per GPU-hour for the scenario's pricing mode (array over ``gpus`` for owned hardware)."""
-    mode = scn.pricing.mode
-    if mode != "own":
-        price, src = price_for(scn, gpu, cat, mode)
-        return (None, src) if price is None else (np.full(np.shape(gpus), price, dtype=float), src)
-    purchase, src = price_for(scn, gpu, cat, "purchase")
-    if purchase is None:
+def price_for(scn: Scenario, gpu, cat: Catalog, kind: str) -> tuple[float | None, str]:
+    """(price, source) of ``gpu`` for ``kind`` (a rent kind or purchase), overrides first; (None, why) if none."""
+    offer, src = _offer(scn, gpu, cat, kind)
+    return (None, src) if offer is None else (offer["price"], src)
+
+
+@dataclass(frozen=True)
+class _Priced:
+    """One way to pay for a GPU type: the kind (a rent kind or ``own``), USD per GPU-hour over the searched
+    counts, a one-line source and the offer's fields for the plan's options."""
+
+    kind: str
+    rate: np.ndarray
+    src: str
+    offer: dict
+
+
+def _rate(scn: Scenario, gpu, cat: Catalog, gpus, kind: str | None = None):
+    """(USD per GPU-hour, source) for ``kind`` (default: the scenario's mode; an array over ``gpus`` for owned
+    hardware), or (None, why)."""
+    priced, why = _priced(scn, gpu, cat, gpus, kind or scn.pricing.mode)
+    return (None, why) if priced is None else (priced.rate, priced.src)
+
+
+def _priced(scn: Scenario, gpu, cat: Catalog, gpus, kind: str) -> tuple[_Priced | None, str]:
+    if kind != "own":
+        offer, src = _offer(scn, gpu, cat, kind)
+        if offer is None:
+            return None, src
+        rate = np.full(np.shape(gpus), offer["price"], dtype=float)
+        return _Priced(kind, rate, src, {"pricing_kind": kind} | offer), src
+    offer, src = _offer(scn, gpu, cat, "purchase")
+    if offer is None:
         return None, src
+    purchase = offer["price"]
     if not gpu.tdp_w:
         return None, f"{gpu.id} has no TDP in the catalog (needed for owned power cost)"
     own = np.asarray(econ.owned_cost_per_gpu_hour_usd(costs=_ownership(scn, gpu, purchase,
@@ -115,7 +154,51 @@ def _rate(scn: Scenario, gpu, cat: Catalog, gpus):
         p = scn.pricing
         return None, (f"owned cost per GPU-hour is not finite (pricing.hours_per_day={p.hours_per_day:g}, "
                       f"horizon_months={p.horizon_months:g}, purchase ${purchase:,.0f})")  # fmt: skip
-    return own, f"owned: purchase ${purchase:,.0f} ({src})"
+    src = f"owned: purchase ${purchase:,.0f} ({src})"
+    fields = {"pricing_kind": "own", "purchase_usd_per_gpu": purchase} | {
+        k: v for k, v in offer.items() if k != "price"}
+    return _Priced("own", own, src, fields), src
+
+
+def _pricings(scn: Scenario, gpu, cat: Catalog, gpus) -> tuple[list[_Priced], str]:
+    """Every way the scenario lets the buyer pay for ``gpu``: its mode, or (mode ``cheapest``) each rent kind with
+    an offer and owning; ordered by price per GPU-hour at the first count. (list, why empty)."""
+    kinds = [*_RENT_KINDS, "own"] if scn.pricing.mode == "cheapest" else [scn.pricing.mode]
+    found, why = [], []
+    for k in kinds:
+        pr, reason = _priced(scn, gpu, cat, gpus, k)
+        if pr is None:
+            why.append(reason if len(kinds) == 1 else f"{k}: {reason}")
+        else:
+            found.append(pr)
+    found.sort(key=lambda pr: float(np.ravel(pr.rate)[0]) if np.size(pr.rate) else 0.0)
+    return found, "; ".join(why[:1] if len(kinds) == 1 else why)
+
+
+def _spot_hours(scn: Scenario, a: dict, j: int, n: int, gpus_per_node: int, hours: float) -> tuple[float, dict]:
+    """Expected wall-clock hours of a spot training job (``economics.spot``, Daly 2006) and the numbers behind
+    it. Any preempted instance stops the whole job: the job's preemption rate is the per-instance rate times the
+    instances (nodes) it spans. Each GPU writes its share of the weights and optimizer state; an instance's GPUs
+    share its storage throughput; a restart reads the checkpoint back at that throughput, plus any re-acquiring
+    time given."""
+    p = scn.pricing
+    nodes = math.ceil(n / gpus_per_node)
+    rate = p.spot_preemptions_per_hour * nodes
+    mtbf_h = 1.0 / rate if rate > 0 else math.inf
+    state_gb_per_node = float(a["mem_weights"][j] + a["mem_optimizer"][j]) * min(n, gpus_per_node)
+    write_h = state_gb_per_node / p.checkpoint_write_gb_per_s / 3600.0
+    restart_h = write_h + p.spot_reprovision_s / 3600.0
+    interval = p.checkpoint_interval_h
+    tau = interval if interval is not None else float(econ.optimal_checkpoint_interval_h(
+        checkpoint_write_h=write_h, mtbf_h=mtbf_h))  # fmt: skip
+    expected = float(econ.spot_expected_time_h(solve_time_h=hours, mtbf_h=mtbf_h, checkpoint_write_h=write_h,
+                                                restart_h=restart_h, interval_h=interval))  # fmt: skip
+    return expected, {
+        "preemption_free_time_h": hours, "expected_time_h": expected, "preemptions_per_hour": rate,
+        "expected_preemptions": float(econ.spot_expected_preemptions(expected_time_h=expected, mtbf_h=mtbf_h)),
+        "checkpoint_interval_h": min(tau, hours), "checkpoint_write_s": write_h * 3600.0,
+        "restart_s": restart_h * 3600.0, "checkpoint_gb_per_node": state_gb_per_node,
+    }  # fmt: skip
 
 
 def _allowed_gpus(scn: Scenario, cat: Catalog):
@@ -215,9 +298,9 @@ def _plan_training(scn, spec, cat, cal, progress) -> PlanResult:
             progress(i, len(gpus_allowed), g.id)
         system = system_of(g, gpus_per_node=scn.constraints.gpus_per_node)
         counts = gpu_counts(system.gpus_per_node, scn.constraints.max_gpus)
-        rate, src = _rate(scn, g, cat, counts)
-        if rate is None:
-            skipped.append({"gpu": g.id, "reason": f"no {scn.pricing.mode} price: {src}"})
+        pricings, why = _pricings(scn, g, cat, counts)
+        if not pricings:
+            skipped.append({"gpu": g.id, "reason": f"no {scn.pricing.mode} price: {why}"})
             continue
         cand = evaluate_training(spec, gpu=g, system=system, counts=counts, seq_len=tr.seq_len,
                                  global_batch=tr.global_batch, precision=tr.precision, task=scn.task,
@@ -227,15 +310,23 @@ def _plan_training(scn, spec, cat, cal, progress) -> PlanResult:
         if cand.n_fit == 0:
             skipped.append({"gpu": g.id, "reason": cand.note or "no layout fits in memory at any allowed count"})
             continue
-        per_gpu_cands[g.id] = (g, cand, dict(zip(counts, rate.tolist(), strict=True)), src)
+        per_gpu_cands[g.id] = (g, cand, dict(zip(counts, pricings[0].rate.tolist(), strict=True)), pricings[0].src)
         a = cand.arrays
         hours = tokens / a["tokens_per_s"] / 3600.0
         for n in np.unique(a["gpus"]):
             idx = np.flatnonzero(a["gpus"] == n)
             # fastest; on exact ties the larger micro-batch (fewer kernel launches, which the model does not time)
             j = int(idx[np.lexsort((-a["mb"][idx], hours[idx]))[0]])
-            price = per_gpu_cands[g.id][2][int(n)]
-            options_all.append(_train_option(scn, g, cand, j, float(hours[j]), price, src, tokens))
+            for pr in pricings:
+                price = float(pr.rate[counts.index(int(n))])
+                h, spot = (_spot_hours(scn, a, j, int(n), system.gpus_per_node, float(hours[j]))
+                           if pr.kind == "spot" else (float(hours[j]), None))  # fmt: skip
+                o = _train_option(scn, g, cand, j, h, price, pr.src, tokens) | pr.offer
+                if pr.kind == "own":
+                    o["true_cost_usd_per_gpu_hour"] = price
+                if spot is not None:
+                    o["spot"] = spot
+                options_all.append(o)
     if progress:
         progress(len(gpus_allowed), len(gpus_allowed), "done")
     wall = time.perf_counter() - t0
@@ -319,11 +410,12 @@ def _plan_inference(scn, spec, cat, cal, progress) -> PlanResult:
             evaluated[g.id].append(c)
             if not c.fits:
                 continue
-            r, src = _rate(scn, g, cat, c.gpus)
-            if r is None:
-                skipped.append({"gpu": g.id, "reason": f"no {p.mode} price: {src}"})
+            pricings, why = _pricings(scn, g, cat, c.gpus)
+            if not pricings:
+                skipped.append({"gpu": g.id, "reason": f"no {p.mode} price: {why}"})
                 break
-            price = float(np.asarray(r))
+            pr = pricings[0]  # serving is priced per hour of service: the cheapest kind per GPU-hour
+            price, src = float(np.asarray(pr.rate)), pr.src
             usd_h = c.gpus * price
             cost_month = usd_h * hours_month
             out_tps = rate * inf.output_len
@@ -340,7 +432,7 @@ def _plan_inference(scn, spec, cat, cal, progress) -> PlanResult:
                 "capacity_requests_per_s": c.capacity_requests_per_s, "max_batch": c.max_batch,
                 "gpu_memory_gb": g.memory_gb, "memory_gb_per_gpu": sum(c.memory_breakdown_gb.values()),
                 "memory_breakdown_gb": c.memory_breakdown_gb,
-            })  # fmt: skip
+            } | pr.offer | ({"true_cost_usd_per_gpu_hour": price} if pr.kind == "own" else {}))  # fmt: skip
         if not any(c.fits for c in evaluated[g.id]) and evaluated[g.id]:
             skipped.append({"gpu": g.id, "reason": evaluated[g.id][-1].reason})
     wall = time.perf_counter() - t0

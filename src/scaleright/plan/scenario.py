@@ -11,6 +11,7 @@ from typing import Annotated, Literal, cast
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from scaleright.catalog.prices import MAX_PRICE_AGE_DAYS
 from scaleright.errors import CatalogFileError, InputError
 from scaleright.limits import LIMITS, _show, bounds, text_bounds
 from scaleright.textfile import _short, path_problem, read_text
@@ -18,7 +19,19 @@ from scaleright.userdata import load_yaml
 
 __all__ = ["Scenario", "Training", "Inference", "Constraints", "Pricing", "load_scenario", "PRICING_MODES"]
 
-PRICING_MODES = ("on-demand", "spot", "marketplace", "own")
+# a rent kind of ``catalog.prices.KINDS``, ``own`` (buy: total cost of ownership) or ``cheapest`` (every kind the
+# buyer can get, spot at its expected preempted time, owned at its TCO; the cheapest option wins)
+PRICING_MODES = ("on-demand", "spot", "marketplace", "reserved", "reserved-1y", "reserved-3y", "committed", "own",
+                 "cheapest")
+_PricingMode = Literal["on-demand", "spot", "marketplace", "reserved", "reserved-1y", "reserved-3y", "committed",
+                       "own", "cheapest"]
+# AWS: "the average frequency of interruption across all Regions and instance types" has been under 5 % a month
+# (Amazon EC2 Spot Instance Advisor / "Spot Instance interruptions" documentation): 0.05 / (365/12 x 24) per
+# instance-hour. An all-instance average; GPU instances are reclaimed more often, so set your provider's figure.
+SPOT_PREEMPTIONS_PER_HOUR = 0.05 / (365.0 / 12.0 * 24.0)
+# AWS EBS gp3's maximum throughput, 1,000 MiB/s per volume (Amazon EBS volume types documentation): a checkpoint
+# that must outlive a spot instance is written to network storage
+CHECKPOINT_WRITE_GB_PER_S = 1000 * 2**20 / 1e9
 
 
 class _Strict(BaseModel):
@@ -48,6 +61,7 @@ _UsdKwh = Annotated[float, *bounds("usd_per_kwh")]
 _Co2 = Annotated[float, *bounds("kg_co2e_per_kwh")]
 _Pue = Annotated[float, *bounds("pue")]
 _Fraction = Annotated[float, *bounds("fraction")]
+_GbPerS = Annotated[float, *bounds("gb_per_s")]
 _MAX_ITEMS = int(LIMITS["list_items"].high)  # GPU names in a list, price overrides in a mapping
 _Name = Annotated[str, *text_bounds("name_chars")]  # a GPU id or alias, a scenario name
 _PathText = Annotated[str, *text_bounds("path_chars")]  # a catalog model name or a path to a config.json
@@ -128,7 +142,17 @@ class Constraints(_Strict):
 class Pricing(_Strict):
     """How GPU time is paid for, and the facts needed for total cost of ownership and carbon."""
 
-    mode: Literal["on-demand", "spot", "marketplace", "own"] = "on-demand"
+    mode: _PricingMode = "on-demand"
+    # offers older than this are flagged stale and passed over for fresher ones (catalog.prices.MAX_PRICE_AGE_DAYS)
+    max_price_age_days: _Hours = Field(MAX_PRICE_AGE_DAYS, ge=0)
+    # spot training (economics.spot, Daly 2006): preemptions per instance-hour (an instance = one node of
+    # constraints.gpus_per_node GPUs; default SPOT_PREEMPTIONS_PER_HOUR), checkpoint storage throughput per
+    # instance, extra time to re-acquire an instance after a preemption (0 unless given: not modelled), and the
+    # hours of work between checkpoints (None: Daly's optimum)
+    spot_preemptions_per_hour: _Hours = Field(SPOT_PREEMPTIONS_PER_HOUR, ge=0, le=3600)
+    checkpoint_write_gb_per_s: _GbPerS = Field(CHECKPOINT_WRITE_GB_PER_S, gt=0)
+    spot_reprovision_s: _Seconds = Field(0.0, ge=0)
+    checkpoint_interval_h: _Hours | None = Field(None, gt=0)
     # rent prices by GPU id overriding the catalog
     price_usd_per_gpu_hour: dict[_Name, _UsdPerHour] = Field({}, max_length=_MAX_ITEMS)
     # purchase prices by GPU id overriding the catalog

@@ -9,6 +9,7 @@ per module:
 - ``ownership``         ``OwnershipCosts``, TCO breakdown, owned cost per GPU-hour
 - ``rent_vs_buy``       break-even hours/day and months; the Capex vs Opex Decision Matrix as numbers
 - ``utilisation_curve`` the Utilisation Efficiency Curve and the cheapest GPU count meeting a deadline
+- ``spot``              expected time of a preempted job with checkpoints (Daly 2006)
 - ``fleet``             GPUs avoided by higher utilisation and longer service life
 
 User errors raise ``scaleright.errors.InputError`` naming the field and what is allowed. "Never" (no break-even,
@@ -33,6 +34,11 @@ from scaleright.plan.economics.rent_vs_buy import (
     break_even_months,
     capex_opex_matrix,
     rented_cost_usd,
+)
+from scaleright.plan.economics.spot import (
+    optimal_checkpoint_interval_h,
+    spot_expected_preemptions,
+    spot_expected_time_h,
 )
 from scaleright.plan.economics.tokens import (
     api_break_even_usd_per_1m_tokens,
@@ -68,6 +74,10 @@ __all__ = [
     "break_even_hours_per_day",
     "break_even_months",
     "capex_opex_matrix",
+    # spot
+    "optimal_checkpoint_interval_h",
+    "spot_expected_time_h",
+    "spot_expected_preemptions",
     # curve and fleet
     "utilisation_curve",
     "fleet_reduction_fraction",
