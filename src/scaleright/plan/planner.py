@@ -27,6 +27,7 @@ from scaleright.estimate.calibration import DEFAULT_CALIBRATION, Calibration
 from scaleright.estimate.comm import system_of
 from scaleright.plan import economics as econ
 from scaleright.plan.economics._units import DAYS_PER_MONTH
+from scaleright.plan.economics.defaults import ownership_defaults, site_of
 from scaleright.plan.scenario import Scenario
 from scaleright.plan.search import (
     SEARCH_LIMITS,
@@ -69,15 +70,24 @@ class PlanResult:
         }  # fmt: skip
 
 
+def _ownership_inputs(scn: Scenario, gpu) -> dict[str, float]:
+    """Ops, server share and facility upgrade for owning ``gpu``: the scenario's, else the cited default for the
+    GPU's site (``economics.defaults``)."""
+    p = scn.pricing
+    given = {"ops_overhead_usd_per_gpu_hour": p.ops_overhead_usd_per_gpu_hour,
+             "server_share_usd_per_gpu": p.server_share_usd_per_gpu, "facility_upgrade_usd": p.facility_upgrade_usd}
+    defaults = ownership_defaults(gpu.form_factor)
+    return {k: (defaults[k] if v is None else float(v)) for k, v in given.items()}  # fmt: skip
+
+
 def _ownership(scn: Scenario, gpu, purchase_usd: float, gpus) -> econ.OwnershipCosts:
     p = scn.pricing
     return econ.OwnershipCosts(
         gpus=gpus, purchase_usd_per_gpu=purchase_usd, tdp_w=gpu.tdp_w or 0.0,
         electricity_usd_per_kwh=p.electricity_usd_per_kwh, depreciation_years=p.depreciation_years,
-        hours_per_day=p.hours_per_day, horizon_months=p.horizon_months,
-        server_share_usd_per_gpu=p.server_share_usd_per_gpu,
-        facility_upgrade_usd=p.facility_upgrade_usd, pue=p.pue, load_fraction=p.load_fraction,
-        ops_overhead_usd_per_gpu_hour=p.ops_overhead_usd_per_gpu_hour, resale_fraction=p.resale_fraction,
+        hours_per_day=p.hours_per_day, horizon_months=p.horizon_months, pue=p.pue, load_fraction=p.load_fraction,
+        resale_fraction=p.resale_fraction, cost_of_capital_per_year=p.cost_of_capital_per_year,
+        **_ownership_inputs(scn, gpu),
     )  # fmt: skip
 
 
@@ -155,8 +165,8 @@ def _priced(scn: Scenario, gpu, cat: Catalog, gpus, kind: str) -> tuple[_Priced 
         return None, (f"owned cost per GPU-hour is not finite (pricing.hours_per_day={p.hours_per_day:g}, "
                       f"horizon_months={p.horizon_months:g}, purchase ${purchase:,.0f})")  # fmt: skip
     src = f"owned: purchase ${purchase:,.0f} ({src})"
-    fields = {"pricing_kind": "own", "purchase_usd_per_gpu": purchase} | {
-        k: v for k, v in offer.items() if k != "price"}
+    fields = {"pricing_kind": "own", "purchase_usd_per_gpu": purchase, "ownership_site": site_of(gpu.form_factor),
+              "ownership_inputs": _ownership_inputs(scn, gpu)} | {k: v for k, v in offer.items() if k != "price"}
     return _Priced("own", own, src, fields), src
 
 

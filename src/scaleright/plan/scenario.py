@@ -167,9 +167,14 @@ class Pricing(_Strict):
     # average board power / TDP while busy; default is an assumption (training runs near TDP, decode-heavy serving
     # below it)
     load_fraction: _Fraction = Field(0.8, gt=0, le=1)
-    ops_overhead_usd_per_gpu_hour: _UsdHour = Field(0.0, ge=0)  # staff, space, support per owned GPU-hour
-    server_share_usd_per_gpu: _UsdTotal = Field(0.0, ge=0)  # CPU, RAM, chassis, network per owned GPU
-    facility_upgrade_usd: _UsdTotal = Field(0.0, ge=0)  # one-off power/cooling work for owned hardware
+    # owned hardware: None takes the cited default for the GPU's site (economics.defaults: data-centre parts the
+    # seed article's low ends, $2/GPU-hour, $5 K per GPU, $25 K per site; consumer and workstation cards $0)
+    ops_overhead_usd_per_gpu_hour: _UsdHour | None = Field(None, ge=0)  # staff, space, support per owned GPU-hour
+    server_share_usd_per_gpu: _UsdTotal | None = Field(None, ge=0)  # CPU, RAM, chassis, network per owned GPU
+    facility_upgrade_usd: _UsdTotal | None = Field(None, ge=0)  # one-off power/cooling work for owned hardware
+    # interest or required return on the money invested, per year; 0 (the default) = capital is free. Not a cited
+    # figure: give your loan rate or cost of capital
+    cost_of_capital_per_year: _Fraction = Field(0.0, ge=0)
     depreciation_years: _Years = Field(4.0, gt=0)  # accounting life of owned hardware
     resale_fraction: _Fraction = Field(0.2, ge=0, le=1)  # resale value at the end of the horizon, of purchase
 

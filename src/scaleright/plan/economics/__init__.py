@@ -23,11 +23,15 @@ from scaleright.plan.economics.fleet import fleet_reduction_fraction
 from scaleright.plan.economics.job import cost_per_job_usd, job_time_h, scaling_efficiency
 from scaleright.plan.economics.ownership import (
     OwnershipCosts,
+    capital_charge_usd,
+    capital_charge_usd_per_month,
     net_capex_usd,
     owned_cost_per_gpu_hour_usd,
     owned_running_cost_usd_per_gpu_hour,
     purchases,
     tco_usd,
+    true_cost_per_gpu_hour_usd,
+    utilisation_for_true_cost,
 )
 from scaleright.plan.economics.rent_vs_buy import (
     break_even_hours_per_day,
@@ -69,6 +73,10 @@ __all__ = [
     "owned_running_cost_usd_per_gpu_hour",
     "tco_usd",
     "owned_cost_per_gpu_hour_usd",
+    "capital_charge_usd",
+    "capital_charge_usd_per_month",
+    "true_cost_per_gpu_hour_usd",
+    "utilisation_for_true_cost",
     # rent vs buy
     "rented_cost_usd",
     "break_even_hours_per_day",
