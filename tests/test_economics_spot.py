@@ -141,3 +141,36 @@ def test_spot_inputs_are_validated_by_name():
         parse_scenario(_scn("spot", spot_preemption_rate=0.1))
     with pytest.raises(CatalogFileError, match=r"pricing\.mode: must be one of .*'cheapest'"):
         parse_scenario(_scn("hybrid-ish"))
+
+
+def test_a_checkpoint_holds_one_copy_of_the_weights_and_the_adam_state():
+    # mixed-precision Adam: 2 bytes of bf16 weights + 12 of fp32 master weights, momentum and variance per
+    # parameter (Rajbhandari et al., ZeRO, SC 2020: K = 12); gradients are not saved
+    from scaleright.workload import count_params, load_model
+
+    scn = {"model": "llama-3.1-8b", "task": "full-finetune",
+           "training": {"tokens": 1e8, "seq_len": 2048, "global_batch": 32},
+           "constraints": {"gpu_types": ["h100-sxm"], "max_gpus": 16}, "pricing": {"mode": "spot"}}  # fmt: skip
+    res = plan(parse_scenario(scn))
+    params = count_params(load_model("llama-3.1-8b")).total
+    assert res.all_options
+    for o in res.all_options:
+        assert o["spot"]["checkpoint_gb"] == pytest.approx(params * 14 / 1e9, rel=0.01), o["layout"]
+        nodes = -(-o["gpus"] // 8)
+        assert o["spot"]["checkpoint_gb_per_node"] == pytest.approx(o["spot"]["checkpoint_gb"] / nodes)
+
+
+def test_the_spot_example_weighs_every_kind_at_its_expected_time():
+    from pathlib import Path
+
+    from scaleright.plan.scenario import load_scenario
+
+    res = plan(load_scenario(Path(__file__).resolve().parent.parent / "examples" / "spot-training-preemptions.yaml"))
+    rec = res.recommendation
+    assert rec is not None and rec["time_h"] <= 48
+    kinds = {o["pricing_kind"] for o in res.all_options}
+    assert {"spot", "on-demand", "own"} <= kinds
+    for o in res.all_options:
+        if o["pricing_kind"] == "spot":
+            assert o["time_h"] == o["spot"]["expected_time_h"] > o["spot"]["preemption_free_time_h"]
+    assert rec["cost_usd"] == min(o["cost_usd"] for o in res.all_options if o["time_h"] <= 48)

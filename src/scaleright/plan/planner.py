@@ -188,14 +188,19 @@ def _pricings(scn: Scenario, gpu, cat: Catalog, gpus) -> tuple[list[_Priced], st
 def _spot_hours(scn: Scenario, a: dict, j: int, n: int, gpus_per_node: int, hours: float) -> tuple[float, dict]:
     """Expected wall-clock hours of a spot training job (``economics.spot``, Daly 2006) and the numbers behind
     it. Any preempted instance stops the whole job: the job's preemption rate is the per-instance rate times the
-    instances (nodes) it spans. Each GPU writes its share of the weights and optimizer state; an instance's GPUs
-    share its storage throughput; a restart reads the checkpoint back at that throughput, plus any re-acquiring
-    time given."""
+    instances (nodes) it spans. A checkpoint holds one copy of the weights and optimizer state (a GPU's share
+    times the GPUs that split it: tp x pp, and dp where ZeRO shards it: optimizer from stage 1, weights at 3),
+    written in parallel by the instances, each at ``checkpoint_write_gb_per_s``; a restart reads it back at that
+    throughput, plus any re-acquiring time given."""
     p = scn.pricing
     nodes = math.ceil(n / gpus_per_node)
     rate = p.spot_preemptions_per_hour * nodes
     mtbf_h = 1.0 / rate if rate > 0 else math.inf
-    state_gb_per_node = float(a["mem_weights"][j] + a["mem_optimizer"][j]) * min(n, gpus_per_node)
+    split = int(a["tp"][j]) * int(a["pp"][j])
+    dp, zero = int(a["dp"][j]), int(a["zero"][j])
+    state_gb = (float(a["mem_weights"][j]) * split * (dp if zero >= 3 else 1)
+                + float(a["mem_optimizer"][j]) * split * (dp if zero >= 1 else 1))  # fmt: skip
+    state_gb_per_node = state_gb / nodes
     write_h = state_gb_per_node / p.checkpoint_write_gb_per_s / 3600.0
     restart_h = write_h + p.spot_reprovision_s / 3600.0
     interval = p.checkpoint_interval_h
@@ -207,7 +212,7 @@ def _spot_hours(scn: Scenario, a: dict, j: int, n: int, gpus_per_node: int, hour
         "preemption_free_time_h": hours, "expected_time_h": expected, "preemptions_per_hour": rate,
         "expected_preemptions": float(econ.spot_expected_preemptions(expected_time_h=expected, mtbf_h=mtbf_h)),
         "checkpoint_interval_h": min(tau, hours), "checkpoint_write_s": write_h * 3600.0,
-        "restart_s": restart_h * 3600.0, "checkpoint_gb_per_node": state_gb_per_node,
+        "restart_s": restart_h * 3600.0, "checkpoint_gb": state_gb, "checkpoint_gb_per_node": state_gb_per_node,
     }  # fmt: skip
 
 

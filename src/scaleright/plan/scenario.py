@@ -112,6 +112,8 @@ class Inference(_Strict):
     precision: Literal["fp32", "bf16", "fp16", "fp8", "int8", "int4", "fp4"] = "bf16"
     kv_precision: Literal["fp32", "bf16", "fp16", "fp8", "int8"] = "bf16"
     api_usd_per_1m_output_tokens: _UsdTotal | None = Field(None, gt=0)  # an API's price to compare self-hosting with
+    # the API's prompt-token price (economics.tokens: blended with the completion price over input_len/output_len)
+    api_usd_per_1m_input_tokens: _UsdTotal | None = Field(None, ge=0)
 
     @model_validator(mode="after")
     def _rate(self) -> Inference:

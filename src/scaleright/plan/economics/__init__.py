@@ -46,6 +46,7 @@ from scaleright.plan.economics.spot import (
 )
 from scaleright.plan.economics.tokens import (
     api_break_even_usd_per_1m_tokens,
+    api_usd_per_1m_output_tokens_blended,
     inference_cost_usd_per_1m_tokens,
     training_cost_usd_per_1m_tokens,
     utilisation_needed_for_api_parity,
@@ -62,6 +63,7 @@ __all__ = [
     "inference_cost_usd_per_1m_tokens",
     "api_break_even_usd_per_1m_tokens",
     "utilisation_needed_for_api_parity",
+    "api_usd_per_1m_output_tokens_blended",
     # energy
     "energy_kwh",
     "electricity_cost_usd",
