@@ -174,3 +174,40 @@ def test_cheapest_mode_weighs_every_kind_and_owned_options_carry_their_true_cost
     for o in l4:
         if o["pricing_kind"] == "own":
             assert o["true_cost_usd_per_gpu_hour"] == o["price_usd_per_gpu_hour"]
+
+
+# ---- multi-provider: egress -------------------------------------------------------------------------------------
+
+
+def _moving(data_gb: float) -> dict:
+    return {"model": "llama-3.1-8b", "task": "lora", "training": {"tokens": 3e8, "seq_len": 1024, "global_batch": 8},
+            "constraints": {"gpu_types": ["h100-sxm"], "max_gpus": 1},
+            "pricing": {"data_provider": "AWS", "data_gb": data_gb}}  # fmt: skip
+
+
+@pytest.mark.parametrize("data_gb", [100.0, 20_000.0])
+def test_a_job_goes_to_the_cheapest_provider_once_egress_is_paid(data_gb):
+    res = plan(parse_scenario(_moving(data_gb)))
+    opts = res.all_options
+    away = [o for o in opts if not o["price_provider"].startswith("AWS")]
+    home = [o for o in opts if o["price_provider"].startswith("AWS")]
+    assert away and home
+    for o in away:  # $0.09/GB (AWS data transfer out, the default) x the data, once per job
+        assert o["egress_usd"] == pytest.approx(0.09 * data_gb)
+        assert o["cost_usd"] == pytest.approx(o["gpus"] * o["price_usd_per_gpu_hour"] * o["time_h"] + 0.09 * data_gb)
+    for o in home:
+        assert o["egress_usd"] == 0.0
+        assert o["cost_usd"] == pytest.approx(o["gpus"] * o["price_usd_per_gpu_hour"] * o["time_h"])
+    rec = res.recommendation
+    assert rec is not None and rec["cost_usd"] == min(o["cost_usd"] for o in opts)
+    # 100 GB moves for $9 and the cheaper GPU-hour wins; 20 TB ($1,800) keeps the job where its data is
+    assert rec["price_provider"].startswith("AWS") == (data_gb == 20_000.0)
+
+
+def test_data_size_and_place_go_together():
+    from scaleright.errors import CatalogFileError
+
+    scn = _moving(10.0)
+    del scn["pricing"]["data_provider"]
+    with pytest.raises(CatalogFileError, match=r"pricing\.data_gb and pricing\.data_provider go together"):
+        parse_scenario(scn)

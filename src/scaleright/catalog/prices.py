@@ -198,7 +198,7 @@ def price_data_errors(*, catalog: Catalog | None = None) -> list[str]:
 
 
 def find_price(gpu: str, kind: str, *, catalog: Catalog | None = None, today: datetime.date | None = None,
-               max_age_days: float = MAX_PRICE_AGE_DAYS) -> PriceRow:  # fmt: skip
+               max_age_days: float = MAX_PRICE_AGE_DAYS, provider: str | None = None) -> PriceRow:  # fmt: skip
     """The offer to use for ``gpu`` (any alias) and ``kind`` (one of ``KINDS``): the one a buyer would take.
 
     Rule: keep rows of that GPU and kind in the usable unit (``usd_per_gpu_hour`` for rent, ``usd_per_gpu`` for
@@ -208,15 +208,19 @@ def find_price(gpu: str, kind: str, *, catalog: Catalog | None = None, today: da
     newest, then provider and sku in order); when none is that recent, the cheapest of all, marked stale. The
     returned row has ``usd`` set to that price, ``price_basis`` saying whether it is the quoted ``usd`` or the
     midpoint of ``usd_low``/``usd_high``, ``age_days`` and ``stale`` (True when older than ``max_age_days`` or
-    undated). Raises ``UnknownNameError`` for an unknown GPU and ``InputError`` (naming the GPU, the kind, the
-    kinds that do have a price and how to add one) when no row fits.
+    undated). ``provider`` keeps only that provider's offers (compared by ``provider_key``). Raises
+    ``UnknownNameError`` for an unknown GPU and ``InputError`` (naming the GPU, the kind, the kinds that do have a
+    price and how to add one) when no row fits.
     """
     cat = _catalog(catalog)
     _check_kind(kind)
     gpu_id = cat.gpu(gpu).id
     bad = _data_errors(cat.prices)
-    usable = [r for i, r in enumerate(cat.prices) if r.gpu_id == gpu_id and _usable(r) and i not in bad]
+    usable = [r for i, r in enumerate(cat.prices) if r.gpu_id == gpu_id and _usable(r) and i not in bad
+              and (provider is None or provider_key(r.provider) == provider_key(provider))]  # fmt: skip
     rows = [r for r in usable if r.kind == kind]
+    if not rows and provider is not None:
+        raise InputError(f"no {kind} price for GPU '{gpu_id}' from provider '{provider}'")
     if not rows:
         have = sorted({r.kind for r in usable}, key=KINDS.index)
         unit = USABLE_UNIT[kind]

@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, cast
 
 import numpy as np
 
 from scaleright.catalog import KINDS, Catalog, find_price
+from scaleright.catalog.prices import provider_key
 from scaleright.errors import InputError, ScalerightError, UnknownNameError
 from scaleright.estimate.calibration import DEFAULT_CALIBRATION, Calibration
 from scaleright.estimate.comm import system_of
@@ -94,7 +95,7 @@ def _ownership(scn: Scenario, gpu, purchase_usd: float, gpus) -> econ.OwnershipC
 _RENT_KINDS = tuple(k for k in KINDS if k != "purchase")
 
 
-def _offer(scn: Scenario, gpu, cat: Catalog, kind: str) -> tuple[dict | None, str]:
+def _offer(scn: Scenario, gpu, cat: Catalog, kind: str, provider: str | None = None) -> tuple[dict | None, str]:
     """The offer for ``gpu`` and ``kind`` (a rent kind or purchase) as the plan's price fields, overrides first:
     (``{price, price_provider, price_region, price_date, price_age_days, price_stale, price_source}``, a one-line
     source), or (None, why there is none and how to add one)."""
@@ -109,7 +110,7 @@ def _offer(scn: Scenario, gpu, cat: Catalog, kind: str) -> tuple[dict | None, st
         except ScalerightError:
             raise InputError(f"pricing: unknown GPU {name!r} in price overrides") from None
     try:
-        row = find_price(gpu.id, kind, catalog=cat, max_age_days=p.max_price_age_days)
+        row = find_price(gpu.id, kind, catalog=cat, max_age_days=p.max_price_age_days, provider=provider)
     except ScalerightError as exc:
         return None, str(exc)
     basis = f" ({row.price_basis})" if row.price_basis and row.price_basis != "usd" else ""
@@ -146,12 +147,10 @@ def _rate(scn: Scenario, gpu, cat: Catalog, gpus, kind: str | None = None):
 
 
 def _priced(scn: Scenario, gpu, cat: Catalog, gpus, kind: str) -> tuple[_Priced | None, str]:
+    if kind == "hybrid":
+        return _hybrid(scn, gpu, cat, gpus)
     if kind != "own":
-        offer, src = _offer(scn, gpu, cat, kind)
-        if offer is None:
-            return None, src
-        rate = np.full(np.shape(gpus), offer["price"], dtype=float)
-        return _Priced(kind, rate, src, {"pricing_kind": kind} | offer), src
+        return _priced_from(scn, gpu, cat, gpus, kind, None)
     offer, src = _offer(scn, gpu, cat, "purchase")
     if offer is None:
         return None, src
@@ -170,6 +169,46 @@ def _priced(scn: Scenario, gpu, cat: Catalog, gpus, kind: str) -> tuple[_Priced 
     return _Priced("own", own, src, fields), src
 
 
+def _hybrid(scn: Scenario, gpu, cat: Catalog, gpus) -> tuple[_Priced | None, str]:
+    """Mode hybrid: the cheapest owned baseline of ``gpu`` for the scenario's demand profile, bursts rented at
+    ``pricing.burst_kind`` (``economics.hybrid``); every GPU-hour of the fleet then costs the month's cost over the
+    month's demanded GPU-hours, the rate a job of the fleet is charged."""
+    p = scn.pricing
+    burst, bsrc = _offer(scn, gpu, cat, p.burst_kind)
+    if burst is None:
+        return None, f"bursts ({p.burst_kind}): {bsrc}"
+    purchase, psrc = _offer(scn, gpu, cat, "purchase")
+    if purchase is None:
+        return None, f"baseline (purchase): {psrc}"
+    if not gpu.tdp_w:
+        return None, f"{gpu.id} has no TDP in the catalog (needed for owned power cost)"
+    if p.demand_gpus_by_hour is not None:
+        demand, slot_h = np.asarray(p.demand_gpus_by_hour, dtype=float), np.full(24, DAYS_PER_MONTH)
+    else:
+        jobs = p.monthly_jobs or []
+        demand = np.asarray([j.gpus for j in jobs], dtype=float)
+        slot_h = np.asarray([j.hours for j in jobs], dtype=float)
+
+    def fixed(n: int) -> float:
+        c = _ownership(scn, gpu, purchase["price"], n)
+        return float(econ.net_capex_usd(costs=c) + econ.capital_charge_usd(costs=c)) / p.horizon_months
+
+    running = float(econ.owned_running_cost_usd_per_gpu_hour(costs=_ownership(scn, gpu, purchase["price"], 1)))
+    h = econ.cheapest_baseline(demand_gpus=demand, slot_h=slot_h, fixed_usd_per_month=fixed,
+                               running_usd_per_gpu_hour=running, rent_usd_per_gpu_hour=burst["price"])  # fmt: skip
+    blended = h["cost_usd_per_month"] / h["demand_gpu_hours"]
+    n = h["owned_gpus"]
+    owned_true = (fixed(n) + running * h["owned_gpu_hours"]) / h["owned_gpu_hours"] if n else None
+    src = (f"hybrid: own {n}, rent bursts {p.burst_kind} at ${burst['price']:g}/h ({bsrc}); purchase "
+           f"${purchase['price']:,.0f} ({psrc})")  # fmt: skip
+    fields = {"pricing_kind": "hybrid", "owned_gpus": n, "rented_gpu_hours": h["rented_gpu_hours"],
+              "true_cost_usd_per_gpu_hour": owned_true, "burst_kind": p.burst_kind,
+              "burst_price_usd_per_gpu_hour": burst["price"], "purchase_usd_per_gpu": purchase["price"],
+              "hybrid": h | {"burst_preemption_modelled": False, "rate": "fleet cost / demanded GPU-hours"}} | {
+        k: v for k, v in burst.items() if k != "price"}  # fmt: skip
+    return _Priced("hybrid", np.full(np.shape(gpus), blended, dtype=float), src, fields), src
+
+
 def _pricings(scn: Scenario, gpu, cat: Catalog, gpus) -> tuple[list[_Priced], str]:
     """Every way the scenario lets the buyer pay for ``gpu``: its mode, or (mode ``cheapest``) each rent kind with
     an offer and owning; ordered by price per GPU-hour at the first count. (list, why empty)."""
@@ -181,8 +220,34 @@ def _pricings(scn: Scenario, gpu, cat: Catalog, gpus) -> tuple[list[_Priced], st
             why.append(reason if len(kinds) == 1 else f"{k}: {reason}")
         else:
             found.append(pr)
+    found = [x for pr in found for x in _with_egress(scn, gpu, cat, gpus, pr)]
     found.sort(key=lambda pr: float(np.ravel(pr.rate)[0]) if np.size(pr.rate) else 0.0)
     return found, "; ".join(why[:1] if len(kinds) == 1 else why)
+
+
+def _with_egress(scn: Scenario, gpu, cat: Catalog, gpus, pr: _Priced) -> list[_Priced]:
+    """Multi-provider: a rented offer away from ``pricing.data_provider`` first moves ``data_gb`` out at
+    ``egress_usd_per_gb`` (a one-off per job, ``egress_usd``); the data provider's own cheapest offer of that
+    kind, if it has one, is a second way to pay with no egress. Owned and overridden prices are left alone."""
+    p = scn.pricing
+    if p.data_provider is None or pr.kind in ("own", "hybrid") or pr.offer.get("price_provider") == "scenario override":
+        return [pr]
+    home = provider_key(p.data_provider)
+    if provider_key(pr.offer.get("price_provider") or "") == home:
+        return [replace(pr, offer=pr.offer | {"egress_usd": 0.0})]
+    away = replace(pr, offer=pr.offer | {"egress_usd": p.data_gb * p.egress_usd_per_gb})
+    local, _ = _priced_from(scn, gpu, cat, gpus, pr.kind, p.data_provider)
+    return [away] + ([replace(local, offer=local.offer | {"egress_usd": 0.0})] if local is not None else [])
+
+
+def _priced_from(scn: Scenario, gpu, cat: Catalog, gpus, kind: str,
+                 provider: str | None) -> tuple[_Priced | None, str]:  # fmt: skip
+    """A rent ``kind``'s cheapest offer (of ``provider`` only, when given) as USD per GPU-hour over ``gpus``."""
+    offer, src = _offer(scn, gpu, cat, kind, provider=provider)
+    if offer is None:
+        return None, src
+    rate = np.full(np.shape(gpus), offer["price"], dtype=float)
+    return _Priced(kind, rate, src, {"pricing_kind": kind} | {k: v for k, v in offer.items() if k != "price"}), src
 
 
 def _spot_hours(scn: Scenario, a: dict, j: int, n: int, gpus_per_node: int, hours: float) -> tuple[float, dict]:
@@ -337,6 +402,10 @@ def _plan_training(scn, spec, cat, cal, progress) -> PlanResult:
                 h, spot = (_spot_hours(scn, a, j, int(n), system.gpus_per_node, float(hours[j]))
                            if pr.kind == "spot" else (float(hours[j]), None))  # fmt: skip
                 o = _train_option(scn, g, cand, j, h, price, pr.src, tokens) | pr.offer
+                if o.get("egress_usd"):
+                    o["cost_usd"] += o["egress_usd"]
+                    o["cost_per_1m_tokens_usd"] = float(econ.training_cost_usd_per_1m_tokens(tokens=tokens,
+                                                                                             cost_usd=o["cost_usd"]))
                 if pr.kind == "own":
                     o["true_cost_usd_per_gpu_hour"] = price
                 if spot is not None:

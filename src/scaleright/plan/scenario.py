@@ -17,18 +17,24 @@ from scaleright.limits import LIMITS, _show, bounds, text_bounds
 from scaleright.textfile import _short, path_problem, read_text
 from scaleright.userdata import load_yaml
 
-__all__ = ["Scenario", "Training", "Inference", "Constraints", "Pricing", "load_scenario", "PRICING_MODES"]
+__all__ = ["Scenario", "Training", "Inference", "Constraints", "Pricing", "MonthlyJob", "load_scenario",
+           "PRICING_MODES"]
 
 # a rent kind of ``catalog.prices.KINDS``, ``own`` (buy: total cost of ownership) or ``cheapest`` (every kind the
 # buyer can get, spot at its expected preempted time, owned at its TCO; the cheapest option wins)
+# ``hybrid``: own a baseline, rent the bursts of a demand profile (pricing.demand_gpus_by_hour or monthly_jobs)
 PRICING_MODES = ("on-demand", "spot", "marketplace", "reserved", "reserved-1y", "reserved-3y", "committed", "own",
-                 "cheapest")
+                 "hybrid", "cheapest")
 _PricingMode = Literal["on-demand", "spot", "marketplace", "reserved", "reserved-1y", "reserved-3y", "committed",
-                       "own", "cheapest"]
+                       "own", "hybrid", "cheapest"]
+_RentKind = Literal["on-demand", "spot", "marketplace", "reserved", "reserved-1y", "reserved-3y", "committed"]
 # AWS: "the average frequency of interruption across all Regions and instance types" has been under 5 % a month
 # (Amazon EC2 Spot Instance Advisor / "Spot Instance interruptions" documentation): 0.05 / (365/12 x 24) per
 # instance-hour. An all-instance average; GPU instances are reclaimed more often, so set your provider's figure.
 SPOT_PREEMPTIONS_PER_HOUR = 0.05 / (365.0 / 12.0 * 24.0)
+# AWS's price to move data out to the internet, first 10 TB a month, US regions: $0.09/GB (Amazon EC2 On-Demand
+# pricing, "Data Transfer OUT From Amazon EC2 To Internet")
+EGRESS_USD_PER_GB = 0.09
 # AWS EBS gp3's maximum throughput, 1,000 MiB/s per volume (Amazon EBS volume types documentation): a checkpoint
 # that must outlive a spot instance is written to network storage
 CHECKPOINT_WRITE_GB_PER_S = 1000 * 2**20 / 1e9
@@ -141,6 +147,13 @@ class Constraints(_Strict):
         return v
 
 
+class MonthlyJob(_Strict):
+    """One job of a month's demand (mode hybrid): GPUs it runs on and hours it runs per month."""
+
+    gpus: _Gpus = Field(ge=1)
+    hours: _Hours = Field(gt=0, le=24 * 31)
+
+
 class Pricing(_Strict):
     """How GPU time is paid for, and the facts needed for total cost of ownership and carbon."""
 
@@ -155,6 +168,18 @@ class Pricing(_Strict):
     checkpoint_write_gb_per_s: _GbPerS = Field(CHECKPOINT_WRITE_GB_PER_S, gt=0)
     spot_reprovision_s: _Seconds = Field(0.0, ge=0)
     checkpoint_interval_h: _Hours | None = Field(None, gt=0)
+    # mode hybrid (economics.hybrid): the fleet's demand, as GPUs busy in each of the 24 hours of a typical day, or
+    # as the month's jobs (run one after another); bursts above the owned baseline are rented at burst_kind
+    demand_gpus_by_hour: list[Annotated[int, *bounds("gpus"), Field(ge=0)]] | None = Field(None, min_length=24,
+                                                                                         max_length=24)
+    monthly_jobs: list[MonthlyJob] | None = Field(None, min_length=1, max_length=_MAX_ITEMS)
+    burst_kind: _RentKind = "on-demand"
+    # multi-provider training: the data lives at data_provider (a provider name as in prices.csv, e.g. "AWS");
+    # renting from another provider first moves data_gb out at egress_usd_per_gb (default EGRESS_USD_PER_GB). With
+    # both set the plan weighs the cheapest offer anywhere (plus egress) against the data provider's own offer
+    data_provider: _Name | None = None
+    data_gb: _UsdTotal = Field(0.0, ge=0)
+    egress_usd_per_gb: _UsdTotal = Field(EGRESS_USD_PER_GB, ge=0)
     # rent prices by GPU id overriding the catalog
     price_usd_per_gpu_hour: dict[_Name, _UsdPerHour] = Field({}, max_length=_MAX_ITEMS)
     # purchase prices by GPU id overriding the catalog
@@ -179,6 +204,21 @@ class Pricing(_Strict):
     cost_of_capital_per_year: _Fraction = Field(0.0, ge=0)
     depreciation_years: _Years = Field(4.0, gt=0)  # accounting life of owned hardware
     resale_fraction: _Fraction = Field(0.2, ge=0, le=1)  # resale value at the end of the horizon, of purchase
+
+    @model_validator(mode="after")
+    def _hybrid_profile(self) -> Pricing:
+        given = [k for k in ("demand_gpus_by_hour", "monthly_jobs") if getattr(self, k) is not None]
+        if self.mode == "hybrid" and len(given) != 1:
+            raise ValueError("pricing.mode hybrid needs exactly one demand profile: pricing.demand_gpus_by_hour "
+                             "(24 values) or pricing.monthly_jobs (a list of {gpus, hours})")
+        if self.mode != "hybrid" and given:
+            raise ValueError(f"pricing.{given[0]} is the demand profile of mode hybrid; mode is {self.mode!r}")
+        if (self.data_gb > 0) != (self.data_provider is not None):
+            raise ValueError("pricing.data_gb and pricing.data_provider go together: the data's size and where it "
+                             "lives (egress is paid to move it elsewhere)")
+        if self.mode == "hybrid" and self.demand_gpus_by_hour is not None and not any(self.demand_gpus_by_hour):
+            raise ValueError("pricing.demand_gpus_by_hour: every hour is 0; give the GPUs busy in some hour")
+        return self
 
 
 class Scenario(_Strict):

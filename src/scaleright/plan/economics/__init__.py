@@ -9,6 +9,7 @@ per module:
 - ``ownership``         ``OwnershipCosts``, TCO breakdown, owned cost per GPU-hour
 - ``rent_vs_buy``       break-even hours/day and months; the Capex vs Opex Decision Matrix as numbers
 - ``utilisation_curve`` the Utilisation Efficiency Curve and the cheapest GPU count meeting a deadline
+- ``hybrid``            own a baseline, rent the bursts of a demand profile; the cheapest baseline
 - ``spot``              expected time of a preempted job with checkpoints (Daly 2006)
 - ``fleet``             GPUs avoided by higher utilisation and longer service life
 
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 from scaleright.plan.economics.energy import co2e_kg, electricity_cost_usd, energy_kwh
 from scaleright.plan.economics.fleet import fleet_reduction_fraction
+from scaleright.plan.economics.hybrid import cheapest_baseline, hybrid_costs_usd, owned_and_rented_gpu_hours
 from scaleright.plan.economics.job import cost_per_job_usd, job_time_h, scaling_efficiency
 from scaleright.plan.economics.ownership import (
     OwnershipCosts,
@@ -84,6 +86,10 @@ __all__ = [
     "break_even_hours_per_day",
     "break_even_months",
     "capex_opex_matrix",
+    # hybrid
+    "owned_and_rented_gpu_hours",
+    "hybrid_costs_usd",
+    "cheapest_baseline",
     # spot
     "optimal_checkpoint_interval_h",
     "spot_expected_time_h",
