@@ -211,3 +211,16 @@ def test_data_size_and_place_go_together():
     del scn["pricing"]["data_provider"]
     with pytest.raises(CatalogFileError, match=r"pricing\.data_gb and pricing\.data_provider go together"):
         parse_scenario(scn)
+
+
+def test_the_plan_says_which_offer_it_used_and_which_rows_it_refused():
+    res = plan(load_scenario(ROOT / "examples" / "batch-job-occasional.yaml"))
+    [x] = [e for e in res.explanations if e["topic"] == "prices"]
+    rec = res.recommendation
+    assert rec is not None
+    assert rec["price_provider"] in x["text"] and rec["price_date"] in x["text"]
+    assert "6.571" in x["text"] and "data error" in x["text"]
+    assert res.search["price_data_errors"] == x["data"]["price_data_errors"]
+    # a plan without an h100-sxm in it does not report the h100-sxm row
+    quiet = plan(parse_scenario(_lora()))
+    assert quiet.search["price_data_errors"] == []

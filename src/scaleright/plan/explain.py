@@ -96,6 +96,16 @@ def _capex_opex(scn, gpu, n: int, cat, rent_price: float | None) -> dict | None:
     }  # fmt: skip
 
 
+def _rent_to_compare(scn, gpu, cat, rec: dict) -> float | None:
+    """The rent that owning is weighed against: the recommendation's own rent, or, when it owns hardware (mode
+    own, hybrid, or an owned option of mode cheapest), the cheapest on-demand offer."""
+    from scaleright.plan.planner import price_for
+
+    if rec.get("pricing_kind", scn.pricing.mode) in ("own", "hybrid"):
+        return price_for(scn, gpu, cat, "on-demand")[0]
+    return rec["price_usd_per_gpu_hour"]
+
+
 def _capex_entry(cap: dict | None, scn, gpu, cat, rent) -> dict:
     """The Capex vs Opex explanation, or why it cannot be computed."""
     from scaleright.plan.planner import price_for
@@ -134,7 +144,6 @@ def _capex_text(c: dict) -> str:
 
 def explain_training(res, scn, spec, cat, per_gpu) -> None:
     """Append training explanations and the utilisation curve to ``res``."""
-    from scaleright.plan.planner import price_for
 
     ex = res.explanations
     rec = res.recommendation or (res.infeasible or {}).get("closest")
@@ -261,8 +270,7 @@ def explain_training(res, scn, spec, cat, per_gpu) -> None:
     ex.append(_x("utilisation_curve", "Utilisation Efficiency Curve", text, gpu=gpu.id, base_gpus=base_n,
                  points=res.curve))  # fmt: skip
     # ---- capex vs opex ------------------------------------------------------------------------------------------
-    rent, _ = (price_for(scn, gpu, cat, "on-demand") if scn.pricing.mode in ("own",)
-               else (rec["price_usd_per_gpu_hour"], ""))
+    rent = _rent_to_compare(scn, gpu, cat, rec)
     cap = _capex_opex(scn, gpu, n, cat, rent)
     ex.append(_capex_entry(cap, scn, gpu, cat, rent))
     # ---- what would change the decision -------------------------------------------------------------------------
@@ -295,7 +303,6 @@ def explain_training(res, scn, spec, cat, per_gpu) -> None:
 
 def explain_inference(res, scn, spec, cat, evaluated, rate) -> None:
     """Append inference explanations to ``res``."""
-    from scaleright.plan.planner import price_for
 
     ex = res.explanations
     rec = res.recommendation or (res.infeasible or {}).get("closest")
@@ -366,8 +373,7 @@ def explain_inference(res, scn, spec, cat, evaluated, rate) -> None:
                  "self_host_cost_curve": {"utilisation": utils.tolist(), "usd_per_1m_output_tokens": curve.tolist()}}
     ex.append(_x("api_break_even", "Self-host vs API", text, **data))
     ex.append(_efficiency_ladder(scn, spec, gpu, rec, rate))
-    rent, _ = (price_for(scn, gpu, cat, "on-demand") if scn.pricing.mode == "own"
-               else (rec["price_usd_per_gpu_hour"], ""))
+    rent = _rent_to_compare(scn, gpu, cat, rec)
     cap = _capex_opex(scn, gpu, rec["gpus"], cat, rent)
     ex.append(_capex_entry(cap, scn, gpu, cat, rent))
 

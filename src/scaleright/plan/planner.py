@@ -2,12 +2,18 @@
 
 Training: every allowed GPU type is searched (``search.evaluate_training``); for each type and GPU count the
 fastest fitting layout is kept; its job time is tokens / throughput, its cost the seeds' rate × hours × GPUs
-(rent) or the amortised owned cost per GPU-hour (own). The recommendation is the cheapest option that meets the
+(rent) or the amortised owned cost per GPU-hour (own). The rate is the cheapest valid offer of the pricing kind
+(``catalog.find_price``: fresh before stale); a spot job takes Daly's expected time with preemptions, checkpoints
+and restarts (``economics.spot``), which the deadline is checked against; mode ``cheapest`` makes one option per
+kind (rent kinds and owning) and lets the cheapest win; mode ``hybrid`` charges the fleet's blended GPU-hour of
+the cheapest owned baseline for the demand profile (``economics.hybrid``); with ``pricing.data_provider`` an offer
+elsewhere pays the data's egress once. The recommendation is the cheapest option that meets the
 deadline and budget (ties: faster); if none does, the binding constraint and the closest option are reported.
 
 Inference: every GPU type × TP size is sized to carry the request rate within the latency SLOs
-(``search.evaluate_inference``); cost is per month of service at ``hours_per_day``; the recommendation is the
-cheapest that meets the budget.
+(``search.evaluate_inference``); cost is per month of service at ``hours_per_day`` at the cheapest kind's hourly
+rate (spot preemptions and egress are not modelled for serving); the recommendation is the cheapest that meets the
+budget.
 
 Explanations are computed from the same numbers (``explain.py``).
 """
@@ -22,7 +28,7 @@ from typing import Any, cast
 import numpy as np
 
 from scaleright.catalog import KINDS, Catalog, find_price
-from scaleright.catalog.prices import provider_key
+from scaleright.catalog.prices import price_data_errors, provider_key
 from scaleright.errors import InputError, ScalerightError, UnknownNameError
 from scaleright.estimate.calibration import DEFAULT_CALIBRATION, Calibration
 from scaleright.estimate.comm import system_of
@@ -298,6 +304,36 @@ def _energy(scn: Scenario, gpu, gpus, hours):
     return kwh, econ.co2e_kg(energy_kwh=kwh, grid_kg_per_kwh=p.grid_kg_co2e_per_kwh)
 
 
+def _explain_prices(res: PlanResult, scn: Scenario, cat: Catalog) -> None:
+    """The offers behind the plan: the recommendation's (kind, provider, region, date, age, source), how many
+    options rest on a stale offer, and the catalog rows refused as data errors (``price_data_errors``)."""
+    rec = res.recommendation or (res.infeasible or {}).get("closest")
+    considered = {o["gpu"] for o in res.all_options} | {x["gpu"] for x in res.search.get("skipped", [])}
+    errors = [e for e in price_data_errors(catalog=cat) if e.split(" ", 1)[0] in considered]
+    res.search["price_data_errors"] = errors
+    stale = sorted({o["gpu"] for o in res.all_options if o.get("price_stale")})
+    parts = []
+    if rec is not None and rec.get("price_provider") == "scenario override":
+        what = "a true cost of " if rec["pricing_kind"] == "own" else ""
+        parts.append(f"{rec['gpu']} {rec['pricing_kind']} at {what}${rec['price_usd_per_gpu_hour']:.3g}/GPU-hour, "
+                     "from the scenario's price override.")  # fmt: skip
+    elif rec is not None and rec.get("pricing_kind"):
+        where = ", ".join(x for x in (rec.get("price_region"), rec.get("price_date") or "undated") if x)
+        age = rec.get("price_age_days")
+        flag = (f", STALE: {age} days old (limit {scn.pricing.max_price_age_days:g})" if rec.get("price_stale")
+                and age is not None else ", STALE: undated" if rec.get("price_stale") else "")  # fmt: skip
+        parts.append(f"{rec['gpu']} {rec['pricing_kind']} at ${rec['price_usd_per_gpu_hour']:.3g}/GPU-hour from "
+                     f"{rec.get('price_provider') or 'the scenario'} ({where}{flag}); source: "
+                     f"{rec.get('price_source', '')}.")  # fmt: skip
+    if stale:
+        parts.append(f"Options resting on a stale offer: {', '.join(stale)}; refresh them in DIR/prices.csv.")
+    if errors:
+        parts.append(f"{len(errors)} catalog row(s) refused as data errors: {errors[0]}.")
+    if parts:
+        res.explanations.append({"topic": "prices", "title": "Prices", "text": " ".join(parts),
+                                 "data": {"stale_gpus": stale, "price_data_errors": errors}})  # fmt: skip
+
+
 def _pareto(opts: list[dict], key: str = "time_h") -> list[dict]:
     """Options not beaten on both ``key`` (time, or TPOT for serving) and cost, sorted by ``key``."""
     front, best_cost = [], math.inf
@@ -433,6 +469,7 @@ def _plan_training(scn, spec, cat, cal, progress) -> PlanResult:
         pareto=_pareto(options_all), explanations=[], search=search, infeasible=infeasible, all_options=options_all,
     )  # fmt: skip
     explain_training(res, scn, spec, cat, per_gpu_cands)
+    _explain_prices(res, scn, cat)
     return res
 
 
@@ -549,4 +586,5 @@ def _plan_inference(scn, spec, cat, cal, progress) -> PlanResult:
                 "limits": SEARCH_LIMITS},
     )  # fmt: skip
     explain_inference(res, scn, spec, cat, evaluated, rate)
+    _explain_prices(res, scn, cat)
     return res
