@@ -11,6 +11,8 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from scaleright.errors import InputError
 from scaleright.plan import economics as econ
@@ -174,3 +176,17 @@ def test_the_spot_example_weighs_every_kind_at_its_expected_time():
         if o["pricing_kind"] == "spot":
             assert o["time_h"] == o["spot"]["expected_time_h"] > o["spot"]["preemption_free_time_h"]
     assert rec["cost_usd"] == min(o["cost_usd"] for o in res.all_options if o["time_h"] <= 48)
+
+
+@settings(max_examples=80, deadline=None, derandomize=True)
+@given(st.floats(0.1, 1e4), st.floats(1e-4, 2.0), st.floats(0.0, 1.0), st.floats(0.0, 1.0), st.floats(1.01, 4.0))
+def test_preemptions_checkpoints_and_restarts_never_make_a_job_faster(work_h, rate, write_h, restart_h, more):
+    def tw(rate_: float, write: float, restart: float) -> float:
+        return float(econ.spot_expected_time_h(solve_time_h=work_h, mtbf_h=1 / rate_, checkpoint_write_h=write,
+                                               restart_h=restart))  # fmt: skip
+
+    base = tw(rate, write_h, restart_h)
+    assert base >= work_h * (1 - 1e-12)
+    assert tw(rate * more, write_h, restart_h) >= base * (1 - 1e-9)  # more preemptions
+    assert tw(rate, write_h * more + 1e-3, restart_h) >= base * (1 - 1e-9)  # slower checkpoints
+    assert tw(rate, write_h, restart_h * more + 1e-3) >= base * (1 - 1e-9)  # slower restarts

@@ -224,3 +224,22 @@ def test_the_plan_says_which_offer_it_used_and_which_rows_it_refused():
     # a plan without an h100-sxm in it does not report the h100-sxm row
     quiet = plan(parse_scenario(_lora()))
     assert quiet.search["price_data_errors"] == []
+
+
+def test_prices_as_of_an_earlier_day_replay_the_offers_known_then(tmp_path):
+    cat = _cat(tmp_path / "c", [
+        ("l4", "on-demand", 0.9, "", "", "usd_per_gpu_hour", "p", "", "2026-01-10"),
+        ("l4", "on-demand", 0.5, "", "", "usd_per_gpu_hour", "q", "", "2026-06-01"),
+    ])  # fmt: skip
+    assert find_price("l4", "on-demand", catalog=cat, today=datetime.date(2026, 3, 1)).usd == 0.9
+    assert find_price("l4", "on-demand", catalog=cat, today=datetime.date(2026, 7, 1)).usd == 0.5
+    with pytest.raises(InputError, match="dated on or before 2025-12-31"):
+        find_price("l4", "on-demand", catalog=cat, today=datetime.date(2025, 12, 31))
+    # in a scenario: pricing.prices_as_of, and the plan's JSON keeps it as a date string
+    scn = _lora(prices_as_of="2026-04-01")
+    scn["constraints"] = {"gpu_types": ["h100-sxm"], "max_gpus": 1}
+    scn["pricing"]["mode"] = "spot"
+    res = plan(parse_scenario(scn))
+    rec = res.recommendation
+    assert rec is not None and rec["price_date"] <= "2026-04-01" and rec["price_age_days"] >= 0
+    assert res.scenario["pricing"]["prices_as_of"] == "2026-04-01"

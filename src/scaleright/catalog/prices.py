@@ -203,8 +203,9 @@ def find_price(gpu: str, kind: str, *, catalog: Catalog | None = None, today: da
 
     Rule: keep rows of that GPU and kind in the usable unit (``usd_per_gpu_hour`` for rent, ``usd_per_gpu`` for
     purchase) that carry a price (``usd``, or both ends of a range, whose midpoint is the price) and that
-    ``price_data_errors`` does not flag; of those no older than ``max_age_days`` on ``today`` (default: today, UTC;
-    a bare year or month counts from its first day, so it is as old as it can be), return the cheapest (ties: the
+    ``price_data_errors`` does not flag and that are not dated after ``today`` (default: today, UTC; an earlier day
+    replays the prices known then); of those no older than ``max_age_days`` (a bare year or month counts from its
+    first day, so it is as old as it can be), return the cheapest (ties: the
     newest, then provider and sku in order); when none is that recent, the cheapest of all, marked stale. The
     returned row has ``usd`` set to that price, ``price_basis`` saying whether it is the quoted ``usd`` or the
     midpoint of ``usd_low``/``usd_high``, ``age_days`` and ``stale`` (True when older than ``max_age_days`` or
@@ -232,6 +233,10 @@ def find_price(gpu: str, kind: str, *, catalog: Catalog | None = None, today: da
         )
     day = today if today is not None else datetime.datetime.now(datetime.UTC).date()
     ages = {id(r): r.age_on(day) for r in rows}
+    known = [r for r in rows if (ages[id(r)] or 0) >= 0]  # an offer dated after ``today`` was not yet known
+    if not known:
+        raise InputError(f"no {kind} price for GPU '{gpu_id}' dated on or before {day.isoformat()}")
+    rows = known
 
     def fresh(r: PriceRow) -> bool:
         age = ages[id(r)]

@@ -116,7 +116,8 @@ def _offer(scn: Scenario, gpu, cat: Catalog, kind: str, provider: str | None = N
         except ScalerightError:
             raise InputError(f"pricing: unknown GPU {name!r} in price overrides") from None
     try:
-        row = find_price(gpu.id, kind, catalog=cat, max_age_days=p.max_price_age_days, provider=provider)
+        row = find_price(gpu.id, kind, catalog=cat, max_age_days=p.max_price_age_days, provider=provider,
+                         today=p.prices_as_of)  # fmt: skip
     except ScalerightError as exc:
         return None, str(exc)
     basis = f" ({row.price_basis})" if row.price_basis and row.price_basis != "usd" else ""
@@ -371,7 +372,7 @@ def _choose(opts: list[dict], scn: Scenario) -> tuple[dict | None, dict | None]:
 
 def _scenario_dict(scn: Scenario, spec, extra: dict) -> dict:
     c = count_params(spec)
-    return scn.model_dump() | {
+    return scn.model_dump(mode="json") | {  # JSON types: prices_as_of is a date
         "defaults_used": scn.defaults_used(), "model_params_total": c.total, "model_params_active": c.active,
     } | extra  # fmt: skip
 

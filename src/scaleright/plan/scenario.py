@@ -6,6 +6,7 @@ printed with every plan (``Scenario.defaults_used``) so a reader sees what was a
 
 from __future__ import annotations
 
+import datetime
 from pathlib import Path
 from typing import Annotated, Literal, cast
 
@@ -160,6 +161,8 @@ class Pricing(_Strict):
     mode: _PricingMode = "on-demand"
     # offers older than this are flagged stale and passed over for fresher ones (catalog.prices.MAX_PRICE_AGE_DAYS)
     max_price_age_days: _Hours = Field(MAX_PRICE_AGE_DAYS, ge=0)
+    # the day prices are aged from (YYYY-MM-DD); None: today (UTC). Set it to reproduce a plan later
+    prices_as_of: datetime.date | None = None
     # spot training (economics.spot, Daly 2006): preemptions per instance-hour (an instance = one node of
     # constraints.gpus_per_node GPUs; default SPOT_PREEMPTIONS_PER_HOUR), checkpoint storage throughput per
     # instance, extra time to re-acquire an instance after a preemption (0 unless given: not modelled), and the
