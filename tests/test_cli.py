@@ -246,6 +246,16 @@ def test_help_of_every_command_exits_zero(args):
     assert "Usage" in result.output
 
 
+@pytest.mark.parametrize("args", [["catalog", "gpus"], ["estimate", "train"], ["plan"]], ids=" ".join)
+def test_help_shows_no_value_after_an_on_off_flag(args):
+    """``--json`` takes no value, so help must not print ``--json <bool>``; options that take one keep their type."""
+    result = runner.invoke(app, [*args, "--help"], terminal_width=200)
+    assert result.exit_code == 0, result.output
+    json_line = next(line for line in result.output.splitlines() if "--json" in line)
+    assert "<bool>" not in json_line and "<bool>" not in result.output
+    assert "<path>" in result.output or "<int>" in result.output or "<text>" in result.output
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # Bad input: exit 2, one line on stderr, nothing on stdout, no traceback
 # ---------------------------------------------------------------------------------------------------------------

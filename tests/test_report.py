@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from scaleright import charts
 from scaleright.plan import report
 from scaleright.plan.planner import plan
 from scaleright.plan.report import render_html, write_html
@@ -177,3 +178,44 @@ def test_write_html_writes_the_rendered_report(training, tmp_path: Path) -> None
 
 def test_public_api_is_render_and_write() -> None:
     assert report.__all__ == ["render_html", "write_html"]
+
+
+def test_summary_comes_first_and_states_the_recommendation(training) -> None:
+    doc = render_html(training)
+    rec = training["recommendation"]
+    summary = re.search(r'<p class="summary">(.*?)</p>', doc, re.S)
+    assert summary and doc.index('class="summary"') < doc.index("<h2>")
+    text = re.sub(r"<[^>]+>", "", summary.group(1))
+    assert f"{rec['gpus']} × {rec['gpu']}" in text and report.format_usd(rec["cost_usd"]) in text
+    assert text.startswith("Rent (on-demand)") and "What would change it:" in text
+    # the best option per GPU type comes before the scenario, the charts and the explanations
+    assert doc.index("Best option per GPU type") < doc.index("<h2>Scenario") < doc.index("<h2>Charts")
+
+
+def test_infeasible_summary_names_the_binding_constraint(infeasible) -> None:
+    text = re.sub(r"<[^>]+>", "", re.search(r'<p class="summary">(.*?)</p>', render_html(infeasible), re.S).group(1))
+    assert text.startswith("No option meets the constraints") and infeasible["infeasible"]["binding"] in text
+
+
+def test_each_pareto_marker_carries_its_numbers_as_hover_text(training) -> None:
+    [pareto] = [s for s in SVG_RE.findall(render_html(training)) if "Cost against" in s]
+    tips = [t.text for t in ET.fromstring(pareto).iter("title")][1:]  # the first is the chart's own title
+    assert len(tips) == len([o for o in training["all_options"] if o.get("time_h") and o.get("cost_usd")])
+    o = training["all_options"][0]
+    assert f"{o['gpus']} × {o['gpu']}" in tips[0] and report.format_usd(o["cost_usd"]) in tips[0]
+
+
+def test_twenty_gpu_types_get_twenty_colours_and_eighty_get_distinct_colour_and_marker_pairs() -> None:
+    styles = charts.styles([f"gpu-{i}" for i in range(80)])
+    assert len({styles[f"gpu-{i}"][0] for i in range(20)}) == 20
+    assert len(set(styles.values())) == 80
+    assert all(styles[f"gpu-{i}"][1] != styles[f"gpu-{i + 1}"][1] for i in range(79))  # neighbours differ in shape
+
+
+def test_a_one_point_scaling_curve_and_a_one_type_radar_become_sentences(training) -> None:
+    one = dict(training, curve=training["curve"][:1], options=training["options"][:1])
+    doc = render_html(one)
+    titles = [ET.fromstring(s)[0].text for s in SVG_RE.findall(doc)]
+    assert not any(t.startswith(("Scaling curve", "Radar")) for t in titles)
+    assert f"only one GPU count ({training['curve'][0]['gpus']}) has an option" in doc
+    assert "Radar: one GPU type" in doc

@@ -124,3 +124,15 @@ def test_runs_show_and_export_accept_json(cli, tmp_path, make_run):
     exported = cli("runs", "export", "--json", "--db", db)
     assert exported.returncode == 0, exported.stderr
     assert [r["id"] for r in json.loads(exported.stdout)] == [1]
+
+
+def test_report_with_no_successful_train_run_is_an_error_like_compare_and_calibrate(cli, tmp_path, make_run):
+    db = tmp_path / "runs.sqlite"
+    bench.RunStore(db).add(**make_run(status="failed"))
+    for args in (["bench", "report"], ["bench", "report", "--json"]):
+        proc = cli(*args, "--db", db)
+        assert proc.returncode == 2, proc.stdout
+        assert proc.stdout == ""
+        [line] = proc.stderr.strip().splitlines()
+        assert line == ("error: no successful train runs in the database to report on; run `scaleright bench train` "
+                        "first")

@@ -6,6 +6,8 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
+import xml.etree.ElementTree as ET
 
 import pytest
 
@@ -80,8 +82,15 @@ def test_report_command_prints_table_json_and_self_contained_html(ddp_sweep, cli
     [group] = json.loads(proc.stdout)
     assert [r["world_size"] for r in group["rows"]] == [1, 2] and group["key"]["strategy"] == "ddp"
     html = page.read_text()
-    assert "<svg" in html and "<polyline" in html and "<script" not in html and "http://" not in html.replace(
-        'xmlns="http://www.w3.org/2000/svg"', "")
+    assert "<svg" in html and "<script" not in html and "http://" not in html
+    charts = {ET.fromstring(s)[0].text: ET.fromstring(s) for s in re.findall(r"<svg\b.*?</svg>", html, re.S)}
+    assert set(charts) == {"Speedup against world size", "Scaling efficiency = speedup / (N / N_base)",
+                           "Cost per job against world size"}  # the cost chart because a price was given
+    speedup = [t.text for t in charts["Speedup against world size"].iter("text")]
+    assert {"1", "2"} <= set(speedup) and "group 1" in speedup and "ideal (linear)" in speedup  # ticks, legend
+    tips = [t.text for t in charts["Speedup against world size"].iter("title")][1:]
+    assert [t.split(":")[0] for t in tips] == ["group 1, N=1", "group 1, N=2"]  # hover values per measured point
+    assert "Price $2.50 per GPU-hour" in html
     table = cli("bench", "report", "--db", db)
     assert table.returncode == 0 and "speedup" in table.stdout and "100%" in table.stdout
     assert render_html([]).startswith("<!DOCTYPE html>")

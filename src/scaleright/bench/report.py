@@ -3,13 +3,13 @@
 Runs are grouped by everything but the world size: hardware fingerprint, model dims, strategy, precision,
 activation checkpointing, micro batch and device type. Within a group, repeated runs at one world size are combined
 by their median tokens/s. Formulas in ``bench/scaling.py`` (seed guide: efficiency = speedup / N; cost = N x price x
-time). Output as rows (``--json``), a rich table, or a self-contained HTML page with an inline SVG chart of speedup
-against world size next to the ideal line (no scripts, no external resources).
+time). Output as rows (``--json``), a rich table, or a self-contained HTML page with inline SVG charts of speedup,
+scaling efficiency and (with a price) cost per job against world size, with axis ticks, a legend and hover values
+(drawn by ``scaleright.charts``; no scripts, no external resources).
 """
 
 from __future__ import annotations
 
-import html
 import json
 import math
 from collections import defaultdict
@@ -17,7 +17,10 @@ from typing import Any
 
 import numpy as np
 
+from scaleright import charts as ch
+from scaleright import fmt
 from scaleright.bench.scaling import job_cost_usd, job_time_h, scaling_curve
+from scaleright.charts import X0, X1, Y0, Y1
 from scaleright.errors import InputError
 
 __all__ = ["scaling_report", "render_table", "render_html", "group_label", "run_problem"]
@@ -123,63 +126,73 @@ def render_table(groups: list[dict]):
     return Group(*tables)
 
 
-_W, _H, _PAD = 560, 340, 50
-_COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b")
+def _tip(g: dict, i: int, r: dict) -> str:
+    cost = f", job {fmt.usd(r['job_cost_usd'])}" if r.get("job_cost_usd") is not None else ""
+    return (f"group {i + 1}, N={r['world_size']}: {fmt.number(r['tokens_per_s'])} tokens/s, speedup "
+            f"{fmt.number(r['speedup'])}×, efficiency {fmt.percent(r['scaling_efficiency'])}{cost}")
 
 
-def _svg(groups: list[dict]) -> str:
-    """Speedup vs world size per group, plus the ideal line speedup = N / N_base."""
-    pts = [(r["world_size"], r["speedup"]) for g in groups for r in g["rows"]]
-    xmax = max([p[0] for p in pts] + [2])
-    ymax = max([p[1] for p in pts] + [xmax])
-
-    def x(v: float) -> float:
-        return _PAD + (v - 1) / (xmax - 1) * (_W - 2 * _PAD)
-
-    def y(v: float) -> float:
-        return _H - _PAD - v / ymax * (_H - 2 * _PAD)
-
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{_W}" height="{_H}" role="img" '
-             f'aria-label="speedup against world size">',
-             f'<line x1="{_PAD}" y1="{y(0)}" x2="{_W - _PAD}" y2="{y(0)}" stroke="#444"/>',
-             f'<line x1="{_PAD}" y1="{y(0)}" x2="{_PAD}" y2="{_PAD}" stroke="#444"/>',
-             f'<text x="{_W / 2}" y="{_H - 10}" text-anchor="middle">world size (GPUs / ranks)</text>',
-             f'<text x="14" y="{_H / 2}" transform="rotate(-90 14 {_H / 2})" text-anchor="middle">speedup</text>',
-             f'<polyline points="{x(1)},{y(1)} {x(xmax)},{y(xmax)}" fill="none" stroke="#999" '
-             f'stroke-dasharray="5,4"/><text x="{x(xmax) - 4}" y="{y(xmax) - 6}" text-anchor="end" '
-             f'fill="#777">ideal</text>']
-    for n in sorted({p[0] for p in pts} | {1, xmax}):
-        parts.append(f'<text x="{x(n)}" y="{y(0) + 18}" text-anchor="middle">{n}</text>')
+def _chart(groups: list[dict], key: str, title: str, ylabel: str, *, log: bool, yfmt=fmt.number) -> str:
+    """``key`` of every row against world size (log2 x), one coloured line and marker shape per group; for speedup,
+    each group's ideal line N / N_base dashed."""
+    sty = ch.styles([str(i) for i in range(len(groups))])
+    n_all = [r["world_size"] for g in groups for r in g["rows"]]
+    ideal = {(g["rows"][0]["world_size"], g["rows"][-1]["world_size"]) for g in groups} if key == "speedup" else set()
+    ys = [r[key] for g in groups for r in g["rows"] if fmt.is_number(r.get(key))]
+    ys += [hi / lo for lo, hi in ideal] + [1.0] * bool(ideal)
+    xlo, xhi = ch.span(n_all, 2)
+    ylo, yhi = ch.span(ys, 2) if log else ch.span(ys + ([1.05] if key == "scaling_efficiency" else []), zero=True)
+    sx, sy = ch.scale(xlo, xhi, X0, X1, 2), ch.scale(ylo, yhi, Y0, Y1, 2 if log else 0)
+    out = ch.axes(sx, sy, ch.ticks(xlo, xhi, 2), ch.ticks(ylo, yhi, 2 if log else 0), "world size (GPUs / ranks, log2)",
+                  ylabel, xfmt=lambda v: f"{v:g}", yfmt=yfmt)  # fmt: skip
+    for lo, hi in sorted(ideal):
+        out.append(ch.path([(sx(lo), sy(1.0)), (sx(hi), sy(hi / lo))], "#888", 1.5, "6 4"))
+    if key == "scaling_efficiency" and ylo < 1 < yhi:
+        out.append(ch.line(X0, sy(1.0), X1, sy(1.0), "#888", 1.5, "6 4"))
+    items = []
     for i, g in enumerate(groups):
-        c = _COLORS[i % len(_COLORS)]
-        line = " ".join(f"{x(r['world_size']):.1f},{y(r['speedup']):.1f}" for r in g["rows"])
-        parts.append(f'<polyline points="{line}" fill="none" stroke="{c}" stroke-width="2"/>')
-        for r in g["rows"]:
-            parts.append(f'<circle cx="{x(r["world_size"]):.1f}" cy="{y(r["speedup"]):.1f}" r="4" fill="{c}">'
-                         f'<title>{html.escape(group_label(g))}: N={r["world_size"]}, speedup '
-                         f'{r["speedup"]:.2f}</title></circle>')
-    parts.append("</svg>")
-    return "".join(parts)
+        col, shape = sty[str(i)]
+        rows = [r for r in g["rows"] if fmt.is_number(r.get(key))]
+        if len(rows) > 1:
+            out.append(ch.path([(sx(r["world_size"]), sy(r[key])) for r in rows], col, 2))
+        out += [ch.dot(sx(r["world_size"]), sy(r[key]), col, 4.5, shape=shape, tip=_tip(g, i, r)) for r in rows]
+        items.append((f"group {i + 1}", col, "dot" if shape == "circle" else shape))
+    if ideal or key == "scaling_efficiency":
+        items.append(("ideal (linear)", "#888", "dash"))
+    out += ch.legend(items)
+    return ch.svg(title, out)
 
 
 def render_html(groups: list[dict]) -> str:
-    """A self-contained HTML page: the chart and one table per group."""
-    body = [f"<h1>scaleright scaling report</h1>{_svg(groups) if groups else '<p>No ok train runs.</p>'}"]
+    """A self-contained HTML page: speedup, scaling efficiency and (with a price) cost per job against world size,
+    one series per group (hover a marker for its numbers), then one table per group."""
+    body = ["<h1>scaleright scaling report</h1>"]
+    if not groups:
+        body.append("<p>No ok train runs.</p>")
+    else:
+        price, job = groups[0]["price_usd_per_gpu_hour"], groups[0]["job_tokens"]
+        body.append('<p class="summary">' + (f"Price {ch.esc(fmt.usd(price))} per GPU-hour (given with "
+                    "<code>--price-usd-per-gpu-hour</code>)" if price is not None else "No price given "
+                    "(<code>--price-usd-per-gpu-hour</code>): cost per job is not computed")
+                    + f"; one job = {ch.esc(fmt.number(job))} tokens.</p>")  # fmt: skip
+        if all(len(g["rows"]) < 2 for g in groups):
+            body.append('<p class="note">Each group has runs at one world size only: a scaling curve needs two.</p>')
+        else:
+            body.append(_chart(groups, "speedup", "Speedup against world size", "speedup (×, log2)", log=True,
+                               yfmt=lambda v: f"{v:g}×"))  # fmt: skip
+            body.append(_chart(groups, "scaling_efficiency", "Scaling efficiency = speedup / (N / N_base)",
+                               "scaling efficiency", log=False, yfmt=fmt.percent))  # fmt: skip
+            if price is not None:
+                body.append(_chart(groups, "job_cost_usd", "Cost per job against world size", "cost per job (USD)",
+                                   log=False, yfmt=ch.usd_tick))  # fmt: skip
+    cols = ["N ranks", "runs", "tokens/s", "step s", "speedup", "efficiency", "job h", "job cost", "peak GB", "run ids"]
     for i, g in enumerate(groups):
-        c = _COLORS[i % len(_COLORS)]
-        head = "".join(f"<th>{h}</th>" for h in ("N ranks", "runs", "tokens/s", "step s", "speedup", "efficiency",
-                                                   "job h", "job cost USD"))
-        rows = "".join(
-            f"<tr><td>{r['world_size']}</td><td>{r['runs']}</td><td>{r['tokens_per_s']:,.0f}</td>"
-            f"<td>{r['step_time_s_median']:.4g}</td><td>{r['speedup']:.2f}x</td>"
-            f"<td>{r['scaling_efficiency']:.0%}</td><td>{r['job_time_h']:,.2f}</td>"
-            f"<td>{'-' if r['job_cost_usd'] is None else format(r['job_cost_usd'], ',.2f')}</td></tr>"
-            for r in g["rows"])
-        body.append(f'<h2 style="color:{c}">{html.escape(group_label(g))}</h2><table>'
-                    f"<tr>{head}</tr>{rows}</table>")
-    note = ("<p>efficiency = speedup / (N / N<sub>base</sub>); job cost = N &times; price per GPU-hour &times; job "
-            "hours (seed guide \"Single GPU vs Multi-GPU Server\").</p>")
-    style = ("body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}"
-             "td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}")
-    return (f'<!DOCTYPE html><html><head><meta charset="utf-8"><title>scaleright scaling report</title>'
-            f"<style>{style}</style></head><body>{''.join(body)}{note}</body></html>\n")
+        rows = [[r["world_size"], r["runs"], fmt.number(r["tokens_per_s"]), fmt.number(r["step_time_s_median"]),
+                 f"{fmt.number(r['speedup'])}×", fmt.percent(r["scaling_efficiency"]), fmt.number(r["job_time_h"]),
+                 fmt.usd(r["job_cost_usd"]), fmt.number(r.get("peak_memory_gb")),
+                 ", ".join(str(x) for x in r["run_ids"])] for r in g["rows"]]  # fmt: skip
+        body.append(f"<h2>group {i + 1}: {ch.esc(group_label(g))}</h2>{ch.table(cols, rows)}")
+    note = ('<p class="note">efficiency = speedup / (N / N<sub>base</sub>); job cost = N × price per GPU-hour '
+            '× job hours (seed guide "Single GPU vs Multi-GPU Server").</p>')
+    return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"/><title>scaleright scaling report</title>'
+            f"<style>{ch.CSS}</style></head><body>{''.join(body)}{note}</body></html>\n")

@@ -407,6 +407,8 @@ def report(
     groups = scaling_report(_listed(store, "train", status="ok"), price_usd_per_gpu_hour=price,
                             job_tokens=job_tokens, skipped=skipped)
     _warn(skipped)
+    if not groups:  # as `compare` and `calibrate` do: nothing to report is an error, not an empty success
+        raise InputError("no successful train runs in the database to report on; run `scaleright bench train` first")
     if html_out is not None:
         write_output("--html", html_out, render_html(groups))
     if as_json:
@@ -415,7 +417,7 @@ def report(
     from rich.console import Console
 
     console = Console()
-    console.print(render_table(groups) if groups else "no ok train runs in the database")
+    console.print(render_table(groups))
     if html_out is not None:
         from scaleright.cli.common import esc
 

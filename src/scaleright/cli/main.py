@@ -9,13 +9,34 @@ rooted at ``ScalerightError`` and the argument parser's usage errors become one 
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import typer
 
 from scaleright.cli import bench_cmd, calibrate_cmd, catalog_cmd, estimate_cmd, plan_cmd, serve_cmd
 from scaleright.cli.common import visible
 from scaleright.errors import InputError, ScalerightError
+
+
+def _flags_take_no_value() -> None:
+    """typer 0.2x prints ``<bool>`` after on/off flags in ``--help`` (``--json <bool>``), as if they took a value;
+    they do not. Show no type for flags; every other option keeps its ``<type>``."""
+    option = getattr(getattr(typer, "core", None), "TyperOption", None)
+    shown = getattr(option, "display_type_rich", None)
+    if option is None or shown is None or getattr(shown, "_scaleright", False):
+        return
+
+    def display_type_rich(self: Any, ctx: Any) -> str | None:
+        if getattr(self, "is_flag", False) and not getattr(self, "count", False):
+            return None
+        return shown(self, ctx)  # type: ignore[no-any-return]
+
+    display_type_rich._scaleright = True  # type: ignore[attr-defined]
+    option.display_type_rich = display_type_rich
+
+
+_flags_take_no_value()
+
 
 app = typer.Typer(
     name="scaleright",

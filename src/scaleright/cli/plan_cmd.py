@@ -19,9 +19,9 @@ from scaleright.cli.common import (
     console,
     emit_json,
     esc,
-    fmt,
     table,
 )
+from scaleright.fmt import ms, number, percent, usd
 
 
 def register(app: typer.Typer) -> None:
@@ -110,28 +110,30 @@ def _print(d: dict) -> None:
         lay = esc(", ".join(f"{k}={v}" for k, v in rec["layout"].items()))
         gpu = esc(rec["gpu"])
         if training:
-            console.print(f"[green]Recommendation:[/green] {rec['gpus']} x {gpu} ({lay}): {rec['time_h']:.3g} h, "
-                          f"${rec['cost_usd']:,.0f} (${rec['cost_per_1m_tokens_usd']:.3g} per 1M tokens), "
-                          f"{rec['energy_kwh']:,.0f} kWh, {rec['co2e_kg']:,.0f} kg CO2e")  # fmt: skip
+            console.print(f"[green]Recommendation:[/green] {rec['gpus']} x {gpu} ({lay}): {number(rec['time_h'])} h, "
+                          f"{usd(rec['cost_usd'])} ({usd(rec['cost_per_1m_tokens_usd'])} per 1M tokens), "
+                          f"{number(rec['energy_kwh'])} kWh, {number(rec['co2e_kg'])} kg CO2e")  # fmt: skip
         else:
             console.print(f"[green]Recommendation:[/green] {rec['gpus']} x {gpu} ({lay}): "
-                          f"${rec['cost_usd']:,.0f}/month, ${rec['cost_per_1m_tokens_usd']:.3g} per 1M output tokens, "
-                          f"TTFT {rec['ttft_s'] * 1e3:.0f} ms, TPOT {rec['tpot_s'] * 1e3:.1f} ms")  # fmt: skip
+                          f"{usd(rec['cost_usd'])}/month, {usd(rec['cost_per_1m_tokens_usd'])} per 1M output tokens, "
+                          f"TTFT {ms(rec['ttft_s'])} ms, TPOT {ms(rec['tpot_s'])} ms")  # fmt: skip
     if training:
-        cols = ["gpu", "gpus", "layout", "time h", "cost $", "$/1M tok", "MFU", "mem GB/GPU", "kWh", "price $/GPU-h"]
-        rows = [[o["gpu"], o["gpus"], _short(o["layout"]), o["time_h"], o["cost_usd"], o["cost_per_1m_tokens_usd"],
-                 o["mfu"], o["memory_gb_per_gpu"], o["energy_kwh"], o["price_usd_per_gpu_hour"]] for o in d["options"]]
+        cols = ["gpu", "gpus", "layout", "time h", "cost", "$/1M tok", "MFU", "mem GB/GPU", "kWh", "$/GPU-h"]
+        rows = [[o["gpu"], o["gpus"], _short(o["layout"]), number(o["time_h"]), usd(o["cost_usd"]),
+                 usd(o["cost_per_1m_tokens_usd"]), percent(o["mfu"]), number(o["memory_gb_per_gpu"]),
+                 number(o["energy_kwh"]), usd(o["price_usd_per_gpu_hour"])] for o in d["options"]]  # fmt: skip
     else:
-        cols = ["gpu", "gpus", "layout", "$/month", "$/1M out tok", "TTFT s", "TPOT s", "util", "price $/GPU-h"]
-        rows = [[o["gpu"], o["gpus"], _short(o["layout"]), o["cost_usd"], o["cost_per_1m_tokens_usd"], o["ttft_s"],
-                 o["tpot_s"], o["utilisation"], o["price_usd_per_gpu_hour"]] for o in d["options"]]
+        cols = ["gpu", "gpus", "layout", "$/month", "$/1M out tok", "TTFT ms", "TPOT ms", "util", "$/GPU-h"]
+        rows = [[o["gpu"], o["gpus"], _short(o["layout"]), usd(o["cost_usd"]), usd(o["cost_per_1m_tokens_usd"]),
+                 ms(o["ttft_s"]), ms(o["tpot_s"]), percent(o["utilisation"]), usd(o["price_usd_per_gpu_hour"])]
+                for o in d["options"]]  # fmt: skip
     table("Best option per GPU type", cols, rows[:20])
     if d["pareto"] and training:
         console.print("Pareto front (time vs cost): " + esc("; ".join(
-            f"{o['gpus']}x{o['gpu']} {fmt(o['time_h'])} h ${fmt(o['cost_usd'])}" for o in d["pareto"][:8])))
+            f"{o['gpus']}x{o['gpu']} {number(o['time_h'])} h {usd(o['cost_usd'])}" for o in d["pareto"][:8])))
     elif d["pareto"]:
         console.print("Pareto front (TPOT vs monthly cost): " + esc("; ".join(
-            f"{o['gpus']}x{o['gpu']} {o['tpot_s'] * 1e3:.1f} ms ${fmt(o['cost_usd'])}" for o in d["pareto"][:8])))
+            f"{o['gpus']}x{o['gpu']} {ms(o['tpot_s'])} ms {usd(o['cost_usd'])}" for o in d["pareto"][:8])))
     for e in d["explanations"]:
         console.print(f"[bold]{esc(e['title'])}[/bold]: {esc(e['text'])}")
     srch = d["search"]

@@ -1,9 +1,11 @@
 """The plan as one self-contained HTML file: inline CSS, charts as inline SVG drawn here, no JavaScript, no fetches.
 
-Input is ``PlanResult.as_dict()`` (``planner.py``; explanation ``data`` from ``explain.py``). Sections: the scenario
-and the defaults it used; the recommendation (or the binding constraint and the closest option); charts — scaling
-curve (training), cost vs time Pareto front, memory per GPU (training), rent vs buy, a radar per GPU type; the
-explanations; tables of the best option per GPU type, the Pareto front and the skipped GPU types.
+Input is ``PlanResult.as_dict()`` (``planner.py``; explanation ``data`` from ``explain.py``). Sections: a two-sentence
+summary; the recommendation (or the binding constraint and the closest option); the best option per GPU type; the
+scenario and the defaults it used; charts — scaling curve (training), cost vs time Pareto front, memory per GPU
+(training), rent vs buy, a radar per GPU type (a chart with one point or one polygon is replaced by a sentence
+saying so); the explanations; tables of the Pareto front, the skipped GPU types and the price sources. Markers carry
+their numbers as hover text (SVG ``<title>``); each GPU type has its own colour and marker shape.
 
 Every number shown is read from the result; only chart scales and the radar's normalisation are computed here.
 All text is escaped; None, NaN and inf print as "—".
@@ -11,64 +13,27 @@ All text is escaped; None, NaN and inf print as "—".
 
 from __future__ import annotations
 
-import html
 import math
-import numbers
 from pathlib import Path
-from typing import TypeGuard
 
 import scaleright
+from scaleright import charts as ch
+from scaleright import fmt
+from scaleright.charts import CSS, DASH, X0, X1, Y0, Y1, H
 
 __all__ = ["render_html", "write_html"]
 
-PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22",
-           "#7f7f7f")  # fmt: skip
-W, H = 720, 360  # chart canvas, px
-X0, X1, Y0, Y1 = 72, W - 190, H - 52, 16  # plot area: left, right, bottom, top (px); legend right of X1
-DASH = "—"
-CSS = """
-body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,Helvetica,Arial,sans-serif;margin:0 auto;max-width:1040px;
-padding:24px;color:#1d2330;line-height:1.45}
-h1{margin:0 0 4px}h2{border-bottom:2px solid #e3e7ee;padding-bottom:4px;margin-top:36px}h3{margin:18px 0 4px}
-table{border-collapse:collapse;margin:8px 0;font-size:14px}
-td,th{border:1px solid #dfe3ea;padding:4px 8px;text-align:left}
-th{background:#f3f5f9}td.n{text-align:right;font-variant-numeric:tabular-nums}tr.hl td{background:#eaf6ea}
-.cards{display:flex;flex-wrap:wrap;gap:10px;margin:10px 0}.card{border:1px solid #dfe3ea;border-radius:8px;
-padding:8px 14px;min-width:120px}.card b{display:block;font-size:20px}.card span{color:#5b6475;font-size:13px}
-.rec{border-left:5px solid #2ca02c;padding:4px 16px;background:#f6fbf6}
-.bad{border-left:5px solid #d62728;padding:4px 16px;background:#fdf4f4}
-.note{color:#5b6475;font-size:14px}figure{margin:18px 0}figcaption{color:#5b6475;font-size:14px;max-width:720px}
-svg.chart{max-width:100%;height:auto;font-size:12px;font-family:inherit}code{background:#f3f5f9;padding:0 3px}
-footer{margin-top:40px;border-top:1px solid #e3e7ee;padding-top:8px;color:#5b6475;font-size:13px}
-"""
-
-
 # ---- formatting ---------------------------------------------------------------------------------------------------
-def _e(x: object) -> str:
-    return html.escape(str(x))
-
-
-def _ok(x: object) -> TypeGuard[float]:
-    return isinstance(x, numbers.Real) and not isinstance(x, bool) and math.isfinite(x)
+_ok = fmt.is_number
+format_usd = fmt.usd  # the name explanations import
+_e = ch.esc
 
 
 def _num(x: object, spec: str = ".3g") -> str:
-    """Three significant figures (thousands separated from 1,000 up); "—" for None, NaN, inf."""
-    if not _ok(x):
-        return DASH
-    return f"{x:,.0f}" if abs(x) >= 1000 and spec == ".3g" else format(x, spec)
-
-
-def format_usd(x: object) -> str:
-    """Money as printed everywhere (report, explanations): whole dollars from $1,000, cents from $1, three
-    significant digits below; "—" for None, NaN, inf."""
-    if not _ok(x):
-        return DASH
-    return f"${x:,.0f}" if abs(x) >= 1000 else f"${x:,.2f}" if abs(x) >= 1 else f"${x:.3g}"
-
-
-def _usd_tick(x: float) -> str:
-    return f"${x / 1e6:g}M" if x >= 1e6 else f"${x / 1e3:g}k" if x >= 1e4 else "$" + _num(x)
+    """``fmt.number`` (three significant figures); another format ``spec`` where a chart tick needs one."""
+    if spec == ".3g" or not _ok(x):
+        return fmt.number(x)
+    return format(x, spec)
 
 
 def _opt(x: object, unit: str) -> str:
@@ -76,8 +41,7 @@ def _opt(x: object, unit: str) -> str:
     return f"{_num(x)} {unit}" if _ok(x) else "none"
 
 
-def _pct(x: object) -> str:
-    return f"{x:.0%}" if _ok(x) else DASH
+_pct = fmt.percent
 
 
 def _layout(lay: dict) -> str:
@@ -86,177 +50,88 @@ def _layout(lay: dict) -> str:
     return " ".join(parts) or DASH
 
 
-def _table(cols: list[str] | None, rows: list[list], rec_rows: set[int] | frozenset[int] = frozenset()) -> str:
-    head = f"<thead><tr>{''.join(f'<th>{_e(c)}</th>' for c in cols)}</tr></thead>" if cols else ""
-    body = []
-    for i, r in enumerate(rows):
-        cells = "".join(f'<td class="n">{_e(v)}</td>' if _ok(v) or str(v)[:1] in tuple("$0123456789-")
-                        else f"<td>{_e(v)}</td>" for v in r)  # fmt: skip
-        cls = ' class="hl"' if i in rec_rows else ""
-        body.append(f"<tr{cls}>{cells}</tr>")
-    return f"<table>{head}<tbody>{''.join(body)}</tbody></table>"
-
-
-# ---- SVG primitives -----------------------------------------------------------------------------------------------
-def _scale(lo: float, hi: float, p0: float, p1: float, log: int = 0):
-    """Data -> pixel map; ``log`` is the base of a log axis (0: linear)."""
-    f = (lambda v: math.log(v, log)) if log else (lambda v: v)
-    a, b = f(lo), f(hi)
-    if b - a < 1e-12:
-        a, b = a - 1, b + 1
-    return lambda v: p0 + (f(v) - a) / (b - a) * (p1 - p0)
-
-
-def _span(vals: list[float], log: int = 0, zero: bool = False) -> tuple[float, float]:
-    v = [x for x in vals if _ok(x) and (x > 0 or not log)] or [1.0]
-    lo, hi = min(v), max(v)
-    if log:
-        return lo / 1.3, hi * 1.3
-    lo = 0.0 if zero else lo
-    pad = (hi - lo) * 0.06 or abs(hi) * 0.1 or 1.0
-    return (lo if zero else lo - pad), hi + pad
-
-
-def _ticks(lo: float, hi: float, log: int = 0) -> list[float]:
-    if log == 2:
-        return [2.0**e for e in range(math.ceil(math.log2(lo)), math.floor(math.log2(hi)) + 1)]
-    if log:
-        for mult in ((1,), (1, 2, 5), (1, 2, 3, 5, 7), (1, 1.5, 2, 2.5, 3, 4, 5, 6, 7, 8, 9)):
-            t = [m * 10.0**e for e in range(math.floor(math.log10(lo)), math.ceil(math.log10(hi)) + 1)
-                 for m in mult if lo <= m * 10.0**e <= hi]  # fmt: skip
-            if len(t) >= 3:
-                return t[:: max(1, len(t) // 8)]
-        return t or [lo, hi]
-    raw = (hi - lo) / 5 or 1.0
-    mag = 10.0 ** math.floor(math.log10(raw))
-    step = next(m * mag for m in (1, 2, 2.5, 5, 10) if m * mag >= raw)
-    return [k * step for k in range(math.ceil(lo / step), math.floor(hi / step) + 1)]
-
-
-def _svg(title: str, body: list[str], h: int = H) -> str:
-    return (f'<svg class="chart" viewBox="0 0 {W} {h}" width="{W}" height="{h}" role="img" aria-label="{_e(title)}">'
-            f"<title>{_e(title)}</title>{''.join(body)}</svg>")  # fmt: skip
-
-
-def _text(x: float, y: float, s: str, anchor: str = "middle", **attrs) -> str:
-    extra = "".join(f' {k.replace("_", "-")}="{_e(v)}"' for k, v in attrs.items())
-    return f'<text x="{x:.1f}" y="{y:.1f}" text-anchor="{anchor}"{extra}>{_e(s)}</text>'
-
-
-def _line(x1, y1, x2, y2, stroke="#888", width=1.0, dash="") -> str:
-    d = f' stroke-dasharray="{dash}"' if dash else ""
-    return (f'<line x1="{x1:.1f}" y1="{y1:.1f}" x2="{x2:.1f}" y2="{y2:.1f}" stroke="{stroke}" '
-            f'stroke-width="{width}"{d}/>')
-
-
-def _path(pts: list[tuple[float, float]], stroke: str, width=2.0, dash="", fill="none", opacity=1.0) -> str:
-    d = "M" + " L".join(f"{x:.1f},{y:.1f}" for x, y in pts) + (" Z" if fill != "none" else "")
-    da = f' stroke-dasharray="{dash}"' if dash else ""
-    return (f'<path d="{d}" stroke="{stroke}" stroke-width="{width}" fill="{fill}" fill-opacity="{opacity}"{da}/>')
-
-
-def _dot(x, y, fill, r=4.0, stroke="none", opacity=1.0) -> str:
-    return (f'<circle cx="{x:.1f}" cy="{y:.1f}" r="{r}" fill="{fill}" stroke="{stroke}" stroke-width="2" '
-            f'fill-opacity="{opacity}"/>')  # fmt: skip
-
-
-def _axes(sx, sy, xt, yt, xlabel: str, ylabel: str, xfmt=_num, yfmt=_num) -> list[str]:
-    out = [f'<rect x="{X0}" y="{Y1}" width="{X1 - X0}" height="{Y0 - Y1}" fill="#fbfcfe" stroke="#c9ced8"/>']
-    for v in xt:
-        out += [_line(sx(v), Y1, sx(v), Y0, "#e6e9ef"), _text(sx(v), Y0 + 16, xfmt(v))]
-    for v in yt:
-        out += [_line(X0, sy(v), X1, sy(v), "#e6e9ef"), _text(X0 - 6, sy(v) + 4, yfmt(v), "end")]
-    out.append(_text((X0 + X1) / 2, Y0 + 38, xlabel, font_weight="600"))
-    out.append(_text(16, (Y0 + Y1) / 2, ylabel, font_weight="600", transform=f"rotate(-90 16 {(Y0 + Y1) / 2:.1f})"))
-    return out
-
-
-def _legend(items: list[tuple[str, str, str]], x: float = X1 + 14, y: float = Y1 + 10) -> list[str]:
-    """Items are (label, colour, kind) with kind in line | dash | dot | ring | rect."""
-    out = []
-    for i, (label, col, kind) in enumerate(items):
-        yy = y + i * 18
-        if kind in ("line", "dash"):
-            out.append(_line(x, yy, x + 18, yy, col, 2.5, "5 3" if kind == "dash" else ""))
-        elif kind == "rect":
-            out.append(f'<rect x="{x + 2}" y="{yy - 6}" width="14" height="12" fill="{col}"/>')
-        else:
-            out.append(_dot(x + 9, yy, "none" if kind == "ring" else col, 5 if kind == "ring" else 4,
-                            col if kind == "ring" else "none"))  # fmt: skip
-        out.append(_text(x + 24, yy + 4, label, "start"))
-    return out
-
+def _option_tip(o: dict, training: bool) -> str:
+    """Hover text of one option's marker: what it is and the numbers it is placed by."""
+    head = f"{o.get('gpus')} × {o.get('gpu')}, {_layout(o.get('layout') or {})}"
+    if training:
+        return f"{head}: {_num(o.get('time_h'))} h, {format_usd(o.get('cost_usd'))} per job, MFU {_pct(o.get('mfu'))}"
+    return (f"{head}: TPOT {_num((o.get('tpot_s') or math.nan) * 1e3)} ms, {format_usd(o.get('cost_usd'))} per "
+            f"month, utilisation {_pct(o.get('utilisation'))}")
 
 # ---- charts -------------------------------------------------------------------------------------------------------
 def _curve_chart(curve: list[dict], gpu: str) -> str:
     pts = [p for p in curve if _ok(p.get("gpus")) and _ok(p.get("speedup")) and p["speedup"] > 0]
     n = [p["gpus"] for p in pts]
     ideal = [c / n[0] for c in n]
-    sx = _scale(*_span(n, 2), X0, X1, 2)
-    ylo, yhi = _span([p["speedup"] for p in pts] + ideal, 2)
-    sy = _scale(ylo, yhi, Y0, Y1, 2)
+    sx = ch.scale(*ch.span(n, 2), X0, X1, 2)
+    ylo, yhi = ch.span([p["speedup"] for p in pts] + ideal, 2)
+    sy = ch.scale(ylo, yhi, Y0, Y1, 2)
     ehi = max([1.2] + [p["scaling_efficiency"] * 1.1 for p in pts if _ok(p.get("scaling_efficiency"))])
-    se = _scale(0, ehi, Y0, Y1)
-    out = _axes(sx, sy, _ticks(*_span(n, 2), 2), _ticks(ylo, yhi, 2), "GPUs (log2 scale)",
+    se = ch.scale(0, ehi, Y0, Y1)
+    out = ch.axes(sx, sy, ch.ticks(*ch.span(n, 2), 2), ch.ticks(ylo, yhi, 2), "GPUs (log2 scale)",
                 "speedup over the smallest count (×, log2)", xfmt=lambda v: f"{v:g}", yfmt=lambda v: f"{v:g}×")
-    for v in _ticks(0, ehi):
-        out += [_line(X1, se(v), X1 + 4, se(v)), _text(X1 + 7, se(v) + 4, _pct(v), "start", fill="#ff7f0e")]
-    out.append(_text(X1 + 50, Y1 - 4, "efficiency", "end", fill="#ff7f0e"))
-    out.append(_path([(sx(c), sy(i)) for c, i in zip(n, ideal, strict=True)], "#888", 1.5, "6 4"))
-    out.append(_path([(sx(p["gpus"]), sy(p["speedup"])) for p in pts], "#1f77b4"))
+    for v in ch.ticks(0, ehi):
+        out += [ch.line(X1, se(v), X1 + 4, se(v)), ch.text(X1 + 7, se(v) + 4, _pct(v), "start", fill="#ff7f0e")]
+    out.append(ch.text(X1 + 50, Y1 - 4, "efficiency", "end", fill="#ff7f0e"))
+    out.append(ch.path([(sx(c), sy(i)) for c, i in zip(n, ideal, strict=True)], "#888", 1.5, "6 4"))
+    out.append(ch.path([(sx(p["gpus"]), sy(p["speedup"])) for p in pts], "#1f77b4"))
     eff = [p for p in pts if _ok(p.get("scaling_efficiency"))]
-    out.append(_path([(sx(p["gpus"]), se(p["scaling_efficiency"])) for p in eff], "#ff7f0e", 2, "2 3"))
+    out.append(ch.path([(sx(p["gpus"]), se(p["scaling_efficiency"])) for p in eff], "#ff7f0e", 2, "2 3"))
     for p in pts:
-        out.append(_dot(sx(p["gpus"]), sy(p["speedup"]), "#1f77b4" if p.get("meets_deadline", True) else "#fff", 4,
+        out.append(ch.dot(sx(p["gpus"]), sy(p["speedup"]), "#1f77b4" if p.get("meets_deadline", True) else "#fff", 4,
                         "#1f77b4"))  # fmt: skip
         if p.get("optimal"):
-            out += [_dot(sx(p["gpus"]), sy(p["speedup"]), "none", 9, "#2ca02c"),
-                    _text(sx(p["gpus"]) - 12, sy(p["speedup"]) - 10, f"optimal: {p['gpus']} GPUs", "end",
+            out += [ch.dot(sx(p["gpus"]), sy(p["speedup"]), "none", 9, "#2ca02c"),
+                    ch.text(sx(p["gpus"]) - 12, sy(p["speedup"]) - 10, f"optimal: {p['gpus']} GPUs", "end",
                           fill="#2ca02c", font_weight="600")]
     miss = [("misses deadline", "#1f77b4", "ring")] if any(not p.get("meets_deadline", True) for p in pts) else []
-    out += _legend([("speedup", "#1f77b4", "line"), ("ideal (linear)", "#888", "dash"),
+    out += ch.legend([("speedup", "#1f77b4", "line"), ("ideal (linear)", "#888", "dash"),
                     ("efficiency (right)", "#ff7f0e", "dash"), ("optimal count", "#2ca02c", "ring"), *miss],
                    x=X1 + 48)  # fmt: skip
-    return _svg(f"Scaling curve on {gpu}: speedup and scaling efficiency against GPU count", out)
+    return ch.svg(f"Scaling curve on {gpu}: speedup and scaling efficiency against GPU count", out)
 
 
 def _key(o: dict) -> tuple:
     return o.get("gpu"), o.get("gpus"), tuple(sorted((o.get("layout") or {}).items()))
 
 
-def _pareto_chart(res: dict, colours: dict[str, str], training: bool) -> str:
+def _pareto_chart(res: dict, styles: dict[str, tuple[str, str]], training: bool) -> str:
     xk, xmul = ("time_h", 1.0) if training else ("tpot_s", 1e3)
     opts = [o for o in res["all_options"] if _ok(o.get(xk)) and _ok(o.get("cost_usd")) and o[xk] > 0
             and o["cost_usd"] > 0]  # fmt: skip
     xs, ys = [o[xk] * xmul for o in opts], [o["cost_usd"] for o in opts]
-    (xlo, xhi), (ylo, yhi) = _span(xs, 10), _span(ys, 10)
-    sx, sy = _scale(xlo, xhi, X0, X1, 10), _scale(ylo, yhi, Y0, Y1, 10)
-    out = _axes(sx, sy, _ticks(xlo, xhi, 10), _ticks(ylo, yhi, 10),
+    (xlo, xhi), (ylo, yhi) = ch.span(xs, 10), ch.span(ys, 10)
+    sx, sy = ch.scale(xlo, xhi, X0, X1, 10), ch.scale(ylo, yhi, Y0, Y1, 10)
+    out = ch.axes(sx, sy, ch.ticks(xlo, xhi, 10), ch.ticks(ylo, yhi, 10),
                 "time to train (h, log)" if training else "time per output token (ms, log)",
-                "cost per job (USD, log)" if training else "cost per month (USD, log)", yfmt=_usd_tick)  # fmt: skip
+                "cost per job (USD, log)" if training else "cost per month (USD, log)", yfmt=ch.usd_tick)  # fmt: skip
     c = res["scenario"].get("constraints") or {}
     for lim, vert, name in ((c.get("deadline_h") if training else None, True, "deadline"),
                             (c.get("budget_usd"), False, "budget")):  # fmt: skip
         if _ok(lim) and (xlo < lim < xhi if vert else ylo < lim < yhi):
-            out.append(_line(sx(lim), Y1, sx(lim), Y0, "#d62728", 1.5, "4 3") if vert
-                       else _line(X0, sy(lim), X1, sy(lim), "#d62728", 1.5, "4 3"))  # fmt: skip
-            out.append(_text(sx(lim) + 4, Y1 + 12, name, "start", fill="#d62728") if vert
-                       else _text(X1 - 4, sy(lim) - 4, name, "end", fill="#d62728"))  # fmt: skip
+            out.append(ch.line(sx(lim), Y1, sx(lim), Y0, "#d62728", 1.5, "4 3") if vert
+                       else ch.line(X0, sy(lim), X1, sy(lim), "#d62728", 1.5, "4 3"))  # fmt: skip
+            out.append(ch.text(sx(lim) + 4, Y1 + 12, name, "start", fill="#d62728") if vert
+                       else ch.text(X1 - 4, sy(lim) - 4, name, "end", fill="#d62728"))  # fmt: skip
     front = {_key(o) for o in res["pareto"]}
     fpts = sorted((o[xk] * xmul, o["cost_usd"]) for o in opts if _key(o) in front)
     if fpts:
-        out.append(_path([(sx(x), sy(y)) for x, y in fpts], "#222", 1.5))
+        out.append(ch.path([(sx(x), sy(y)) for x, y in fpts], "#222", 1.5))
     for o, x, y in zip(opts, xs, ys, strict=True):
-        out.append(_dot(sx(x), sy(y), colours.get(o["gpu"], "#777"), 4.5, "#222" if _key(o) in front else "none",
-                        0.85))  # fmt: skip
+        col, shape = styles.get(o["gpu"], ("#777", "circle"))
+        out.append(ch.dot(sx(x), sy(y), col, 4.5, "#222" if _key(o) in front else "none", 0.85, shape,
+                        _option_tip(o, training)))  # fmt: skip
+        if _key(o) in front:  # the front's points are named on the chart; the others by hover and legend
+            out.append(ch.text(sx(x) + 7, sy(y) - 7, f"{o['gpus']}×{o['gpu']}", "start", font_size="10", fill="#333"))
     rec = res["recommendation"]
     if rec and _ok(rec.get(xk)) and rec[xk] > 0 and _ok(rec.get("cost_usd")) and rec["cost_usd"] > 0:
-        out.append(_dot(sx(rec[xk] * xmul), sy(rec["cost_usd"]), "none", 10, "#2ca02c"))
-    seen = [g for g in colours if any(o["gpu"] == g for o in opts)]
-    out += _legend([(g, colours[g], "dot") for g in seen] + [("Pareto front", "#222", "line"),
+        out.append(ch.dot(sx(rec[xk] * xmul), sy(rec["cost_usd"]), "none", 10, "#2ca02c"))
+    seen = [g for g in styles if any(o["gpu"] == g for o in opts)]
+    out += ch.legend([(g, styles[g][0], "dot" if styles[g][1] == "circle" else styles[g][1]) for g in seen]
+                   + [("Pareto front", "#222", "line"),
                                                             ("recommended", "#2ca02c", "ring")])  # fmt: skip
     what = "training time" if training else "time per output token"
-    return _svg(f"Cost against {what} for every GPU type and count, Pareto front highlighted", out)
+    return ch.svg(f"Cost against {what} for every GPU type and count, Pareto front highlighted", out)
 
 
 MEM_COLOURS = {"weights": "#1f77b4", "gradients": "#ff7f0e", "optimizer": "#2ca02c", "activations": "#9467bd",
@@ -268,45 +143,45 @@ def _memory_chart(opt: dict) -> str:
     cap = opt.get("gpu_memory_gb")
     total = sum(parts.values())
     h = 170
-    sx = _scale(0, max(total, cap if _ok(cap) else 0) * 1.12 or 1.0, X0, X1)
+    sx = ch.scale(0, max(total, cap if _ok(cap) else 0) * 1.12 or 1.0, X0, X1)
     yb, yt = 110, 60
-    out = [_text((X0 + X1) / 2, yb + 44, "memory per GPU (GB)", font_weight="600")]
-    for v in _ticks(0, max(total, cap if _ok(cap) else 0) * 1.12 or 1.0):
-        out += [_line(sx(v), yt - 10, sx(v), yb + 6, "#e6e9ef"), _text(sx(v), yb + 22, _num(v))]
+    out = [ch.text((X0 + X1) / 2, yb + 44, "memory per GPU (GB)", font_weight="600")]
+    for v in ch.ticks(0, max(total, cap if _ok(cap) else 0) * 1.12 or 1.0):
+        out += [ch.line(sx(v), yt - 10, sx(v), yb + 6, "#e6e9ef"), ch.text(sx(v), yb + 22, _num(v))]
     x = 0.0
     for k, v in parts.items():
         col = MEM_COLOURS.get(k, "#bcbd22")
         out.append(f'<rect x="{sx(x):.1f}" y="{yt}" width="{sx(x + v) - sx(x):.1f}" height="{yb - yt}" fill="{col}">'
                    f"<title>{_e(k)}: {_num(v)} GB</title></rect>")  # fmt: skip
         if sx(x + v) - sx(x) > 36:
-            out.append(_text((sx(x) + sx(x + v)) / 2, (yt + yb) / 2 + 4, _num(v), fill="#fff"))
+            out.append(ch.text((sx(x) + sx(x + v)) / 2, (yt + yb) / 2 + 4, _num(v), fill="#fff"))
         x += v
     if _ok(cap):
-        out += [_line(sx(cap), yt - 22, sx(cap), yb + 8, "#d62728", 2, "5 3"),
-                _text(sx(cap) - 4, yt - 12, f"GPU memory {_num(cap)} GB", "end", fill="#d62728")]
-    out += _legend([(f"{k} {_num(v)} GB", MEM_COLOURS.get(k, "#bcbd22"), "rect") for k, v in parts.items()], y=30)
-    return _svg(f"Memory per GPU by component: {opt['gpus']} x {opt['gpu']}, {_num(total)} of {_num(cap)} GB", out, h)
+        out += [ch.line(sx(cap), yt - 22, sx(cap), yb + 8, "#d62728", 2, "5 3"),
+                ch.text(sx(cap) - 4, yt - 12, f"GPU memory {_num(cap)} GB", "end", fill="#d62728")]
+    out += ch.legend([(f"{k} {_num(v)} GB", MEM_COLOURS.get(k, "#bcbd22"), "rect") for k, v in parts.items()], y=30)
+    return ch.svg(f"Memory per GPU by component: {opt['gpus']} x {opt['gpu']}, {_num(total)} of {_num(cap)} GB", out, h)
 
 
 def _capex_chart(cap: dict) -> str:
     hrs, own, rent = cap.get("hours_per_day") or [], cap.get("own_usd") or [], cap.get("rent_usd") or []
-    sx = _scale(0, 24, X0, X1)
-    ylo, yhi = _span(own + rent, zero=True)
-    sy = _scale(ylo, yhi, Y0, Y1)
-    out = _axes(sx, sy, _ticks(0, 24), _ticks(ylo, yhi), "hours of use per day",
-                f"cost over {_num(cap.get('horizon_months'))} months (USD)", yfmt=_usd_tick)  # fmt: skip
-    out.append(_path([(sx(h), sy(v)) for h, v in zip(hrs, own, strict=True) if _ok(v)], "#2ca02c", 2.5))
-    out.append(_path([(sx(h), sy(v)) for h, v in zip(hrs, rent, strict=True) if _ok(v)], "#1f77b4", 2.5))
+    sx = ch.scale(0, 24, X0, X1)
+    ylo, yhi = ch.span(own + rent, zero=True)
+    sy = ch.scale(ylo, yhi, Y0, Y1)
+    out = ch.axes(sx, sy, ch.ticks(0, 24), ch.ticks(ylo, yhi), "hours of use per day",
+                f"cost over {_num(cap.get('horizon_months'))} months (USD)", yfmt=ch.usd_tick)  # fmt: skip
+    out.append(ch.path([(sx(h), sy(v)) for h, v in zip(hrs, own, strict=True) if _ok(v)], "#2ca02c", 2.5))
+    out.append(ch.path([(sx(h), sy(v)) for h, v in zip(hrs, rent, strict=True) if _ok(v)], "#1f77b4", 2.5))
     be, use = cap.get("break_even_hours_per_day"), cap.get("stated_hours_per_day")
     if _ok(be) and 0 < be <= 24:
-        out += [_line(sx(be), Y1, sx(be), Y0, "#d62728", 1.5, "5 3"),
-                _text(sx(be) + 4, Y1 + 14, f"break-even {be:.1f} h/day", "start", fill="#d62728")]
+        out += [ch.line(sx(be), Y1, sx(be), Y0, "#d62728", 1.5, "5 3"),
+                ch.text(sx(be) + 4, Y1 + 14, f"break-even {be:.1f} h/day", "start", fill="#d62728")]
     if _ok(use):
-        out += [_line(sx(use), Y1, sx(use), Y0, "#555", 1, "2 3"),
-                _text(sx(use) - 4, Y0 - 8, f"your use: {use:g} h/day", "end", fill="#555")]
-    out += _legend([("own (TCO)", "#2ca02c", "line"), ("rent", "#1f77b4", "line"),
+        out += [ch.line(sx(use), Y1, sx(use), Y0, "#555", 1, "2 3"),
+                ch.text(sx(use) - 4, Y0 - 8, f"your use: {use:g} h/day", "end", fill="#555")]
+    out += ch.legend([("own (TCO)", "#2ca02c", "line"), ("rent", "#1f77b4", "line"),
                     ("break-even", "#d62728", "dash")])  # fmt: skip
-    return _svg(f"Own vs rent {cap.get('gpus')} x {cap.get('gpu')} against hours of use per day", out)
+    return ch.svg(f"Own vs rent {cap.get('gpus')} x {cap.get('gpu')} against hours of use per day", out)
 
 
 def _radar_axes(training: bool) -> list[tuple[str, str, bool]]:
@@ -316,7 +191,7 @@ def _radar_axes(training: bool) -> list[tuple[str, str, bool]]:
             ("memory headroom" if training else "memory", "_headroom" if training else "gpu_memory_gb", True)]
 
 
-def _radar_chart(options: list[dict], colours: dict[str, str], training: bool) -> str:
+def _radar_chart(options: list[dict], styles: dict[str, tuple[str, str]], training: bool) -> str:
     axes = _radar_axes(training)
     rows = [o | {"_headroom": 1 - o["memory_gb_per_gpu"] / o["gpu_memory_gb"]}
             if _ok(o.get("memory_gb_per_gpu")) and _ok(o.get("gpu_memory_gb")) and o["gpu_memory_gb"] > 0 else o
@@ -324,14 +199,14 @@ def _radar_chart(options: list[dict], colours: dict[str, str], training: bool) -
     cx, cy, r = 300, H / 2 + 4, 130
     ang = [-math.pi / 2 + i * 2 * math.pi / len(axes) for i in range(len(axes))]
     pt = lambda a, f: (cx + r * f * math.cos(a), cy + r * f * math.sin(a))  # noqa: E731
-    out = [_path([pt(a, f) for a in ang], "#dde1e8", 1, fill="#fbfcfe") for f in (1.0, 0.75, 0.5, 0.25)]
+    out = [ch.path([pt(a, f) for a in ang], "#dde1e8", 1, fill="#fbfcfe") for f in (1.0, 0.75, 0.5, 0.25)]
     for a, (label, _k, _b) in zip(ang, axes, strict=True):
-        out.append(_line(cx, cy, *pt(a, 1.0), "#c9ced8"))
+        out.append(ch.line(cx, cy, *pt(a, 1.0), "#c9ced8"))
         x, y = pt(a, 1.08)
         anchor = "start" if math.cos(a) > 0.3 else "end" if math.cos(a) < -0.3 else "middle"
-        out.append(_text(x, y + 4 + 8 * math.sin(a), label, anchor, font_weight="600"))
+        out.append(ch.text(x, y + 4 + 8 * math.sin(a), label, anchor, font_weight="600"))
     for f in (0.5, 1.0):
-        out.append(_text(cx + 5, cy - r * f + 12, f"{f:g}", "start", fill="#777"))
+        out.append(ch.text(cx + 5, cy - r * f + 12, f"{f:g}", "start", fill="#777"))
     norm = {}
     for _label, k, up in axes:
         v = [o[k] for o in rows if _ok(o.get(k)) and o[k] > 0]
@@ -339,11 +214,14 @@ def _radar_chart(options: list[dict], colours: dict[str, str], training: bool) -
         norm[k] = lambda x, best=best, up=up: 0.0 if not (_ok(x) and best) else \
             (max(x, 0) / best if up else (best / x if x > 0 else 1.0))  # fmt: skip
     for o in rows:
-        col = colours.get(o["gpu"], "#777")
-        out.append(_path([pt(a, norm[k](o.get(k))) for a, (_l, k, _u) in zip(ang, axes, strict=True)], col, 2,
-                         fill=col, opacity=0.12))  # fmt: skip
-    out += _legend([(o["gpu"], colours.get(o["gpu"], "#777"), "line") for o in rows], x=X1 - 20)
-    return _svg("Radar of cost, speed, energy and memory per GPU type (further out is better)", out)
+        col, shape = styles.get(o["gpu"], ("#777", "circle"))
+        poly = ch.path([pt(a, norm[k](o.get(k))) for a, (_l, k, _u) in zip(ang, axes, strict=True)], col, 2,
+                     "" if shape == "circle" else "6 3", fill=col, opacity=0.12)  # fmt: skip
+        out.append(f"{poly[:-2]}><title>{_e(_option_tip(o, training))}</title></path>")
+    out += ch.legend([(o["gpu"], styles.get(o["gpu"], ("#777", ""))[0],
+                     "line" if styles.get(o["gpu"], ("", "circle"))[1] == "circle" else "dash") for o in rows],
+                   x=X1 - 20)  # fmt: skip
+    return ch.svg("Radar of cost, speed, energy and memory per GPU type (further out is better)", out)
 
 
 # ---- sections -----------------------------------------------------------------------------------------------------
@@ -375,7 +253,7 @@ def _scenario(s: dict) -> str:
              ("pricing", f"{p.get('mode')}, {_num(p.get('hours_per_day'))} h/day, horizon "
                          f"{_num(p.get('horizon_months'))} months")]  # fmt: skip
     du = s.get("defaults_used") or {}
-    return (_table(None, [list(r) for r in rows]) + "<h3>Defaults used</h3>"
+    return (ch.table(None, [list(r) for r in rows]) + "<h3>Defaults used</h3>"
             + (f'<p class="note">Fields the scenario did not set: {_e(", ".join(f"{k}={v}" for k, v in du.items()))}'
                "</p>" if du else '<p class="note">none: every field was set by the scenario.</p>'))  # fmt: skip
 
@@ -423,16 +301,19 @@ def _data_table(data: dict) -> str:
             cols = list(rows[0])
             body = [[_num(r.get(c)) if _ok(r.get(c)) else DASH if r.get(c) is None else r.get(c) for c in cols]
                     for r in rows]  # fmt: skip
-            return f"<details><summary>numbers</summary>{_table(cols, body)}</details>"
+            return f"<details><summary>numbers</summary>{ch.table(cols, body)}</details>"
     return ""
 
 
-def _charts(result: dict, focus: dict | None, colours: dict[str, str], training: bool) -> list[str]:
+def _charts(result: dict, focus: dict | None, styles: dict[str, tuple[str, str]], training: bool) -> list[str]:
     rec, opts = result.get("recommendation"), result.get("options") or []
     exps = {e.get("topic"): e for e in result.get("explanations") or []}
     out = ["<h2>Charts</h2>"]
     curve = [p for p in result.get("curve") or [] if _ok(p.get("speedup")) and p["speedup"] > 0 and _ok(p.get("gpus"))]
-    if training and curve:
+    if training and len(curve) == 1:
+        out.append(f'<p class="note">Scaling curve: only one GPU count ({_e(curve[0].get("gpus"))}) has an option, so '
+                   "there is no speedup to draw.</p>")
+    elif training and curve:
         g = (exps.get("utilisation_curve") or {}).get("data", {}).get("gpu", focus["gpu"] if focus else "")
         dl = " (cheapest that meets the deadline); hollow points miss the deadline" \
             if _ok((result["scenario"].get("constraints") or {}).get("deadline_h")) else ""  # fmt: skip
@@ -441,7 +322,7 @@ def _charts(result: dict, focus: dict | None, colours: dict[str, str], training:
     elif training:
         out.append('<p class="note">Scaling curve: no curve in the result (nothing fits).</p>')
     if result.get("all_options"):
-        out.append(_figure(_pareto_chart(result, colours, training), "Each point is the best layout of one GPU type "
+        out.append(_figure(_pareto_chart(result, styles, training), "Each point is the best layout of one GPU type "
                            "at one count; outlined points form the Pareto front (nothing both faster and cheaper)."))
     if focus and isinstance(focus.get("memory_breakdown_gb"), dict):
         out.append(_figure(_memory_chart(focus), "Memory per GPU of the " + ("recommendation" if rec else
@@ -460,34 +341,81 @@ def _charts(result: dict, focus: dict | None, colours: dict[str, str], training:
         out.append(f'<p class="note">Rent vs buy: not computed for {_e(focus["gpu"] if focus else DASH)} — the '
                    f"catalog has no purchase price{' or no on-demand rent price' if own else ''} (or no TDP) "
                    "for it.</p>")  # fmt: skip
-    if opts:
-        out.append(_figure(_radar_chart(opts, colours, training), "Best option per GPU type. Each axis is "
+    if len(opts) == 1:
+        out.append(f'<p class="note">Radar: one GPU type ({_e(opts[0].get("gpu"))}) has an option; a radar compares '
+                   "two or more.</p>")
+    elif opts:
+        out.append(_figure(_radar_chart(opts, styles, training), "Best option per GPU type. Each axis is "
                            "normalised so that further out is better: cost, " + ("time" if training else "TPOT")
                            + " and energy as best/value (1 = best type); memory as value/best of "
                            + ("the free fraction of GPU memory." if training else "GPU memory capacity.")))
     return out
 
 
+def _best_per_gpu(result: dict, training: bool) -> list[str]:
+    rec, opts = result.get("recommendation"), result.get("options") or []
+    cols, rows = _option_rows(opts, training)
+    recrow = {i for i, o in enumerate(opts) if rec and _key(o) == _key(rec)}
+    return ["<h2>Best option per GPU type</h2>", ch.table(cols, rows, recrow) if opts else "<p>none</p>"]
+
+
+def _summary(result: dict, training: bool) -> str:
+    """The answer in one paragraph, read from the result: what to rent or buy, how many, time and cost, what chose
+    it (the binding constraint), the cheapest and fastest GPU types, and what would change the decision."""
+    rec, inf, opts = result.get("recommendation"), result.get("infeasible") or {}, result.get("options") or []
+    s = result["scenario"]
+    c, mode = s.get("constraints") or {}, (s.get("pricing") or {}).get("mode", "on-demand")
+    t = "time_h" if training else "tpot_s"
+    per = "per job" if training else "per month"
+
+    def what(o: dict) -> str:
+        return f"{o.get('gpus')} × {o.get('gpu')} ({_layout(o.get('layout') or {})})"
+
+    if rec:
+        speed = f"{_num(rec.get(t))} h" if training else f"TPOT {fmt.ms(rec.get(t))} ms"
+        verb = "Buy" if mode == "own" else f"Rent ({mode})"
+        limits = [f"the {_num(c['deadline_h'])} h deadline" if training and _ok(c.get("deadline_h")) else "",
+                  f"the {format_usd(c['budget_usd'])} budget" if _ok(c.get("budget_usd")) else ""]
+        limits = [x for x in limits if x]
+        why = f"the cheapest option that meets {' and '.join(limits)}" if limits else "the cheapest option"
+        if not training:
+            why += " that meets the latency SLOs at the stated request rate"
+        parts = [f"{verb} <b>{_e(what(rec))}</b>: {_e(speed)}, {_e(format_usd(rec.get('cost_usd')))} {per} at "
+                 f"{_e(format_usd(rec.get('price_usd_per_gpu_hour')))} per GPU-hour — {_e(why)}."]
+    else:
+        parts = [f"<b>No option meets the constraints</b>; binding: {_e(inf.get('binding', DASH))}."
+                 + (f" Closest: {_e(what(inf['closest']))}." if inf.get("closest") else "")]
+    ranked = [o for o in opts if _ok(o.get("cost_usd")) and _ok(o.get(t))]
+    if len(ranked) > 1:
+        cheap, fast = min(ranked, key=lambda o: o["cost_usd"]), min(ranked, key=lambda o: o[t])
+        fast_s = f"{_num(fast[t])} h" if training else f"{fmt.ms(fast[t])} ms TPOT"
+        parts.append(f"Comparing the best option of each of the {len(ranked)} GPU types that fit: the cheapest is "
+                     f"{_e(cheap['gpu'])} ({_e(format_usd(cheap['cost_usd']))} {per}), the quickest "
+                     f"{_e(fast['gpu'])} ({_e(fast_s)}).")
+    change = next((e.get("text") for e in result.get("explanations") or [] if e.get("topic") == "what_would_change"),
+                  None)  # fmt: skip
+    if change:
+        parts.append(f"What would change it: {_e(change)}")
+    return f'<p class="summary">{" ".join(parts)}</p>'
+
+
 def _tables(result: dict, training: bool) -> list[str]:
-    rec, opts, par = result.get("recommendation"), result.get("options") or [], result.get("pareto") or []
+    par = result.get("pareto") or []
     out = ["<h2>Why</h2>"]
     for e in result.get("explanations") or []:
         out.append(f"<h3>{_e(e.get('title'))}</h3><p>{_e(e.get('text'))}</p>{_data_table(e.get('data') or {})}")
-    cols, rows = _option_rows(opts, training)
-    recrow = {i for i, o in enumerate(opts) if rec and _key(o) == _key(rec)}
-    out += ["<h2>Best option per GPU type</h2>", _table(cols, rows, recrow) if opts else "<p>none</p>"]
     cols, rows = _option_rows(par, training)
     out += ["<h2>Pareto front</h2>", '<p class="note">Sorted by ' + ("time" if training else "TPOT") + "; each is "
-            "cheaper than every faster option.</p>", _table(cols, rows) if par else "<p>none</p>"]  # fmt: skip
+            "cheaper than every faster option.</p>", ch.table(cols, rows) if par else "<p>none</p>"]  # fmt: skip
     srch = result.get("search") or {}
     skipped = srch.get("skipped") or []
     out += ["<h2>Skipped GPU types</h2>",
-            _table(["GPU", "reason"], [[k.get("gpu"), k.get("reason")] for k in skipped]) if skipped
+            ch.table(["GPU", "reason"], [[k.get("gpu"), k.get("reason")] for k in skipped]) if skipped
             else "<p>none</p>",
             f'<p class="note">Searched {_num(srch.get("layouts_evaluated"))} layouts over '
             f'{_e(srch.get("gpu_types", DASH))} GPU types in {_num(srch.get("wall_s"))} s.</p>']  # fmt: skip
-    srcs = {o["gpu"]: o.get("price_source") for o in opts}
-    out += ["<h2>Price sources</h2>", _table(["GPU", "source"], [[g, v or DASH] for g, v in srcs.items()])]
+    srcs = {o["gpu"]: o.get("price_source") for o in result.get("options") or []}
+    out += ["<h2>Price sources</h2>", ch.table(["GPU", "source"], [[g, v or DASH] for g, v in srcs.items()])]
     return out
 
 
@@ -496,18 +424,19 @@ def render_html(result: dict) -> str:
     s, rec, inf = result["scenario"], result.get("recommendation"), result.get("infeasible") or {}
     training = s.get("task") != "inference"
     gpus = [o["gpu"] for o in (result.get("options") or []) + (result.get("all_options") or [])]
-    colours = {g: PALETTE[i % len(PALETTE)] for i, g in enumerate(dict.fromkeys(gpus))}
+    styles = ch.styles(gpus)
     focus = rec or inf.get("closest")
     out = [f"<h1>{_e(s.get('name'))}</h1>",
            f'<p class="note">{_e(s.get("model"))}, {_e(s.get("task"))}: scaleright plan report</p>',
-           "<h2>Scenario</h2>", _scenario(s), "<h2>Recommendation</h2>"]  # fmt: skip
+           _summary(result, training), "<h2>Recommendation</h2>"]  # fmt: skip
     if rec:
         out.append(f'<div class="rec">{_cards(rec, training)}</div>')
     else:
         out.append(f'<div class="bad"><p><b>No option meets the constraints.</b> Binding constraint: '
                    f'<b>{_e(inf.get("binding", DASH))}</b>. {_e(inf.get("message", ""))}</p>'
                    + (f"<h3>Closest option</h3>{_cards(focus, training)}" if focus else "") + "</div>")  # fmt: skip
-    out += _charts(result, focus, colours, training) + _tables(result, training)
+    out += [*_best_per_gpu(result, training), "<h2>Scenario</h2>", _scenario(s)]
+    out += _charts(result, focus, styles, training) + _tables(result, training)
     out.append(f"<footer>scaleright {_e(scaleright.__version__)} · every number comes from the model/catalog; "
                "sources: <code>scaleright catalog ... --json</code></footer>")
     return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"/>'
