@@ -373,7 +373,9 @@ def _summary(result: dict, training: bool) -> str:
 
     if rec:
         speed = f"{_num(rec.get(t))} h" if training else f"TPOT {fmt.ms(rec.get(t))} ms"
-        verb = "Buy" if mode == "own" else f"Rent ({mode})"
+        kind = rec.get("pricing_kind") or mode  # mode cheapest or hybrid: the kind this option pays with
+        verb = ("Buy" if kind == "own" else f"Own {rec.get('owned_gpus')} and rent the bursts ({rec.get('burst_kind')})"
+                if kind == "hybrid" else f"Rent ({kind})")  # fmt: skip
         limits = [f"the {_num(c['deadline_h'])} h deadline" if training and _ok(c.get("deadline_h")) else "",
                   f"the {format_usd(c['budget_usd'])} budget" if _ok(c.get("budget_usd")) else ""]
         limits = [x for x in limits if x]
