@@ -190,3 +190,15 @@ def test_preemptions_checkpoints_and_restarts_never_make_a_job_faster(work_h, ra
     assert tw(rate * more, write_h, restart_h) >= base * (1 - 1e-9)  # more preemptions
     assert tw(rate, write_h * more + 1e-3, restart_h) >= base * (1 - 1e-9)  # slower checkpoints
     assert tw(rate, write_h, restart_h * more + 1e-3) >= base * (1 - 1e-9)  # slower restarts
+
+
+def test_a_lora_checkpoint_writes_only_the_adapters_state_but_a_restart_reads_the_base_back():
+    res = plan(parse_scenario(_scn("spot", spot_preemptions_per_hour=0.5)))
+    s = res.recommendation["spot"]
+    from scaleright.workload import count_params, load_model
+
+    base_gb = count_params(load_model("llama-3.1-8b")).total * 2 / 1e9  # bf16 base weights
+    assert s["checkpoint_gb"] < 0.05 * base_gb  # adapters: well under 5 % of the base
+    bw = 1000 * 2**20 / 1e9  # the default throughput, EBS gp3's 1,000 MiB/s
+    assert s["checkpoint_write_s"] == pytest.approx(s["checkpoint_gb"] / bw, rel=1e-9)
+    assert s["restart_s"] >= base_gb / bw  # the base is read back after a preemption

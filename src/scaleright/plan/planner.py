@@ -263,18 +263,22 @@ def _spot_hours(scn: Scenario, a: dict, j: int, n: int, gpus_per_node: int, hour
     instances (nodes) it spans. A checkpoint holds one copy of the weights and optimizer state (a GPU's share
     times the GPUs that split it: tp x pp, and dp where ZeRO shards it: optimizer from stage 1, weights at 3),
     written in parallel by the instances, each at ``checkpoint_write_gb_per_s``; a restart reads it back at that
-    throughput, plus any re-acquiring time given."""
+    throughput, plus any re-acquiring time given. LoRA / QLoRA: the frozen base is never rewritten, so a checkpoint
+    holds the adapters' optimizer state (their bf16 weights, a sixth of that with Adam, are left out); a restart
+    still reads the base back."""
     p = scn.pricing
     nodes = math.ceil(n / gpus_per_node)
     rate = p.spot_preemptions_per_hour * nodes
     mtbf_h = 1.0 / rate if rate > 0 else math.inf
     split = int(a["tp"][j]) * int(a["pp"][j])
     dp, zero = int(a["dp"][j]), int(a["zero"][j])
-    state_gb = (float(a["mem_weights"][j]) * split * (dp if zero >= 3 else 1)
-                + float(a["mem_optimizer"][j]) * split * (dp if zero >= 1 else 1))  # fmt: skip
+    weights_gb = float(a["mem_weights"][j]) * split * (dp if zero >= 3 else 1)
+    optimizer_gb = float(a["mem_optimizer"][j]) * split * (dp if zero >= 1 else 1)
+    state_gb = optimizer_gb if scn.task in ("lora", "qlora") else weights_gb + optimizer_gb
     state_gb_per_node = state_gb / nodes
     write_h = state_gb_per_node / p.checkpoint_write_gb_per_s / 3600.0
-    restart_h = write_h + p.spot_reprovision_s / 3600.0
+    read_h = (weights_gb + optimizer_gb) / nodes / p.checkpoint_write_gb_per_s / 3600.0
+    restart_h = read_h + p.spot_reprovision_s / 3600.0
     interval = p.checkpoint_interval_h
     tau = interval if interval is not None else float(econ.optimal_checkpoint_interval_h(
         checkpoint_write_h=write_h, mtbf_h=mtbf_h))  # fmt: skip
