@@ -340,15 +340,6 @@ def test_seed_article_rtx_4090_marketplace_price_is_present(builtin):
     assert seed and seed[0].unit == "usd_per_gpu_hour" and "Seed article" in seed[0].source
 
 
-def test_find_price_uses_the_most_recent_date(builtin):
-    h100 = {"H100", "H100 SXM", "H100 SXM5", "H100 80GB HGX"}
-    dates = [r["date_of_source"] for r in _price_rows() if r["gpu"] in h100 and r["kind"] == "rent_on_demand"]
-    newest = max(d for d in dates if re.fullmatch(r"\d{4}-\d{2}-\d{2}", d))
-    row = find_price("H100", "on-demand", catalog=builtin)
-    assert row.date == newest and row.gpu_id == "h100-sxm" and row.price_basis == "usd"
-    assert row.source  # reported with its source
-
-
 def _user_prices(d: Path, rows: list[tuple]) -> Path:
     d.mkdir(parents=True, exist_ok=True)
     head = "gpu_id,kind,usd,usd_low,usd_high,unit,provider,sku,date,source,notes\n"
@@ -357,22 +348,7 @@ def _user_prices(d: Path, rows: list[tuple]) -> Path:
     return d
 
 
-def test_find_price_picks_the_lower_median_of_the_newest_date(tmp_path):
-    d = _user_prices(tmp_path / "c", [
-        ("rtx-4090", "on-demand", 1.0, "", "", "usd_per_gpu_hour", "old", "", "2025-01"),
-        ("rtx-4090", "on-demand", 9.0, "", "", "usd_per_gpu_hour", "year-only", "", "2026"),
-        ("rtx-4090", "on-demand", 5.0, "", "", "usd_per_gpu_hour", "c", "", "2026-03"),
-        ("rtx-4090", "on-demand", 2.0, "", "", "usd_per_gpu_hour", "a", "", "2026-03"),
-        ("rtx-4090", "on-demand", 3.0, "", "", "usd_per_gpu_hour", "b", "", "2026-03"),
-        ("rtx-4090", "on-demand", 4.0, "", "", "usd_per_gpu_hour", "d", "", "2026-03"),
-        ("rtx-4090", "on-demand", 0.5, "", "", "usd_per_gpu", "wrong unit", "", "2026-11"),
-    ])
-    cat = Catalog.load(d)
-    row = find_price("4090", "on-demand", catalog=cat)
-    assert (row.usd, row.provider, row.date, row.price_basis) == (3.0, "b", "2026-03", "usd")
-    # user rows replace every built-in row of the same (gpu, kind); other kinds stay
-    assert all(r.source == "src" for r in list_prices("rtx-4090", "on-demand", catalog=cat))
-    assert list_prices("rtx-4090", "marketplace", catalog=cat)
+# the offer-selection rule (cheapest valid offer, fresh first) is tested in test_prices.py
 
 
 def test_find_price_midpoint_of_a_range_says_so(tmp_path):

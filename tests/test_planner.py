@@ -123,11 +123,17 @@ DEFAULT_HOURS_PER_DAY, DEFAULT_HORIZON_MONTHS, DEFAULT_LIFE_YEARS, DEFAULT_RESAL
 DEFAULT_LOAD, DEFAULT_PUE, DEFAULT_USD_PER_KWH, DEFAULT_GRID = 0.8, 1.58, 0.127, 0.48
 
 
-def _price_per_gpu_hour(gpu: str, scn: dict) -> float:
+# the seed article's data-centre ownership figures at their low ends (economics.defaults): ops $2 per GPU-hour,
+# facility $10 K power distribution + $15 K cooling per site, host share (8-GPU server $200-400 K less 8 x $25-40 K
+# H100s) / 8, midpoint $5 K; consumer and workstation cards (a home lab) none of them
+SEED_OPS, SEED_FACILITY, SEED_HOST = 2.0, 10_000.0 + 15_000.0, ((200e3 - 8 * 25e3) + (400e3 - 8 * 40e3)) / 8 / 2
+
+
+def _price_per_gpu_hour(gpu: str, scn: dict, gpus: int = 1) -> float:
     """What one GPU-hour must cost, found without the planner: the catalog's rule (``find_price``) for a rented
-    mode; for ``own``, the TCO per used GPU-hour written out from the purchase price and the documented defaults
-    (36-month horizon within a 4-year life: one purchase, 20 % resold; power at TDP x 0.8 x PUE 1.58 x $0.127/kWh;
-    no host share, facility or ops)."""
+    mode; for ``own``, the TCO per used GPU-hour of ``gpus`` GPUs written out from the purchase price and the
+    documented defaults (36-month horizon within a 4-year life: one purchase, 20 % resold; power at TDP x 0.8 x
+    PUE 1.58 x $0.127/kWh; the seed's host share, facility and ops for data-centre parts)."""
     mode = scn["pricing"]["mode"]
     if mode != "own":
         return find_price(gpu, mode, catalog=_catalog()).price
@@ -135,13 +141,25 @@ def _price_per_gpu_hour(gpu: str, scn: dict) -> float:
     used_h = DEFAULT_HOURS_PER_DAY * DAYS_PER_MONTH * DEFAULT_HORIZON_MONTHS
     assert math.ceil(DEFAULT_HORIZON_MONTHS / 12 / DEFAULT_LIFE_YEARS) == 1
     power_usd_per_h = _catalog().gpu(gpu).tdp_w / 1000 * DEFAULT_LOAD * DEFAULT_PUE * DEFAULT_USD_PER_KWH
-    return purchase * (1 - DEFAULT_RESALE) / used_h + power_usd_per_h
+    home = _catalog().gpu(gpu).form_factor.startswith(("consumer", "workstation"))
+    ops, host, facility = (0.0, 0.0, 0.0) if home else (SEED_OPS, SEED_HOST, SEED_FACILITY)
+    capex = purchase * (1 - DEFAULT_RESALE) + host + facility / gpus
+    return capex / used_h + power_usd_per_h + ops
 
 
 def _hours(o: dict, scn: dict) -> float:
-    """Job hours from the scenario's inputs: tokens / (global_batch x seq_len per step time) / 3600."""
+    """Job hours from the scenario's inputs: tokens / (global_batch x seq_len per step time) / 3600; on spot,
+    Daly's (2006) expected wall-clock time for that work, written out from the option's preemption rate,
+    checkpoint write, restart and interval: M e^(R/M) (e^((tau + delta)/M) - 1) T_s / tau."""
     t = scn["training"]
-    return _job_tokens(scn) / (t["global_batch"] * t["seq_len"] / o["step_time_s"]) / 3600.0
+    work_h = _job_tokens(scn) / (t["global_batch"] * t["seq_len"] / o["step_time_s"]) / 3600.0
+    if scn["pricing"]["mode"] != "spot":
+        return work_h
+    s = o["spot"]
+    assert s["preemption_free_time_h"] == pytest.approx(work_h, rel=REL)
+    m, tau = 1.0 / s["preemptions_per_hour"], min(s["checkpoint_interval_h"], work_h)
+    d, r = s["checkpoint_write_s"] / 3600.0, s["restart_s"] / 3600.0
+    return m * math.exp(r / m) * math.expm1((tau + d) / m) * work_h / tau
 
 
 def _matmul_params_lower_bound(spec) -> int:
@@ -159,7 +177,7 @@ def test_cost_is_gpus_times_price_per_gpu_hour_times_hours(scn):
     tokens = _job_tokens(scn)
     for o in res.all_options + res.options:
         # Single vs Multi-GPU Server Guide: total job cost = hourly infrastructure rate x job completion hours
-        price, hours = _price_per_gpu_hour(o["gpu"], scn), _hours(o, scn)
+        price, hours = _price_per_gpu_hour(o["gpu"], scn, o["gpus"]), _hours(o, scn)
         assert o["price_usd_per_gpu_hour"] == pytest.approx(price, rel=REL)
         assert o["cost_usd"] == pytest.approx(o["gpus"] * price * hours, rel=REL)
         assert o["cost_per_1m_tokens_usd"] == pytest.approx(o["gpus"] * price * hours / tokens * 1e6, rel=REL)
@@ -295,7 +313,7 @@ def test_energy_is_power_times_hours_times_pue(scn):
         assert o["energy_kwh"] == pytest.approx(kwh, rel=1e-9)
         assert o["co2e_kg"] == pytest.approx(kwh * grid, rel=1e-9)
         # time-free: energy per dollar is the power drawn per GPU over the price of a GPU-hour
-        per_usd = tdp_kw * load * pue / _price_per_gpu_hour(o["gpu"], scn)
+        per_usd = tdp_kw * load * pue / _price_per_gpu_hour(o["gpu"], scn, o["gpus"])
         assert o["energy_kwh"] / o["cost_usd"] == pytest.approx(per_usd, rel=1e-9)
 
 

@@ -5,12 +5,20 @@ Capacity Blocks, ...), mapped to canonical GPU ids; per-instance and per-server 
 given in the source ("derived: /8" in ``notes``). Items outside the accelerator catalog keep an ``other:<name>`` id,
 and units that are not per GPU (``usd_per_system``, ``usd_per_kwh``, ...) are kept as they are; ``find_price``
 ignores both. Prices age fast: every row keeps its date and source, and users override them (see ``store``).
+
+Offer selection (``find_price``) is the buyer's rule: the cheapest valid offer across providers, preferring offers
+no older than ``max_age_days`` (``MAX_PRICE_AGE_DAYS``); when every offer is older the cheapest is still returned,
+marked ``stale``. An offer is invalid when ``price_data_errors`` flags it: a spot (preemptible) price above the same
+provider's cheapest on-demand price for that GPU is a data error (it is usually a whole-VM or list price filed under
+the wrong kind), reported and never chosen.
 """
 
 from __future__ import annotations
 
 import datetime
-from typing import TYPE_CHECKING, Annotated, Literal
+import functools
+import re
+from typing import TYPE_CHECKING, Annotated, Literal, cast
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
@@ -20,9 +28,21 @@ from scaleright.limits import LIMITS, _num, _show, bounds
 if TYPE_CHECKING:
     from scaleright.catalog.store import Catalog
 
-__all__ = ["PriceRow", "KINDS", "PRICE_COLUMNS", "USABLE_UNIT", "find_price", "list_prices"]
+__all__ = ["PriceRow", "KINDS", "PRICE_COLUMNS", "USABLE_UNIT", "MAX_PRICE_AGE_DAYS", "find_price", "list_prices",
+           "price_data_errors", "provider_key"]
 
-KINDS = ("on-demand", "spot", "marketplace", "reserved", "purchase")
+# "reserved" is a reservation whose term the source does not state (AWS Capacity Blocks, a provider's "reserved"
+# tier); reserved-1y / reserved-3y are 1- and 3-year terms; committed is a committed-use contract (GCP CUDs, ...)
+KINDS = ("on-demand", "spot", "marketplace", "reserved", "reserved-1y", "reserved-3y", "committed", "purchase")
+# Offers older than this are flagged stale. 180 days: the catalog's own rows show H100 rents moving by ~45 % within
+# a year (the June 2025 AWS P5 cut noted against disintermediate.global's pre-cut $12.29/h; the seed article
+# *Multi-GPU vs Single-GPU Scaling Economics: The 2026 Guide* reports H100 rent "dropped from $8/h" to $2.85-3.50),
+# so a half-year-old price can be off by a quarter or more. Override per scenario (pricing.max_price_age_days).
+MAX_PRICE_AGE_DAYS = 180
+_REGION = re.compile(
+    r"\b(?:(?:us|eu|ap|sa|ca|me|af|il|mx)-[a-z]+-\d|[a-z]+-[a-z]+\d(?=\b)|(?:east|west|north|south|central)us\d?"
+    r"|(?:East|West|North|South|Central) US(?: \d)?|Iowa)\b"
+)
 PRICE_COLUMNS = ("gpu_id", "kind", "usd", "usd_low", "usd_high", "unit", "provider", "sku", "date", "source", "notes")
 USABLE_UNIT = {k: "usd_per_gpu_hour" for k in KINDS} | {"purchase": "usd_per_gpu"}  # the unit find_price uses
 FIRST_YEAR = 1999  # the first product sold as a GPU (GeForce 256) shipped in 1999: an earlier price is a typo
@@ -36,7 +56,7 @@ class PriceRow(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)  # .inf / nan are errors
 
     gpu_id: str = Field(pattern=r"^(other:)?[a-z0-9][a-z0-9.\-]*$")  # catalog GPU id, or other:<name>
-    kind: Literal["on-demand", "spot", "marketplace", "reserved", "purchase"]
+    kind: Literal["on-demand", "spot", "marketplace", "reserved", "reserved-1y", "reserved-3y", "committed", "purchase"]
     usd: _Usd | None = Field(default=None, ge=0)  # the price, in ``unit``
     usd_low: _Usd | None = Field(default=None, ge=0)  # low end of a quoted range (or the cheapest listing)
     usd_high: _Usd | None = Field(default=None, ge=0)  # high end of a quoted range ("up to")
@@ -47,6 +67,8 @@ class PriceRow(BaseModel):
     source: str
     notes: str = ""
     price_basis: Literal["usd", "midpoint of low/high"] | None = None  # set by find_price on the row it returns
+    age_days: int | None = None  # set by find_price: days from the start of ``date`` to today; None: date unknown
+    stale: bool | None = None  # set by find_price: older than max_age_days, or of unknown date
 
     @field_validator("date")
     @classmethod
@@ -98,6 +120,19 @@ class PriceRow(BaseModel):
         return (year, month, day)
 
     @property
+    def region(self) -> str:
+        """The cloud region named in ``provider`` or ``sku`` (us-east-1, us-central1, eastus, Iowa, ...), or ''."""
+        m = _REGION.search(f"{self.provider} {self.sku}")
+        return m.group(0) if m else ""
+
+    def age_on(self, today: datetime.date) -> int | None:
+        """Days from the earliest day ``date`` can mean (a bare year: 1 January) to ``today``; None if undated."""
+        if self.date is None:
+            return None
+        year, month, day = [*[int(p) for p in self.date.split("-")], 1, 1][:3]
+        return (today - datetime.date(year, month, day)).days
+
+    @property
     def price(self) -> float | None:
         """``usd``, else the midpoint of ``usd_low``/``usd_high``, else None (a one-sided bound is not a price)."""
         if self.usd is not None:
@@ -127,29 +162,88 @@ def list_prices(gpu: str | None = None, kind: str | None = None, *, catalog: Cat
     return [r for r in cat.prices if (gpu_id is None or r.gpu_id == gpu_id) and (kind is None or r.kind == kind)]
 
 
-def find_price(gpu: str, kind: str, *, catalog: Catalog | None = None) -> PriceRow:
-    """The price to use for ``gpu`` (any alias) and ``kind`` (on-demand, spot, marketplace, reserved, purchase).
+def provider_key(provider: str) -> str:
+    """The provider a row belongs to, for comparing its kinds: the first word, lower-case ("GCP us-central1" and
+    "GCP A3-High Spot" are both ``gcp``; "RunPod Secure" and "RunPod (community)" are both ``runpod``)."""
+    words = re.findall(r"[a-z0-9.]+", provider.lower())
+    return words[0] if words else ""
+
+
+def _usable(r: PriceRow) -> bool:
+    return r.unit == USABLE_UNIT[r.kind] and r.price is not None
+
+
+@functools.lru_cache(maxsize=8)
+def _data_errors(rows: tuple[PriceRow, ...]) -> dict[int, str]:
+    cheapest_od: dict[tuple[str, str], PriceRow] = {}
+    for r in rows:
+        if r.kind == "on-demand" and _usable(r) and provider_key(r.provider):
+            k = (r.gpu_id, provider_key(r.provider))
+            if k not in cheapest_od or cast(float, r.price) < cast(float, cheapest_od[k].price):
+                cheapest_od[k] = r
+    errors: dict[int, str] = {}
+    for i, r in enumerate(rows):
+        od = cheapest_od.get((r.gpu_id, provider_key(r.provider)))
+        if r.kind == "spot" and _usable(r) and od is not None and cast(float, r.price) > cast(float, od.price):
+            errors[i] = (f"{r.gpu_id} spot ${r.price:g}/h from {r.provider!r} ({r.date or 'undated'}) is above the "
+                         f"same provider's on-demand ${od.price:g}/h ({od.provider!r}, {od.date or 'undated'}): a "
+                         "data error (a whole-VM or list price under the wrong kind?), never chosen")  # fmt: skip
+    return errors
+
+
+def price_data_errors(*, catalog: Catalog | None = None) -> list[str]:
+    """One line per price row that is flagged as a data error and never chosen by ``find_price`` (a spot price
+    above the same provider's cheapest on-demand price for the GPU; ``provider_key`` says what "same" means)."""
+    return list(_data_errors(_catalog(catalog).prices).values())
+
+
+def find_price(gpu: str, kind: str, *, catalog: Catalog | None = None, today: datetime.date | None = None,
+               max_age_days: float = MAX_PRICE_AGE_DAYS, provider: str | None = None) -> PriceRow:  # fmt: skip
+    """The offer to use for ``gpu`` (any alias) and ``kind`` (one of ``KINDS``): the one a buyer would take.
 
     Rule: keep rows of that GPU and kind in the usable unit (``usd_per_gpu_hour`` for rent, ``usd_per_gpu`` for
-    purchase) that carry a price (``usd``, or both ends of a range); take those with the most recent ``date``
-    (unknown dates are oldest; a bare year counts as older than any month of that year); among them return the
-    median by price, the lower of the two middle rows when their number is even (so the result is a quoted price).
-    The returned row has ``usd`` set to that price and ``price_basis`` saying whether it is the quoted ``usd`` or
-    the midpoint of ``usd_low``/``usd_high``. Raises ``UnknownNameError`` for an unknown GPU and ``InputError``
-    (naming the GPU, the kind and the kinds that do have a price) when no row fits.
+    purchase) that carry a price (``usd``, or both ends of a range, whose midpoint is the price) and that
+    ``price_data_errors`` does not flag and that are not dated after ``today`` (default: today, UTC; an earlier day
+    replays the prices known then); of those no older than ``max_age_days`` (a bare year or month counts from its
+    first day, so it is as old as it can be), return the cheapest (ties: the
+    newest, then provider and sku in order); when none is that recent, the cheapest of all, marked stale. The
+    returned row has ``usd`` set to that price, ``price_basis`` saying whether it is the quoted ``usd`` or the
+    midpoint of ``usd_low``/``usd_high``, ``age_days`` and ``stale`` (True when older than ``max_age_days`` or
+    undated). ``provider`` keeps only that provider's offers (compared by ``provider_key``). Raises
+    ``UnknownNameError`` for an unknown GPU and ``InputError`` (naming the GPU, the kind, the kinds that do have a
+    price and how to add one) when no row fits.
     """
     cat = _catalog(catalog)
     _check_kind(kind)
     gpu_id = cat.gpu(gpu).id
-    usable = [r for r in cat.prices if r.gpu_id == gpu_id and r.unit == USABLE_UNIT[r.kind] and r.price is not None]
+    bad = _data_errors(cat.prices)
+    usable = [r for i, r in enumerate(cat.prices) if r.gpu_id == gpu_id and _usable(r) and i not in bad
+              and (provider is None or provider_key(r.provider) == provider_key(provider))]  # fmt: skip
     rows = [r for r in usable if r.kind == kind]
+    if not rows and provider is not None:
+        raise InputError(f"no {kind} price for GPU '{gpu_id}' from provider '{provider}'")
     if not rows:
         have = sorted({r.kind for r in usable}, key=KINDS.index)
+        unit = USABLE_UNIT[kind]
+        override = "purchase_usd_per_gpu" if kind == "purchase" else "price_usd_per_gpu_hour"
         raise InputError(
-            f"no {kind} price for GPU '{gpu_id}'; kinds with a price: {', '.join(have) if have else 'none'}"
+            f"no {kind} price for GPU '{gpu_id}'; kinds with a price: {', '.join(have) if have else 'none'}; add a "
+            f"row '{gpu_id},{kind},<usd>,,,{unit},<provider>,,<YYYY-MM-DD>,<source>,' to DIR/prices.csv and pass "
+            f"--catalog DIR, or set pricing.{override} in the scenario"
         )
-    newest = max(r.date_key for r in rows)
-    recent = sorted((r for r in rows if r.date_key == newest), key=lambda r: (r.price, r.provider, r.sku))
-    pick = recent[(len(recent) - 1) // 2]  # lower median
+    day = today if today is not None else datetime.datetime.now(datetime.UTC).date()
+    ages = {id(r): r.age_on(day) for r in rows}
+    known = [r for r in rows if (ages[id(r)] or 0) >= 0]  # an offer dated after ``today`` was not yet known
+    if not known:
+        raise InputError(f"no {kind} price for GPU '{gpu_id}' dated on or before {day.isoformat()}")
+    rows = known
+
+    def fresh(r: PriceRow) -> bool:
+        age = ages[id(r)]
+        return age is not None and age <= max_age_days
+
+    pool = [r for r in rows if fresh(r)] or rows
+    pick = min(pool, key=lambda r: (r.price, tuple(-x for x in r.date_key), r.provider, r.sku))
     basis = "usd" if pick.usd is not None else "midpoint of low/high"
-    return pick.model_copy(update={"usd": pick.price, "price_basis": basis})
+    return pick.model_copy(update={"usd": pick.price, "price_basis": basis, "age_days": ages[id(pick)],
+                                   "stale": not fresh(pick)})  # fmt: skip

@@ -75,14 +75,35 @@ def _capex_opex(scn, gpu, n: int, cat, rent_price: float | None) -> dict | None:
     grid = econ.capex_opex_matrix(costs=costs, rent_usd_per_gpu_hour=rent_price, hours_per_day=hours,
                                   horizon_months=[scn.pricing.horizon_months])  # fmt: skip
     tco = econ.tco_usd(costs=costs)
+    be_m = float(econ.break_even_months(costs=costs, rent_usd_per_gpu_hour=rent_price))
+    utils = np.array([0.05, 0.1, 0.2, 0.3, 0.5, 0.7, 1.0])
+    true_cost = np.asarray(econ.true_cost_per_gpu_hour_usd(costs=costs, utilisation=utils), dtype=float)
+    parity_u = float(econ.utilisation_for_true_cost(costs=costs, usd_per_gpu_hour=rent_price))
+    from scaleright.plan.planner import _ownership_inputs
+
     return {
         "gpu": gpu.id, "gpus": n, "purchase_usd_per_gpu": purchase, "purchase_source": src,
         "rent_usd_per_gpu_hour": rent_price, "owned_usd_per_gpu_hour": owned_h, "break_even_hours_per_day": be_h,
+        "break_even_months": be_m, "utilisation_for_rent_parity": parity_u,
+        "owned_running_usd_per_gpu_hour": float(econ.owned_running_cost_usd_per_gpu_hour(costs=costs)),
+        "true_cost_curve": {"utilisation": utils.tolist(), "usd_per_gpu_hour": true_cost.tolist()},
+        "ownership_inputs": _ownership_inputs(scn, gpu) | {
+            "cost_of_capital_per_year": scn.pricing.cost_of_capital_per_year},
         "hours_per_day": hours.tolist(), "own_usd": np.asarray(grid["own_usd"])[:, 0].tolist(),
         "rent_usd": np.asarray(grid["rent_usd"])[:, 0].tolist(), "horizon_months": scn.pricing.horizon_months,
         "tco_breakdown_usd": {k: float(np.asarray(v)) for k, v in tco.items()},
         "stated_hours_per_day": scn.pricing.hours_per_day,
     }  # fmt: skip
+
+
+def _rent_to_compare(scn, gpu, cat, rec: dict) -> float | None:
+    """The rent that owning is weighed against: the recommendation's own rent, or, when it owns hardware (mode
+    own, hybrid, or an owned option of mode cheapest), the cheapest on-demand offer."""
+    from scaleright.plan.planner import price_for
+
+    if rec.get("pricing_kind", scn.pricing.mode) in ("own", "hybrid"):
+        return price_for(scn, gpu, cat, "on-demand")[0]
+    return rec["price_usd_per_gpu_hour"]
 
 
 def _capex_entry(cap: dict | None, scn, gpu, cat, rent) -> dict:
@@ -105,15 +126,24 @@ def _capex_text(c: dict) -> str:
     be = c["break_even_hours_per_day"]
     h = c["stated_hours_per_day"]
     verdict = "buying is cheaper" if math.isfinite(be) and h >= be else "renting is cheaper"
-    be_s = f"{be:.1f} h/day" if math.isfinite(be) else "never (rent below the owned running cost)"
+    running = c.get("owned_running_usd_per_gpu_hour", 0.0)
+    be_s = (f"{be:.1f} h/day" if math.isfinite(be) else
+            f"never (rent at or below the owned running cost, ${running:.2f}/GPU-hour)"
+            if c["rent_usd_per_gpu_hour"] <= running else "never (not even 24 h/day repays the capital)")  # fmt: skip
+    months = c.get("break_even_months", math.inf)
+    pay = (f"; at {h:g} h/day owning pays back after {months:.1f} months" if math.isfinite(months) else
+           f"; at {h:g} h/day owning never pays back")  # fmt: skip
+    o = c.get("ownership_inputs") or {}
+    parts = (f" True cost counts ops ${o['ops_overhead_usd_per_gpu_hour']:g}/GPU-hour, host "
+             f"${o['server_share_usd_per_gpu']:,.0f}/GPU, facility ${o['facility_upgrade_usd']:,.0f}, capital "
+             f"{o['cost_of_capital_per_year']:.0%}/year." if o else "")  # fmt: skip
     return (f"Owning {c['gpus']} x {c['gpu']} at {h:g} h/day over {c['horizon_months']:g} months costs "
             f"${c['owned_usd_per_gpu_hour']:.2f} per GPU-hour against ${c['rent_usd_per_gpu_hour']:.2f} to rent: "
-            f"{verdict}. Break-even: {be_s}.")  # fmt: skip
+            f"{verdict}. Break-even: {be_s}{pay}.{parts}")  # fmt: skip
 
 
 def explain_training(res, scn, spec, cat, per_gpu) -> None:
     """Append training explanations and the utilisation curve to ``res``."""
-    from scaleright.plan.planner import price_for
 
     ex = res.explanations
     rec = res.recommendation or (res.infeasible or {}).get("closest")
@@ -240,8 +270,7 @@ def explain_training(res, scn, spec, cat, per_gpu) -> None:
     ex.append(_x("utilisation_curve", "Utilisation Efficiency Curve", text, gpu=gpu.id, base_gpus=base_n,
                  points=res.curve))  # fmt: skip
     # ---- capex vs opex ------------------------------------------------------------------------------------------
-    rent, _ = (price_for(scn, gpu, cat, "on-demand") if scn.pricing.mode in ("own",)
-               else (rec["price_usd_per_gpu_hour"], ""))
+    rent = _rent_to_compare(scn, gpu, cat, rec)
     cap = _capex_opex(scn, gpu, n, cat, rent)
     ex.append(_capex_entry(cap, scn, gpu, cat, rent))
     # ---- what would change the decision -------------------------------------------------------------------------
@@ -274,7 +303,6 @@ def explain_training(res, scn, spec, cat, per_gpu) -> None:
 
 def explain_inference(res, scn, spec, cat, evaluated, rate) -> None:
     """Append inference explanations to ``res``."""
-    from scaleright.plan.planner import price_for
 
     ex = res.explanations
     rec = res.recommendation or (res.infeasible or {}).get("closest")
@@ -320,20 +348,32 @@ def explain_inference(res, scn, spec, cat, evaluated, rate) -> None:
                                                         utilisation=1.0))  # fmt: skip
     text = (f"Self-hosting costs ${be:.3g} per 1M output tokens at this load (${full:.3g} if the GPUs were kept "
             f"fully busy): an API priced above that is dearer, below it the API wins.")
-    data = {"api_break_even_usd_per_1m_tokens": be, "full_utilisation_usd_per_1m_tokens": full}
-    api = scn.inference.api_usd_per_1m_output_tokens
-    if api is not None:
+    data: dict[str, Any] = {"api_break_even_usd_per_1m_tokens": be, "full_utilisation_usd_per_1m_tokens": full}
+    inf = scn.inference
+    api_out, api_in = inf.api_usd_per_1m_output_tokens, inf.api_usd_per_1m_input_tokens
+    if api_in is not None and api_out is None:
+        text += " (No API comparison: inference.api_usd_per_1m_input_tokens needs api_usd_per_1m_output_tokens.)"
+    if api_out is not None:
+        api = float(econ.api_usd_per_1m_output_tokens_blended(
+            api_usd_per_1m_input_tokens=api_in or 0.0, api_usd_per_1m_output_tokens=api_out,
+            input_len=inf.input_len, output_len=inf.output_len))  # fmt: skip
         need = float(econ.utilisation_needed_for_api_parity(tokens_per_s=cap_tps, usd_per_hour=rec["usd_per_hour"],
                                                             api_usd_per_1m_tokens=api))  # fmt: skip
         now = rec["utilisation"]
         verdict = ("never: even fully busy, self-hosting costs more" if not math.isfinite(need) else
                    f"{need:.0%} utilisation (now {now:.0%}): self-hosting is {'cheaper' if now >= need else 'dearer'}")
-        text += f" Against the API's ${api:g}/1M, parity needs {verdict}."
-        data |= {"api_usd_per_1m_tokens": api, "utilisation_needed_for_api_parity": need}
+        priced = (f"${api_out:g}/1M output + ${api_in:g}/1M input tokens, ${api:.3g} per 1M output tokens at "
+                  f"{inf.input_len}:{inf.output_len} prompt:completion" if api_in is not None else f"${api_out:g}/1M")
+        text += f" Against the API's {priced}, parity needs {verdict}."
+        utils = np.array([0.05, 0.1, 0.2, 0.3, 0.5, 0.7, 1.0])
+        curve = np.asarray(econ.inference_cost_usd_per_1m_tokens(tokens_per_s=cap_tps, usd_per_hour=rec["usd_per_hour"],
+                                                                 utilisation=utils), dtype=float)  # fmt: skip
+        data |= {"api_usd_per_1m_tokens": api, "utilisation_needed_for_api_parity": need,
+                 "api_usd_per_1m_output_tokens": api_out, "api_usd_per_1m_input_tokens": api_in,
+                 "self_host_cost_curve": {"utilisation": utils.tolist(), "usd_per_1m_output_tokens": curve.tolist()}}
     ex.append(_x("api_break_even", "Self-host vs API", text, **data))
     ex.append(_efficiency_ladder(scn, spec, gpu, rec, rate))
-    rent, _ = (price_for(scn, gpu, cat, "on-demand") if scn.pricing.mode == "own"
-               else (rec["price_usd_per_gpu_hour"], ""))
+    rent = _rent_to_compare(scn, gpu, cat, rec)
     cap = _capex_opex(scn, gpu, rec["gpus"], cat, rent)
     ex.append(_capex_entry(cap, scn, gpu, cat, rent))
 

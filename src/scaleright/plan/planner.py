@@ -2,12 +2,18 @@
 
 Training: every allowed GPU type is searched (``search.evaluate_training``); for each type and GPU count the
 fastest fitting layout is kept; its job time is tokens / throughput, its cost the seeds' rate × hours × GPUs
-(rent) or the amortised owned cost per GPU-hour (own). The recommendation is the cheapest option that meets the
+(rent) or the amortised owned cost per GPU-hour (own). The rate is the cheapest valid offer of the pricing kind
+(``catalog.find_price``: fresh before stale); a spot job takes Daly's expected time with preemptions, checkpoints
+and restarts (``economics.spot``), which the deadline is checked against; mode ``cheapest`` makes one option per
+kind (rent kinds and owning) and lets the cheapest win; mode ``hybrid`` charges the fleet's blended GPU-hour of
+the cheapest owned baseline for the demand profile (``economics.hybrid``); with ``pricing.data_provider`` an offer
+elsewhere pays the data's egress once. The recommendation is the cheapest option that meets the
 deadline and budget (ties: faster); if none does, the binding constraint and the closest option are reported.
 
 Inference: every GPU type × TP size is sized to carry the request rate within the latency SLOs
-(``search.evaluate_inference``); cost is per month of service at ``hours_per_day``; the recommendation is the
-cheapest that meets the budget.
+(``search.evaluate_inference``); cost is per month of service at ``hours_per_day`` at the cheapest kind's hourly
+rate (spot preemptions and egress are not modelled for serving); the recommendation is the cheapest that meets the
+budget.
 
 Explanations are computed from the same numbers (``explain.py``).
 """
@@ -16,17 +22,19 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, cast
 
 import numpy as np
 
-from scaleright.catalog import Catalog, find_price
+from scaleright.catalog import KINDS, Catalog, find_price
+from scaleright.catalog.prices import price_data_errors, provider_key
 from scaleright.errors import InputError, ScalerightError, UnknownNameError
 from scaleright.estimate.calibration import DEFAULT_CALIBRATION, Calibration
 from scaleright.estimate.comm import system_of
 from scaleright.plan import economics as econ
 from scaleright.plan.economics._units import DAYS_PER_MONTH
+from scaleright.plan.economics.defaults import ownership_defaults, site_of
 from scaleright.plan.scenario import Scenario
 from scaleright.plan.search import (
     SEARCH_LIMITS,
@@ -69,44 +77,91 @@ class PlanResult:
         }  # fmt: skip
 
 
+def _ownership_inputs(scn: Scenario, gpu) -> dict[str, float]:
+    """Ops, server share and facility upgrade for owning ``gpu``: the scenario's, else the cited default for the
+    GPU's site (``economics.defaults``)."""
+    p = scn.pricing
+    given = {"ops_overhead_usd_per_gpu_hour": p.ops_overhead_usd_per_gpu_hour,
+             "server_share_usd_per_gpu": p.server_share_usd_per_gpu, "facility_upgrade_usd": p.facility_upgrade_usd}
+    defaults = ownership_defaults(gpu.form_factor)
+    return {k: (defaults[k] if v is None else float(v)) for k, v in given.items()}  # fmt: skip
+
+
 def _ownership(scn: Scenario, gpu, purchase_usd: float, gpus) -> econ.OwnershipCosts:
     p = scn.pricing
     return econ.OwnershipCosts(
         gpus=gpus, purchase_usd_per_gpu=purchase_usd, tdp_w=gpu.tdp_w or 0.0,
         electricity_usd_per_kwh=p.electricity_usd_per_kwh, depreciation_years=p.depreciation_years,
-        hours_per_day=p.hours_per_day, horizon_months=p.horizon_months,
-        server_share_usd_per_gpu=p.server_share_usd_per_gpu,
-        facility_upgrade_usd=p.facility_upgrade_usd, pue=p.pue, load_fraction=p.load_fraction,
-        ops_overhead_usd_per_gpu_hour=p.ops_overhead_usd_per_gpu_hour, resale_fraction=p.resale_fraction,
+        hours_per_day=p.hours_per_day, horizon_months=p.horizon_months, pue=p.pue, load_fraction=p.load_fraction,
+        resale_fraction=p.resale_fraction, cost_of_capital_per_year=p.cost_of_capital_per_year,
+        **_ownership_inputs(scn, gpu),
     )  # fmt: skip
+
+
+_RENT_KINDS = tuple(k for k in KINDS if k != "purchase")
+
+
+def _offer(scn: Scenario, gpu, cat: Catalog, kind: str, provider: str | None = None) -> tuple[dict | None, str]:
+    """The offer for ``gpu`` and ``kind`` (a rent kind or purchase) as the plan's price fields, overrides first:
+    (``{price, price_provider, price_region, price_date, price_age_days, price_stale, price_source}``, a one-line
+    source), or (None, why there is none and how to add one)."""
+    p = scn.pricing
+    overrides = p.purchase_usd_per_gpu if kind == "purchase" else p.price_usd_per_gpu_hour
+    for name, v in overrides.items():
+        try:
+            if cat.gpu(name).id == gpu.id:
+                return {"price": float(v), "price_provider": "scenario override", "price_region": "",
+                        "price_date": None, "price_age_days": None, "price_stale": False,
+                        "price_source": "scenario override"}, "scenario override"  # fmt: skip
+        except ScalerightError:
+            raise InputError(f"pricing: unknown GPU {name!r} in price overrides") from None
+    try:
+        row = find_price(gpu.id, kind, catalog=cat, max_age_days=p.max_price_age_days, provider=provider,
+                         today=p.prices_as_of)  # fmt: skip
+    except ScalerightError as exc:
+        return None, str(exc)
+    basis = f" ({row.price_basis})" if row.price_basis and row.price_basis != "usd" else ""
+    stale = f", stale: {row.age_days} days old" if row.stale and row.age_days is not None else (
+        ", stale: undated" if row.stale else "")
+    src = f"{row.provider or 'catalog'} {row.date or 'undated'}{basis}{stale}: {row.source[:80]}"
+    return {"price": float(cast(float, row.price)), "price_provider": row.provider, "price_region": row.region,
+            "price_date": row.date, "price_age_days": row.age_days, "price_stale": bool(row.stale),
+            "price_source": row.source}, src  # fmt: skip
 
 
 def price_for(scn: Scenario, gpu, cat: Catalog, kind: str) -> tuple[float | None, str]:
     """(price, source) of ``gpu`` for ``kind`` (a rent kind or purchase), overrides first; (None, why) if none."""
-    overrides = scn.pricing.purchase_usd_per_gpu if kind == "purchase" else scn.pricing.price_usd_per_gpu_hour
-    for name, v in overrides.items():
-        try:
-            if cat.gpu(name).id == gpu.id:
-                return float(v), "scenario override"
-        except ScalerightError:
-            raise InputError(f"pricing: unknown GPU {name!r} in price overrides") from None
-    try:
-        row = find_price(gpu.id, kind, catalog=cat)
-    except ScalerightError as exc:
-        return None, str(exc)
-    basis = f" ({row.price_basis})" if row.price_basis and row.price_basis != "usd" else ""
-    return float(cast(float, row.price)), f"{row.provider or 'catalog'} {row.date or ''}{basis}: {row.source[:80]}"
+    offer, src = _offer(scn, gpu, cat, kind)
+    return (None, src) if offer is None else (offer["price"], src)
 
 
-def _rate(scn: Scenario, gpu, cat: Catalog, gpus):
-    """USD per GPU-hour for the scenario's pricing mode (array over ``gpus`` for owned hardware)."""
-    mode = scn.pricing.mode
-    if mode != "own":
-        price, src = price_for(scn, gpu, cat, mode)
-        return (None, src) if price is None else (np.full(np.shape(gpus), price, dtype=float), src)
-    purchase, src = price_for(scn, gpu, cat, "purchase")
-    if purchase is None:
+@dataclass(frozen=True)
+class _Priced:
+    """One way to pay for a GPU type: the kind (a rent kind or ``own``), USD per GPU-hour over the searched
+    counts, a one-line source and the offer's fields for the plan's options."""
+
+    kind: str
+    rate: np.ndarray
+    src: str
+    offer: dict
+
+
+def _rate(scn: Scenario, gpu, cat: Catalog, gpus, kind: str | None = None):
+    """(USD per GPU-hour, source) for ``kind`` (default: the scenario's mode; an array over ``gpus`` for owned
+    hardware), or (None, why)."""
+    priced, why = _priced(scn, gpu, cat, gpus, kind or scn.pricing.mode)
+    return (None, why) if priced is None else (priced.rate, priced.src)
+
+
+def _priced(scn: Scenario, gpu, cat: Catalog, gpus, kind: str) -> tuple[_Priced | None, str]:
+    if kind == "hybrid":
+        return _hybrid(scn, gpu, cat, gpus)
+    if kind != "own":
+        return _priced_from(scn, gpu, cat, gpus, kind, None)
+    offer, src = _offer(scn, gpu, cat, "purchase")
+    if offer is None:
         return None, src
+    purchase = offer["price"]
     if not gpu.tdp_w:
         return None, f"{gpu.id} has no TDP in the catalog (needed for owned power cost)"
     own = np.asarray(econ.owned_cost_per_gpu_hour_usd(costs=_ownership(scn, gpu, purchase,
@@ -115,7 +170,126 @@ def _rate(scn: Scenario, gpu, cat: Catalog, gpus):
         p = scn.pricing
         return None, (f"owned cost per GPU-hour is not finite (pricing.hours_per_day={p.hours_per_day:g}, "
                       f"horizon_months={p.horizon_months:g}, purchase ${purchase:,.0f})")  # fmt: skip
-    return own, f"owned: purchase ${purchase:,.0f} ({src})"
+    src = f"owned: purchase ${purchase:,.0f} ({src})"
+    fields = {"pricing_kind": "own", "purchase_usd_per_gpu": purchase, "ownership_site": site_of(gpu.form_factor),
+              "ownership_inputs": _ownership_inputs(scn, gpu)} | {k: v for k, v in offer.items() if k != "price"}
+    return _Priced("own", own, src, fields), src
+
+
+def _hybrid(scn: Scenario, gpu, cat: Catalog, gpus) -> tuple[_Priced | None, str]:
+    """Mode hybrid: the cheapest owned baseline of ``gpu`` for the scenario's demand profile, bursts rented at
+    ``pricing.burst_kind`` (``economics.hybrid``); every GPU-hour of the fleet then costs the month's cost over the
+    month's demanded GPU-hours, the rate a job of the fleet is charged."""
+    p = scn.pricing
+    burst, bsrc = _offer(scn, gpu, cat, p.burst_kind)
+    if burst is None:
+        return None, f"bursts ({p.burst_kind}): {bsrc}"
+    purchase, psrc = _offer(scn, gpu, cat, "purchase")
+    if purchase is None:
+        return None, f"baseline (purchase): {psrc}"
+    if not gpu.tdp_w:
+        return None, f"{gpu.id} has no TDP in the catalog (needed for owned power cost)"
+    if p.demand_gpus_by_hour is not None:
+        demand, slot_h = np.asarray(p.demand_gpus_by_hour, dtype=float), np.full(24, DAYS_PER_MONTH)
+    else:
+        jobs = p.monthly_jobs or []
+        demand = np.asarray([j.gpus for j in jobs], dtype=float)
+        slot_h = np.asarray([j.hours for j in jobs], dtype=float)
+
+    def fixed(n: int) -> float:
+        c = _ownership(scn, gpu, purchase["price"], n)
+        return float(econ.net_capex_usd(costs=c) + econ.capital_charge_usd(costs=c)) / p.horizon_months
+
+    running = float(econ.owned_running_cost_usd_per_gpu_hour(costs=_ownership(scn, gpu, purchase["price"], 1)))
+    h = econ.cheapest_baseline(demand_gpus=demand, slot_h=slot_h, fixed_usd_per_month=fixed,
+                               running_usd_per_gpu_hour=running, rent_usd_per_gpu_hour=burst["price"])  # fmt: skip
+    blended = h["cost_usd_per_month"] / h["demand_gpu_hours"]
+    n = h["owned_gpus"]
+    owned_true = (fixed(n) + running * h["owned_gpu_hours"]) / h["owned_gpu_hours"] if n else None
+    src = (f"hybrid: own {n}, rent bursts {p.burst_kind} at ${burst['price']:g}/h ({bsrc}); purchase "
+           f"${purchase['price']:,.0f} ({psrc})")  # fmt: skip
+    fields = {"pricing_kind": "hybrid", "owned_gpus": n, "rented_gpu_hours": h["rented_gpu_hours"],
+              "true_cost_usd_per_gpu_hour": owned_true, "burst_kind": p.burst_kind,
+              "burst_price_usd_per_gpu_hour": burst["price"], "purchase_usd_per_gpu": purchase["price"],
+              "hybrid": h | {"burst_preemption_modelled": False, "rate": "fleet cost / demanded GPU-hours"}} | {
+        k: v for k, v in burst.items() if k != "price"}  # fmt: skip
+    return _Priced("hybrid", np.full(np.shape(gpus), blended, dtype=float), src, fields), src
+
+
+def _pricings(scn: Scenario, gpu, cat: Catalog, gpus) -> tuple[list[_Priced], str]:
+    """Every way the scenario lets the buyer pay for ``gpu``: its mode, or (mode ``cheapest``) each rent kind with
+    an offer and owning; ordered by price per GPU-hour at the first count. (list, why empty)."""
+    kinds = [*_RENT_KINDS, "own"] if scn.pricing.mode == "cheapest" else [scn.pricing.mode]
+    found, why = [], []
+    for k in kinds:
+        pr, reason = _priced(scn, gpu, cat, gpus, k)
+        if pr is None:
+            why.append(reason if len(kinds) == 1 else f"{k}: {reason}")
+        else:
+            found.append(pr)
+    found = [x for pr in found for x in _with_egress(scn, gpu, cat, gpus, pr)]
+    found.sort(key=lambda pr: float(np.ravel(pr.rate)[0]) if np.size(pr.rate) else 0.0)
+    return found, "; ".join(why[:1] if len(kinds) == 1 else why)
+
+
+def _with_egress(scn: Scenario, gpu, cat: Catalog, gpus, pr: _Priced) -> list[_Priced]:
+    """Multi-provider: a rented offer away from ``pricing.data_provider`` first moves ``data_gb`` out at
+    ``egress_usd_per_gb`` (a one-off per job, ``egress_usd``); the data provider's own cheapest offer of that
+    kind, if it has one, is a second way to pay with no egress. Owned and overridden prices are left alone."""
+    p = scn.pricing
+    if p.data_provider is None or pr.kind in ("own", "hybrid") or pr.offer.get("price_provider") == "scenario override":
+        return [pr]
+    home = provider_key(p.data_provider)
+    if provider_key(pr.offer.get("price_provider") or "") == home:
+        return [replace(pr, offer=pr.offer | {"egress_usd": 0.0})]
+    away = replace(pr, offer=pr.offer | {"egress_usd": p.data_gb * p.egress_usd_per_gb})
+    local, _ = _priced_from(scn, gpu, cat, gpus, pr.kind, p.data_provider)
+    return [away] + ([replace(local, offer=local.offer | {"egress_usd": 0.0})] if local is not None else [])
+
+
+def _priced_from(scn: Scenario, gpu, cat: Catalog, gpus, kind: str,
+                 provider: str | None) -> tuple[_Priced | None, str]:  # fmt: skip
+    """A rent ``kind``'s cheapest offer (of ``provider`` only, when given) as USD per GPU-hour over ``gpus``."""
+    offer, src = _offer(scn, gpu, cat, kind, provider=provider)
+    if offer is None:
+        return None, src
+    rate = np.full(np.shape(gpus), offer["price"], dtype=float)
+    return _Priced(kind, rate, src, {"pricing_kind": kind} | {k: v for k, v in offer.items() if k != "price"}), src
+
+
+def _spot_hours(scn: Scenario, a: dict, j: int, n: int, gpus_per_node: int, hours: float) -> tuple[float, dict]:
+    """Expected wall-clock hours of a spot training job (``economics.spot``, Daly 2006) and the numbers behind
+    it. Any preempted instance stops the whole job: the job's preemption rate is the per-instance rate times the
+    instances (nodes) it spans. A checkpoint holds one copy of the weights and optimizer state (a GPU's share
+    times the GPUs that split it: tp x pp, and dp where ZeRO shards it: optimizer from stage 1, weights at 3),
+    written in parallel by the instances, each at ``checkpoint_write_gb_per_s``; a restart reads it back at that
+    throughput, plus any re-acquiring time given. LoRA / QLoRA: the frozen base is never rewritten, so a checkpoint
+    holds the adapters' optimizer state (their bf16 weights, a sixth of that with Adam, are left out); a restart
+    still reads the base back."""
+    p = scn.pricing
+    nodes = math.ceil(n / gpus_per_node)
+    rate = p.spot_preemptions_per_hour * nodes
+    mtbf_h = 1.0 / rate if rate > 0 else math.inf
+    split = int(a["tp"][j]) * int(a["pp"][j])
+    dp, zero = int(a["dp"][j]), int(a["zero"][j])
+    weights_gb = float(a["mem_weights"][j]) * split * (dp if zero >= 3 else 1)
+    optimizer_gb = float(a["mem_optimizer"][j]) * split * (dp if zero >= 1 else 1)
+    state_gb = optimizer_gb if scn.task in ("lora", "qlora") else weights_gb + optimizer_gb
+    state_gb_per_node = state_gb / nodes
+    write_h = state_gb_per_node / p.checkpoint_write_gb_per_s / 3600.0
+    read_h = (weights_gb + optimizer_gb) / nodes / p.checkpoint_write_gb_per_s / 3600.0
+    restart_h = read_h + p.spot_reprovision_s / 3600.0
+    interval = p.checkpoint_interval_h
+    tau = interval if interval is not None else float(econ.optimal_checkpoint_interval_h(
+        checkpoint_write_h=write_h, mtbf_h=mtbf_h))  # fmt: skip
+    expected = float(econ.spot_expected_time_h(solve_time_h=hours, mtbf_h=mtbf_h, checkpoint_write_h=write_h,
+                                                restart_h=restart_h, interval_h=interval))  # fmt: skip
+    return expected, {
+        "preemption_free_time_h": hours, "expected_time_h": expected, "preemptions_per_hour": rate,
+        "expected_preemptions": float(econ.spot_expected_preemptions(expected_time_h=expected, mtbf_h=mtbf_h)),
+        "checkpoint_interval_h": min(tau, hours), "checkpoint_write_s": write_h * 3600.0,
+        "restart_s": restart_h * 3600.0, "checkpoint_gb": state_gb, "checkpoint_gb_per_node": state_gb_per_node,
+    }  # fmt: skip
 
 
 def _allowed_gpus(scn: Scenario, cat: Catalog):
@@ -149,6 +323,36 @@ def _energy(scn: Scenario, gpu, gpus, hours):
     p = scn.pricing
     kwh = econ.energy_kwh(gpus=gpus, tdp_w=gpu.tdp_w or 0.0, load_fraction=p.load_fraction, hours=hours, pue=p.pue)
     return kwh, econ.co2e_kg(energy_kwh=kwh, grid_kg_per_kwh=p.grid_kg_co2e_per_kwh)
+
+
+def _explain_prices(res: PlanResult, scn: Scenario, cat: Catalog) -> None:
+    """The offers behind the plan: the recommendation's (kind, provider, region, date, age, source), how many
+    options rest on a stale offer, and the catalog rows refused as data errors (``price_data_errors``)."""
+    rec = res.recommendation or (res.infeasible or {}).get("closest")
+    considered = {o["gpu"] for o in res.all_options} | {x["gpu"] for x in res.search.get("skipped", [])}
+    errors = [e for e in price_data_errors(catalog=cat) if e.split(" ", 1)[0] in considered]
+    res.search["price_data_errors"] = errors
+    stale = sorted({o["gpu"] for o in res.all_options if o.get("price_stale")})
+    parts = []
+    if rec is not None and rec.get("price_provider") == "scenario override":
+        what = "a true cost of " if rec["pricing_kind"] == "own" else ""
+        parts.append(f"{rec['gpu']} {rec['pricing_kind']} at {what}${rec['price_usd_per_gpu_hour']:.3g}/GPU-hour, "
+                     "from the scenario's price override.")  # fmt: skip
+    elif rec is not None and rec.get("pricing_kind"):
+        where = ", ".join(x for x in (rec.get("price_region"), rec.get("price_date") or "undated") if x)
+        age = rec.get("price_age_days")
+        flag = (f", STALE: {age} days old (limit {scn.pricing.max_price_age_days:g})" if rec.get("price_stale")
+                and age is not None else ", STALE: undated" if rec.get("price_stale") else "")  # fmt: skip
+        parts.append(f"{rec['gpu']} {rec['pricing_kind']} at ${rec['price_usd_per_gpu_hour']:.3g}/GPU-hour from "
+                     f"{rec.get('price_provider') or 'the scenario'} ({where}{flag}); source: "
+                     f"{rec.get('price_source', '')}.")  # fmt: skip
+    if stale:
+        parts.append(f"Options resting on a stale offer: {', '.join(stale)}; refresh them in DIR/prices.csv.")
+    if errors:
+        parts.append(f"{len(errors)} catalog row(s) refused as data errors: {errors[0]}.")
+    if parts:
+        res.explanations.append({"topic": "prices", "title": "Prices", "text": " ".join(parts),
+                                 "data": {"stale_gpus": stale, "price_data_errors": errors}})  # fmt: skip
 
 
 def _pareto(opts: list[dict], key: str = "time_h") -> list[dict]:
@@ -188,7 +392,7 @@ def _choose(opts: list[dict], scn: Scenario) -> tuple[dict | None, dict | None]:
 
 def _scenario_dict(scn: Scenario, spec, extra: dict) -> dict:
     c = count_params(spec)
-    return scn.model_dump() | {
+    return scn.model_dump(mode="json") | {  # JSON types: prices_as_of is a date
         "defaults_used": scn.defaults_used(), "model_params_total": c.total, "model_params_active": c.active,
     } | extra  # fmt: skip
 
@@ -231,9 +435,9 @@ def _plan_training(scn, spec, cat, cal, progress) -> PlanResult:
             progress(i, len(gpus_allowed), g.id)
         system = system_of(g, gpus_per_node=scn.constraints.gpus_per_node)
         counts = gpu_counts(system.gpus_per_node, scn.constraints.max_gpus)
-        rate, src = _rate(scn, g, cat, counts)
-        if rate is None:
-            skipped.append({"gpu": g.id, "reason": f"no {scn.pricing.mode} price: {src}"})
+        pricings, why = _pricings(scn, g, cat, counts)
+        if not pricings:
+            skipped.append({"gpu": g.id, "reason": f"no {scn.pricing.mode} price: {why}"})
             continue
         cand = evaluate_training(spec, gpu=g, system=system, counts=counts, seq_len=tr.seq_len,
                                  global_batch=tr.global_batch, precision=tr.precision, task=scn.task,
@@ -243,15 +447,27 @@ def _plan_training(scn, spec, cat, cal, progress) -> PlanResult:
         if cand.n_fit == 0:
             skipped.append({"gpu": g.id, "reason": cand.note or "no layout fits in memory at any allowed count"})
             continue
-        per_gpu_cands[g.id] = (g, cand, dict(zip(counts, rate.tolist(), strict=True)), src)
+        per_gpu_cands[g.id] = (g, cand, dict(zip(counts, pricings[0].rate.tolist(), strict=True)), pricings[0].src)
         a = cand.arrays
         hours = tokens / a["tokens_per_s"] / 3600.0
         for n in np.unique(a["gpus"]):
             idx = np.flatnonzero(a["gpus"] == n)
             # fastest; on exact ties the larger micro-batch (fewer kernel launches, which the model does not time)
             j = int(idx[np.lexsort((-a["mb"][idx], hours[idx]))[0]])
-            price = per_gpu_cands[g.id][2][int(n)]
-            options_all.append(_train_option(scn, g, cand, j, float(hours[j]), price, src, tokens))
+            for pr in pricings:
+                price = float(pr.rate[counts.index(int(n))])
+                h, spot = (_spot_hours(scn, a, j, int(n), system.gpus_per_node, float(hours[j]))
+                           if pr.kind == "spot" else (float(hours[j]), None))  # fmt: skip
+                o = _train_option(scn, g, cand, j, h, price, pr.src, tokens) | pr.offer
+                if o.get("egress_usd"):
+                    o["cost_usd"] += o["egress_usd"]
+                    o["cost_per_1m_tokens_usd"] = float(econ.training_cost_usd_per_1m_tokens(tokens=tokens,
+                                                                                             cost_usd=o["cost_usd"]))
+                if pr.kind == "own":
+                    o["true_cost_usd_per_gpu_hour"] = price
+                if spot is not None:
+                    o["spot"] = spot
+                options_all.append(o)
     if progress:
         progress(len(gpus_allowed), len(gpus_allowed), "done")
     wall = time.perf_counter() - t0
@@ -274,6 +490,7 @@ def _plan_training(scn, spec, cat, cal, progress) -> PlanResult:
         pareto=_pareto(options_all), explanations=[], search=search, infeasible=infeasible, all_options=options_all,
     )  # fmt: skip
     explain_training(res, scn, spec, cat, per_gpu_cands)
+    _explain_prices(res, scn, cat)
     return res
 
 
@@ -336,11 +553,12 @@ def _plan_inference(scn, spec, cat, cal, progress) -> PlanResult:
             evaluated[g.id].append(c)
             if not c.fits:
                 continue
-            r, src = _rate(scn, g, cat, c.gpus)
-            if r is None:
-                skipped.append({"gpu": g.id, "reason": f"no {p.mode} price: {src}"})
+            pricings, why = _pricings(scn, g, cat, c.gpus)
+            if not pricings:
+                skipped.append({"gpu": g.id, "reason": f"no {p.mode} price: {why}"})
                 break
-            price = float(np.asarray(r))
+            pr = pricings[0]  # serving is priced per hour of service: the cheapest kind per GPU-hour
+            price, src = float(np.asarray(pr.rate)), pr.src
             usd_h = c.gpus * price
             cost_month = usd_h * hours_month
             out_tps = rate * inf.output_len
@@ -357,7 +575,7 @@ def _plan_inference(scn, spec, cat, cal, progress) -> PlanResult:
                 "capacity_requests_per_s": c.capacity_requests_per_s, "max_batch": c.max_batch,
                 "gpu_memory_gb": g.memory_gb, "memory_gb_per_gpu": sum(c.memory_breakdown_gb.values()),
                 "memory_breakdown_gb": c.memory_breakdown_gb, "precision_note": _infer_precision_note(g, inf.precision),
-            })  # fmt: skip
+            } | pr.offer | ({"true_cost_usd_per_gpu_hour": price} if pr.kind == "own" else {}))  # fmt: skip
         if not any(c.fits for c in evaluated[g.id]) and evaluated[g.id]:
             skipped.append({"gpu": g.id, "reason": evaluated[g.id][-1].reason})
     wall = time.perf_counter() - t0
@@ -390,4 +608,5 @@ def _plan_inference(scn, spec, cat, cal, progress) -> PlanResult:
                 "limits": SEARCH_LIMITS, "precision_notes": _precision_notes(options)},
     )  # fmt: skip
     explain_inference(res, scn, spec, cat, evaluated, rate)
+    _explain_prices(res, scn, cat)
     return res

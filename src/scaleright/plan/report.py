@@ -373,7 +373,9 @@ def _summary(result: dict, training: bool) -> str:
 
     if rec:
         speed = f"{_num(rec.get(t))} h" if training else f"TPOT {fmt.ms(rec.get(t))} ms"
-        verb = "Buy" if mode == "own" else f"Rent ({mode})"
+        kind = rec.get("pricing_kind") or mode  # mode cheapest or hybrid: the kind this option pays with
+        hybrid = f"Hybrid (own {rec.get('owned_gpus')}, rent the bursts {rec.get('burst_kind')})"
+        verb = "Buy" if kind == "own" else hybrid if kind == "hybrid" else f"Rent ({kind})"
         limits = [f"the {_num(c['deadline_h'])} h deadline" if training and _ok(c.get("deadline_h")) else "",
                   f"the {format_usd(c['budget_usd'])} budget" if _ok(c.get("budget_usd")) else ""]
         limits = [x for x in limits if x]

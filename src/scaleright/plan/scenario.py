@@ -6,19 +6,39 @@ printed with every plan (``Scenario.defaults_used``) so a reader sees what was a
 
 from __future__ import annotations
 
+import datetime
 from pathlib import Path
 from typing import Annotated, Literal, cast
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from scaleright.catalog.prices import MAX_PRICE_AGE_DAYS
 from scaleright.errors import CatalogFileError, InputError
 from scaleright.limits import LIMITS, _show, bounds, text_bounds
 from scaleright.textfile import _short, path_problem, read_text
 from scaleright.userdata import load_yaml
 
-__all__ = ["Scenario", "Training", "Inference", "Constraints", "Pricing", "load_scenario", "PRICING_MODES"]
+__all__ = ["Scenario", "Training", "Inference", "Constraints", "Pricing", "MonthlyJob", "load_scenario",
+           "PRICING_MODES"]
 
-PRICING_MODES = ("on-demand", "spot", "marketplace", "own")
+# a rent kind of ``catalog.prices.KINDS``, ``own`` (buy: total cost of ownership) or ``cheapest`` (every kind the
+# buyer can get, spot at its expected preempted time, owned at its TCO; the cheapest option wins)
+# ``hybrid``: own a baseline, rent the bursts of a demand profile (pricing.demand_gpus_by_hour or monthly_jobs)
+PRICING_MODES = ("on-demand", "spot", "marketplace", "reserved", "reserved-1y", "reserved-3y", "committed", "own",
+                 "hybrid", "cheapest")
+_PricingMode = Literal["on-demand", "spot", "marketplace", "reserved", "reserved-1y", "reserved-3y", "committed",
+                       "own", "hybrid", "cheapest"]
+_RentKind = Literal["on-demand", "spot", "marketplace", "reserved", "reserved-1y", "reserved-3y", "committed"]
+# AWS: "the average frequency of interruption across all Regions and instance types" has been under 5 % a month
+# (Amazon EC2 Spot Instance Advisor / "Spot Instance interruptions" documentation): 0.05 / (365/12 x 24) per
+# instance-hour. An all-instance average; GPU instances are reclaimed more often, so set your provider's figure.
+SPOT_PREEMPTIONS_PER_HOUR = 0.05 / (365.0 / 12.0 * 24.0)
+# AWS's price to move data out to the internet, first 10 TB a month, US regions: $0.09/GB (Amazon EC2 On-Demand
+# pricing, "Data Transfer OUT From Amazon EC2 To Internet")
+EGRESS_USD_PER_GB = 0.09
+# AWS EBS gp3's maximum throughput, 1,000 MiB/s per volume (Amazon EBS volume types documentation): a checkpoint
+# that must outlive a spot instance is written to network storage
+CHECKPOINT_WRITE_GB_PER_S = 1000 * 2**20 / 1e9
 
 
 class _Strict(BaseModel):
@@ -48,6 +68,7 @@ _UsdKwh = Annotated[float, *bounds("usd_per_kwh")]
 _Co2 = Annotated[float, *bounds("kg_co2e_per_kwh")]
 _Pue = Annotated[float, *bounds("pue")]
 _Fraction = Annotated[float, *bounds("fraction")]
+_GbPerS = Annotated[float, *bounds("gb_per_s")]
 _MAX_ITEMS = int(LIMITS["list_items"].high)  # GPU names in a list, price overrides in a mapping
 _Name = Annotated[str, *text_bounds("name_chars")]  # a GPU id or alias, a scenario name
 _PathText = Annotated[str, *text_bounds("path_chars")]  # a catalog model name or a path to a config.json
@@ -98,6 +119,8 @@ class Inference(_Strict):
     precision: Literal["fp32", "bf16", "fp16", "fp8", "int8", "int4", "fp4"] = "bf16"
     kv_precision: Literal["fp32", "bf16", "fp16", "fp8", "int8"] = "bf16"
     api_usd_per_1m_output_tokens: _UsdTotal | None = Field(None, gt=0)  # an API's price to compare self-hosting with
+    # the API's prompt-token price (economics.tokens: blended with the completion price over input_len/output_len)
+    api_usd_per_1m_input_tokens: _UsdTotal | None = Field(None, ge=0)
 
     @model_validator(mode="after")
     def _rate(self) -> Inference:
@@ -125,10 +148,41 @@ class Constraints(_Strict):
         return v
 
 
+class MonthlyJob(_Strict):
+    """One job of a month's demand (mode hybrid): GPUs it runs on and hours it runs per month."""
+
+    gpus: _Gpus = Field(ge=1)
+    hours: _Hours = Field(gt=0, le=24 * 31)
+
+
 class Pricing(_Strict):
     """How GPU time is paid for, and the facts needed for total cost of ownership and carbon."""
 
-    mode: Literal["on-demand", "spot", "marketplace", "own"] = "on-demand"
+    mode: _PricingMode = "on-demand"
+    # offers older than this are flagged stale and passed over for fresher ones (catalog.prices.MAX_PRICE_AGE_DAYS)
+    max_price_age_days: _Hours = Field(MAX_PRICE_AGE_DAYS, ge=0)
+    # the day prices are aged from (YYYY-MM-DD); None: today (UTC). Set it to reproduce a plan later
+    prices_as_of: datetime.date | None = None
+    # spot training (economics.spot, Daly 2006): preemptions per instance-hour (an instance = one node of
+    # constraints.gpus_per_node GPUs; default SPOT_PREEMPTIONS_PER_HOUR), checkpoint storage throughput per
+    # instance, extra time to re-acquire an instance after a preemption (0 unless given: not modelled), and the
+    # hours of work between checkpoints (None: Daly's optimum)
+    spot_preemptions_per_hour: _Hours = Field(SPOT_PREEMPTIONS_PER_HOUR, ge=0, le=3600)
+    checkpoint_write_gb_per_s: _GbPerS = Field(CHECKPOINT_WRITE_GB_PER_S, gt=0)
+    spot_reprovision_s: _Seconds = Field(0.0, ge=0)
+    checkpoint_interval_h: _Hours | None = Field(None, gt=0)
+    # mode hybrid (economics.hybrid): the fleet's demand, as GPUs busy in each of the 24 hours of a typical day, or
+    # as the month's jobs (run one after another); bursts above the owned baseline are rented at burst_kind
+    demand_gpus_by_hour: list[Annotated[int, *bounds("gpus"), Field(ge=0)]] | None = Field(None, min_length=24,
+                                                                                         max_length=24)
+    monthly_jobs: list[MonthlyJob] | None = Field(None, min_length=1, max_length=_MAX_ITEMS)
+    burst_kind: _RentKind = "on-demand"
+    # multi-provider training: the data lives at data_provider (a provider name as in prices.csv, e.g. "AWS");
+    # renting from another provider first moves data_gb out at egress_usd_per_gb (default EGRESS_USD_PER_GB). With
+    # both set the plan weighs the cheapest offer anywhere (plus egress) against the data provider's own offer
+    data_provider: _Name | None = None
+    data_gb: _UsdTotal = Field(0.0, ge=0)
+    egress_usd_per_gb: _UsdTotal = Field(EGRESS_USD_PER_GB, ge=0)
     # rent prices by GPU id overriding the catalog
     price_usd_per_gpu_hour: dict[_Name, _UsdPerHour] = Field({}, max_length=_MAX_ITEMS)
     # purchase prices by GPU id overriding the catalog
@@ -143,11 +197,31 @@ class Pricing(_Strict):
     # average board power / TDP while busy; default is an assumption (training runs near TDP, decode-heavy serving
     # below it)
     load_fraction: _Fraction = Field(0.8, gt=0, le=1)
-    ops_overhead_usd_per_gpu_hour: _UsdHour = Field(0.0, ge=0)  # staff, space, support per owned GPU-hour
-    server_share_usd_per_gpu: _UsdTotal = Field(0.0, ge=0)  # CPU, RAM, chassis, network per owned GPU
-    facility_upgrade_usd: _UsdTotal = Field(0.0, ge=0)  # one-off power/cooling work for owned hardware
+    # owned hardware: None takes the cited default for the GPU's site (economics.defaults: data-centre parts the
+    # seed article's low ends, $2/GPU-hour, $5 K per GPU, $25 K per site; consumer and workstation cards $0)
+    ops_overhead_usd_per_gpu_hour: _UsdHour | None = Field(None, ge=0)  # staff, space, support per owned GPU-hour
+    server_share_usd_per_gpu: _UsdTotal | None = Field(None, ge=0)  # CPU, RAM, chassis, network per owned GPU
+    facility_upgrade_usd: _UsdTotal | None = Field(None, ge=0)  # one-off power/cooling work for owned hardware
+    # interest or required return on the money invested, per year; 0 (the default) = capital is free. Not a cited
+    # figure: give your loan rate or cost of capital
+    cost_of_capital_per_year: _Fraction = Field(0.0, ge=0)
     depreciation_years: _Years = Field(4.0, gt=0)  # accounting life of owned hardware
     resale_fraction: _Fraction = Field(0.2, ge=0, le=1)  # resale value at the end of the horizon, of purchase
+
+    @model_validator(mode="after")
+    def _hybrid_profile(self) -> Pricing:
+        given = [k for k in ("demand_gpus_by_hour", "monthly_jobs") if getattr(self, k) is not None]
+        if self.mode == "hybrid" and len(given) != 1:
+            raise ValueError("pricing.mode hybrid needs exactly one demand profile: pricing.demand_gpus_by_hour "
+                             "(24 values) or pricing.monthly_jobs (a list of {gpus, hours})")
+        if self.mode != "hybrid" and given:
+            raise ValueError(f"pricing.{given[0]} is the demand profile of mode hybrid; mode is {self.mode!r}")
+        if (self.data_gb > 0) != (self.data_provider is not None):
+            raise ValueError("pricing.data_gb and pricing.data_provider go together: the data's size and where it "
+                             "lives (egress is paid to move it elsewhere)")
+        if self.mode == "hybrid" and self.demand_gpus_by_hour is not None and not any(self.demand_gpus_by_hour):
+            raise ValueError("pricing.demand_gpus_by_hour: every hour is 0; give the GPUs busy in some hour")
+        return self
 
 
 class Scenario(_Strict):

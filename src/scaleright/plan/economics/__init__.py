@@ -9,6 +9,8 @@ per module:
 - ``ownership``         ``OwnershipCosts``, TCO breakdown, owned cost per GPU-hour
 - ``rent_vs_buy``       break-even hours/day and months; the Capex vs Opex Decision Matrix as numbers
 - ``utilisation_curve`` the Utilisation Efficiency Curve and the cheapest GPU count meeting a deadline
+- ``hybrid``            own a baseline, rent the bursts of a demand profile; the cheapest baseline
+- ``spot``              expected time of a preempted job with checkpoints (Daly 2006)
 - ``fleet``             GPUs avoided by higher utilisation and longer service life
 
 User errors raise ``scaleright.errors.InputError`` naming the field and what is allowed. "Never" (no break-even,
@@ -19,14 +21,19 @@ from __future__ import annotations
 
 from scaleright.plan.economics.energy import co2e_kg, electricity_cost_usd, energy_kwh
 from scaleright.plan.economics.fleet import fleet_reduction_fraction
+from scaleright.plan.economics.hybrid import cheapest_baseline, hybrid_costs_usd, owned_and_rented_gpu_hours
 from scaleright.plan.economics.job import cost_per_job_usd, job_time_h, scaling_efficiency
 from scaleright.plan.economics.ownership import (
     OwnershipCosts,
+    capital_charge_usd,
+    capital_charge_usd_per_month,
     net_capex_usd,
     owned_cost_per_gpu_hour_usd,
     owned_running_cost_usd_per_gpu_hour,
     purchases,
     tco_usd,
+    true_cost_per_gpu_hour_usd,
+    utilisation_for_true_cost,
 )
 from scaleright.plan.economics.rent_vs_buy import (
     break_even_hours_per_day,
@@ -34,8 +41,14 @@ from scaleright.plan.economics.rent_vs_buy import (
     capex_opex_matrix,
     rented_cost_usd,
 )
+from scaleright.plan.economics.spot import (
+    optimal_checkpoint_interval_h,
+    spot_expected_preemptions,
+    spot_expected_time_h,
+)
 from scaleright.plan.economics.tokens import (
     api_break_even_usd_per_1m_tokens,
+    api_usd_per_1m_output_tokens_blended,
     inference_cost_usd_per_1m_tokens,
     training_cost_usd_per_1m_tokens,
     utilisation_needed_for_api_parity,
@@ -52,6 +65,7 @@ __all__ = [
     "inference_cost_usd_per_1m_tokens",
     "api_break_even_usd_per_1m_tokens",
     "utilisation_needed_for_api_parity",
+    "api_usd_per_1m_output_tokens_blended",
     # energy
     "energy_kwh",
     "electricity_cost_usd",
@@ -63,11 +77,23 @@ __all__ = [
     "owned_running_cost_usd_per_gpu_hour",
     "tco_usd",
     "owned_cost_per_gpu_hour_usd",
+    "capital_charge_usd",
+    "capital_charge_usd_per_month",
+    "true_cost_per_gpu_hour_usd",
+    "utilisation_for_true_cost",
     # rent vs buy
     "rented_cost_usd",
     "break_even_hours_per_day",
     "break_even_months",
     "capex_opex_matrix",
+    # hybrid
+    "owned_and_rented_gpu_hours",
+    "hybrid_costs_usd",
+    "cheapest_baseline",
+    # spot
+    "optimal_checkpoint_interval_h",
+    "spot_expected_time_h",
+    "spot_expected_preemptions",
     # curve and fleet
     "utilisation_curve",
     "fleet_reduction_fraction",

@@ -13,7 +13,14 @@ GPU-hour, electricity, and depreciation "e.g. selling a US$1,200 RTX 4090 for US
     power_usd          = used_gpu_h x (tdp_w x load_fraction + server_overhead_w_per_gpu) / 1000 x $/kWh
     cooling_usd        = power_usd x (pue - 1)       (PUE's overhead share: cooling and power distribution)
     ops_usd            = used_gpu_h x ops_overhead_usd_per_gpu_hour
-    total_usd          = capex - resale_credit + power + cooling + ops
+    capital_usd        = cost_of_capital_per_year x horizon_years x average_invested_usd
+    average_invested   = gpus x (purchase + server_share + resale_fraction x purchase) / 2 + facility_upgrade / 2
+    total_usd          = capex - resale_credit + power + cooling + ops + capital
+
+``capital_usd`` is the cost of the money tied up (a loan's interest, or what the cash would have earned: the
+buyer's cost of capital), charged on the average invested amount as each item declines linearly from its price to
+its end value (resale for the GPUs, nothing for the host and the facility), the "interest on average investment"
+form of engineering-economy ownership costs; at 0 (the default) the capital is free.
 
 ``depreciation_years`` is the service life: at its end the GPUs are sold for ``resale_fraction`` of their price
 and replaced; GPUs still in service at the horizon are also sold for that fraction (conservative when they are
@@ -44,6 +51,10 @@ __all__ = [
     "owned_running_cost_usd_per_gpu_hour",
     "tco_usd",
     "owned_cost_per_gpu_hour_usd",
+    "capital_charge_usd",
+    "true_cost_per_gpu_hour_usd",
+    "utilisation_for_true_cost",
+    "capital_charge_usd_per_month",
 ]
 
 _CEIL_SLACK = 1e-9  # 36 months / 1.5 years must count 2 purchases despite float rounding
@@ -64,6 +75,7 @@ _BOUNDS: dict[str, dict[str, float]] = {
     "resale_fraction": {"ge": 0, "le": 1},
     "hours_per_day": {"ge": 0, "le": HOURS_PER_DAY},
     "horizon_months": {"gt": 0},
+    "cost_of_capital_per_year": {"ge": 0, "le": 1},
 }
 
 
@@ -85,6 +97,7 @@ class OwnershipCosts:
     server_overhead_w_per_gpu: ArrayLike = 0.0  # host power per GPU while in use, W; 0 = GPU only (~100 W home lab)
     ops_overhead_usd_per_gpu_hour: ArrayLike = 0.0  # staff, support, network per GPU-hour of use, USD; 0 = none
     resale_fraction: ArrayLike = 0.0  # share of purchase_usd_per_gpu recovered per GPU sold (end of life or horizon)
+    cost_of_capital_per_year: ArrayLike = 0.0  # interest or required return on the money invested, per year; 0 = free
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
@@ -142,8 +155,8 @@ def tco_usd(*, costs: OwnershipCosts) -> dict[str, float | NDArray[np.float64]]:
 
     Keys: ``capex_usd`` (all purchases and the facility upgrade), ``resale_credit_usd`` (subtracted),
     ``power_usd`` (IT electricity), ``cooling_usd`` (``power_usd x (pue - 1)``: the cooling and distribution
-    overhead PUE stands for), ``ops_usd``, ``total_usd``, ``used_gpu_h`` (GPU-hours of use the total buys) and
-    ``purchases`` (hardware generations bought).
+    overhead PUE stands for), ``ops_usd``, ``capital_usd`` (cost of capital), ``total_usd``, ``used_gpu_h``
+    (GPU-hours of use the total buys) and ``purchases`` (hardware generations bought).
     """
     n = _f(purchases(costs=costs))
     g, price = _f(costs.gpus), _f(costs.purchase_usd_per_gpu)
@@ -154,13 +167,15 @@ def tco_usd(*, costs: OwnershipCosts) -> dict[str, float | NDArray[np.float64]]:
     power = it_kwh * _f(costs.electricity_usd_per_kwh)
     cooling = power * (_f(costs.pue) - 1.0)
     ops = used * _f(costs.ops_overhead_usd_per_gpu_hour)
-    total = capex - credit + power + cooling + ops
+    capital = _f(capital_charge_usd(costs=costs))
+    total = capex - credit + power + cooling + ops + capital
     parts = {
         "capex_usd": capex,
         "resale_credit_usd": credit,
         "power_usd": power,
         "cooling_usd": cooling,
         "ops_usd": ops,
+        "capital_usd": capital,
         "total_usd": total,
         "used_gpu_h": used,
         "purchases": n,
@@ -177,3 +192,49 @@ def owned_cost_per_gpu_hour_usd(*, costs: OwnershipCosts) -> float | NDArray[np.
     t = tco_usd(costs=costs)
     total, used = _f(t["total_usd"]), _f(t["used_gpu_h"])
     return out(np.divide(total, used, out=np.full(np.broadcast(total, used).shape, np.inf), where=used > 0))
+
+
+def _average_invested_usd(costs: OwnershipCosts) -> NDArray[np.float64]:
+    g, price = _f(costs.gpus), _f(costs.purchase_usd_per_gpu)
+    start = g * (price + _f(costs.server_share_usd_per_gpu)) + _f(costs.facility_upgrade_usd)
+    end = g * price * _f(costs.resale_fraction)
+    return (start + end) / 2.0
+
+
+def capital_charge_usd(*, costs: OwnershipCosts) -> float | NDArray[np.float64]:
+    """Cost of the capital tied up over the horizon: ``cost_of_capital_per_year x horizon_years x average
+    invested`` (module docstring). It does not depend on the hours of use."""
+    years = _f(costs.horizon_months) / MONTHS_PER_YEAR
+    return out(_f(costs.cost_of_capital_per_year) * years * _average_invested_usd(costs))
+
+
+def capital_charge_usd_per_month(*, costs: OwnershipCosts) -> float | NDArray[np.float64]:
+    """``capital_charge_usd`` per month of ownership (what ``rent_vs_buy.break_even_months`` subtracts from the
+    monthly saving)."""
+    return out(_f(costs.cost_of_capital_per_year) / MONTHS_PER_YEAR * _average_invested_usd(costs))
+
+
+def true_cost_per_gpu_hour_usd(*, costs: OwnershipCosts, utilisation: ArrayLike) -> float | NDArray[np.float64]:
+    """The true cost of an owned GPU-hour of use at ``utilisation`` (the share of the day a GPU is busy, 0..1):
+    ``owned_cost_per_gpu_hour_usd`` with ``hours_per_day = 24 x utilisation``, i.e.
+
+        fixed_usd / (gpus x 24 x utilisation x (365/12) x horizon_months) + running_usd_per_gpu_hour
+
+    with ``fixed_usd`` = capex - resale credit + cost of capital and the running cost electricity with PUE plus
+    operations (``owned_running_cost_usd_per_gpu_hour``). Falls as 1/utilisation; ``inf`` at 0."""
+    u = checked("utilisation", utilisation, ge=0, le=1)
+    return owned_cost_per_gpu_hour_usd(costs=dataclasses.replace(costs, hours_per_day=u * HOURS_PER_DAY))
+
+
+def utilisation_for_true_cost(*, costs: OwnershipCosts, usd_per_gpu_hour: ArrayLike) -> float | NDArray[np.float64]:
+    """The utilisation at which ``true_cost_per_gpu_hour_usd`` equals ``usd_per_gpu_hour`` (e.g. a rent):
+    ``fixed_usd / ((usd_per_gpu_hour - running) x gpus x 24 x (365/12) x horizon_months)``. ``inf`` when even
+    full use costs more (the price is at or below the running cost, or the answer exceeds 1)."""
+    target = checked("usd_per_gpu_hour", usd_per_gpu_hour, ge=0)
+    fixed = _f(net_capex_usd(costs=costs)) + _f(capital_charge_usd(costs=costs))
+    margin = target - _f(owned_running_cost_usd_per_gpu_hour(costs=costs))
+    hours_full = _f(costs.gpus) * HOURS_PER_DAY * DAYS_PER_MONTH * _f(costs.horizon_months)
+    den = margin * hours_full
+    shape = np.broadcast(fixed, den).shape
+    u = np.divide(fixed, den, out=np.full(shape, np.inf), where=den > 0)
+    return out(np.where(u > 1.0 + 1e-12, np.inf, u))

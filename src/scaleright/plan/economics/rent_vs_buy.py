@@ -7,9 +7,10 @@ capex less resale, plus running costs); renting costs ``gpus x rent x hours_per_
 With ``c`` the owned running cost per GPU-hour (electricity with PUE, plus ops) and ``r`` the rent, both grow
 linearly in hours of use, so over a horizon of ``H`` months
 
-    break-even hours/day = net_capex(H) / ((r - c) x gpus x (365/12) x H)
+    break-even hours/day = (net_capex(H) + capital(H)) / ((r - c) x gpus x (365/12) x H)
 
-and, at ``h`` hours/day, with monthly saving ``s = (r - c) x gpus x h x (365/12)``, facility upgrade ``F``, net
+and, at ``h`` hours/day, with monthly saving ``s = (r - c) x gpus x h x (365/12)`` less the monthly cost of
+capital (``ownership.capital_charge_usd_per_month``), facility upgrade ``F``, net
 capex per hardware generation ``K = gpus x (purchase x (1 - resale_fraction) + server_share)`` and service life
 ``D`` months, owning catches up during the k-th generation at ``t = (F + k K) / s`` for the least k >= 1 with
 ``k (s D - K) >= F``: with a single generation (``t <= D``) that is the plain undiscounted payback
@@ -28,6 +29,8 @@ from scaleright.plan.economics._units import DAYS_PER_MONTH, HOURS_PER_DAY, MONT
 from scaleright.plan.economics._validate import checked, out
 from scaleright.plan.economics.ownership import (
     OwnershipCosts,
+    capital_charge_usd,
+    capital_charge_usd_per_month,
     net_capex_usd,
     owned_running_cost_usd_per_gpu_hour,
     tco_usd,
@@ -67,7 +70,8 @@ def break_even_hours_per_day(
     r = checked("rent_usd_per_gpu_hour", rent_usd_per_gpu_hour, ge=0)
     saving = r - np.asarray(owned_running_cost_usd_per_gpu_hour(costs=costs))
     days = DAYS_PER_MONTH * np.asarray(costs.horizon_months)
-    h = _ratio_or_inf(np.asarray(net_capex_usd(costs=costs)), saving * np.asarray(costs.gpus) * days)
+    fixed = np.asarray(net_capex_usd(costs=costs)) + np.asarray(capital_charge_usd(costs=costs))
+    h = _ratio_or_inf(fixed, saving * np.asarray(costs.gpus) * days)
     return out(np.where(h > HOURS_PER_DAY, np.inf, h))
 
 
@@ -86,6 +90,7 @@ def break_even_months(
     r = checked("rent_usd_per_gpu_hour", rent_usd_per_gpu_hour, ge=0)
     g = np.asarray(costs.gpus)
     saving_per_month = (r - np.asarray(owned_running_cost_usd_per_gpu_hour(costs=costs))) * g * h * DAYS_PER_MONTH
+    saving_per_month = saving_per_month - np.asarray(capital_charge_usd_per_month(costs=costs))
     facility = np.asarray(costs.facility_upgrade_usd)
     per_generation = g * (
         np.asarray(costs.purchase_usd_per_gpu) * (1.0 - np.asarray(costs.resale_fraction))

@@ -14,6 +14,13 @@ Serving: a deployment that costs ``usd_per_hour`` (all its GPUs, rented, or owne
 
 Self-hosting matches an API priced at that figure; the utilisation that reaches parity with an API price is the
 same equation solved for ``utilisation``.
+
+An API bills input (prompt) and output (completion) tokens at separate prices; for a request mix of ``input_len``
+prompt and ``output_len`` completion tokens it costs, per 1M output tokens served,
+
+    api_usd_per_1m_output_tokens_blended = out_price + in_price x input_len / output_len
+
+which is what a self-hosted deployment (costed per output token: it serves the prompts too) must be compared with.
 """
 
 from __future__ import annotations
@@ -31,6 +38,7 @@ __all__ = [
     "inference_cost_usd_per_1m_tokens",
     "api_break_even_usd_per_1m_tokens",
     "utilisation_needed_for_api_parity",
+    "api_usd_per_1m_output_tokens_blended",
 ]
 
 
@@ -93,3 +101,16 @@ def utilisation_needed_for_api_parity(
     u = usd * TOKENS_PER_MILLION / (tps * SECONDS_PER_HOUR * api)
     # a rounding hair above 1 (the API priced exactly at full-utilisation cost) is still parity at 1
     return out(np.where(u > 1.0 + _ROUNDING, np.inf, np.minimum(u, 1.0)))
+
+
+def api_usd_per_1m_output_tokens_blended(
+    *, api_usd_per_1m_input_tokens: ArrayLike, api_usd_per_1m_output_tokens: ArrayLike, input_len: ArrayLike,
+    output_len: ArrayLike,
+) -> float | NDArray[np.float64]:  # fmt: skip
+    """What an API charges per 1M output tokens once the prompts are paid for (module docstring):
+    ``out_price + in_price x input_len / output_len``."""
+    p_in = checked("api_usd_per_1m_input_tokens", api_usd_per_1m_input_tokens, ge=0)
+    p_out = checked("api_usd_per_1m_output_tokens", api_usd_per_1m_output_tokens, ge=0)
+    n_in = checked("input_len", input_len, ge=0)
+    n_out = checked("output_len", output_len, gt=0)
+    return out(p_out + p_in * n_in / n_out)
