@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-__all__ = ["DECODE", "DONE", "PREFILL", "REJECTED", "SWAPPED", "WAITING", "Request"]
+__all__ = ["DECODE", "DONE", "MIGRATED", "PREFILL", "REJECTED", "SWAPPED", "WAITING", "Request"]
 
-WAITING, PREFILL, DECODE, DONE, REJECTED, SWAPPED = range(6)  # SWAPPED: KV in host memory, queued
+# SWAPPED: KV in host memory, queued; MIGRATED: KV sent from a prefill replica (disaggregated serving), queued
+WAITING, PREFILL, DECODE, DONE, REJECTED, SWAPPED, MIGRATED = range(7)
 
 
 class Request:
@@ -24,9 +25,11 @@ class Request:
         "generated",
         "id",
         "input_tokens",
+        "job",
         "order",
         "output_tokens",
         "preemptions",
+        "priority",
         "replica",
         "state",
         "target",
@@ -50,6 +53,8 @@ class Request:
         self.finish_s = float("nan")
         self.preemptions = 0
         self.replica = -1
+        self.priority = 0  # higher is served first where the replica's queue has priorities (pooled services)
+        self.job = -1  # the fleet's request this hop belongs to (tiered routing, disaggregation); -1: itself
 
     def __repr__(self) -> str:  # pragma: no cover - debugging aid
         return f"Request({self.id}, t={self.arrival_s:.6f}, in={self.input_tokens}, out={self.output_tokens})"
