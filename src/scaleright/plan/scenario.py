@@ -87,9 +87,10 @@ class Training(_Strict):
 
 
 class Inference(_Strict):
-    """What to serve. Give ``requests_per_s`` or ``requests_per_day``."""
+    """What to serve. Give ``requests_per_s`` or ``requests_per_day`` (or, with ``arrival: trace``, a trace whose
+    mean rate is taken). Fleets are sized with the serving simulator (``plan.serving``)."""
 
-    requests_per_s: _PerS | None = Field(None, gt=0)  # mean arrival rate at peak
+    requests_per_s: _PerS | None = Field(None, gt=0)  # mean arrival rate (diurnal: the daily mean; peak above it)
     requests_per_day: _PerDay | None = Field(None, gt=0)  # converted to a rate over ``Pricing.hours_per_day`` hours
     input_len: _ReqTokens = Field(1024, ge=1)  # prompt tokens per request
     output_len: _ReqTokens = Field(256, ge=1)  # generated tokens per request
@@ -98,9 +99,31 @@ class Inference(_Strict):
     precision: Literal["fp32", "bf16", "fp16", "fp8", "int8", "int4", "fp4"] = "bf16"
     kv_precision: Literal["fp32", "bf16", "fp16", "fp8", "int8"] = "bf16"
     api_usd_per_1m_output_tokens: _UsdTotal | None = Field(None, gt=0)  # an API's price to compare self-hosting with
+    # the arrival pattern: constant (Poisson at the rate; burstiness < 1 makes it a burstier gamma process, as vllm
+    # bench serve's --burstiness), diurnal (rate · (1 + amplitude · sin(2π t / 24 h)): sized for its peak), or
+    # trace (a CSV arrival_time_s,input_tokens,output_tokens replayed)
+    arrival: Literal["constant", "diurnal", "trace"] = "constant"
+    burstiness: Annotated[float, Field(gt=0, le=1000)] = 1.0
+    diurnal_amplitude: _Fraction = Field(0.5, ge=0, le=1)
+    trace: _PathText | None = None
+    engine: Literal["vllm", "sglang", "trtllm", "llama.cpp"] = "vllm"  # the serving engine profile simulated
+    # capacity kept above the offered (peak) rate: the fleet is sized to meet the SLOs at rate x (1 + headroom)
+    headroom: Annotated[float, Field(ge=0, le=10)] = 0.2
+    prefix_cache_hit_rate: Annotated[float, Field(ge=0, lt=1)] = 0.0  # share of each prompt found in the KV cache
+    result_cache_hit_rate: Annotated[float, Field(ge=0, lt=1)] = 0.0  # share of requests answered from a cache
 
     @model_validator(mode="after")
     def _rate(self) -> Inference:
+        if self.arrival == "trace":
+            if self.trace is None:
+                raise ValueError("arrival 'trace' needs inference.trace (a CSV arrival_time_s,input_tokens,"
+                                 "output_tokens)")  # fmt: skip
+            if self.requests_per_s is not None or self.requests_per_day is not None:
+                raise ValueError("arrival 'trace' takes its rate from the trace: give no requests_per_s or "
+                                 "requests_per_day")  # fmt: skip
+            return self
+        if self.trace is not None:
+            raise ValueError("inference.trace applies to arrival 'trace'")
         if (self.requests_per_s is None) == (self.requests_per_day is None):
             raise ValueError("give exactly one of inference.requests_per_s and inference.requests_per_day")
         return self
