@@ -103,3 +103,18 @@ def test_new_inference_fields_fail_in_one_line(inference, message):
     with pytest.raises(CatalogFileError) as exc:
         parse_scenario(data)
     assert message in str(exc.value) and "\n" not in str(exc.value)
+
+
+def test_pooling_two_bursty_services_in_a_plan_needs_fewer_gpus_than_a_pool_each():
+    res = _plan(requests_per_s=24, ttft_slo_s=0.3, burstiness=0.25,
+                services=[{"name": "chat", "share": 0.5, "priority": 1}, {"name": "docs", "share": 0.5}])
+    lev = {r["lever"]: r for r in next(x for x in res.explanations if x["topic"] == "serving_levers")["data"]["levers"]}
+    pool = lev["pooling"]
+    assert pool["gpus_with"] < pool["gpus_without"] and pool["usd_per_month_saved"] > 0
+
+
+def test_pooled_service_shares_must_sum_to_one():
+    data = {**BASE, "inference": {**BASE["inference"], "services": [{"name": "a", "share": 0.5},
+                                                                     {"name": "b", "share": 0.4}]}}  # fmt: skip
+    with pytest.raises(CatalogFileError, match=r"inference\.services shares sum to 0\.9; they must sum to 1"):
+        parse_scenario(data)

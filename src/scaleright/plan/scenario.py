@@ -86,6 +86,17 @@ class Training(_Strict):
         return self.tokens if self.tokens is not None else cast(float, self.dataset_tokens) * self.epochs
 
 
+class PooledService(_Strict):
+    """One of several services pooled on the fleet: its share of the request rate and its own traffic shape."""
+
+    name: _Name = Field(min_length=1)
+    share: Annotated[float, Field(gt=0, le=1)]  # of inference.requests_per_s
+    priority: Annotated[int, Field(ge=-1000, le=1000)] = 0  # higher is served first on the shared replicas
+    input_len: _ReqTokens | None = Field(None, ge=1)  # default: inference.input_len
+    output_len: _ReqTokens | None = Field(None, ge=1)  # default: inference.output_len
+    burstiness: Annotated[float, Field(gt=0, le=1000)] | None = None  # default: inference.burstiness
+
+
 class Inference(_Strict):
     """What to serve. Give ``requests_per_s`` or ``requests_per_day`` (or, with ``arrival: trace``, a trace whose
     mean rate is taken). Fleets are sized with the serving simulator (``plan.serving``)."""
@@ -111,9 +122,21 @@ class Inference(_Strict):
     headroom: Annotated[float, Field(ge=0, le=10)] = 0.2
     prefix_cache_hit_rate: Annotated[float, Field(ge=0, lt=1)] = 0.0  # share of each prompt found in the KV cache
     result_cache_hit_rate: Annotated[float, Field(ge=0, lt=1)] = 0.0  # share of requests answered from a cache
+    # several services sharing the fleet (shares of the rate summing to 1): the pooling lever compares one shared
+    # pool against one pool per service, each sized by simulation
+    services: list[PooledService] | None = Field(None, min_length=2, max_length=8)
 
     @model_validator(mode="after")
     def _rate(self) -> Inference:
+        if self.services is not None:
+            total = sum(x.share for x in self.services)
+            if abs(total - 1) > 1e-6:
+                raise ValueError(f"inference.services shares sum to {total:g}; they must sum to 1")
+            names = [x.name for x in self.services]
+            if len(set(names)) != len(names):
+                raise ValueError(f"inference.services names must be unique, got {names}")
+            if self.arrival == "trace":
+                raise ValueError("inference.services split a rate; a trace holds its own requests")
         if self.arrival == "trace":
             if self.trace is None:
                 raise ValueError("arrival 'trace' needs inference.trace (a CSV arrival_time_s,input_tokens,"

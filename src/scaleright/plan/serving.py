@@ -20,8 +20,9 @@ time, ``max_num_seqs = 1``), caching (the scenario's prefix / result cache hit r
 (16-bit weights and KV cache against the scenario's precision, or fp8 against a 16-bit scenario where the GPU runs
 fp8), autoscaling (diurnal arrivals: replicas following the hourly rate, each carrying what a replica of the
 simulated peak fleet carried, against the peak count all day; cold starts and scale-down delays are left to
-``serve simulate --fleet``). Pooling and tiered routing need several services or models: a scenario holds one, so
-the plan says so and points at ``serve simulate --fleet``.
+``serve simulate --fleet``), pooling (``inference.services``: one shared pool against one pool per service, each
+the fewest replicas whose simulation meets every service's p99 SLOs). Tiered routing needs several models: a
+scenario holds one, so the plan says so and points at ``serve simulate --fleet``.
 """
 
 from __future__ import annotations
@@ -167,6 +168,51 @@ def simulate_option(spec, inf, gpu, system, tp: int, cal, *, rate: float, max_ba
             "fleet_simulated": True}
 
 
+def pooling(spec, inf, gpu, system, tp: int, cal, *, rate: float, max_batch: int) -> tuple[int, int]:
+    """(replicas of one pool shared by ``inf.services``, replicas of one pool per service), each the fewest whose
+    simulation meets every service's p99 SLOs at its share of peak · (1 + headroom) (``MAX_VERIFIED_REPLICAS`` at
+    most per pool)."""
+    import numpy as np
+
+    from scaleright.serve.arrivals import gamma
+    from scaleright.serve.fleet import PoolSpec, ServiceSpec, run_fleet
+    from scaleright.serve.kernel import Environment
+    from scaleright.serve.replica import SchedulerConfig
+    from scaleright.serve.simulate import build_model, kv_blocks_per_replica
+
+    ttft, tpot = _slos(inf)
+    seqs = max(1, min(256, max_batch))
+    model = build_model(spec, gpu=gpu, system=system, tp=tp, precision=inf.precision, kv_precision=inf.kv_precision,
+                        engine=inf.engine, cal=cal, max_num_seqs=seqs, max_num_batched_tokens=max(8192, seqs))
+    blocks = kv_blocks_per_replica(spec, model, gpu=gpu, tp=tp, pp=1, ep=1, precision=inf.precision,
+                                   max_num_seqs=seqs, max_num_batched_tokens=max(8192, seqs))  # fmt: skip
+    cfg = SchedulerConfig(seqs, max(8192, seqs), inf.prefix_cache_hit_rate)
+    target = peak_rate(inf, rate) * (1 + inf.headroom)
+    rng = np.random.default_rng(0)
+    total = TRIAL_REQUESTS * 4  # requests over all services, split by share
+    streams = []
+    for x in inf.services or ():
+        n = max(50, round(total * x.share))
+        arr = gamma(rng, rate=target * x.share, burstiness=x.burstiness or inf.burstiness, n=n)
+        streams.append(ServiceSpec(x.name, arr, np.full(n, x.input_len or inf.input_len),
+                                   np.full(n, x.output_len or inf.output_len), tiers=["pool"], priority=x.priority,
+                                   slo_ttft_ms=ttft, slo_tpot_ms=tpot))  # fmt: skip
+
+    def meets(svcs, n: int) -> bool:
+        res = run_fleet(Environment(0), [PoolSpec("pool", model, cfg, blocks, tp, replicas=n)], svcs)
+        return all(v["rejected"] == 0 and v["ttft_ms"]["p99"] <= ttft
+                   and not v["tpot_ms"]["p99"] > tpot for v in res.services.values())  # fmt: skip
+
+    def fewest(svcs) -> int:
+        for n in range(1, MAX_VERIFIED_REPLICAS + 1):
+            if meets(svcs, n):
+                return n
+        raise InputError(f"more than {MAX_VERIFIED_REPLICAS} replicas per pool: too large to simulate in a plan "
+                         "(use serve simulate --fleet)")  # fmt: skip
+
+    return fewest(streams), sum(fewest([s]) for s in streams)
+
+
 def levers(spec, inf, gpu, system, tp: int, cal, *, rate: float, rec: dict, max_gpus: int) -> list[dict]:
     """Each lever's GPUs and monthly cost against the recommended fleet (module docstring)."""
     price, hours = rec["price_usd_per_gpu_hour"], rec["service_hours_per_month"]
@@ -225,9 +271,19 @@ def levers(spec, inf, gpu, system, tp: int, cal, *, rate: float, rec: dict, max_
         out.append({"lever": "autoscaling", "compared_with": "a fixed fleet", "gpus_without": None, "gpus_with": base,
                     "usd_per_month_saved": None, "reason": "constant arrivals: nothing to follow (set inference."
                     "arrival: diurnal, or simulate a fleet with serve simulate --fleet)"})  # fmt: skip
-    out.append({"lever": "pooling", "compared_with": "one pool per service", "gpus_without": None, "gpus_with": base,
-                "usd_per_month_saved": None, "reason": "one service in the scenario (pool several with serve simulate "
-                "--fleet)"})  # fmt: skip
+    if inf.services:
+        try:
+            pooled, separate = pooling(spec, inf, gpu, system, tp, cal, rate=rate, max_batch=rec["max_batch"])
+            out.append({"lever": "pooling", "compared_with": "one pool per service", "gpus_without": separate * tp,
+                        "gpus_with": pooled * tp, "usd_per_month_saved": (separate - pooled) * tp * price * hours,
+                        "reason": None})  # fmt: skip
+        except InputError as exc:
+            out.append({"lever": "pooling", "compared_with": "one pool per service", "gpus_without": None,
+                        "gpus_with": base, "usd_per_month_saved": None, "reason": str(exc)})  # fmt: skip
+    else:
+        out.append({"lever": "pooling", "compared_with": "one pool per service", "gpus_without": None,
+                    "gpus_with": base, "usd_per_month_saved": None, "reason": "one service in the scenario "
+                    "(inference.services pools several)"})  # fmt: skip
     out.append({"lever": "routing", "compared_with": "every request on this model", "gpus_without": None,
                 "gpus_with": base, "usd_per_month_saved": None, "reason": "one model in the scenario (tiers: serve "
                 "simulate --fleet)"})  # fmt: skip
