@@ -53,8 +53,9 @@ class Request:
         self.finish_s = float("nan")
         self.preemptions = 0
         self.replica = -1
-        self.priority = 0  # higher is served first where the replica's queue has priorities (pooled services)
-        self.job = -1  # the fleet's request this hop belongs to (tiered routing, disaggregation); -1: itself
+        # ``priority`` (higher is served first where the replica's queue has priorities) and ``job`` (the fleet's
+        # request this hop belongs to) are set by ``serve.fleet`` only, for its requests: unset here, as nothing on
+        # the single-pool path reads them, and every attribute set costs in the hot loop
 
     def __repr__(self) -> str:  # pragma: no cover - debugging aid
         return f"Request({self.id}, t={self.arrival_s:.6f}, in={self.input_tokens}, out={self.output_tokens})"
