@@ -34,6 +34,8 @@ class Request:
         "state",
         "target",
     )  # fmt: skip
+    priority: int  # set by serve.fleet (see __init__)
+    job: int
 
     def __init__(self, rid: int, arrival_s: float, input_tokens: int, output_tokens: int, cached_tokens: int = 0):
         self.id = rid
