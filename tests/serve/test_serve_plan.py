@@ -118,3 +118,24 @@ def test_pooled_service_shares_must_sum_to_one():
                                                                      {"name": "b", "share": 0.4}]}}  # fmt: skip
     with pytest.raises(CatalogFileError, match=r"inference\.services shares sum to 0\.9; they must sum to 1"):
         parse_scenario(data)
+
+
+def test_the_routing_lever_sizes_each_tier_and_simulates_the_cascade_end_to_end():
+    data = {"model": "llama-3.1-70b", "task": "inference",
+            "inference": {"requests_per_s": 10, "input_len": 512, "output_len": 64, "ttft_slo_s": 5,
+                          "tpot_slo_s": 0.1, "precision": "fp8", "kv_precision": "fp8",
+                          "tiers": [{"model": "llama-3.1-8b", "escalate": 0.2}]},
+            "constraints": {"gpu_types": ["h100-sxm"], "max_gpus": 64}}  # fmt: skip
+    res = plan(parse_scenario(data))
+    lev = {r["lever"]: r for r in next(x for x in res.explanations if x["topic"] == "serving_levers")["data"]["levers"]}
+    r = lev["routing"]
+    assert r["gpus_with"] == sum(r["tier_gpus"].values()) and r["gpus_without"] == res.recommendation["gpus"]
+    small, large = r["served_by_tier"]
+    # 1,600 requests, each escalated with probability 0.2: binomial mean 320, sd 16; 5 sd either side
+    assert small + large == 1600 and 320 - 80 < large < 320 + 80
+    price, hours = res.recommendation["price_usd_per_gpu_hour"], res.recommendation["service_hours_per_month"]
+    if r["usd_per_month_saved"] is not None:
+        assert r["usd_per_month_saved"] == pytest.approx((r["gpus_without"] - r["gpus_with"]) * price * hours)
+        assert r["cascade_ttft_p99_s"] <= 5 and r["cascade_tpot_p99_s"] <= 0.1
+    else:
+        assert "misses the SLOs" in r["reason"]

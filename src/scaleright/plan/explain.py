@@ -376,8 +376,11 @@ def _serving_explanations(res, scn, spec, gpu, rec, rate, cal) -> list[dict]:
     def n(x: float) -> str:
         return f"{x:,.0f}" if float(x).is_integer() else f"{x:,.1f}"
 
+    def saving(x: float) -> str:
+        return f"saves {format_usd(x)}/month" if x >= 0 else f"costs {format_usd(-x)}/month more"
+
     parts = [f"{r['lever']} {n(r['gpus_with'])} GPUs against {n(r['gpus_without'])} ({r['compared_with']}): "
-             f"{format_usd(r['usd_per_month_saved'])}/month" for r in done]  # fmt: skip
+             f"{saving(r['usd_per_month_saved'])}" for r in done]  # fmt: skip
     skipped = [f"{r['lever']} ({r['reason']})" for r in rows if r["usd_per_month_saved"] is None]
     out.append(_x("serving_levers", "Serving levers",
                   ("Simulated on the recommended GPU and layout, same SLOs and headroom: " + "; ".join(parts) + "."

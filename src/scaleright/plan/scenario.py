@@ -97,6 +97,13 @@ class PooledService(_Strict):
     burstiness: Annotated[float, Field(gt=0, le=1000)] | None = None  # default: inference.burstiness
 
 
+class Tier(_Strict):
+    """A smaller model tried before the scenario's (a cascade): ``escalate`` of the requests it answers go on."""
+
+    model: _PathText = Field(min_length=1)  # catalog name or config.json path
+    escalate: _Fraction = Field(ge=0, le=1)  # share of this tier's requests sent on to the next tier
+
+
 class Inference(_Strict):
     """What to serve. Give ``requests_per_s`` or ``requests_per_day`` (or, with ``arrival: trace``, a trace whose
     mean rate is taken). Fleets are sized with the serving simulator (``plan.serving``)."""
@@ -125,6 +132,8 @@ class Inference(_Strict):
     # several services sharing the fleet (shares of the rate summing to 1): the pooling lever compares one shared
     # pool against one pool per service, each sized by simulation
     services: list[PooledService] | None = Field(None, min_length=2, max_length=8)
+    # smaller models tried first, smallest first (the scenario's model is the last tier): the routing lever
+    tiers: list[Tier] | None = Field(None, min_length=1, max_length=3)
 
     @model_validator(mode="after")
     def _rate(self) -> Inference:

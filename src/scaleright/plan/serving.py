@@ -21,8 +21,9 @@ time, ``max_num_seqs = 1``), caching (the scenario's prefix / result cache hit r
 fp8), autoscaling (diurnal arrivals: replicas following the hourly rate, each carrying what a replica of the
 simulated peak fleet carried, against the peak count all day; cold starts and scale-down delays are left to
 ``serve simulate --fleet``), pooling (``inference.services``: one shared pool against one pool per service, each
-the fewest replicas whose simulation meets every service's p99 SLOs). Tiered routing needs several models: a
-scenario holds one, so the plan says so and points at ``serve simulate --fleet``.
+the fewest replicas whose simulation meets every service's p99 SLOs), routing (``inference.tiers``: a cascade of
+smaller models, each tier's pool sized by simulation, the whole cascade then simulated end to end; it saves only
+if every request's p99s, measured from its first arrival, meet the SLOs).
 """
 
 from __future__ import annotations
@@ -284,7 +285,71 @@ def levers(spec, inf, gpu, system, tp: int, cal, *, rate: float, rec: dict, max_
         out.append({"lever": "pooling", "compared_with": "one pool per service", "gpus_without": None,
                     "gpus_with": base, "usd_per_month_saved": None, "reason": "one service in the scenario "
                     "(inference.services pools several)"})  # fmt: skip
-    out.append({"lever": "routing", "compared_with": "every request on this model", "gpus_without": None,
-                "gpus_with": base, "usd_per_month_saved": None, "reason": "one model in the scenario (tiers: serve "
-                "simulate --fleet)"})  # fmt: skip
+    if inf.tiers:
+        try:
+            out.append(routing(spec, inf, gpu, system, tp, cal, rate=rate, rec=rec))
+        except InputError as exc:
+            out.append({"lever": "routing", "compared_with": "every request on the scenario's model",
+                        "gpus_without": base, "gpus_with": None, "usd_per_month_saved": None, "reason": str(exc)})
+    else:
+        out.append({"lever": "routing", "compared_with": "every request on this model", "gpus_without": None,
+                    "gpus_with": base, "usd_per_month_saved": None, "reason": "one model in the scenario "
+                    "(inference.tiers adds smaller ones)"})  # fmt: skip
     return out
+
+
+def routing(spec, inf, gpu, system, tp: int, cal, *, rate: float, rec: dict) -> dict:
+    """The routing lever: a cascade of ``inf.tiers`` then the scenario's model on ``gpu``. Each tier's pool is the
+    fewest replicas meeting the p99 SLOs for its own requests at its inflow (peak · (1 + headroom) times the shares
+    escalated before it; small tiers at tp=1 where they fit, the last at the recommended tp); then the whole
+    cascade is simulated once, and its saving counts only if every request's p99 TTFT and TPOT, measured from its
+    first arrival (an escalated request waits for the smaller model's whole answer), meet the SLOs."""
+    import numpy as np
+
+    from scaleright.serve.arrivals import gamma
+    from scaleright.serve.fleet import PoolSpec, ServiceSpec, run_fleet
+    from scaleright.serve.kernel import Environment
+    from scaleright.serve.replica import SchedulerConfig
+    from scaleright.serve.simulate import build_model, kv_blocks_per_replica
+    from scaleright.workload import load_model
+
+    price, hours, base = rec["price_usd_per_gpu_hour"], rec["service_hours_per_month"], rec["gpus"]
+    ttft, tpot = _slos(inf)
+    target = peak_rate(inf, rate) * (1 + inf.headroom)
+    chain = [(load_model(t.model), t.escalate) for t in inf.tiers or ()] + [(spec, 0.0)]
+    pools, inflow, gpus_used, names = [], target, 0, []
+    for i, (sp, esc) in enumerate(chain):
+        last = i == len(chain) - 1
+        t = tp if last else 1
+        sub = inf.model_copy(update={"requests_per_s": inflow / (1 + inf.headroom), "arrival": "constant",
+                                     "diurnal_amplitude": 0.0, "tiers": None, "services": None})  # fmt: skip
+        opt = simulate_option(sp, sub, gpu, system, t, cal, rate=inflow / (1 + inf.headroom), max_batch=256,
+                              max_gpus=1 << 20) if inflow > 0 else {"fits": True, "replicas": 1, "gpus": t}  # fmt: skip
+        if not opt["fits"]:
+            raise InputError(f"tier {sp.name} on {gpu.id}: {opt['reason']}")
+        model = build_model(sp, gpu=gpu, system=system, tp=t, precision=inf.precision, kv_precision=inf.kv_precision,
+                            engine=inf.engine, cal=cal)  # fmt: skip
+        blocks = kv_blocks_per_replica(sp, model, gpu=gpu, tp=t, pp=1, ep=1, precision=inf.precision,
+                                       max_num_seqs=256, max_num_batched_tokens=8192)  # fmt: skip
+        name = f"tier{i}:{sp.name}"
+        names.append(name)
+        pools.append(PoolSpec(name, model, SchedulerConfig(256, 8192, inf.prefix_cache_hit_rate), blocks, t,
+                              replicas=opt["replicas"]))  # fmt: skip
+        gpus_used += opt["gpus"]
+        inflow *= esc
+    n = TRIAL_REQUESTS * 4
+    arr = gamma(np.random.default_rng(0), rate=target, burstiness=inf.burstiness, n=n)
+    svc = ServiceSpec("cascade", arr, np.full(n, inf.input_len), np.full(n, inf.output_len), tiers=names,
+                      escalate=[e for _, e in chain[:-1]])  # fmt: skip
+    res = run_fleet(Environment(0), pools, [svc]).services["cascade"]
+    row = {"lever": "routing", "compared_with": "every request on the scenario's model", "gpus_without": base,
+           "gpus_with": gpus_used, "tier_gpus": {p.name: p.start_replicas() * p.gpus_per_replica for p in pools},
+           "cascade_ttft_p99_s": res["ttft_ms"]["p99"] / 1e3, "cascade_tpot_p99_s": res["tpot_ms"]["p99"] / 1e3,
+           "served_by_tier": res["served_by_tier"]}  # fmt: skip
+    meets = res["ttft_ms"]["p99"] <= ttft and not res["tpot_ms"]["p99"] > tpot
+    if not meets:
+        return row | {"usd_per_month_saved": None,
+                      "reason": f"the cascade misses the SLOs: p99 TTFT {res['ttft_ms']['p99']:.0f} ms, p99 TPOT "
+                                f"{res['tpot_ms']['p99']:.1f} ms (escalated requests wait for the smaller model's "
+                                "whole answer)"}  # fmt: skip
+    return row | {"usd_per_month_saved": (base - gpus_used) * price * hours, "reason": None}

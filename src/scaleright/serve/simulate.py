@@ -43,6 +43,8 @@ from scaleright.workload.spec import TransformerSpec
 __all__ = ["MAX_REQUESTS", "SimulationResult", "build_model", "capacity", "kv_blocks_per_replica", "simulate"]
 
 MAX_REQUESTS = 10_000_000  # requests per simulation: 10**7 keeps one run under minutes and its records in memory
+SLO_SPANS = 20  # a capacity trial's arrivals span at least this many TTFT limits (``capacity``)
+MAX_TRIAL_REQUESTS = 200_000
 
 
 @dataclass(frozen=True)
@@ -334,7 +336,12 @@ def capacity(spec: TransformerSpec, *, slo_ttft_p99_ms: float, slo_tpot_p99_ms: 
              rel_tol: float = 0.02, max_trials: int = 40,
              **kw) -> tuple[float, SimulationResult | None, list]:  # fmt: skip
     """(highest rate/s with p99 TTFT and p99 TPOT within their limits, the simulation at that rate, the trials
-    as (rate, passed)). Rate 0 and None when even 1/1024 request/s misses the limits."""
+    as (rate, passed)). Rate 0 and None when even 1/1024 request/s misses the limits.
+
+    Each trial runs ``requests`` requests, or more: enough for its arrivals to span ``SLO_SPANS`` times the TTFT
+    limit (at most ``MAX_TRIAL_REQUESTS``). A short burst of requests drains within a generous TTFT limit at any
+    rate; over a span of many limits, a rate x % above what the fleet serves builds a backlog whose wait grows to
+    about x % of the span, so the trial fails once the overload passes ~1/SLO_SPANS."""
     for name, v in (("slo_ttft_p99_ms", slo_ttft_p99_ms), ("slo_tpot_p99_ms", slo_tpot_p99_ms)):
         if not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
             raise InputError(f"{name}={v!r} must be a finite positive number of milliseconds")
@@ -347,7 +354,8 @@ def capacity(spec: TransformerSpec, *, slo_ttft_p99_ms: float, slo_tpot_p99_ms: 
     cache: dict[float, SimulationResult] = {}
 
     def ok(rate: float) -> bool:
-        r = simulate(spec, rate=rate, requests=requests, model=model, **kw)
+        n = max(requests, min(MAX_TRIAL_REQUESTS, math.ceil(rate * SLO_SPANS * slo_ttft_p99_ms / 1e3)))
+        r = simulate(spec, rate=rate, requests=n, model=model, **kw)
         cache[rate] = r
         tpot = r.tpot_ms["p99"]  # NaN when no request decodes (one output token each)
         good = r.rejected == 0 and r.ttft_ms["p99"] <= slo_ttft_p99_ms and (math.isnan(tpot) or tpot <= slo_tpot_p99_ms)
