@@ -110,7 +110,8 @@ def test_an_uncalibrated_engine_profile_is_flagged(app):
 def test_the_serve_package_exports_what_it_names():
     import scaleright.serve as serve
 
-    assert sorted(serve.__all__) == ["Environment", "Priority", "SimulationResult", "capacity", "simulate"]
+    assert sorted(serve.__all__) == ["Environment", "FleetResult", "Priority", "SimulationResult", "capacity",
+                                    "run_fleet", "simulate"]
     assert all(hasattr(serve, name) for name in serve.__all__)
 
 
