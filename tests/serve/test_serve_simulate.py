@@ -156,7 +156,7 @@ def test_capacity_under_a_generous_ttft_limit_stays_below_the_flop_roofline(llam
     2 · params FLOPs of every prompt and output token."""
     from scaleright.workload.params import count_params
 
-    best, res, _ = capacity(llama_8b, gpu=h100, input_len=512, output_len=128, slo_ttft_p99_ms=5000,
-                            slo_tpot_p99_ms=1000, requests=200, rel_tol=0.1)  # fmt: skip
+    best, _, _ = capacity(llama_8b, gpu=h100, input_len=512, output_len=128, slo_ttft_p99_ms=5000,
+                          slo_tpot_p99_ms=1000, requests=200, rel_tol=0.1)  # fmt: skip
     roofline = h100.dense_tflops["bf16"] * 1e12 / (2 * count_params(llama_8b).total * (512 + 128))
     assert 0 < best < roofline
