@@ -87,10 +87,11 @@ ENGINES: dict[str, EngineProfile] = {
                 "components/serving_engine.csv: TensorRT-LLM Azure ND A100/H100/H200 end-to-end tables",
             ),
             note="Grid fit (hbm_fraction 0.55-0.80, overhead 0.5-4 ms) of mean ITL, TTFT (finite QPS) and output "
-                 "throughput of the 72 online rows: median |error| 9 % (in-sample), fitted when the TP all-reduce "
-                 "was the legacy alpha-beta ring; with the measured fabric fits mean ITL is at 10 %, TTFT 12.5 % "
-                 "(not refitted). The overhead sits on the grid's lower bound (0.5 ms): a per-iteration cost this "
-                 "profile cannot yet separate. Mean TTFT at QPS=2 "
+                 "throughput of the 72 online rows, redone with the TP all-reduce on the measured fabric fits "
+                 "(hbm_fraction 0.55-0.70 x overhead 0.5-2 ms): the same values stay best, median |error| 9.7 % "
+                 "over the three metrics (TTFT 12.5 %, ITL 10.0 %, throughput 7.4 %; in-sample). The overhead sits "
+                 "on the grid's lower bound (0.5 ms): a per-iteration cost this profile cannot yet separate. Mean "
+                 "TTFT at QPS=2 "
                  "exceeds the prefill time by ~4 ms (Triton HTTP and the tokeniser / detokeniser ensemble steps): "
                  "the frontend latency, set by hand. ModelOpt fp8 recipes quantise the KV cache to fp8.",
         ),
