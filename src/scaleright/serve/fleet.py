@@ -49,7 +49,6 @@ from scaleright.serve.router import make_router
 __all__ = ["AUTOSCALE_METRICS", "Autoscale", "Fleet", "FleetResult", "PoolSpec", "ServiceSpec", "run_fleet"]
 
 AUTOSCALE_METRICS = ("utilisation", "queue")
-KV_LINKS = ("intra-node", "network")
 _ARRIVAL = Priority.ARRIVAL
 _SCHED = Priority.SCHEDULE
 
@@ -423,6 +422,7 @@ class Fleet:
             peak = max(p.peak_billed, 1)
             price = p.spec.price_usd_per_gpu_hour
             d: dict[str, Any] = {
+                "role": p.spec.role, **({"kv_link": p.spec.kv_link} if p.spec.role == "prefill" else {}),
                 "gpus_per_replica": g, "peak_replicas": p.peak_billed, "replica_seconds_billed": billed_s,
                 "gpu_seconds_billed": billed_s * g, "gpu_seconds_busy": busy * g,
                 "gpu_utilisation": busy / billed_s if billed_s > 0 else 0.0,
