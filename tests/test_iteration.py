@@ -122,3 +122,78 @@ def test_bad_inputs_name_their_operands(llama_8b, mixtral_8x7b):
         iteration_time_s(llama_8b, gpu=gpu, decode_batch=3, decode_context_tokens=[1, 2])
     with pytest.raises(InputError, match="kv_precision='fp6' is not a known precision"):
         iteration_time_s(llama_8b, gpu=gpu, decode_batch=1, kv_precision="fp6")
+
+
+def test_the_tp_all_reduce_costs_more_when_the_group_crosses_the_network(llama_70b):
+    """Same GPUs, same work: a tp=8 group inside one NVSwitch node against one spread over eight 1-GPU nodes
+    (its all-reduces cross the NICs): the measured-collective model puts the difference in the iteration."""
+    from scaleright.estimate.comm import system_of
+
+    gpu = get_gpu("h100-sxm")
+    kw = dict(gpu=gpu, tp=8, decode_batch=8, decode_context_tokens=8 * 512)
+    inside = iteration_time_s(llama_70b, system=system_of(gpu), **kw)
+    across = iteration_time_s(llama_70b, system=system_of(gpu, gpus_per_node=1), **kw)
+    assert across > inside
+    # 80 layers x 2 all-reduces of 8 rows x 8192 x 2 B over InfiniBand: each pays at least a network latency
+    # (> 2 us on any NIC), so the spread group loses at least 160 x 2 us
+    assert across - inside > 160 * 2e-6
+
+
+def test_fp32_weights_run_attention_at_the_fp32_rate_not_the_16_bit_one(llama_8b):
+    """A prefill chunk after a long prefix is attention-bound: its extra time over the same chunk without the
+    prefix is at least the extra attention FLOPs (4 · heads · head_dim per query-key pair and layer) at the
+    GPU's TF32 peak, and the H100's TF32 datasheet rate is half its bf16 rate (494.5 against 989 TFLOP/s), so the
+    fp32 model's attention takes twice the bf16 model's."""
+    gpu = get_gpu("h100-sxm")
+    chunk, prefix = 2048, 60_000
+
+    def extra(precision):
+        t0 = iteration_time_s(llama_8b, gpu=gpu, prefill_tokens=chunk, precision=precision)
+        return iteration_time_s(llama_8b, gpu=gpu, prefill_tokens=chunk, prefill_prefix_tokens=prefix,
+                                precision=precision) - t0  # fmt: skip
+
+    flops = chunk * prefix * 4 * llama_8b.heads * llama_8b.head_dim * llama_8b.layers
+    assert extra("fp32") >= flops / (494.5e12)
+    assert extra("fp32") / extra("bf16") == pytest.approx(989.0 / 494.5, rel=0.02)
+
+
+@given(gpu_id=st.sampled_from(GPUS), batch=st.integers(1, 64))
+def test_decode_gemms_of_a_small_batch_are_bound_by_hbm_bandwidth_on_every_gpu(load_spec, gpu_id, batch):
+    """Up to 64 rows, doubling HBM bandwidth (nothing else) takes at least 40 % off the time above the engine's
+    fixed overhead: the weights' read dominates; the shape law of tensor-core tiles does not apply to GEMV."""
+    spec, gpu = load_spec("llama-3.1-8b"), get_gpu(gpu_id)
+    t1 = iteration_time_s(spec, gpu=gpu, decode_batch=batch, decode_context_tokens=batch * 64)
+    t2 = iteration_time_s(spec, gpu=_bandwidth_copy(gpu, 2.0), decode_batch=batch, decode_context_tokens=batch * 64)
+    overhead = get_engine("vllm").iteration_overhead_s
+    assert (t2 - overhead) / (t1 - overhead) <= 0.6
+
+
+def test_engines_with_a_custom_all_reduce_pay_one_step_not_the_nccl_ring_at_decode_sizes(llama_70b):
+    """vLLM's one-shot all-reduce: a tp=8 batch-1 decode on one NVSwitch node pays 160 one-step all-reduces. The
+    same engine without it (llama.cpp's profile flag flipped) pays NCCL's 2 x 7 ring steps each: slower."""
+    import dataclasses
+
+    gpu = get_gpu("h100-sxm")
+    kw = dict(gpu=gpu, tp=8, decode_batch=1, decode_context_tokens=512)
+    custom = iteration_time_s(llama_70b, engine="vllm", **kw)
+    nccl = iteration_time_s(llama_70b, engine=dataclasses.replace(get_engine("vllm"), custom_all_reduce=False), **kw)
+    assert nccl > custom
+    # 8192 x 2 B per all-reduce: NCCL's ring takes at least 14 hops of >= 0.5 us, the one-shot kernel one step
+    assert nccl - custom >= 160 * 13 * 0.5e-6
+
+
+@given(name=st.sampled_from(("llama-3.1-70b", "llama-3.1-8b", "mixtral-8x7b")), batch=st.sampled_from((1, 64, "max")),
+       precision=st.sampled_from(("bf16", "fp8")))  # fmt: skip
+def test_estimate_infer_throughput_never_falls_when_a_gpu_is_added(load_spec, name, batch, precision):
+    """Issue #10: 70B fp8 on H100 gave 2,557 tok/s on 2 GPUs and 1,353 on 3 (only TP sizes dividing the count
+    were tried). A GPU that no layout uses now idles: the best of n GPUs stays available on n + 1."""
+    from scaleright.estimate.infer import estimate_infer
+
+    spec, gpu = load_spec(name), get_gpu("h100-sxm")
+    prev = 0.0
+    for n in range(1, 9):
+        e = estimate_infer(spec, gpu=gpu, gpus=n, input_len=1024, output_len=256, batch=batch, precision=precision)
+        got = e.output_tokens_per_s if e.fits else 0.0
+        assert got >= prev * (1 - 1e-12), (n, e.layout)
+        assert e.layout["replicas"] * e.layout["tp"] + e.layout["idle_gpus"] == n
+        prev = got

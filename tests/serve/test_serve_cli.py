@@ -110,5 +110,60 @@ def test_an_uncalibrated_engine_profile_is_flagged(app):
 def test_the_serve_package_exports_what_it_names():
     import scaleright.serve as serve
 
-    assert sorted(serve.__all__) == ["Environment", "Priority", "SimulationResult", "capacity", "simulate"]
+    assert sorted(serve.__all__) == ["Environment", "FleetResult", "Priority", "SimulationResult", "capacity",
+                                    "run_fleet", "simulate"]
     assert all(hasattr(serve, name) for name in serve.__all__)
+
+
+FLEET = """\
+seed: 2
+pools:
+  - {name: small, model: llama-3.1-8b, gpu: h100, replicas: 1}
+  - {name: big, model: llama-3.1-8b, gpu: h100, autoscale: {min_replicas: 0, max_replicas: 2, cold_start_s: 5}}
+services:
+  - {name: chat, pools: [small, big], escalate: [0.25], rate: 4, requests: 60, input_len: 256, output_len: 32,
+     priority: 1}
+  - {name: batch, pools: [small], rate: 2, requests: 30, input_len: 256, output_len: 32}
+"""
+
+
+def test_simulate_fleet_json_has_services_and_pools(app, tmp_path):
+    f = tmp_path / "fleet.yaml"
+    f.write_text(FLEET)
+    d = _json(app, ["serve", "simulate", "--fleet", str(f), "--json"])
+    assert set(d["services"]) == {"chat", "batch"} and set(d["pools"]) == {"small", "big"}
+    assert sum(d["services"]["chat"]["served_by_tier"]) == 60
+    for key in ("usd_per_second_billing", "usd_always_on", "idle_usd", "replicas_over_time", "peak_replicas"):
+        assert key in d["pools"]["big"]
+
+
+@pytest.mark.parametrize(("extra", "message"), [
+    (["--rate", "3"], "--fleet FILE holds the pools and services; --rate does not apply (set it in the file)"),
+    (["--model", "llama-3.1-8b", "--tp", "2"], "--model, --tp do not apply"),
+])  # fmt: skip
+def test_fleet_refuses_the_single_pool_flags(app, tmp_path, extra, message):
+    f = tmp_path / "fleet.yaml"
+    f.write_text(FLEET)
+    res = runner.invoke(app, ["serve", "simulate", "--fleet", str(f), *extra])
+    assert isinstance(res.exception, InputError) and message in str(res.exception)
+
+
+def test_a_bad_fleet_field_is_one_line_naming_it(app, tmp_path):
+    f = tmp_path / "fleet.yaml"
+    f.write_text(FLEET.replace("escalate: [0.25]", "escalate: [1.5]"))
+    res = runner.invoke(app, ["serve", "simulate", "--fleet", str(f)])
+    text = str(res.exception)
+    assert isinstance(res.exception, InputError) and "\n" not in text and "Value error" not in text
+    assert text.startswith(f"{f}: services.0: ") and "escalate shares [1.5] must lie in [0, 1]" in text
+    res = runner.invoke(app, ["serve", "simulate", "--rate", "1"])
+    assert isinstance(res.exception, InputError) and "give --model (one pool) or --fleet FILE" in str(res.exception)
+
+
+def test_speculative_flags_lower_batch_1_tpot(app):
+    base = [*BASE, "--concurrency", "1", "--requests", "2", "--json"]
+    plain = _json(app, base)["tpot_ms"]["mean"]
+    fast = _json(app, [*base, "--speculative-acceptance", "0.8"])["tpot_ms"]["mean"]
+    assert fast < plain
+    res = runner.invoke(app, [*base, "--speculative-acceptance", "2"])
+    assert isinstance(res.exception, InputError) and "--speculative-acceptance=2.0 must lie in [0, 1]" in str(
+        res.exception)

@@ -148,3 +148,15 @@ def test_duration_s_is_covered_by_arrivals_even_at_a_diurnal_peak(run, arrival, 
     assert res.duration_s >= 0.99 * duration_s
     if arrival == "poisson":
         assert res.requests == pytest.approx(duration_s, rel=0.1)  # 1/s over the whole window (±4 sigma: 600 ± 98)
+
+
+def test_capacity_under_a_generous_ttft_limit_stays_below_the_flop_roofline(llama_8b, h100):
+    """A 5 s TTFT limit: a burst of a few hundred requests drains within it at any rate, so trials must span many
+    limits (``SLO_SPANS``) for the search to stop. No fleet serves more requests/s than its dense peak over the
+    2 · params FLOPs of every prompt and output token."""
+    from scaleright.workload.params import count_params
+
+    best, _, _ = capacity(llama_8b, gpu=h100, input_len=512, output_len=128, slo_ttft_p99_ms=5000,
+                          slo_tpot_p99_ms=1000, requests=200, rel_tol=0.1)  # fmt: skip
+    roofline = h100.dense_tflops["bf16"] * 1e12 / (2 * count_params(llama_8b).total * (512 + 128))
+    assert 0 < best < roofline

@@ -406,7 +406,8 @@ def infer_cmd(
         emit_json(d | {"model": spec.name, "gpu": g.id, "calibration": prof.record()})
         return
     lay = est.layout
-    head = (f"{spec.name} on {gpus} x {g.id}: tp={lay['tp']} pp={lay['pp']} x {lay['replicas']} replicas, "
+    idle = f" ({lay['idle_gpus']} GPU(s) idle: no faster layout uses them)" if lay.get("idle_gpus") else ""
+    head = (f"{spec.name} on {gpus} x {g.id}: tp={lay['tp']} pp={lay['pp']} x {lay['replicas']} replicas{idle}, "
             f"{precision}, {input_len} in / {output_len} out, batch {est.batch}")  # fmt: skip
     console.print(f"[bold]{esc(head)}[/bold]")
     if not est.fits:

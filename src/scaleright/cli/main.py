@@ -95,7 +95,7 @@ def _usage_line(exc: _UsageError) -> str:
 # then be read (``--catalog ''``) or written; an empty path is refused before the parser sees it.
 # (``--model`` and ``--calibration`` also take catalog or profile names; their readers refuse an empty one themselves.)
 PATH_OPTIONS = ("--catalog", "--db", "--html", "--out", "--trace", "--trace-out", "--input-lengths",
-                "--output-lengths")
+                "--output-lengths", "--fleet")
 
 
 def _refuse_empty_paths(argv: list[str]) -> None:

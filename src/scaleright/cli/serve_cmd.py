@@ -96,6 +96,23 @@ _CAL = typer.Option(None, "--calibration", help="Calibration profile name or JSO
 _PRICE = typer.Option(None, "--price-usd-per-gpu-hour", help="GPU price for cost per 1M tokens "
                       "(default: the catalog's on-demand price).")
 _DIST = typer.Option("fixed", "--length-dist", help="Input and output length distribution: fixed or lognormal.")
+_SPEC_ACC = typer.Option(None, "--speculative-acceptance", help="Speculative decoding: probability a proposed token "
+                         "is accepted, [0, 1] (default: no speculative decoding).")
+_SPEC_K = typer.Option(4, "--speculative-tokens", help="Speculative decoding: tokens proposed per step (1-16).")
+_SPEC_C = typer.Option(0.05, "--speculative-draft-cost", help="Speculative decoding: one draft step's time over "
+                       "the target's decode step, [0, 1].")
+
+
+def _speculative(acceptance: float | None, k: int, cost: float) -> tuple[float, int, float] | None:
+    if acceptance is None:
+        return None
+    if not (math.isfinite(acceptance) and 0 <= acceptance <= 1):
+        raise InputError(f"--speculative-acceptance={acceptance} must lie in [0, 1]")
+    if not 1 <= k <= 16:
+        raise InputError(f"--speculative-tokens={k} must be an integer in 1..16")
+    if not (math.isfinite(cost) and 0 <= cost <= 1):
+        raise InputError(f"--speculative-draft-cost={cost} must lie in [0, 1] (draft step / target step)")
+    return (acceptance, k, cost)
 
 
 def _price(given: float | None, gpu, catalog: Path | None) -> tuple[float | None, str | None]:
@@ -135,9 +152,14 @@ def _print(res, title: str) -> None:
     ])  # fmt: skip
 
 
+_MODEL_OR_FLEET = typer.Option(None, "--model", help="Catalog model (e.g. llama-3.1-8b) or a path to a HF "
+                               "config.json (or give --fleet).")
+
+
 @serve_app.command("simulate")
 def simulate_cmd(
-    model: str = _LAYOUT["model"], gpu: str = _LAYOUT["gpu"], gpus: int = _LAYOUT["gpus"], tp: int = _LAYOUT["tp"],
+    model: str | None = _MODEL_OR_FLEET, gpu: str = _LAYOUT["gpu"], gpus: int = _LAYOUT["gpus"],
+    tp: int = _LAYOUT["tp"],
     pp: int = _LAYOUT["pp"], ep: int = _LAYOUT["ep"],
     input_len: int = typer.Option(512, "--input-len", help="Prompt tokens per request (mean with --length-dist)."),
     output_len: int = typer.Option(128, "--output-len", help="Output tokens per request (mean with --length-dist)."),
@@ -162,11 +184,30 @@ def simulate_cmd(
     slo_tpot_ms: float | None = typer.Option(None, "--slo-tpot-ms", help="TPOT limit for goodput."),
     price_usd_per_gpu_hour: float | None = _PRICE,
     trace_out: Path | None = typer.Option(None, "--trace-out", help="Write a Chrome trace (JSON) of the run here."),
+    speculative_acceptance: float | None = _SPEC_ACC, speculative_tokens: int = _SPEC_K,
+    speculative_draft_cost: float = _SPEC_C,
+    fleet: Path | None = typer.Option(None, "--fleet", help="YAML of pools and services (tiered routing, pooling "
+                                      "with priorities, autoscaling, disaggregated prefill/decode, speculative "
+                                      "decoding; see docs/serving.md) instead of --model and the layout flags."),
     calibration: str | None = _CAL, catalog: Path | None = CatalogOpt, as_json: bool = JsonOpt,
 ) -> None:  # fmt: skip
     """Latency percentiles (TTFT, TPOT, ITL, end-to-end), throughput and utilisation under a request stream."""
     from scaleright.serve.arrivals import ARRIVALS
     from scaleright.serve.simulate import simulate
+
+    if fleet is not None:
+        pairs = (("--model", model, None), ("--rate", rate, None), ("--concurrency", concurrency, None),
+                 ("--trace", trace, None), ("--requests", requests, None), ("--duration-s", duration_s, None),
+                 ("--gpus", gpus, 1), ("--tp", tp, 1), ("--pp", pp, 1), ("--ep", ep, 1),
+                 ("--trace-out", trace_out, None), ("--speculative-acceptance", speculative_acceptance, None))
+        given = [f for f, v, d in pairs if v != d]
+        if given:
+            raise InputError(f"--fleet FILE holds the pools and services; {', '.join(given)} "
+                             f"{'does' if len(given) == 1 else 'do'} not apply (set it in the file)")  # fmt: skip
+        _fleet(fleet, seed, calibration, catalog, as_json)
+        return
+    if model is None:
+        raise InputError("give --model (one pool) or --fleet FILE (pools and services)")
 
     given = [f for f, v in (("--rate", rate), ("--concurrency", concurrency), ("--trace", trace)) if v is not None]
     if len(given) != 1:
@@ -219,7 +260,9 @@ def simulate_cmd(
                    diurnal_amplitude=diurnal_amplitude, result_cache_hit_rate=result_cache_hit_rate,
                    preemption=preemption,
                    seed=seed, slo_ttft_ms=slo_ttft_ms, slo_tpot_ms=slo_tpot_ms,
-                   price_usd_per_gpu_hour=price, chrome_trace=trace_out is not None, **kw)  # fmt: skip
+                   price_usd_per_gpu_hour=price, chrome_trace=trace_out is not None,
+                   speculative=_speculative(speculative_acceptance, speculative_tokens, speculative_draft_cost),
+                   **kw)  # fmt: skip
     if trace_out is not None:
         from scaleright.serve.trace import write_chrome_trace
 
@@ -232,6 +275,35 @@ def simulate_cmd(
         return
     load = f"{rate} req/s {arrival}" if rate else (f"{concurrency} clients" if concurrency else f"trace {trace}")
     _print(res, f"{spec.name} on {gpus} x {kw['gpu'].id} (tp={tp} pp={pp}, {res.replicas} replicas, {engine}), {load}")
+
+
+def _fleet(path: Path, seed: int, calibration: str | None, catalog: Path | None, as_json: bool) -> None:
+    """``serve simulate --fleet FILE``: every pool and service of the file (``--seed`` overrides its seed when
+    given as non-zero)."""
+    from scaleright.estimate.calibration import load_calibration
+    from scaleright.serve.fleet import run_fleet
+    from scaleright.serve.fleet_config import build_fleet, load_fleet
+
+    f = load_fleet(path)
+    if seed:
+        f = f.model_copy(update={"seed": seed})
+    res = run_fleet(*build_fleet(f, catalog=catalog_from(catalog), cal=load_calibration(calibration),
+                                 source=str(path)))  # fmt: skip
+    d = res.as_dict() | {"fleet": str(path), "seed": f.seed}
+    if as_json:
+        emit_json(d)
+        return
+    rows = [[name, s["requests"], s["ttft_ms"]["p50"], s["ttft_ms"]["p99"], s["tpot_ms"]["p99"], s["e2e_ms"]["p99"],
+             s["goodput_requests_per_s"], " / ".join(str(x) for x in s["served_by_tier"])]
+            for name, s in res.services.items()]  # fmt: skip
+    table(f"Services ({path})", ["service", "requests", "TTFT p50 ms", "TTFT p99 ms", "TPOT p99 ms", "e2e p99 ms",
+                                  "goodput req/s", "served by tier"], rows)  # fmt: skip
+    prow = [[name, p["gpus_per_replica"], p["peak_replicas"], p["mean_replicas"], p["gpu_utilisation"],
+             p.get("usd_per_second_billing"), p.get("usd_always_on"), p.get("idle_usd")]
+            for name, p in res.pools.items()]  # fmt: skip
+    table(f"Pools over {res.duration_s:.0f} s", ["pool", "GPUs/replica", "peak replicas", "mean replicas",
+                                                 "GPU busy share", "USD per-second billing", "USD always-on",
+                                                 "USD idle"], prow)  # fmt: skip
 
 
 @serve_app.command("capacity")
@@ -250,6 +322,8 @@ def capacity_cmd(
     max_num_batched_tokens: int = _TOKS, prefix_cache_hit_rate: float = _HIT,
     gpu_memory_utilization: float = _GMU, router: str = _ROUTER,
     seed: int = _SEED, price_usd_per_gpu_hour: float | None = _PRICE,
+    speculative_acceptance: float | None = _SPEC_ACC, speculative_tokens: int = _SPEC_K,
+    speculative_draft_cost: float = _SPEC_C,
     calibration: str | None = _CAL, catalog: Path | None = CatalogOpt, as_json: bool = JsonOpt,
 ) -> None:  # fmt: skip
     """The highest request rate the layout sustains with p99 TTFT and p99 TPOT under their limits."""
@@ -270,7 +344,8 @@ def capacity_cmd(
     best, res, trials = capacity(spec, slo_ttft_p99_ms=slo_ttft_p99_ms, slo_tpot_p99_ms=slo_tpot_p99_ms,
                                  requests=requests, arrival=arrival, burstiness=burstiness, input_dist=length_dist,
                                  output_dist=length_dist, seed=seed, price_usd_per_gpu_hour=price,
-                                 **kw)  # fmt: skip
+                                 speculative=_speculative(speculative_acceptance, speculative_tokens,
+                                                          speculative_draft_cost), **kw)  # fmt: skip
     d = {"max_rate_per_s": best, **(res.as_dict() if res is not None else {}),
          "trials": [{"rate_per_s": r, "meets_slo": ok} for r, ok in trials], "model": spec.name,
          "gpu": kw["gpu"].id, "price_usd_per_gpu_hour": price, "price_source": price_source,

@@ -29,7 +29,7 @@ from scaleright.estimate.calibration import DEFAULT_CALIBRATION, Calibration
 from scaleright.estimate.collectives import collective_time_s
 from scaleright.estimate.comm import Cluster, scaled_fits, system_of
 from scaleright.estimate.layer import elementwise_values, gemm_time, layer_gemm_times
-from scaleright.estimate.layout import Layout, divisors
+from scaleright.estimate.layout import Layout
 from scaleright.estimate.memory import GB, Overheads, inference_memory_arrays, kv_cache_bytes
 from scaleright.estimate.train import peak_flops
 from scaleright.workload.flops import attention_flops_per_token, decode_flops_per_token
@@ -218,7 +218,7 @@ def _one_layout(spec: TransformerSpec, *, gpu: Accelerator, system: System, gpus
     mb = max_batch(spec, gpu=gpu, context=context, tp=tp, pp=pp, precision=precision, kv_precision=kv_precision,
                    overheads=overheads)  # fmt: skip
     replicas = gpus // (tp * pp)
-    layout = {"tp": tp, "pp": pp, "replicas": replicas}
+    layout = {"tp": tp, "pp": pp, "replicas": replicas, "idle_gpus": gpus - replicas * tp * pp}
     # Concurrency spread over replicas: ``rem`` replicas carry q + 1 sequences, the others q (max: all at capacity).
     if batch == "max":
         q, rem = mb, 0
@@ -272,7 +272,9 @@ def estimate_infer(
     """Predict serving ``spec`` on ``gpus`` GPUs at concurrency ``batch`` (total over replicas) or ``"max"``
     (each replica at its KV-cache capacity). With ``tp`` None, every valid TP size (replicas = gpus / (tp·pp)) is
     evaluated and the one with the highest output throughput that fits is returned; the others are listed in
-    ``alternatives`` (the seeds' replicas-vs-tensor-parallel question)."""
+    ``alternatives`` (the seeds' replicas-vs-tensor-parallel question). A TP size need not divide ``gpus``: the
+    GPUs left over idle (``layout["idle_gpus"]``), so adding a GPU never lowers the best throughput (the previous
+    count's layout is still a candidate)."""
     if input_len < 1 or output_len < 1:
         raise InputError(f"input_len={input_len} and output_len={output_len} must be positive integers")
     if gpus < 1:
@@ -291,16 +293,15 @@ def estimate_infer(
             raise InputError(f"tp({tp}) * pp({pp}) = {tp * pp} does not divide gpus({gpus})")
         return _one_layout(spec, tp=tp, **kw)
     cands: list[InferEstimate] = []
-    for t in divisors(gpus // pp if gpus % pp == 0 else gpus):
+    for t in range(1, gpus // pp + 1):  # every TP size that fits the GPUs; the rest of them idle
         try:
             Layout(tp=t, pp=pp).validate(spec)
         except InputError:
             continue
-        if gpus % (t * pp):
-            continue
         cands.append(_one_layout(spec, tp=t, **kw))
     if not cands:
-        raise InputError(f"no tensor-parallel size divides both gpus({gpus}) and the model's heads({spec.heads})")
+        raise InputError(f"no tensor-parallel size up to gpus({gpus}) / pp({pp}) divides the model's heads"
+                         f"({spec.heads})")  # fmt: skip
     fitting = [e for e in cands if e.fits]
     pool = fitting or cands
     best = max(pool, key=lambda e: e.output_tokens_per_s)

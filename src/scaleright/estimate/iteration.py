@@ -9,14 +9,18 @@ chunked prefills. On one replica of ``tp · pp`` GPUs it costs
           + max(prefill attention FLOPs / peak_attn, prefix KV bytes / HBM)
           + 2 · layers · all_reduce(m · h · 2 B, tp) + MoE all-to-all(m, ep) + (pp − 1) · p2p(m)
 
-- The tensor-parallel all-reduce is the α–β ring of ``estimate.comm`` or, inside a node, the one-shot kernel
-  serving engines use for small activations (vLLM and TensorRT-LLM custom all-reduce: α + (tp − 1)·S / B),
-  whichever is faster: at decode sizes the ring's 2(tp − 1) latency steps would dominate.
-
-- GEMMs are rooflines with the shape law of ``estimate.layer.gemm_time`` (training and prefill), except that few
-  rows do not lower the efficiency (``_gemm_time`` here): a batch-1 decode is bandwidth-bound GEMV, its time the
-  weight bytes over the achievable HBM bandwidth (Pope et al. 2022, section 2), inversely proportional to the HBM
-  bandwidth; a long prefill chunk is compute-bound.
+- Collectives (the TP all-reduce, the MoE all-to-all, the pipeline send/recv) are timed by
+  ``estimate.collectives`` on the tiers of the ``catalog.systems.System`` the group spans, from measured
+  nccl-tests bus bandwidth and latency (its LL and NVLS small-message fits cover the activation sizes of decode):
+  the TP group is ``tp`` adjacent ranks, the EP group ``ep`` adjacent ranks inside it, the pipeline ``pp`` ranks
+  ``tp`` apart. Engines with a custom all-reduce (``EngineProfile.custom_all_reduce``) take the faster of NCCL
+  and their one-shot kernel inside a peer-to-peer domain (``one_shot_all_reduce_s``, costed from the same
+  fabric fits): at decode sizes the ring's 2(tp − 1) latency steps would dominate.
+- GEMMs are the rooflines of ``estimate.layer`` (``layer_gemm_times``, ``gemm_time``), with the row count
+  floored at ``gemm_half_dim`` in the efficiency only (``rows_floor``): a batch-1 decode is bandwidth-bound GEMV,
+  its time the weight bytes over the achievable HBM bandwidth (Pope et al. 2022, section 2), inversely
+  proportional to the HBM bandwidth; a long prefill chunk is compute-bound. Peak and GEMM efficiency follow the
+  compute precision (``infer.compute_precision``; fp32 weights run GEMMs and attention at the fp32 / TF32 rate).
 - Decode attention reads every sequence's KV cache once: its time is affine in the batch's total context, so a run
   of identical iterations whose contexts only grow can be summed in closed form (``DecodeRun``).
 - MoE layers read only the experts the batch touches, E·(1 − (1 − k/E)^m) of E; with expert parallelism
@@ -34,17 +38,18 @@ building blocks), so the serving simulator evaluates an iteration with a few flo
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from scaleright.errors import InputError, LayoutError
 from scaleright.estimate.calibration import DEFAULT_CALIBRATION, Calibration
-from scaleright.estimate.comm import Cluster, collective_time_s, group_bandwidth
+from scaleright.estimate.collectives import CollectiveFits, collective_time_s
+from scaleright.estimate.comm import Cluster, scaled_fits, system_of
 from scaleright.estimate.engines import EngineProfile, get_engine
 from scaleright.estimate.infer import compute_precision
-from scaleright.estimate.layer import elementwise_values
+from scaleright.estimate.layer import elementwise_values, gemm_time, layer_gemm_times
 from scaleright.estimate.layout import Layout
 from scaleright.estimate.memory import kv_cache_bytes
 from scaleright.estimate.train import peak_flops
@@ -54,28 +59,35 @@ from scaleright.workload.spec import TransformerSpec
 
 if TYPE_CHECKING:
     from scaleright.catalog.gpus import Accelerator
+    from scaleright.catalog.systems import System
 
-__all__ = ["DecodeRun", "IterationModel", "iteration_time_s", "serving_layout"]
-
-
-def _gemm_time(
-    m: ArrayLike, k: ArrayLike, n: ArrayLike, *, peak: float, eff_max: float, half_dim: float, hbm: float,
-    bytes_per_el: float, count: float | NDArray[np.float64] = 1.0,
-) -> NDArray[np.float64]:
-    """``estimate.layer.gemm_time`` with the row count floored at ``half_dim`` in the efficiency only: a GEMM of
-    few rows (decode) runs as a bandwidth-bound GEMV / split-K kernel, not as a tensor-core tile 1/97 full, so
-    its time is its bytes over HBM bandwidth; from ``half_dim`` rows up (prefill) it is the shared shape law."""
-    m, k, n = (np.asarray(x, dtype=float) for x in (m, k, n))
-    d = np.minimum(np.minimum(np.maximum(m, half_dim), k), n)
-    eff = eff_max * d / (d + half_dim)
-    return cast("NDArray[np.float64]",
-                count * np.maximum(2.0 * m * k * n / (peak * eff), bytes_per_el * (m * k + k * n + m * n) / hbm))
+__all__ = ["DecodeRun", "IterationModel", "iteration_time_s", "one_shot_all_reduce_s", "serving_layout"]
 
 
 # PCIe x16 bandwidth per direction by generation, GB/s (PCI-SIG: 8, 16, 32, 64 GT/s with 128b/130b encoding;
 # 6.0 with FLIT/PAM4 ~121 GB/s usable). The host link of KV swap-out and swap-in.
 PCIE_X16_GB_PER_S = {"3.0": 15.75, "4.0": 31.5, "5.0": 63.0, "6.0": 121.0}
 DEFAULT_PCIE_GEN = "4.0"  # when the catalog gives no host link (e.g. SXM modules listed without one)
+
+
+def one_shot_all_reduce_s(nbytes: ArrayLike, *, system: System, size: int,
+                          fits: CollectiveFits) -> NDArray[np.float64]:  # fmt: skip
+    """A serving engine's one-shot all-reduce of ``nbytes`` over ``size`` adjacent ranks (vLLM / TensorRT-LLM
+    custom all-reduce): every rank reads its ``size − 1`` peers' buffers over the innermost tier in one step and
+    adds them, ``α + (size − 1)·S / (b·η)`` with that fabric's measured step latency (the LL protocol's where
+    fitted) and achieved link fraction ``η``; a full mesh (xGMI) reads each peer on its own link. Infinite when
+    the group leaves the innermost domain or the tier has no peer-to-peer path (the engines fall back to NCCL)."""
+    s_bytes = np.asarray(nbytes, dtype=float)
+    t0 = system.tiers[0]
+    if (t0.scale_out or t0.kind == "pcie-host" or t0.torus_dims is not None
+            or (t0.domain_gpus is not None and size > t0.domain_gpus)):  # fmt: skip
+        return np.full_like(s_bytes, np.inf)
+    fit = fits.fabric(t0.fabric)
+    alpha_s = (fit.ll_alpha_us if fit.ll_alpha_us is not None else fit.alpha_us) * 1e-6
+    link = t0.bandwidth_gb_per_s * 1e9
+    if t0.peer_link_gb_per_s is not None:
+        link = min(link, (size - 1) * t0.peer_link_gb_per_s * 1e9)
+    return np.asarray(alpha_s + (size - 1) * s_bytes / (link * fit.eta), dtype=float)
 
 
 def serving_layout(spec: TransformerSpec, *, tp: int = 1, pp: int = 1, ep: int = 1) -> Layout:
@@ -125,10 +137,10 @@ class DecodeRun:
 class IterationModel:
     """Iteration cost of one replica, precomputed for rows ``m`` in 0..``max_rows``. Knows no scheduler."""
 
-    def __init__(self, spec: TransformerSpec, *, gpu: Accelerator, cluster: Cluster | None = None, tp: int = 1,
-                 pp: int = 1, ep: int = 1, precision: str = "bf16", kv_precision: str | None = None,
-                 engine: str | EngineProfile = "vllm", cal: Calibration = DEFAULT_CALIBRATION,
-                 max_rows: int = 8192):  # fmt: skip
+    def __init__(self, spec: TransformerSpec, *, gpu: Accelerator, system: System | None = None,
+                 cluster: Cluster | None = None, tp: int = 1, pp: int = 1, ep: int = 1, precision: str = "bf16",
+                 kv_precision: str | None = None, engine: str | EngineProfile = "vllm",
+                 cal: Calibration = DEFAULT_CALIBRATION, max_rows: int = 8192):  # fmt: skip
         serving_layout(spec, tp=tp, pp=pp, ep=ep)
         self.engine = get_engine(engine) if isinstance(engine, str) else engine
         self.kv_precision = kv_precision or self.engine.kv_precision_for(precision)
@@ -137,79 +149,55 @@ class IterationModel:
             raise InputError(f"max_rows={max_rows} must be a positive integer")
         self.spec, self.gpu, self.tp, self.pp, self.ep = spec, gpu, tp, pp, ep
         self.precision, self.max_rows = precision, int(max_rows)
-        cluster = cluster or Cluster.for_gpu(gpu)
+        self.system = system = system_of(gpu, system=system, cluster=cluster)
+        fits = scaled_fits(cal)
         prof = self.engine
         c = count_params(spec)
         cprec = compute_precision(gpu, precision)
-        peak = peak_flops(gpu, cprec) * cal.tensor_scale(gpu)
-        peak16 = peak_flops(gpu, "bf16" if gpu.dense_tflops.get("bf16") else "fp16") * cal.tensor_scale(gpu)
+        scale = cal.tensor_scale(gpu)
+        peak = peak_flops(gpu, cprec) * scale
+        # the attention core runs in 16-bit for 16-bit and quantised weights, in fp32 (TF32) for fp32 ones
+        peak16 = peak if cprec == "fp32" else peak_flops(gpu, compute_precision(gpu, "bf16")) * scale
         eff = {"fp8": cal.fp8_gemm_efficiency, "fp4": cal.fp4_gemm_efficiency}.get(cprec, cal.gemm_efficiency)
         eff = min(eff * prof.gemm_efficiency_factor, 1.0)
         hbm_frac = prof.hbm_fraction if prof.hbm_fraction is not None else cal.decode_memory_efficiency
         self.hbm_bytes_per_s = gpu.hbm_bandwidth_tb_per_s * 1e12 * hbm_frac
         hbm = self.hbm_bytes_per_s
         bpe = bytes_per_element(precision)
-        gemm = dict(peak=peak, eff_max=eff, half_dim=cal.gemm_half_dim, hbm=hbm, bytes_per_el=bpe)
+        act = 4.0 if precision == "fp32" else 2.0  # activation bytes: fp32 models keep fp32 activations
+        gemm = dict(peak=peak, eff_max=eff, half_dim=cal.gemm_half_dim, hbm=hbm, bytes_per_el=bpe,
+                    rows_floor=cal.gemm_half_dim)  # fmt: skip
         m = np.arange(0, self.max_rows + 1, dtype=float)
         mm = np.maximum(m, 1.0)  # rows 0 never runs (no work); keep the arrays finite
         h, L = spec.hidden, spec.layers
-        # attention projections of one layer (MLA: latent projections), sliced over tp
-        if spec.mla:
-            a = spec.mla
-            attn = _gemm_time(mm, h, a.kv_lora_rank + a.qk_rope_head_dim, **gemm)
-            if a.q_lora_rank:
-                attn = (attn + _gemm_time(mm, h, a.q_lora_rank, **gemm)
-                        + _gemm_time(mm, a.q_lora_rank, spec.q_dim / tp, **gemm))  # fmt: skip
-            else:
-                attn = attn + _gemm_time(mm, h, spec.q_dim / tp, **gemm)
-            attn = attn + _gemm_time(mm, a.kv_lora_rank, spec.heads * (a.qk_nope_head_dim + a.v_head_dim) / tp, **gemm)
-            attn = attn + _gemm_time(mm, spec.heads * a.v_head_dim / tp, h, **gemm)
-        else:
-            kv_tp = max(spec.kv_dim / tp, spec.head_dim)
-            attn = _gemm_time(mm, h, spec.q_dim / tp + 2 * kv_tp, **gemm) + _gemm_time(mm, spec.q_dim / tp, h, **gemm)
-        n_up = 2 if spec.gated_mlp else 1
-
-        def ffn(rows: ArrayLike, f: float, width_split: float,
-                count: float | NDArray[np.float64] = 1.0) -> NDArray[np.float64]:
-            return (_gemm_time(rows, h, n_up * f / width_split, count=count, **gemm)
-                    + _gemm_time(rows, f / width_split, h, count=count, **gemm))  # fmt: skip
-
-        dense = ffn(mm, spec.ffn_hidden, tp)
+        # serving splits experts over the ep ranks of the tensor-parallel group: each expert sliced tp / ep ways
+        attn, layer_ffn = layer_gemm_times(spec, c, tokens=mm, tp=tp, ep=ep, gemm=gemm, expert_tokens=mm,
+                                           expert_tp=tp // ep)  # fmt: skip
         a2a = 0.0 * m
-        if spec.moe:
-            mo = spec.moe
-            frac = c.moe_layers / c.layers
-            touched = mo.num_experts * (1 - (1 - mo.top_k / mo.num_experts) ** mm)  # experts the rows reach
-            local = touched / ep
-            rows = mm * mo.top_k / touched  # rows per touched expert
-            moe = ffn(rows, mo.expert_ffn_hidden, tp // ep, count=local)
-            if mo.num_shared_experts:
-                moe = moe + ffn(mm, mo.shared_ffn_hidden * mo.num_shared_experts, tp)
-            moe = moe + _gemm_time(mm, h, mo.num_experts, **gemm)  # router
-            layer_ffn = (1 - frac) * dense + frac * moe
-            bw_ep, al_ep = group_bandwidth(cluster, cal, size=ep, stride=1)
-            a2a = c.moe_layers * 2 * collective_time_s("all_to_all", mm * mo.top_k * h * 2.0, ep, bw_ep, al_ep)
-        else:
-            layer_ffn = dense
+        if spec.moe and ep > 1:  # dispatch and combine per MoE layer over the ep adjacent ranks
+            a2a = c.moe_layers * 2 * collective_time_s("all_to_all", mm * spec.moe.top_k * h * act, system=system,
+                                                       size=ep, stride=1, fits=fits)  # fmt: skip
         repl, split = elementwise_values(spec, c)
-        elem = cal.elementwise_factor * mm * (repl + split / tp) * 2 / (gpu.hbm_bandwidth_tb_per_s * 1e12
-                                                                       * cal.memory_efficiency)  # fmt: skip
-        bw, al = group_bandwidth(cluster, cal, size=tp, stride=1)
-        ring = collective_time_s("all_reduce", mm * h * 2.0, tp, bw, al)
-        if tp > 1 and tp <= cluster.gpus_per_node:
-            # serving engines all-reduce small activations in one shot inside a node (vLLM / TensorRT-LLM custom
-            # all-reduce: every rank reads its peers' buffers over NVLink): one latency, (tp − 1) buffers
-            ring = np.minimum(ring, al + (tp - 1) * mm * h * 2.0 / bw)
-        ar = L * 2 * ring
-        bw_pp, al_pp = group_bandwidth(cluster, cal, size=pp, stride=tp)
-        p2p = (pp - 1) * collective_time_s("p2p", mm * h * 2.0, 2, bw_pp, al_pp) if pp > 1 else 0.0 * m
+        elem = cal.elementwise_factor * mm * (repl + split / tp) * act / (gpu.hbm_bandwidth_tb_per_s * 1e12
+                                                                         * cal.memory_efficiency)  # fmt: skip
+        # two all-reduces per layer on the tiers the tp group spans (NCCL / the engines' custom all-reduce pick the
+        # fastest algorithm and protocol; the measured fits hold LL / NVLS small-message latencies)
+        ar = 0.0 * m
+        if tp > 1:
+            one = collective_time_s("all_reduce", mm * h * act, system=system, size=tp, stride=1, fits=fits)
+            if prof.custom_all_reduce:
+                one = np.minimum(one, one_shot_all_reduce_s(mm * h * act, system=system, size=tp, fits=fits))
+            ar = L * 2 * one
+        p2p = 0.0 * m
+        if pp > 1:
+            p2p = (pp - 1) * collective_time_s("p2p", mm * h * act, system=system, size=pp, stride=tp, fits=fits)
         body = (L * (attn + layer_ffn + elem) + ar + a2a) / pp + p2p / pp  # per stage, then pp stages in a row
         fixed = pp * body + prof.iteration_overhead_s
         fixed[0] = 0.0
-        self._fixed: list[float] = fixed.tolist()
+        self._fixed: list[float] = np.asarray(fixed, dtype=float).tolist()
         # the output head runs on one row per sequence that samples a token (not on every prompt token)
         head_params = c.embedding if spec.tied_embeddings else c.lm_head
-        head = _gemm_time(mm, h, head_params / h / tp, **{**gemm, "bytes_per_el": max(bpe, 2.0)})
+        head = np.array(gemm_time(mm, h, head_params / h / tp, **{**gemm, "bytes_per_el": max(bpe, 2.0)}))
         head[0] = 0.0
         self._head: list[float] = head.tolist()
         # attention: FLOPs and KV bytes per context token attended (affine in the batch's total context)
@@ -261,7 +249,8 @@ def chunk_attention(prefill_tokens: ArrayLike, prefix_tokens: ArrayLike) -> tupl
     return float(np.sum(p * (c0 + (p + 1) / 2))), float(np.sum(c0 + p))
 
 
-def iteration_time_s(spec: TransformerSpec, *, gpu: Accelerator, cluster: Cluster | None = None, tp: int = 1,
+def iteration_time_s(spec: TransformerSpec, *, gpu: Accelerator, system: System | None = None,
+                     cluster: Cluster | None = None, tp: int = 1,
                      pp: int = 1, ep: int = 1, prefill_tokens: ArrayLike = 0, prefill_prefix_tokens: ArrayLike = 0,
                      decode_batch: int = 0, decode_context_tokens: ArrayLike = 0, precision: str = "bf16",
                      kv_precision: str | None = None, engine: str | EngineProfile = "vllm",
@@ -271,7 +260,8 @@ def iteration_time_s(spec: TransformerSpec, *, gpu: Accelerator, cluster: Cluste
     ``prefill_tokens``: prompt tokens scheduled in this iteration, an int or one chunk size per sequence;
     ``prefill_prefix_tokens``: tokens already in each of those sequences' KV cache (same shape, default 0);
     ``decode_batch``: sequences decoding one token each; ``decode_context_tokens``: their KV-cache lengths, the
-    sum or an array of ``decode_batch`` lengths. The engine profile names the per-iteration overhead, HBM fraction
+    sum or an array of ``decode_batch`` lengths. ``system``: the network (default: ``system_of(gpu, cluster=...)``).
+    The engine profile names the per-iteration overhead, HBM fraction
     and GEMM factor (``estimate.engines``); ``kv_precision`` defaults to the engine's choice for ``precision``.
     """
     chunks = np.atleast_1d(np.asarray(prefill_tokens, dtype=float))
@@ -283,8 +273,8 @@ def iteration_time_s(spec: TransformerSpec, *, gpu: Accelerator, cluster: Cluste
     if ctx.ndim and ctx.size != decode_batch:
         raise InputError(f"decode_context_tokens has {ctx.size} lengths for decode_batch={decode_batch}")
     p_total = int(chunks.sum())
-    model = IterationModel(spec, gpu=gpu, cluster=cluster, tp=tp, pp=pp, ep=ep, precision=precision,
-                           kv_precision=kv_precision, engine=engine, cal=cal,
+    model = IterationModel(spec, gpu=gpu, system=system, cluster=cluster, tp=tp, pp=pp, ep=ep,
+                           precision=precision, kv_precision=kv_precision, engine=engine, cal=cal,
                            max_rows=max(p_total + decode_batch, 1))  # fmt: skip
     pairs, kv_tok = chunk_attention(chunks, prefix)
     return model.time_s(prefill_tokens=p_total, decode_batch=int(decode_batch), decode_context_tokens=float(ctx.sum()),

@@ -10,7 +10,11 @@ GEMMs of a layer on a tensor-parallel shard of size ``tp``, for ``t`` tokens (fo
 - FFN: ``h x n·f/tp`` and ``f/tp x h`` (n = 2 for gated MLPs); MoE layers run each local expert on its share of
   tokens, ``t·k·ep/E`` rows (thin GEMMs for fine-grained experts), plus shared experts and the router.
 A GEMM (m x k)·(k x n) takes ``max(2mkn / (peak · eff), bytes / HBM)`` with
-``eff = eff_max · d / (d + half_dim)``, d its smallest dimension (tile and wave quantisation).
+``eff = eff_max · d / (d + half_dim)``, d its smallest dimension (tile and wave quantisation). Serving passes
+``rows_floor``: the rows count in ``d`` as at least that many, because a GEMM of few rows (decode) runs as a
+bandwidth-bound GEMV / split-K kernel, not as a tensor-core tile mostly empty (Pope et al. 2022, section 2).
+A serving batch of ``expert_tokens`` tokens reaches only ``E·(1 − (1 − k/E)^tokens)`` of the ``E`` experts, and
+only those are read (``layer_gemm_times(expert_tokens=...)``); training batches reach every expert.
 
 Elementwise traffic per token and layer, forward, in values read plus written by unfused kernels:
 two norms (read h, write h: 4h) and two residual adds (read 2h, write h: 6h) — 10h, replicated over tp unless
@@ -34,11 +38,11 @@ __all__ = ["gemm_time", "layer_gemm_times", "elementwise_values", "ffn_width", "
 
 def gemm_time(
     m: ArrayLike, k: ArrayLike, n: ArrayLike, *, peak: float, eff_max: float, half_dim: float, hbm: float,
-    bytes_per_el: float, count: float | NDArray[np.float64] = 1.0,
+    bytes_per_el: float, count: float | NDArray[np.float64] = 1.0, rows_floor: float = 0.0,
 ) -> float | NDArray[np.float64]:
-    """Roofline time of ``count`` GEMMs (m x k)·(k x n) (array-friendly)."""
+    """Roofline time of ``count`` GEMMs (m x k)·(k x n) (array-friendly); ``rows_floor``: see the module doc."""
     m, k, n = (np.asarray(x, dtype=float) for x in (m, k, n))
-    dmin = np.minimum(np.minimum(m, k), n)
+    dmin = np.minimum(np.minimum(np.maximum(m, rows_floor) if rows_floor else m, k), n)
     eff = eff_max * dmin / (dmin + half_dim)
     flops = 2.0 * m * k * n
     byt = bytes_per_el * (m * k + k * n + m * n)
@@ -64,8 +68,14 @@ def ffn_width(spec: TransformerSpec, c: ParamCounts) -> float:
 def layer_gemm_times(
     spec: TransformerSpec, c: ParamCounts, *, tokens: float | NDArray[np.float64], tp: float | NDArray[np.float64],
     ep: float | NDArray[np.float64] = 1.0, gemm: dict[str, float],
+    expert_tokens: float | NDArray[np.float64] | None = None, expert_tp: float | None = None,
 ) -> tuple[float | NDArray[np.float64], float | NDArray[np.float64]]:
-    """(attention projections, FFN) forward GEMM time of one average layer for ``tokens`` tokens on one GPU."""
+    """(attention projections, FFN) forward GEMM time of one average layer for ``tokens`` tokens on one GPU.
+
+    MoE: by default (training) each of the ``ep`` ranks routes its own ``tokens`` and every expert is reached.
+    ``expert_tokens`` (serving): the tokens the expert-parallel group routes in all; only the experts they reach
+    are run and read. ``expert_tp``: the slicing of each expert's width (default ``tp``; serving splits the
+    experts over the ``ep`` ranks of the tensor-parallel group, so each is sliced ``tp / ep`` ways)."""
     t = tokens
     h = spec.hidden
     if spec.mla:
@@ -83,15 +93,23 @@ def layer_gemm_times(
         attn = gemm_time(t, h, spec.q_dim / tp + 2 * kv_tp, **gemm) + gemm_time(t, spec.q_dim / tp, h, **gemm)
     n_up = 2 if spec.gated_mlp else 1
 
-    def ffn(rows: ArrayLike, f: float, count: float | NDArray[np.float64] = 1.0) -> float | NDArray[np.float64]:
-        return gemm_time(rows, h, n_up * f / tp, count=count, **gemm) + gemm_time(rows, f / tp, h, count=count, **gemm)
+    def ffn(rows: ArrayLike, f: float, count: float | NDArray[np.float64] = 1.0,
+            split: float | NDArray[np.float64] = tp) -> float | NDArray[np.float64]:
+        return (gemm_time(rows, h, n_up * f / split, count=count, **gemm)
+                + gemm_time(rows, f / split, h, count=count, **gemm))  # fmt: skip
 
     dense = ffn(t, spec.ffn_hidden)
     if not spec.moe:
         return attn, dense
     m = spec.moe
     frac = c.moe_layers / c.layers
-    moe = ffn(t * m.top_k * ep / m.num_experts, m.expert_ffn_hidden, count=m.num_experts / ep)
+    e_tp = tp if expert_tp is None else expert_tp
+    if expert_tokens is None:  # every expert reached: t·ep·k/E rows each on E/ep local experts
+        moe = ffn(t * m.top_k * ep / m.num_experts, m.expert_ffn_hidden, count=m.num_experts / ep, split=e_tp)
+    else:
+        n_tok = np.asarray(expert_tokens, dtype=float)
+        touched = m.num_experts * (1 - (1 - m.top_k / m.num_experts) ** n_tok)
+        moe = ffn(n_tok * m.top_k / touched, m.expert_ffn_hidden, count=touched / ep, split=e_tp)
     if m.num_shared_experts:
         moe = moe + ffn(t, m.shared_ffn_hidden * m.num_shared_experts)
     moe = moe + gemm_time(t, h, m.num_experts, **gemm)  # router

@@ -301,7 +301,7 @@ def explain_training(res, scn, spec, cat, per_gpu) -> None:
                         "kwh_per_1m_tokens": o["energy_kwh"] / tokens * 1e6} for o in res.options]))  # fmt: skip
 
 
-def explain_inference(res, scn, spec, cat, evaluated, rate) -> None:
+def explain_inference(res, scn, spec, cat, evaluated, rate, cal=None) -> None:
     """Append inference explanations to ``res``."""
 
     ex = res.explanations
@@ -331,14 +331,16 @@ def explain_inference(res, scn, spec, cat, evaluated, rate) -> None:
                 "for latency.")  # fmt: skip
         ex.append(_x("replicas_vs_tp", "Replicas vs tensor parallelism", text, rows=rows))
     slo = []
+    pct = "p99 " if rec.get("sizing") == "simulated" else ""
     if scn.inference.ttft_slo_s:
-        slo.append(f"TTFT {rec['ttft_s'] * 1e3:.0f} ms of {scn.inference.ttft_slo_s * 1e3:.0f} ms")
+        slo.append(f"{pct}TTFT {rec['ttft_s'] * 1e3:.0f} ms of {scn.inference.ttft_slo_s * 1e3:.0f} ms")
     if scn.inference.tpot_slo_s:
-        slo.append(f"TPOT {rec['tpot_s'] * 1e3:.1f} ms of {scn.inference.tpot_slo_s * 1e3:.1f} ms")
+        slo.append(f"{pct}TPOT {rec['tpot_s'] * 1e3:.1f} ms of {scn.inference.tpot_slo_s * 1e3:.1f} ms")
     ex.append(_x("slo", "Latency SLOs",
                  (", ".join(slo) if slo else "No SLO set") + f"; the deployment runs at {rec['utilisation']:.0%} of "
                  f"its capacity ({rec['capacity_requests_per_s']:.3g} req/s for {rate:.3g} req/s offered).",
                  utilisation=rec["utilisation"]))  # fmt: skip
+    ex.extend(_serving_explanations(res, scn, spec, gpu, rec, rate, cal))
     out_tps = rate * scn.inference.output_len
     be = float(econ.api_break_even_usd_per_1m_tokens(tokens_per_s=out_tps, usd_per_hour=rec["usd_per_hour"],
                                                       utilisation=1.0))  # fmt: skip
@@ -376,6 +378,55 @@ def explain_inference(res, scn, spec, cat, evaluated, rate) -> None:
     rent = _rent_to_compare(scn, gpu, cat, rec)
     cap = _capex_opex(scn, gpu, rec["gpus"], cat, rent)
     ex.append(_capex_entry(cap, scn, gpu, cat, rent))
+
+
+def _serving_explanations(res, scn, spec, gpu, rec, rate, cal) -> list[dict]:
+    """How the fleet was sized by simulation, and what each lever saves (``plan.serving``)."""
+    from scaleright.estimate.calibration import DEFAULT_CALIBRATION
+    from scaleright.plan.serving import DEFAULT_TPOT_P99_MS, MAX_SIMULATED, levers
+
+    inf = scn.inference
+    out = []
+    n_sim = res.search.get("simulated", 0)
+    if rec.get("sizing") != "simulated":
+        why = ("no TTFT SLO is set (inference.ttft_slo_s): the simulated capacity is the highest rate within a p99 "
+               "TTFT limit, so the fleet is sized by the steady-state model" if not inf.ttft_slo_s else
+               f"the cheapest option stayed a steady-state estimate after {n_sim} simulations (at most "
+               f"{MAX_SIMULATED} a plan)")  # fmt: skip
+        out.append(_x("simulated_sizing", "Sized by simulation", f"Not simulated: {why}.", simulated=n_sim))
+        return out
+    assumed = [f"TPOT {DEFAULT_TPOT_P99_MS / 1e3:g} s" for _ in [0] if not inf.tpot_slo_s]
+    pattern = {"constant": "Poisson" if inf.burstiness == 1 else f"gamma (burstiness {inf.burstiness:g})",
+               "diurnal": f"diurnal (peak {1 + inf.diurnal_amplitude:g}x the mean)",
+               "trace": f"the trace {inf.trace}"}[inf.arrival]  # fmt: skip
+    text = (f"One {gpu.id} replica at tp={rec['layout']['tp']} ({inf.engine} profile) carries "
+            f"{rec['replica_capacity']:.3g} req/s with p99 TTFT and p99 TPOT within the SLOs"
+            + (f" (no SLO set for {', '.join(assumed)}: assumed)" if assumed else "")
+            + f"; {rec['layout']['replicas']} replica(s) meet them at {rec['sized_at_requests_per_s']:.3g} req/s "
+              f"({pattern} arrivals, {inf.headroom:.0%} headroom over the {'peak ' if inf.arrival == 'diurnal' else ''}"
+              f"rate), simulated: p99 TTFT {rec['ttft_s'] * 1e3:.0f} ms, p99 TPOT {rec['tpot_s'] * 1e3:.1f} ms, GPUs "
+              f"busy {rec['gpu_busy_share']:.0%} of the time. {n_sim} option(s) were simulated, cheapest first; the "
+              "others in the table are steady-state estimates.")  # fmt: skip
+    out.append(_x("simulated_sizing", "Sized by simulation", text, simulated=n_sim, headroom=inf.headroom,
+                  replica_capacity_requests_per_s=rec["replica_capacity"]))  # fmt: skip
+    system = system_of(gpu, gpus_per_node=scn.constraints.gpus_per_node)
+    rows = levers(spec, inf, gpu, system, rec["layout"]["tp"], cal or DEFAULT_CALIBRATION, rate=rate, rec=rec,
+                  max_gpus=scn.constraints.max_gpus)  # fmt: skip
+    done = [r for r in rows if r["usd_per_month_saved"] is not None]
+    def n(x: float) -> str:
+        return f"{x:,.0f}" if float(x).is_integer() else f"{x:,.1f}"
+
+    def saving(x: float) -> str:
+        return f"saves {format_usd(x)}/month" if x >= 0 else f"costs {format_usd(-x)}/month more"
+
+    parts = [f"{r['lever']} {n(r['gpus_with'])} GPUs against {n(r['gpus_without'])} ({r['compared_with']}): "
+             f"{saving(r['usd_per_month_saved'])}" for r in done]  # fmt: skip
+    skipped = [f"{r['lever']} ({r['reason']})" for r in rows if r["usd_per_month_saved"] is None]
+    out.append(_x("serving_levers", "Serving levers",
+                  ("Simulated on the recommended GPU and layout, same SLOs and headroom: " + "; ".join(parts) + "."
+                   if parts else "No lever could be simulated.")
+                  + (f" Not computed: {'; '.join(skipped)}." if skipped else ""), levers=rows))  # fmt: skip
+    return out
 
 
 def _efficiency_ladder(scn, spec, gpu, rec, rate) -> dict:

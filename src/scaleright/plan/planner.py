@@ -524,12 +524,63 @@ def _train_option(scn, g, cand, j, hours, price, src, tokens) -> dict:
     }  # fmt: skip
 
 
+def _size_by_simulation(scn, spec, cat, cal, options_all, skipped, rate, hours_month) -> int:
+    """Re-size the cheapest options with the serving simulator (``plan.serving``), cheapest first, until the
+    cheapest option is a simulated one or ``MAX_SIMULATED`` were run; an option the simulation rejects leaves the
+    list (its reason in ``skipped``). Returns the number simulated."""
+    from scaleright.plan.serving import MAX_SIMULATED, simulate_option
+
+    inf = scn.inference
+    if not inf.ttft_slo_s:  # without a TTFT limit a finite trial cannot tell a growing queue from a long one
+        return 0
+    n = 0
+    while n < MAX_SIMULATED and options_all:
+        o = min(options_all, key=lambda x: (x["cost_usd"], x["tpot_s"]))
+        if o["sizing"] == "simulated":
+            break
+        n += 1
+        g = cat.gpu(o["gpu"])
+        system = system_of(g, gpus_per_node=scn.constraints.gpus_per_node)
+        try:
+            sim = simulate_option(spec, inf, g, system, o["layout"]["tp"], cal, rate=rate, max_batch=o["max_batch"],
+                                  max_gpus=scn.constraints.max_gpus)  # fmt: skip
+        except ScalerightError as exc:
+            sim = {"fits": False, "reason": str(exc)}
+        if not sim["fits"]:
+            options_all.remove(o)
+            skipped.append({"gpu": o["gpu"], "reason": f"tp={o['layout']['tp']}: simulated: {sim['reason']}"})
+            continue
+        gpus = sim["gpus"]
+        usd_h = gpus * o["price_usd_per_gpu_hour"]
+        kwh, co2 = _energy(scn, g, gpus, hours_month)
+        cap = max(sim["replicas"] * sim["replica_capacity"], sim["sized_at_requests_per_s"])
+        o.update({
+            "gpus": gpus, "layout": {"tp": o["layout"]["tp"], "pp": 1, "replicas": sim["replicas"],
+                                     "batch_per_replica": sim["batch"]},
+            "cost_usd": usd_h * hours_month, "usd_per_hour": usd_h,
+            "cost_per_1m_tokens_usd": float(econ.inference_cost_usd_per_1m_tokens(
+                tokens_per_s=rate * inf.output_len, usd_per_hour=usd_h, utilisation=1.0)),
+            "energy_kwh": float(kwh), "co2e_kg": float(co2), "ttft_s": sim["ttft_p99_s"],
+            "tpot_s": sim["tpot_p99_s"], "e2e_latency_s": sim["e2e_p99_s"], "capacity_requests_per_s": cap,
+            "utilisation": rate / cap, "gpu_busy_share": sim["gpu_busy_share"],
+            "replica_capacity_requests_per_s": sim["replica_capacity"], "replica_capacity": sim["replica_capacity"],
+            "sized_at_requests_per_s": sim["sized_at_requests_per_s"], "sizing": "simulated",
+            "latency_percentile": "p99",
+        })  # fmt: skip
+    return n
+
+
 def _plan_inference(scn, spec, cat, cal, progress) -> PlanResult:
     from scaleright.plan.explain import explain_inference
+    from scaleright.plan.serving import peak_rate, trace_rate
 
     inf = scn.inference
     p = scn.pricing
-    rate = inf.requests_per_s if inf.requests_per_s is not None else inf.requests_per_day / (p.hours_per_day * 3600)
+    if inf.arrival == "trace":
+        rate = trace_rate(inf.trace)
+    else:
+        rate = inf.requests_per_s if inf.requests_per_s is not None else inf.requests_per_day / (p.hours_per_day * 3600)
+    peak = peak_rate(inf, rate)  # what the fleet must carry (diurnal: the daily peak)
     if not math.isfinite(rate):
         raise InputError(f"inference.requests_per_day={inf.requests_per_day:g} in pricing.hours_per_day="
                          f"{p.hours_per_day:g} h is not a finite request rate; raise hours_per_day")  # fmt: skip
@@ -546,7 +597,7 @@ def _plan_inference(scn, spec, cat, cal, progress) -> PlanResult:
                and (spec.mla or spec.kv_heads % t == 0 or t % spec.kv_heads == 0)]  # fmt: skip
         evaluated[g.id] = []
         for t in tps:
-            c = evaluate_inference(spec, gpu=g, system=system, tp=t, rate_rps=rate, input_len=inf.input_len,
+            c = evaluate_inference(spec, gpu=g, system=system, tp=t, rate_rps=peak, input_len=inf.input_len,
                                    output_len=inf.output_len, precision=inf.precision, kv_precision=inf.kv_precision,
                                    ttft_slo_s=inf.ttft_slo_s, tpot_slo_s=inf.tpot_slo_s,
                                    max_gpus=scn.constraints.max_gpus, cal=cal)  # fmt: skip
@@ -575,9 +626,11 @@ def _plan_inference(scn, spec, cat, cal, progress) -> PlanResult:
                 "capacity_requests_per_s": c.capacity_requests_per_s, "max_batch": c.max_batch,
                 "gpu_memory_gb": g.memory_gb, "memory_gb_per_gpu": sum(c.memory_breakdown_gb.values()),
                 "memory_breakdown_gb": c.memory_breakdown_gb, "precision_note": _infer_precision_note(g, inf.precision),
+                "sizing": "steady-state",
             } | pr.offer | ({"true_cost_usd_per_gpu_hour": price} if pr.kind == "own" else {}))  # fmt: skip
         if not any(c.fits for c in evaluated[g.id]) and evaluated[g.id]:
             skipped.append({"gpu": g.id, "reason": evaluated[g.id][-1].reason})
+    n_sim = _size_by_simulation(scn, spec, cat, cal, options_all, skipped, rate, hours_month)
     wall = time.perf_counter() - t0
     n_eval = sum(len(c.curve.get("batch", [])) or 1 for v in evaluated.values() for c in v)
     budget = scn.constraints.budget_usd
@@ -601,12 +654,13 @@ def _plan_inference(scn, spec, cat, cal, progress) -> PlanResult:
     options = sorted(best.values(), key=lambda o: o["cost_usd"])
     pareto = _pareto(options_all, key="tpot_s")
     res = PlanResult(
-        scenario=_scenario_dict(scn, spec, {"requests_per_s": rate}), recommendation=rec, options=options,
+        scenario=_scenario_dict(scn, spec, {"requests_per_s": rate, "peak_requests_per_s": peak}),
+        recommendation=rec, options=options,
         pareto=pareto, explanations=[], infeasible=infeasible, all_options=options_all,
         search={"layouts_evaluated": n_eval, "layouts_fit": len(options_all), "wall_s": wall, "skipped": skipped,
                 "gpu_types": len(gpus_allowed), "layouts_per_s": n_eval / wall if wall > 0 else None,
-                "limits": SEARCH_LIMITS, "precision_notes": _precision_notes(options)},
+                "limits": SEARCH_LIMITS, "precision_notes": _precision_notes(options), "simulated": n_sim},
     )  # fmt: skip
-    explain_inference(res, scn, spec, cat, evaluated, rate)
+    explain_inference(res, scn, spec, cat, evaluated, rate, cal=cal)
     _explain_prices(res, scn, cat)
     return res

@@ -107,10 +107,29 @@ class Training(_Strict):
         return self.tokens if self.tokens is not None else cast(float, self.dataset_tokens) * self.epochs
 
 
-class Inference(_Strict):
-    """What to serve. Give ``requests_per_s`` or ``requests_per_day``."""
+class PooledService(_Strict):
+    """One of several services pooled on the fleet: its share of the request rate and its own traffic shape."""
 
-    requests_per_s: _PerS | None = Field(None, gt=0)  # mean arrival rate at peak
+    name: _Name = Field(min_length=1)
+    share: Annotated[float, Field(gt=0, le=1)]  # of inference.requests_per_s
+    priority: Annotated[int, Field(ge=-1000, le=1000)] = 0  # higher is served first on the shared replicas
+    input_len: _ReqTokens | None = Field(None, ge=1)  # default: inference.input_len
+    output_len: _ReqTokens | None = Field(None, ge=1)  # default: inference.output_len
+    burstiness: Annotated[float, Field(gt=0, le=1000)] | None = None  # default: inference.burstiness
+
+
+class Tier(_Strict):
+    """A smaller model tried before the scenario's (a cascade): ``escalate`` of the requests it answers go on."""
+
+    model: _PathText = Field(min_length=1)  # catalog name or config.json path
+    escalate: _Fraction = Field(ge=0, le=1)  # share of this tier's requests sent on to the next tier
+
+
+class Inference(_Strict):
+    """What to serve. Give ``requests_per_s`` or ``requests_per_day`` (or, with ``arrival: trace``, a trace whose
+    mean rate is taken). Fleets are sized with the serving simulator (``plan.serving``)."""
+
+    requests_per_s: _PerS | None = Field(None, gt=0)  # mean arrival rate (diurnal: the daily mean; peak above it)
     requests_per_day: _PerDay | None = Field(None, gt=0)  # converted to a rate over ``Pricing.hours_per_day`` hours
     input_len: _ReqTokens = Field(1024, ge=1)  # prompt tokens per request
     output_len: _ReqTokens = Field(256, ge=1)  # generated tokens per request
@@ -121,9 +140,45 @@ class Inference(_Strict):
     api_usd_per_1m_output_tokens: _UsdTotal | None = Field(None, gt=0)  # an API's price to compare self-hosting with
     # the API's prompt-token price (economics.tokens: blended with the completion price over input_len/output_len)
     api_usd_per_1m_input_tokens: _UsdTotal | None = Field(None, ge=0)
+    # the arrival pattern: constant (Poisson at the rate; burstiness < 1 makes it a burstier gamma process, as vllm
+    # bench serve's --burstiness), diurnal (rate · (1 + amplitude · sin(2π t / 24 h)): sized for its peak), or
+    # trace (a CSV arrival_time_s,input_tokens,output_tokens replayed)
+    arrival: Literal["constant", "diurnal", "trace"] = "constant"
+    burstiness: Annotated[float, Field(gt=0, le=1000)] = 1.0
+    diurnal_amplitude: _Fraction = Field(0.5, ge=0, le=1)
+    trace: _PathText | None = None
+    engine: Literal["vllm", "sglang", "trtllm", "llama.cpp"] = "vllm"  # the serving engine profile simulated
+    # capacity kept above the offered (peak) rate: the fleet is sized to meet the SLOs at rate x (1 + headroom)
+    headroom: Annotated[float, Field(ge=0, le=10)] = 0.2
+    prefix_cache_hit_rate: Annotated[float, Field(ge=0, lt=1)] = 0.0  # share of each prompt found in the KV cache
+    result_cache_hit_rate: Annotated[float, Field(ge=0, lt=1)] = 0.0  # share of requests answered from a cache
+    # several services sharing the fleet (shares of the rate summing to 1): the pooling lever compares one shared
+    # pool against one pool per service, each sized by simulation
+    services: list[PooledService] | None = Field(None, min_length=2, max_length=8)
+    # smaller models tried first, smallest first (the scenario's model is the last tier): the routing lever
+    tiers: list[Tier] | None = Field(None, min_length=1, max_length=3)
 
     @model_validator(mode="after")
     def _rate(self) -> Inference:
+        if self.services is not None:
+            total = sum(x.share for x in self.services)
+            if abs(total - 1) > 1e-6:
+                raise ValueError(f"inference.services shares sum to {total:g}; they must sum to 1")
+            names = [x.name for x in self.services]
+            if len(set(names)) != len(names):
+                raise ValueError(f"inference.services names must be unique, got {names}")
+            if self.arrival == "trace":
+                raise ValueError("inference.services split a rate; a trace holds its own requests")
+        if self.arrival == "trace":
+            if self.trace is None:
+                raise ValueError("arrival 'trace' needs inference.trace (a CSV arrival_time_s,input_tokens,"
+                                 "output_tokens)")  # fmt: skip
+            if self.requests_per_s is not None or self.requests_per_day is not None:
+                raise ValueError("arrival 'trace' takes its rate from the trace: give no requests_per_s or "
+                                 "requests_per_day")  # fmt: skip
+            return self
+        if self.trace is not None:
+            raise ValueError("inference.trace applies to arrival 'trace'")
         if (self.requests_per_s is None) == (self.requests_per_day is None):
             raise ValueError("give exactly one of inference.requests_per_s and inference.requests_per_day")
         return self

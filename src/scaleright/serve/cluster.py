@@ -12,9 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from scaleright.estimate.iteration import IterationModel
 from scaleright.serve.kernel import Environment, Priority
-from scaleright.serve.replica import Replica, SchedulerConfig
+from scaleright.serve.replica import Replica, SchedulerConfig, StepCost
 from scaleright.serve.request import Request
 from scaleright.serve.router import RoundRobin
 
@@ -26,7 +25,7 @@ _ARRIVAL = Priority.ARRIVAL
 class Cluster:
     """``replicas`` identical replicas sharing one environment; requests are drawn from the given arrays."""
 
-    def __init__(self, env: Environment, model: IterationModel, config: SchedulerConfig, *, replicas: int,
+    def __init__(self, env: Environment, model: StepCost, config: SchedulerConfig, *, replicas: int,
                  kv_blocks: int, router, input_tokens: np.ndarray, output_tokens: np.ndarray,
                  arrival_s: np.ndarray | None = None, concurrency: int | None = None, trace: bool = False,
                  result_cached: np.ndarray | None = None):  # fmt: skip

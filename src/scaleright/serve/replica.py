@@ -28,18 +28,30 @@ from __future__ import annotations
 import heapq
 from collections import deque
 from collections.abc import Callable
+from typing import Protocol
 
 from scaleright.errors import InputError
-from scaleright.estimate.iteration import IterationModel
+from scaleright.estimate.iteration import DecodeRun
 from scaleright.serve.kernel import Environment, Priority
-from scaleright.serve.request import DECODE, DONE, PREFILL, REJECTED, SWAPPED, WAITING, Request
+from scaleright.serve.request import DECODE, DONE, MIGRATED, PREFILL, REJECTED, SWAPPED, WAITING, Request
 
-__all__ = ["BLOCK_TOKENS", "Replica", "SchedulerConfig"]
+__all__ = ["BLOCK_TOKENS", "PriorityQueue", "Replica", "SchedulerConfig", "StepCost"]
 
 BLOCK_TOKENS = 16  # vLLM's default KV block size (tokens per block)
 PREEMPTION = ("recompute", "swap")
 _END = Priority.ITERATION_END
 _SCHED = Priority.SCHEDULE
+
+
+class StepCost(Protocol):
+    """What a replica asks of its cost model (``IterationModel``, ``serve.speculative.SpeculativeModel``)."""
+
+    swap_s_per_token: float
+
+    def time_s(self, *, prefill_tokens: int = 0, decode_batch: int = 0, decode_context_tokens: float = 0.0,
+               prefill_pairs: float = 0.0, prefill_kv_tokens: float = 0.0, prefill_seqs: int = 0) -> float: ...
+
+    def decode_run(self, batch: int, context0: float) -> DecodeRun: ...
 
 
 class SchedulerConfig:
@@ -65,6 +77,56 @@ class SchedulerConfig:
         self.prefix_cache_hit_rate = prefix_cache_hit_rate
 
 
+class PriorityQueue:
+    """The waiting queue of a replica shared by services of several priorities: the highest ``priority`` first,
+    first come first served within one (vLLM ``--scheduling-policy priority`` without preemption by priority).
+    Offers the few deque operations the scheduler uses."""
+
+    __slots__ = ("_levels", "_n", "_order")
+
+    def __init__(self) -> None:
+        self._levels: dict[int, deque[Request]] = {}
+        self._order: list[int] = []  # priorities, highest first
+        self._n = 0
+
+    def _level(self, p: int) -> deque[Request]:
+        q = self._levels.get(p)
+        if q is None:
+            q = self._levels[p] = deque()
+            self._order = sorted(self._levels, reverse=True)
+        return q
+
+    def append(self, req: Request) -> None:
+        self._level(req.priority).append(req)
+        self._n += 1
+
+    def appendleft(self, req: Request) -> None:
+        self._level(req.priority).appendleft(req)
+        self._n += 1
+
+    def _head(self) -> deque[Request]:
+        for p in self._order:
+            q = self._levels[p]
+            if q:
+                return q
+        raise IndexError("pop from an empty queue")
+
+    def popleft(self) -> Request:
+        self._n -= 1
+        return self._head().popleft()
+
+    def __getitem__(self, i: int) -> Request:
+        if i != 0:
+            raise IndexError("only the head of the queue is read")
+        return self._head()[0]
+
+    def __len__(self) -> int:
+        return self._n
+
+    def __bool__(self) -> bool:
+        return self._n > 0
+
+
 def _blocks(tokens: int) -> int:
     return -(-tokens // BLOCK_TOKENS)
 
@@ -72,9 +134,10 @@ def _blocks(tokens: int) -> int:
 class Replica:
     """Scheduler state, KV blocks and statistics of one replica."""
 
-    def __init__(self, env: Environment, model: IterationModel, config: SchedulerConfig, *, kv_blocks: int,
+    def __init__(self, env: Environment, model: StepCost, config: SchedulerConfig, *, kv_blocks: int,
                  index: int = 0, on_finish: Callable[[Environment, Request], None] | None = None,
-                 trace: list | None = None, next_arrival: Callable[[int], float] | None = None):  # fmt: skip
+                 trace: list | None = None, next_arrival: Callable[[int], float] | None = None,
+                 priorities: bool = False):  # fmt: skip
         if kv_blocks < 1:
             raise InputError(f"kv_blocks={kv_blocks}: the KV cache holds no block of {BLOCK_TOKENS} tokens")
         self.env, self.model, self.cfg, self.index = env, model, config, index
@@ -82,7 +145,7 @@ class Replica:
         self.on_finish = on_finish
         self.next_arrival = next_arrival  # time of the next request routed here, when the router knows it ahead
         self.trace = trace  # list of (start_s, duration_s, iterations, decode batch, prefill tokens), or None
-        self.waiting: deque[Request] = deque()
+        self.waiting: deque[Request] | PriorityQueue = PriorityQueue() if priorities else deque()
         self.prefilling: list[Request] = []
         self._heap: list[tuple[int, int, int, Request]] = []  # (finish counter, order, epoch, request)
         self.B = 0  # decoding sequences
@@ -138,7 +201,7 @@ class Replica:
                 self.on_finish(env, req)
             return
         hit = self.cfg.prefix_cache_hit_rate
-        if hit:
+        if hit and req.state == WAITING:
             req.cached_tokens = req.done = min(int(req.input_tokens * hit) // BLOCK_TOKENS * BLOCK_TOKENS,
                                                req.input_tokens - 1)  # fmt: skip
         self.in_system += 1
@@ -260,7 +323,7 @@ class Replica:
             self._tick(env.now)
         while waiting and budget > 0 and self.running + len(self._joining) < cfg.max_num_seqs:
             r = waiting[0]
-            if r.state == SWAPPED:  # swap its KV back in; it decodes from the next iteration on
+            if r.state == SWAPPED or r.state == MIGRATED:  # KV comes whole; it decodes from the next iteration on
                 need = _blocks(r.done + 1)  # with room for its next token, or it would preempt itself at once
                 if need > self.free:
                     break
@@ -268,8 +331,9 @@ class Replica:
                 self.free -= need
                 r.order = self._order
                 self._order += 1
-                self._swap_tokens += r.done
-                self.swapped_tokens += r.done
+                if r.state == SWAPPED:  # back in over the host link (a migrated KV arrived before it queued)
+                    self._swap_tokens += r.done
+                    self.swapped_tokens += r.done
                 self._joining.append(r)
                 self._spare += need - _blocks(r.done)  # held for it until it joins the batch
                 continue

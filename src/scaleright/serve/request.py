@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-__all__ = ["DECODE", "DONE", "PREFILL", "REJECTED", "SWAPPED", "WAITING", "Request"]
+__all__ = ["DECODE", "DONE", "MIGRATED", "PREFILL", "REJECTED", "SWAPPED", "WAITING", "Request"]
 
-WAITING, PREFILL, DECODE, DONE, REJECTED, SWAPPED = range(6)  # SWAPPED: KV in host memory, queued
+# SWAPPED: KV in host memory, queued; MIGRATED: KV sent from a prefill replica (disaggregated serving), queued
+WAITING, PREFILL, DECODE, DONE, REJECTED, SWAPPED, MIGRATED = range(7)
 
 
 class Request:
@@ -24,13 +25,17 @@ class Request:
         "generated",
         "id",
         "input_tokens",
+        "job",
         "order",
         "output_tokens",
         "preemptions",
+        "priority",
         "replica",
         "state",
         "target",
     )  # fmt: skip
+    priority: int  # set by serve.fleet (see __init__)
+    job: int
 
     def __init__(self, rid: int, arrival_s: float, input_tokens: int, output_tokens: int, cached_tokens: int = 0):
         self.id = rid
@@ -50,6 +55,9 @@ class Request:
         self.finish_s = float("nan")
         self.preemptions = 0
         self.replica = -1
+        # ``priority`` (higher is served first where the replica's queue has priorities) and ``job`` (the fleet's
+        # request this hop belongs to) are set by ``serve.fleet`` only, for its requests: unset here, as nothing on
+        # the single-pool path reads them, and every attribute set costs in the hot loop
 
     def __repr__(self) -> str:  # pragma: no cover - debugging aid
         return f"Request({self.id}, t={self.arrival_s:.6f}, in={self.input_tokens}, out={self.output_tokens})"

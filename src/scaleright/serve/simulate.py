@@ -37,11 +37,14 @@ from scaleright.serve.lengths import draw_lengths
 from scaleright.serve.metrics import summary, weighted_summary
 from scaleright.serve.replica import BLOCK_TOKENS, SchedulerConfig
 from scaleright.serve.router import make_router
+from scaleright.serve.speculative import SpeculativeModel
 from scaleright.workload.spec import TransformerSpec
 
-__all__ = ["MAX_REQUESTS", "SimulationResult", "capacity", "kv_blocks_per_replica", "simulate"]
+__all__ = ["MAX_REQUESTS", "SimulationResult", "build_model", "capacity", "kv_blocks_per_replica", "simulate"]
 
 MAX_REQUESTS = 10_000_000  # requests per simulation: 10**7 keeps one run under minutes and its records in memory
+SLO_SPANS = 20  # a capacity trial's arrivals span at least this many TTFT limits (``capacity``)
+MAX_TRIAL_REQUESTS = 200_000
 
 
 @dataclass(frozen=True)
@@ -81,8 +84,8 @@ class SimulationResult:
         return {k: getattr(self, k) for k in self.__dataclass_fields__ if k not in ("records", "chrome_trace")}
 
 
-def kv_blocks_per_replica(spec: TransformerSpec, model: IterationModel, *, gpu, tp: int, pp: int, ep: int,
-                          precision: str, max_num_seqs: int, max_num_batched_tokens: int,
+def kv_blocks_per_replica(spec: TransformerSpec, model: IterationModel | SpeculativeModel, *, gpu, tp: int, pp: int,
+                          ep: int, precision: str, max_num_seqs: int, max_num_batched_tokens: int,
                           gpu_memory_utilization: float = 0.9) -> int:  # fmt: skip
     """KV blocks of 16 tokens one replica holds after weights, workspace and overheads."""
     # serving splits experts over the ep ranks of the tp group, so expert weights per GPU are 1/tp as dense ones
@@ -97,6 +100,21 @@ def kv_blocks_per_replica(spec: TransformerSpec, model: IterationModel, *, gpu, 
         raise InputError(f"{spec.name} at tp={tp} pp={pp} {precision} needs {other / GB:.1f} GB per GPU before any KV "
                          f"cache; {gpu.id} offers {gpu_memory_utilization:.0%} of {gpu.memory_gb:.1f} GB")  # fmt: skip
     return blocks
+
+
+def build_model(spec: TransformerSpec, *, gpu, system=None, cluster: Network | None = None, tp: int = 1, pp: int = 1,
+                ep: int = 1, precision: str = "bf16", kv_precision: str | None = None, engine: str = "vllm",
+                cal: Calibration = DEFAULT_CALIBRATION, max_num_seqs: int = 256, max_num_batched_tokens: int = 8192,
+                speculative: tuple[float, int, float] | None = None) -> IterationModel | SpeculativeModel:  # fmt: skip
+    """The iteration model of one replica; ``speculative`` = (acceptance rate, tokens proposed k, draft cost)
+    wraps it in ``SpeculativeModel`` (its verification rows, max_num_seqs · k, added to the row bound)."""
+    rows = max_num_batched_tokens + (max_num_seqs * speculative[1] if speculative else 0)
+    model = IterationModel(spec, gpu=gpu, system=system, cluster=cluster, tp=tp, pp=pp, ep=ep, precision=precision,
+                           kv_precision=kv_precision, engine=engine, cal=cal, max_rows=rows)  # fmt: skip
+    if speculative is None:
+        return model
+    acc, k, draft = speculative
+    return SpeculativeModel(model, acceptance=acc, k=k, draft_cost=draft)
 
 
 def _int_arg(name: str, v, kind: str, low: int = 1) -> int:
@@ -148,13 +166,16 @@ def simulate(
     cal: Calibration = DEFAULT_CALIBRATION,
     log: bool = False,
     chrome_trace: bool = False,
-    model: IterationModel | None = None,
+    model: IterationModel | SpeculativeModel | None = None,
+    speculative: tuple[float, int, float] | None = None,
+    system=None,
 ) -> SimulationResult:
     """Simulate serving ``spec`` on ``gpus`` GPUs as ``gpus / (tp · pp)`` replicas, under an open-loop ``rate``
     (``arrival`` process), ``concurrency`` closed-loop clients, or a ``trace`` CSV. ``requests`` (default 1000) or
     ``duration_s`` (open loop) sets the length of the run. Lengths: ``input_dist`` / ``output_dist`` fixed,
     lognormal (mean = input_len / output_len, ``length_cv``) or empirical (``input_samples`` / ``output_samples``,
-    arrays of token counts, e.g. from ``serve.lengths.read_lengths``)."""
+    arrays of token counts, e.g. from ``serve.lengths.read_lengths``). ``speculative``: (acceptance rate, tokens
+    proposed per step, draft cost), see ``serve.speculative``. ``system``: the network (``catalog.systems``)."""
     gpus = _int_arg("gpus", gpus, "gpus")
     for name, v in (("tp", tp), ("pp", pp), ("ep", ep)):
         _int_arg(name, v, "parallel_degree")
@@ -227,9 +248,9 @@ def simulate(
         outputs = draw_lengths(rng, output_dist, n=n, mean=output_len, cv=length_cv, samples=output_samples,
                                field="output length")  # fmt: skip
     if model is None:
-        rows = max_num_batched_tokens
-        model = IterationModel(spec, gpu=gpu, cluster=cluster, tp=tp, pp=pp, ep=ep, precision=precision,
-                               kv_precision=kv_precision, engine=engine, cal=cal, max_rows=rows)  # fmt: skip
+        model = build_model(spec, gpu=gpu, system=system, cluster=cluster, tp=tp, pp=pp, ep=ep, precision=precision,
+                            kv_precision=kv_precision, engine=engine, cal=cal, max_num_seqs=max_num_seqs,
+                            max_num_batched_tokens=max_num_batched_tokens, speculative=speculative)  # fmt: skip
     blocks = kv_blocks_per_replica(spec, model, gpu=gpu, tp=tp, pp=pp, ep=ep, precision=precision,
                                    max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
                                    gpu_memory_utilization=gpu_memory_utilization)  # fmt: skip
@@ -315,23 +336,26 @@ def capacity(spec: TransformerSpec, *, slo_ttft_p99_ms: float, slo_tpot_p99_ms: 
              rel_tol: float = 0.02, max_trials: int = 40,
              **kw) -> tuple[float, SimulationResult | None, list]:  # fmt: skip
     """(highest rate/s with p99 TTFT and p99 TPOT within their limits, the simulation at that rate, the trials
-    as (rate, passed)). Rate 0 and None when even 1/1024 request/s misses the limits."""
+    as (rate, passed)). Rate 0 and None when even 1/1024 request/s misses the limits.
+
+    Each trial runs ``requests`` requests, or more: enough for its arrivals to span ``SLO_SPANS`` times the TTFT
+    limit (at most ``MAX_TRIAL_REQUESTS``). A short burst of requests drains within a generous TTFT limit at any
+    rate; over a span of many limits, a rate x % above what the fleet serves builds a backlog whose wait grows to
+    about x % of the span, so the trial fails once the overload passes ~1/SLO_SPANS."""
     for name, v in (("slo_ttft_p99_ms", slo_ttft_p99_ms), ("slo_tpot_p99_ms", slo_tpot_p99_ms)):
         if not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
             raise InputError(f"{name}={v!r} must be a finite positive number of milliseconds")
     if any(k in kw for k in ("rate", "concurrency", "trace", "duration_s")):
         raise InputError("capacity searches the rate itself: give no rate, concurrency, trace or duration_s")
-    gpu = kw["gpu"]
-    model = IterationModel(spec, gpu=gpu, cluster=kw.get("cluster"), tp=kw.get("tp", 1), pp=kw.get("pp", 1),
-                           ep=kw.get("ep", 1), precision=kw.get("precision", "bf16"),
-                           kv_precision=kw.get("kv_precision"), engine=kw.get("engine", "vllm"),
-                           cal=kw.get("cal", DEFAULT_CALIBRATION),
-                           max_rows=kw.get("max_num_batched_tokens", 8192))  # fmt: skip
+    names = ("gpu", "system", "cluster", "tp", "pp", "ep", "precision", "kv_precision", "engine", "cal", "max_num_seqs",
+             "max_num_batched_tokens", "speculative")
+    model = build_model(spec, **{k: kw[k] for k in names if k in kw})
     trials: list[tuple[float, bool]] = []
     cache: dict[float, SimulationResult] = {}
 
     def ok(rate: float) -> bool:
-        r = simulate(spec, rate=rate, requests=requests, model=model, **kw)
+        n = max(requests, min(MAX_TRIAL_REQUESTS, math.ceil(rate * SLO_SPANS * slo_ttft_p99_ms / 1e3)))
+        r = simulate(spec, rate=rate, requests=n, model=model, **kw)
         cache[rate] = r
         tpot = r.tpot_ms["p99"]  # NaN when no request decodes (one output token each)
         good = r.rejected == 0 and r.ttft_ms["p99"] <= slo_ttft_p99_ms and (math.isnan(tpot) or tpot <= slo_tpot_p99_ms)

@@ -1,0 +1,355 @@
+"""Inference fleets sized with the serving simulator, and the levers that change their cost (issue #10, item 3).
+
+Sizing, per GPU type × tensor-parallel layout:
+1. the capacity of one replica: the highest Poisson (or gamma, with ``burstiness``) request rate at which its p99
+   TTFT and p99 TPOT stay within the scenario's SLOs (``serve.capacity``: 400 requests per trial, bisected to
+   5 %); a TPOT SLO the scenario does not set is taken as 1 s, said in the output; without a TTFT SLO nothing is
+   simulated (a finite trial cannot tell a queue that grows without bound from a long one without a limit);
+2. replicas: R = ⌈peak rate · (1 + headroom) / capacity⌉, then fewer while a simulation of R − 1 replicas behind a
+   least-outstanding router at peak · (1 + headroom) still meets both p99 SLOs (a fleet multiplexes its load; at
+   most three steps down). A trace is replayed on the fleet instead, at (1 + headroom) times its arrival rate.
+   Fleets of more than ``MAX_VERIFIED_REPLICAS`` are not simulated whole: R single-replica capacities, said so.
+The peak is the rate for ``constant`` arrivals and rate · (1 + amplitude) for ``diurnal`` ones.
+
+Only the cheapest steady-state candidates are simulated (``search.evaluate_inference`` ranks them; at most
+``MAX_SIMULATED`` per plan, cheapest first, until the cheapest option is a simulated one), and capacities are
+cached per process: a plan stays within seconds.
+
+Levers (each a simulation on the recommended GPU and layout, same SLOs and headroom): batching (one sequence at a
+time, ``max_num_seqs = 1``), caching (the scenario's prefix / result cache hit rates against none), quantisation
+(16-bit weights and KV cache against the scenario's precision, or fp8 against a 16-bit scenario where the GPU runs
+fp8), autoscaling (diurnal arrivals: replicas following the hourly rate, each carrying what a replica of the
+simulated peak fleet carried, against the peak count all day; cold starts and scale-down delays are left to
+``serve simulate --fleet``), pooling (``inference.services``: one shared pool against one pool per service, each
+the fewest replicas whose simulation meets every service's p99 SLOs), routing (``inference.tiers``: a cascade of
+smaller models, each tier's pool sized by simulation, the whole cascade then simulated end to end; it saves only
+if every request's p99s, measured from its first arrival, meet the SLOs).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from scaleright.errors import InputError
+
+__all__ = ["MAX_SIMULATED", "TRIAL_REQUESTS", "levers", "simulate_option"]
+
+MAX_SIMULATED = 8  # (gpu, tp) candidates simulated per plan
+MAX_VERIFIED_REPLICAS = 32  # fleets above this are sized from the single-replica capacity, not simulated whole
+TRIAL_REQUESTS = 400  # requests per capacity trial
+DEFAULT_TPOT_P99_MS = 1_000.0  # when the scenario sets no TPOT SLO
+_CACHE: dict[tuple, tuple[float, Any]] = {}
+
+
+def _slos(inf) -> tuple[float, float]:
+    if not inf.ttft_slo_s:
+        raise InputError("sizing by simulation needs inference.ttft_slo_s")
+    return inf.ttft_slo_s * 1e3, (inf.tpot_slo_s * 1e3 if inf.tpot_slo_s else DEFAULT_TPOT_P99_MS)
+
+
+def _kw(inf, gpu, system, tp: int, cal, max_num_seqs: int, **over) -> dict:
+    kw = dict(gpu=gpu, system=system, tp=tp, gpus=tp, input_len=inf.input_len, output_len=inf.output_len,
+              precision=inf.precision, kv_precision=inf.kv_precision, engine=inf.engine, cal=cal,
+              max_num_seqs=max_num_seqs, max_num_batched_tokens=max(8192, max_num_seqs),
+              prefix_cache_hit_rate=inf.prefix_cache_hit_rate,
+              result_cache_hit_rate=inf.result_cache_hit_rate)  # fmt: skip
+    if inf.burstiness != 1.0:
+        kw |= dict(arrival="gamma", burstiness=inf.burstiness)
+    return kw | over
+
+
+def _key(v: object) -> object:
+    return v if isinstance(v, (int, float, str, type(None))) else repr(v)
+
+
+def replica_capacity(spec, inf, gpu, system, tp: int, cal, max_num_seqs: int, **over) -> tuple[float, Any]:
+    """(requests/s one replica carries within both p99 SLOs, the simulation at that rate); cached per process."""
+    from scaleright.serve.simulate import capacity
+
+    ttft, tpot = _slos(inf)
+    kw = _kw(inf, gpu, system, tp, cal, max_num_seqs, **over)
+    key = (repr(spec), ttft, tpot, tuple(sorted((k, _key(v)) for k, v in kw.items())))
+    hit = _CACHE.get(key)
+    if hit is None:
+        best, res, _ = capacity(spec, slo_ttft_p99_ms=ttft, slo_tpot_p99_ms=tpot, requests=TRIAL_REQUESTS,
+                                rel_tol=0.05, **kw)  # fmt: skip
+        hit = _CACHE[key] = (best, res)
+    return hit
+
+
+def _fleet_ok(spec, inf, gpu, system, tp, cal, max_num_seqs, replicas: int, rate: float, trace, **over):
+    from scaleright.serve.simulate import simulate
+
+    ttft, tpot = _slos(inf)
+    kw = _kw(inf, gpu, system, tp, cal, max_num_seqs, **over) | dict(gpus=replicas * tp, router="least-outstanding")
+    if trace is not None:
+        res = simulate(spec, trace=trace, **kw)
+    else:
+        res = simulate(spec, rate=rate, requests=TRIAL_REQUESTS * replicas, **kw)
+    tp99 = res.tpot_ms["p99"]
+    good = res.rejected == 0 and res.ttft_ms["p99"] <= ttft and (math.isnan(tp99) or tp99 <= tpot)
+    return good, res
+
+
+def _scaled_trace(path: str, factor: float):
+    """The trace with arrival times divided by ``factor`` (its rate times ``factor``), as a temporary CSV."""
+    import tempfile
+
+    from scaleright.serve.arrivals import read_trace
+
+    t, i, o = read_trace(path, flag="inference.trace")
+    f = tempfile.NamedTemporaryFile("w", suffix=".csv", delete=False)  # noqa: SIM115 (returned path, read later)
+    with f:
+        f.write("arrival_time_s,input_tokens,output_tokens\n")
+        for a, x, y in zip(t / factor, i, o, strict=True):
+            f.write(f"{float(a)!r},{int(x)},{int(y)}\n")
+    return f.name
+
+
+def trace_rate(path: str) -> float:
+    """Mean arrival rate of a trace CSV (requests over its span)."""
+    from scaleright.serve.arrivals import read_trace
+
+    t, _, _ = read_trace(path, flag="inference.trace")
+    span = float(t[-1] - t[0])
+    if not span > 0:
+        raise InputError(f"inference.trace={path}: its arrivals span no time; need at least two distinct times")
+    return len(t) / span
+
+
+def peak_rate(inf, rate: float) -> float:
+    return rate * (1 + inf.diurnal_amplitude) if inf.arrival == "diurnal" else rate
+
+
+def simulate_option(spec, inf, gpu, system, tp: int, cal, *, rate: float, max_batch: int, max_gpus: int,
+                    **over) -> dict:  # fmt: skip
+    """Replicas, simulated p99s and capacity of the fleet on ``gpu`` at ``tp`` (module docstring, steps 1-2)."""
+    seqs = max(1, min(256, max_batch))
+    over.setdefault("max_num_seqs", seqs)
+    seqs = over.pop("max_num_seqs")
+    cap1, at_cap = replica_capacity(spec, inf, gpu, system, tp, cal, seqs, **over)
+    if cap1 <= 0:
+        return {"fits": False, "reason": "even 1/1024 request/s misses the p99 SLOs on one replica"}
+    target = peak_rate(inf, rate) * (1 + inf.headroom)
+    n = max(1, math.ceil(target / cap1 - 1e-9))
+    if n * tp > max_gpus:
+        return {"fits": False, "reason": f"needs {n * tp} GPUs > max_gpus {max_gpus}", "replica_capacity": cap1}
+    if n > MAX_VERIFIED_REPLICAS:  # too many to simulate within a plan: n single-replica capacities
+        return {"fits": True, "replicas": n, "gpus": n * tp, "replica_capacity": cap1, "batch": seqs,
+                "ttft_p99_s": at_cap.ttft_ms["p99"] / 1e3, "tpot_p99_s": at_cap.tpot_ms["p99"] / 1e3,
+                "e2e_p99_s": at_cap.e2e_ms["p99"] / 1e3, "gpu_busy_share": at_cap.gpu_utilisation,
+                "sized_at_requests_per_s": target, "fleet_simulated": False}  # fmt: skip
+    trace = _scaled_trace(inf.trace, 1 + inf.headroom) if inf.arrival == "trace" else None
+    try:
+        good, res = _fleet_ok(spec, inf, gpu, system, tp, cal, seqs, n, target, trace, **over)
+        steps = 0
+        while not good and n * tp < max_gpus and steps < 6:  # a trace's bursts can need more than its mean
+            n += 1
+            steps += 1
+            good, res = _fleet_ok(spec, inf, gpu, system, tp, cal, seqs, n, target, trace, **over)
+        if not good:
+            return {"fits": False, "reason": f"{n} replicas still miss the p99 SLOs", "replica_capacity": cap1}
+        for _ in range(3):
+            if n == 1:
+                break
+            ok, r2 = _fleet_ok(spec, inf, gpu, system, tp, cal, seqs, n - 1, target, trace, **over)
+            if not ok:
+                break
+            n, res = n - 1, r2
+    finally:
+        if trace is not None:
+            import os
+
+            os.unlink(trace)
+    return {"fits": True, "replicas": n, "gpus": n * tp, "replica_capacity": cap1, "batch": seqs,
+            "ttft_p99_s": res.ttft_ms["p99"] / 1e3, "tpot_p99_s": res.tpot_ms["p99"] / 1e3,
+            "e2e_p99_s": res.e2e_ms["p99"] / 1e3, "gpu_busy_share": res.gpu_utilisation,
+            "sized_at_requests_per_s": target if trace is None else trace_rate(inf.trace) * (1 + inf.headroom),
+            "fleet_simulated": True}
+
+
+def pooling(spec, inf, gpu, system, tp: int, cal, *, rate: float, max_batch: int) -> tuple[int, int]:
+    """(replicas of one pool shared by ``inf.services``, replicas of one pool per service), each the fewest whose
+    simulation meets every service's p99 SLOs at its share of peak · (1 + headroom) (``MAX_VERIFIED_REPLICAS`` at
+    most per pool)."""
+    import numpy as np
+
+    from scaleright.serve.arrivals import gamma
+    from scaleright.serve.fleet import PoolSpec, ServiceSpec, run_fleet
+    from scaleright.serve.kernel import Environment
+    from scaleright.serve.replica import SchedulerConfig
+    from scaleright.serve.simulate import build_model, kv_blocks_per_replica
+
+    ttft, tpot = _slos(inf)
+    seqs = max(1, min(256, max_batch))
+    model = build_model(spec, gpu=gpu, system=system, tp=tp, precision=inf.precision, kv_precision=inf.kv_precision,
+                        engine=inf.engine, cal=cal, max_num_seqs=seqs, max_num_batched_tokens=max(8192, seqs))
+    blocks = kv_blocks_per_replica(spec, model, gpu=gpu, tp=tp, pp=1, ep=1, precision=inf.precision,
+                                   max_num_seqs=seqs, max_num_batched_tokens=max(8192, seqs))  # fmt: skip
+    cfg = SchedulerConfig(seqs, max(8192, seqs), inf.prefix_cache_hit_rate)
+    target = peak_rate(inf, rate) * (1 + inf.headroom)
+    rng = np.random.default_rng(0)
+    total = TRIAL_REQUESTS * 4  # requests over all services, split by share
+    streams = []
+    for x in inf.services or ():
+        n = max(50, round(total * x.share))
+        arr = gamma(rng, rate=target * x.share, burstiness=x.burstiness or inf.burstiness, n=n)
+        streams.append(ServiceSpec(x.name, arr, np.full(n, x.input_len or inf.input_len),
+                                   np.full(n, x.output_len or inf.output_len), tiers=["pool"], priority=x.priority,
+                                   slo_ttft_ms=ttft, slo_tpot_ms=tpot))  # fmt: skip
+
+    def meets(svcs, n: int) -> bool:
+        res = run_fleet(Environment(0), [PoolSpec("pool", model, cfg, blocks, tp, replicas=n)], svcs)
+        return all(v["rejected"] == 0 and v["ttft_ms"]["p99"] <= ttft
+                   and not v["tpot_ms"]["p99"] > tpot for v in res.services.values())  # fmt: skip
+
+    def fewest(svcs) -> int:
+        for n in range(1, MAX_VERIFIED_REPLICAS + 1):
+            if meets(svcs, n):
+                return n
+        raise InputError(f"more than {MAX_VERIFIED_REPLICAS} replicas per pool: too large to simulate in a plan "
+                         "(use serve simulate --fleet)")  # fmt: skip
+
+    return fewest(streams), sum(fewest([s]) for s in streams)
+
+
+def levers(spec, inf, gpu, system, tp: int, cal, *, rate: float, rec: dict, max_gpus: int) -> list[dict]:
+    """Each lever's GPUs and monthly cost against the recommended fleet (module docstring)."""
+    price, hours = rec["price_usd_per_gpu_hour"], rec["service_hours_per_month"]
+    base = rec["gpus"]
+    out: list[dict] = []
+
+    def row(lever: str, without: str, opt: dict | None, reason: str | None = None, *, saves_when_on: bool = True):
+        if opt is None or not opt.get("fits"):
+            out.append({"lever": lever, "compared_with": without, "gpus_without": None, "gpus_with": base,
+                        "usd_per_month_saved": None, "reason": reason or (opt or {}).get("reason")})  # fmt: skip
+            return
+        g = opt["gpus"]
+        saved = (g - base) * price * hours if saves_when_on else (base - g) * price * hours
+        out.append({"lever": lever, "compared_with": without, "gpus_without": g if saves_when_on else base,
+                    "gpus_with": base if saves_when_on else g, "usd_per_month_saved": saved, "reason": None})
+
+    kw = dict(rate=rate, max_batch=rec["max_batch"], max_gpus=1 << 20)
+    try:
+        row("batching", "one sequence at a time (max_num_seqs 1)",
+            simulate_option(spec, inf, gpu, system, tp, cal, max_num_seqs=1, **kw))
+    except InputError as exc:
+        row("batching", "one sequence at a time", None, str(exc))
+    if inf.prefix_cache_hit_rate or inf.result_cache_hit_rate:
+        plain = inf.model_copy(update={"prefix_cache_hit_rate": 0.0, "result_cache_hit_rate": 0.0})
+        row("caching", "no prefix or result cache", simulate_option(spec, plain, gpu, system, tp, cal, **kw))
+    else:
+        row("caching", "no prefix or result cache", None, "the scenario sets no cache hit rate "
+            "(inference.prefix_cache_hit_rate, result_cache_hit_rate)")  # fmt: skip
+    sixteen = "bf16" if gpu.dense_tflops.get("bf16") else "fp16"
+    if inf.precision not in ("bf16", "fp16", "fp32"):
+        q = inf.model_copy(update={"precision": sixteen, "kv_precision": sixteen})
+        try:
+            row("quantisation", f"{sixteen} weights and KV cache", simulate_option(spec, q, gpu, system, tp, cal, **kw))
+        except InputError as exc:
+            row("quantisation", f"{sixteen} weights and KV cache", None, str(exc))
+    elif gpu.dense_tflops.get("fp8"):
+        q = inf.model_copy(update={"precision": "fp8", "kv_precision": "fp8"})
+        try:
+            row("quantisation", "fp8 weights and KV cache (would save)",
+                simulate_option(spec, q, gpu, system, tp, cal, **kw), saves_when_on=False)
+        except InputError as exc:
+            row("quantisation", "fp8 weights and KV cache", None, str(exc))
+    else:
+        row("quantisation", "8-bit weights", None, f"{gpu.id} has no fp8 rate; the scenario runs {inf.precision}")
+    if inf.arrival == "diurnal":
+        # each replica carries what the simulated fleet carried per replica at the peak (its multiplexing kept)
+        cap = rec["sized_at_requests_per_s"] / rec["layout"]["replicas"]
+        per_hour = [math.ceil(rate * (1 + inf.diurnal_amplitude * math.sin(2 * math.pi * (h + 0.5) / 24))
+                              * (1 + inf.headroom) / cap - 1e-9) for h in range(24)]  # fmt: skip
+        mean_gpus = sum(max(n, 1) for n in per_hour) / 24 * tp
+        out.append({"lever": "autoscaling", "compared_with": "the peak replica count all day",
+                    "gpus_without": base, "gpus_with": mean_gpus,
+                    "usd_per_month_saved": (base - mean_gpus) * price * hours,
+                    "reason": None, "replicas_by_hour": per_hour})  # fmt: skip
+    else:
+        out.append({"lever": "autoscaling", "compared_with": "a fixed fleet", "gpus_without": None, "gpus_with": base,
+                    "usd_per_month_saved": None, "reason": "constant arrivals: nothing to follow (set inference."
+                    "arrival: diurnal, or simulate a fleet with serve simulate --fleet)"})  # fmt: skip
+    if inf.services:
+        try:
+            pooled, separate = pooling(spec, inf, gpu, system, tp, cal, rate=rate, max_batch=rec["max_batch"])
+            out.append({"lever": "pooling", "compared_with": "one pool per service", "gpus_without": separate * tp,
+                        "gpus_with": pooled * tp, "usd_per_month_saved": (separate - pooled) * tp * price * hours,
+                        "reason": None})  # fmt: skip
+        except InputError as exc:
+            out.append({"lever": "pooling", "compared_with": "one pool per service", "gpus_without": None,
+                        "gpus_with": base, "usd_per_month_saved": None, "reason": str(exc)})  # fmt: skip
+    else:
+        out.append({"lever": "pooling", "compared_with": "one pool per service", "gpus_without": None,
+                    "gpus_with": base, "usd_per_month_saved": None, "reason": "one service in the scenario "
+                    "(inference.services pools several)"})  # fmt: skip
+    if inf.tiers:
+        try:
+            out.append(routing(spec, inf, gpu, system, tp, cal, rate=rate, rec=rec))
+        except InputError as exc:
+            out.append({"lever": "routing", "compared_with": "every request on the scenario's model",
+                        "gpus_without": base, "gpus_with": None, "usd_per_month_saved": None, "reason": str(exc)})
+    else:
+        out.append({"lever": "routing", "compared_with": "every request on this model", "gpus_without": None,
+                    "gpus_with": base, "usd_per_month_saved": None, "reason": "one model in the scenario "
+                    "(inference.tiers adds smaller ones)"})  # fmt: skip
+    return out
+
+
+def routing(spec, inf, gpu, system, tp: int, cal, *, rate: float, rec: dict) -> dict:
+    """The routing lever: a cascade of ``inf.tiers`` then the scenario's model on ``gpu``. Each tier's pool is the
+    fewest replicas meeting the p99 SLOs for its own requests at its inflow (peak · (1 + headroom) times the shares
+    escalated before it; small tiers at tp=1 where they fit, the last at the recommended tp); then the whole
+    cascade is simulated once, and its saving counts only if every request's p99 TTFT and TPOT, measured from its
+    first arrival (an escalated request waits for the smaller model's whole answer), meet the SLOs."""
+    import numpy as np
+
+    from scaleright.serve.arrivals import gamma
+    from scaleright.serve.fleet import PoolSpec, ServiceSpec, run_fleet
+    from scaleright.serve.kernel import Environment
+    from scaleright.serve.replica import SchedulerConfig
+    from scaleright.serve.simulate import build_model, kv_blocks_per_replica
+    from scaleright.workload import load_model
+
+    price, hours, base = rec["price_usd_per_gpu_hour"], rec["service_hours_per_month"], rec["gpus"]
+    ttft, tpot = _slos(inf)
+    target = peak_rate(inf, rate) * (1 + inf.headroom)
+    chain = [(load_model(t.model), t.escalate) for t in inf.tiers or ()] + [(spec, 0.0)]
+    pools, inflow, gpus_used, names = [], target, 0, []
+    for i, (sp, esc) in enumerate(chain):
+        last = i == len(chain) - 1
+        t = tp if last else 1
+        sub = inf.model_copy(update={"requests_per_s": inflow / (1 + inf.headroom), "arrival": "constant",
+                                     "diurnal_amplitude": 0.0, "tiers": None, "services": None})  # fmt: skip
+        opt = simulate_option(sp, sub, gpu, system, t, cal, rate=inflow / (1 + inf.headroom), max_batch=256,
+                              max_gpus=1 << 20) if inflow > 0 else {"fits": True, "replicas": 1, "gpus": t}  # fmt: skip
+        if not opt["fits"]:
+            raise InputError(f"tier {sp.name} on {gpu.id}: {opt['reason']}")
+        model = build_model(sp, gpu=gpu, system=system, tp=t, precision=inf.precision, kv_precision=inf.kv_precision,
+                            engine=inf.engine, cal=cal)  # fmt: skip
+        blocks = kv_blocks_per_replica(sp, model, gpu=gpu, tp=t, pp=1, ep=1, precision=inf.precision,
+                                       max_num_seqs=256, max_num_batched_tokens=8192)  # fmt: skip
+        name = f"tier{i}:{sp.name}"
+        names.append(name)
+        pools.append(PoolSpec(name, model, SchedulerConfig(256, 8192, inf.prefix_cache_hit_rate), blocks, t,
+                              replicas=opt["replicas"]))  # fmt: skip
+        gpus_used += opt["gpus"]
+        inflow *= esc
+    n = TRIAL_REQUESTS * 4
+    arr = gamma(np.random.default_rng(0), rate=target, burstiness=inf.burstiness, n=n)
+    svc = ServiceSpec("cascade", arr, np.full(n, inf.input_len), np.full(n, inf.output_len), tiers=names,
+                      escalate=[e for _, e in chain[:-1]])  # fmt: skip
+    res = run_fleet(Environment(0), pools, [svc]).services["cascade"]
+    row = {"lever": "routing", "compared_with": "every request on the scenario's model", "gpus_without": base,
+           "gpus_with": gpus_used, "tier_gpus": {p.name: p.start_replicas() * p.gpus_per_replica for p in pools},
+           "cascade_ttft_p99_s": res["ttft_ms"]["p99"] / 1e3, "cascade_tpot_p99_s": res["tpot_ms"]["p99"] / 1e3,
+           "served_by_tier": res["served_by_tier"]}  # fmt: skip
+    meets = res["ttft_ms"]["p99"] <= ttft and not res["tpot_ms"]["p99"] > tpot
+    if not meets:
+        return row | {"usd_per_month_saved": None,
+                      "reason": f"the cascade misses the SLOs: p99 TTFT {res['ttft_ms']['p99']:.0f} ms, p99 TPOT "
+                                f"{res['tpot_ms']['p99']:.1f} ms (escalated requests wait for the smaller model's "
+                                "whole answer)"}  # fmt: skip
+    return row | {"usd_per_month_saved": (base - gpus_used) * price * hours, "reason": None}
