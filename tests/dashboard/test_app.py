@@ -178,3 +178,16 @@ def test_dashboard_command_refuses_bad_flags_in_one_line(args, message, monkeypa
 
     code, out, err = run_main(["dashboard", *args], monkeypatch, capsys)
     assert_one_line(code, out, err, re.escape(message))
+
+
+@pytest.mark.parametrize(("extra", "field"), [
+    ("  tiers: [{model: /etc/hostname, escalate: 0.5}]\n", "inference.tiers[0].model"),
+    ("  arrival: trace\n  trace: /etc/hostname\n", "inference.trace"),
+])  # fmt: skip
+def test_no_scenario_field_makes_the_server_read_a_file(client, extra, field):
+    rate = "" if "trace" in extra else "  requests_per_s: 1\n"  # a trace brings its own rate
+    s = "name: x\nmodel: llama-3.2-1b\ntask: inference\ninference:\n" + rate + "  input_len: 10\n"
+    s += "  output_len: 10\n" + extra
+    r = client.post("/api/plan", content=s, headers={"content-type": "application/yaml"})
+    assert r.status_code == 422, r.text
+    assert r.json()["error"].startswith(f"scenario: {field}") and "the dashboard reads no files" in r.json()["error"]

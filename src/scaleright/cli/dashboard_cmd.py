@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from scaleright.cli.common import CatalogOpt, calibration_from, catalog_from, console, esc
+from scaleright.cli.common import CatalogOpt, catalog_from, console, esc, profile_from
 from scaleright.errors import InputError
 
 PORT_MIN, PORT_MAX = 1, 65535
@@ -38,7 +38,7 @@ def dashboard_cmd(
     except ImportError as exc:
         raise InputError(f"the dashboard needs its extra: pip install \"scaleright[dashboard]\" ({exc.name} is "
                          "missing)") from None  # fmt: skip
-    app = create_app(catalog=catalog_from(catalog), db=db, cal=calibration_from("--calibration", calibration),
+    app = create_app(catalog=catalog_from(catalog), db=db, profile=profile_from("--calibration", calibration),
                      loopback_only=host in LOOPBACK_HOSTS)  # fmt: skip
     if host not in LOOPBACK_HOSTS:
         console.print(f"[yellow]warning:[/yellow] serving on {esc(host)}: anyone who can reach it can use it "

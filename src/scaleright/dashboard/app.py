@@ -40,7 +40,7 @@ from scaleright.catalog import Catalog
 from scaleright.cli.common import visible
 from scaleright.dashboard.figures import plan_figures
 from scaleright.errors import ScalerightError
-from scaleright.estimate.calibration import DEFAULT_CALIBRATION, Calibration
+from scaleright.estimate.calibration import Profile, load_profile
 
 __all__ = ["create_app", "MAX_BODY_BYTES", "LOOPBACK_HOSTS"]
 
@@ -113,12 +113,15 @@ class _PlanCache:
                 self.items.popitem(last=False)
 
 
-def create_app(*, catalog: Catalog | None = None, db: Path | None = None, cal: Calibration = DEFAULT_CALIBRATION,
+def create_app(*, catalog: Catalog | None = None, db: Path | None = None, profile: Profile | None = None,
                loopback_only: bool = True) -> FastAPI:  # fmt: skip
     """The dashboard app. ``catalog``: the catalog plans use (default: the built-in one, with ``$SCALERIGHT_CATALOG``
-    as ``Catalog.load`` reads it); ``db``: the run store to show (its default location if None); ``cal``: the
-    calibration profile plans use; ``loopback_only``: accept only loopback Host headers."""
+    as ``Catalog.load`` reads it); ``db``: the run store to show (its default location if None); ``profile``: the
+    calibration profile plans use (default: the built-in calibration), recorded in every plan as ``plan --json``
+    records it; ``loopback_only``: accept only loopback Host headers."""
     cat = catalog if catalog is not None else Catalog.load()
+    prof = profile if profile is not None else load_profile(None)
+    cal = prof.calibration
     app = FastAPI(title="scaleright dashboard", version=scaleright.__version__, docs_url=None, redoc_url=None,
                   openapi_url=None)  # fmt: skip
     app.add_middleware(_Limits, loopback_only=loopback_only)
@@ -164,12 +167,20 @@ def create_app(*, catalog: Catalog | None = None, db: Path | None = None, cal: C
             scn = parse_scenario(load_json(text, "scenario") if json_body else load_yaml(text, "scenario"))
         except ScalerightError as exc:
             raise _Refused(422, visible(str(exc))) from None
-        try:
-            cat.model_entry(scn.model)
-        except ScalerightError:
-            raise _Refused(422, f"scenario: model={visible(scn.model)!r} is not a catalog model; the dashboard reads "
-                           "no files, so choose a name from the catalog page (or run `scaleright plan` locally for "
-                           "a config.json)") from None  # fmt: skip
+        # Every field that may name a file on the server: the dashboard reads none (no path traversal by scenario).
+        inf = getattr(scn, "inference", None)
+        models = [("model", scn.model)] + [(f"inference.tiers[{i}].model", t.model)
+                                           for i, t in enumerate(getattr(inf, "tiers", None) or [])]  # fmt: skip
+        for field, name in models:
+            try:
+                cat.model_entry(name)
+            except ScalerightError:
+                raise _Refused(422, f"scenario: {field}={visible(name)!r} is not a catalog model; the dashboard "
+                               "reads no files, so choose a name from the catalog page (or run `scaleright plan` "
+                               "locally for a config.json)") from None  # fmt: skip
+        if inf is not None and getattr(inf, "trace", None):
+            raise _Refused(422, "scenario: inference.trace names a file; the dashboard reads no files (use arrival: "
+                           "constant or diurnal here, or run `scaleright plan` locally with the trace)")
         return scn
 
     def run_plan(text: str, *, json_body: bool = False) -> dict:
@@ -182,7 +193,7 @@ def create_app(*, catalog: Catalog | None = None, db: Path | None = None, cal: C
 
         scn = parse(text, json_body=json_body)
         try:
-            result = _clean(plan(scn, catalog=cat, cal=cal).as_dict())
+            result = _clean(plan(scn, catalog=cat, cal=cal).as_dict() | {"calibration": prof.record()})
         except ScalerightError as exc:
             raise _Refused(422, visible(str(exc))) from None
         cache.put(key, result)
