@@ -21,12 +21,14 @@ class MemoryBreakdown:
     activations: float
     kv_cache: float
     overhead: float
+    gathered: float = 0.0  # ZeRO-3 / FSDP transient unsharded layers and gradients (not model states)
     gpu_memory_gb: float | None = None
     details: dict[str, float] = field(default_factory=dict)
 
     @property
     def total_gb(self) -> float:
-        return self.weights + self.gradients + self.optimizer + self.activations + self.kv_cache + self.overhead
+        return (self.weights + self.gradients + self.optimizer + self.gathered + self.activations + self.kv_cache
+                + self.overhead)
 
     @property
     def fits(self) -> bool | None:
@@ -41,6 +43,7 @@ class MemoryBreakdown:
             "weights": self.weights,
             "gradients": self.gradients,
             "optimizer": self.optimizer,
+            "gathered": self.gathered,
             "activations": self.activations,
             "kv_cache": self.kv_cache,
             "overhead": self.overhead,

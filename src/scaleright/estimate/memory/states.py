@@ -5,9 +5,29 @@ weight, momentum, variance): 16 B per parameter, the seed articles' "16 GB per b
 fine-tune. ZeRO stage 1/2/3 (and FSDP, the same as stage 3) shard optimizer states / + gradients / + weights over
 the data-parallel group. Tensor and pipeline parallelism divide the weights of each GPU's share of layers; expert
 parallelism divides the routed experts.
+
+Frameworks do not all keep the paper's 2 + 2 + K (``STATE_FORMATS``, selected with ``states=``):
+
+- ``zero``: the paper's accounting (DeepSpeed ZeRO with 16-bit gradients): 2 + 2 + K.
+- ``megatron``: Megatron-LM / Megatron-Core keep an fp32 ``main_grad`` buffer for every local parameter
+  (``accumulate_allreduce_grads_in_fp32``, on for bf16) and the distributed optimizer shards the fp32 master
+  weights and Adam moments: "bf16 param, fp32 grads: 18 B without, 6 + 12/d with the distributed optimizer"
+  (Megatron-LM ``docs/source/api-guide/dist_optimizer.md``, its table of bytes per parameter).
+- ``deepspeed-bf16``: DeepSpeed's ``BF16_Optimizer`` (BLOOM's "BF16 optimizer, fp32 grad accumulation") keeps the
+  16-bit gradients and a full fp32 gradient accumulation buffer (``fp32_groups_gradients_flat``, sized like the
+  unpartitioned 16-bit group) beside the ZeRO-1-partitioned fp32 master and moments: 2 + (2 + 4) + K/d.
+- ``fsdp2``: PyTorch FSDP2 with ``MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32)`` (torchtitan) keeps
+  the sharded parameters in fp32, which are the optimizer's master weights, and fp32 sharded gradients:
+  (4 + 4 + K − 4)/d; the 16-bit copies exist only while gathered (``gathered_buffer_bytes``).
+
+ZeRO-3 / FSDP working buffers are not model states: they are transient copies of whole layers, gathered for
+compute and freed after it, and reported apart (``gathered_buffer_bytes``), so that the sharded states read as the
+paper's figures.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -16,7 +36,8 @@ from scaleright.errors import InputError
 from scaleright.workload.params import ParamCounts, count_params
 from scaleright.workload.spec import TransformerSpec
 
-__all__ = ["OPTIMIZERS", "optimizer_bytes_per_param", "model_state_bytes"]
+__all__ = ["OPTIMIZERS", "STATE_FORMATS", "StateFormat", "optimizer_bytes_per_param", "model_state_bytes",
+           "gathered_buffer_bytes"]
 
 # Optimizer state bytes per trainable parameter, beyond the 16-bit weight and gradient.
 OPTIMIZERS = {
@@ -29,6 +50,33 @@ OPTIMIZERS = {
     # fp32 master + fp32 momentum
     "sgd": 8.0,
 }
+
+
+@dataclass(frozen=True)
+class StateFormat:
+    """Bytes per parameter of the persistent model states in 16-bit training, by who keeps them (see the module
+    docstring). ZeRO stage 3 shards ``weight_b``, stage >= 2 ``grad_b``, stage >= 1 the optimizer's states."""
+
+    weight_b: float  # persistent weights
+    grad_b: float  # persistent gradient buffers (16-bit gradients plus any fp32 accumulation buffer)
+    fp32_weights: bool  # the persistent weights are the fp32 master copy (the optimizer keeps no other)
+    reduce_b: float  # bytes per element of an unsharded gradient on its way to the reduce-scatter (ZeRO-3 / FSDP)
+
+
+STATE_FORMATS = {
+    "zero": StateFormat(weight_b=2.0, grad_b=2.0, fp32_weights=False, reduce_b=2.0),
+    "megatron": StateFormat(weight_b=2.0, grad_b=4.0, fp32_weights=False, reduce_b=4.0),
+    "deepspeed-bf16": StateFormat(weight_b=2.0, grad_b=6.0, fp32_weights=False, reduce_b=2.0),
+    # the bf16 gradient of a layer, then its fp32 copy for the reduce-scatter (reduce_dtype=fp32)
+    "fsdp2": StateFormat(weight_b=4.0, grad_b=4.0, fp32_weights=True, reduce_b=2.0 + 4.0),
+}
+
+
+def state_format(states: str) -> StateFormat:
+    try:
+        return STATE_FORMATS[states]
+    except KeyError:
+        raise InputError(f"states={states!r} not allowed; allowed: {', '.join(STATE_FORMATS)}") from None
 
 
 def optimizer_bytes_per_param(optimizer: str) -> float:
@@ -88,19 +136,25 @@ def model_state_bytes(
     precision: str = "bf16",
     optimizer: str = "adamw",
     counts: ParamCounts | None = None,
+    states: str = "zero",
 ) -> tuple[float | NDArray[np.float64], float | NDArray[np.float64], float | NDArray[np.float64]]:
     """(weights, gradients, optimizer) bytes per GPU for full training with ZeRO sharding over dp · cp.
 
-    16-bit training keeps 16-bit weights and gradients plus ``optimizer`` state with fp32 master weights; fp32
-    training keeps fp32 weights and gradients and the optimizer's moments only (no master copy).
+    16-bit training keeps the ``states`` format's weights and gradients (``STATE_FORMATS``; default the ZeRO
+    paper's 16-bit weights and gradients) plus ``optimizer`` state with fp32 master weights, unless the weights
+    are the fp32 master themselves (FSDP2); fp32 training keeps fp32 weights and gradients and the optimizer's
+    moments only (no master copy). Transient gathered copies are not included (``gathered_buffer_bytes``).
     """
+    fmt = state_format(states)
     c = counts or count_params(spec)
     dense, expert = _stage_params(c, tp, pp, ep, tied=spec.tied_embeddings)
     zero = np.asarray(zero)
     shard_dense = np.asarray(dp, dtype=float) * np.asarray(cp, dtype=float)
     shard_expert = shard_dense / np.asarray(ep, dtype=float)
-    w_b = 4.0 if precision == "fp32" else 2.0
-    opt_b = optimizer_bytes_per_param(optimizer) - (4.0 if precision == "fp32" else 0.0)
+    fp32 = precision == "fp32"
+    w_b = 4.0 if fp32 else fmt.weight_b
+    g_b = 4.0 if fp32 else fmt.grad_b
+    opt_b = optimizer_bytes_per_param(optimizer) - (4.0 if fp32 or fmt.fp32_weights else 0.0)
 
     def sharded(per_param: float, stage: int) -> float | NDArray[np.float64]:
         return (
@@ -108,5 +162,38 @@ def model_state_bytes(
             + expert * per_param / np.where(zero >= stage, shard_expert, 1.0)
         )
 
-    return sharded(w_b, 3), sharded(w_b, 2), sharded(opt_b, 1)
+    return sharded(w_b, 3), sharded(g_b, 2), sharded(opt_b, 1)
+
+
+def gathered_buffer_bytes(
+    spec: TransformerSpec,
+    *,
+    tp: ArrayLike = 1,
+    pp: ArrayLike = 1,
+    zero: ArrayLike = 0,
+    precision: str = "bf16",
+    states: str = "zero",
+    counts: ParamCounts | None = None,
+    frozen_bytes_per_param: float | None = None,
+) -> NDArray[np.float64]:
+    """Transient unsharded copies ZeRO-3 / FSDP (``zero >= 3``) holds at the peak, bytes per GPU; 0 otherwise.
+
+    Gathered 16-bit weights of two transformer layers (the one computing and the one prefetched: FSDP's
+    ``forward_prefetch`` / backward prefetch, DeepSpeed's prefetch bucket) and of the embedding and output head
+    (FSDP2's root unit, gathered for the whole forward and at the start of backward, where the loss peak is), plus
+    one layer's unsharded gradient on its way to the reduce-scatter in the format's reduce dtype. A frozen base
+    (LoRA: ``frozen_bytes_per_param``) is gathered without gradients.
+    """
+    fmt = state_format(states)
+    c = counts or count_params(spec)
+    t = np.asarray(tp, dtype=float)
+    w16 = 4.0 if precision == "fp32" else 2.0
+    layer = (c.blocks / max(c.layers, 1)) / t
+    ends = _end_params(c, pp, tied=spec.tied_embeddings) / t
+    if frozen_bytes_per_param is not None:
+        out = (2 * layer + ends) * frozen_bytes_per_param
+    else:
+        reduce_b = 4.0 if precision == "fp32" else fmt.reduce_b
+        out = (2 * layer + ends) * w16 + layer * reduce_b
+    return np.where(np.asarray(zero) >= 3, out, 0.0)
 

@@ -17,7 +17,13 @@ from scaleright.estimate.memory.activations import (
 from scaleright.estimate.memory.adapters import LoraConfig, lora_param_count
 from scaleright.estimate.memory.breakdown import GB, MemoryBreakdown, _breakdown
 from scaleright.estimate.memory.overheads import Overheads
-from scaleright.estimate.memory.states import _end_params, _stage_params, model_state_bytes, optimizer_bytes_per_param
+from scaleright.estimate.memory.states import (
+    _end_params,
+    _stage_params,
+    gathered_buffer_bytes,
+    model_state_bytes,
+    optimizer_bytes_per_param,
+)
 from scaleright.workload.params import count_params
 from scaleright.workload.precision import bytes_per_element
 from scaleright.workload.spec import TransformerSpec
@@ -48,8 +54,13 @@ def training_memory_arrays(
     lora: LoraConfig | None = None,
     flash_attention: bool = True,
     overheads: Overheads = Overheads(),
+    states: str = "zero",
 ) -> dict[str, np.ndarray]:
-    """Per-GPU training memory in bytes by component, broadcast over the layout arrays."""
+    """Per-GPU training memory in bytes by component, broadcast over the layout arrays.
+
+    Keys: the sharded model states ``weights``, ``gradients``, ``optimizer`` (``states``: who keeps them, see
+    ``states.STATE_FORMATS``); ``gathered``, ZeRO-3 / FSDP's transient unsharded layers and gradients;
+    ``activations``; ``kv_cache`` (0); ``overhead``. Their sum is the memory the GPU needs."""
     if task not in TASKS or task == "inference":
         raise InputError(f"task={task!r} not allowed here; allowed: pretrain, full-finetune, lora, qlora")
     c = count_params(spec)
@@ -80,7 +91,8 @@ def training_memory_arrays(
             opt = optimizer_bytes_per_param(optimizer) * n_adapters
     else:
         weights, grads, opt = model_state_bytes(
-            spec, tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, zero=zero, precision=precision, optimizer=optimizer, counts=c
+            spec, tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, zero=zero, precision=precision, optimizer=optimizer, counts=c,
+            states=states,
         )
     per_layer = activation_bytes_per_layer(
         spec, seq_len=seq_len, micro_batch=micro_batch, tp=tp, cp=cp, sequence_parallel=sequence_parallel,
@@ -105,20 +117,23 @@ def training_memory_arrays(
     logits = s_local * np.asarray(micro_batch, dtype=float) * spec.vocab * (bpv + 4.0) / np.asarray(tp, dtype=float)
     last = per_layer * layers_stage + logits
     acts = np.where(np.asarray(pp) > 1, np.maximum(first, last), first + logits)
-    # ZeRO-3 / FSDP working buffers: two layers' gathered 16-bit weights (current + prefetched) and one layer's
-    # unsharded gradients before reduce-scatter.
-    layer_params = (c.blocks / max(c.layers, 1)) / np.asarray(tp, dtype=float)
-    z3 = np.asarray(zero) >= 3
-    weights = weights + np.where(z3, 2 * layer_params * bpv, 0.0)
-    grads = grads + np.where(z3, layer_params * bpv, 0.0)
-    dynamic = acts + np.where(z3, 3 * layer_params * bpv, 0.0)
+    # ZeRO-3 / FSDP working buffers: transient gathered layers and unsharded gradients, apart from the states
+    frozen_b = None
+    if task == "lora":
+        frozen_b = bpv
+    elif task == "qlora":
+        frozen_b = bytes_per_element("nf4")
+    gathered = gathered_buffer_bytes(spec, tp=tp, pp=pp, zero=zero, precision=precision, states=states, counts=c,
+                                     frozen_bytes_per_param=frozen_b)  # fmt: skip
+    dynamic = acts + gathered
     overhead = overheads.runtime_gb * GB + overheads.fragmentation_fraction * dynamic
-    shape = np.broadcast(weights, grads, opt, acts, overhead).shape
+    shape = np.broadcast(weights, grads, opt, acts, gathered, overhead).shape
     zeros = np.zeros(shape)
     return {
         "weights": weights + zeros,
         "gradients": grads + zeros,
         "optimizer": opt + zeros,
+        "gathered": gathered + zeros,
         "activations": acts + zeros,
         "kv_cache": zeros,
         "overhead": overhead + zeros,
@@ -138,6 +153,7 @@ def training_memory(
     flash_attention: bool = True,
     overheads: Overheads = Overheads(),
     gpu_memory_gb: float | None = None,
+    states: str = "zero",
 ) -> MemoryBreakdown:
     """Training memory per GPU for one validated ``layout`` (see module docstring)."""
     layout.validate(spec)
@@ -148,6 +164,7 @@ def training_memory(
         zero=layout.zero, micro_batch=layout.micro_batch, n_micro=layout.grad_accum, recompute=layout.recompute,
         sequence_parallel=layout.sequence_parallel, virtual_stages=layout.virtual_stages, precision=precision,
         optimizer=optimizer, task=task, lora=lora, flash_attention=flash_attention, overheads=overheads,
+        states=states,
     )  # fmt: skip
     details: dict[str, float] = {}
     if task in ("lora", "qlora"):
