@@ -15,12 +15,25 @@ Every function accepts numpy arrays for the layout axes and broadcasts, so the p
 one call; the scalar API (``training_memory``, ``inference_memory``) is a view of the same arrays.
 """
 
-from scaleright.estimate.memory.activations import _recompute_code, activation_bytes_per_layer
+from scaleright.estimate.memory.activations import (
+    CROSS_ENTROPY,
+    _recompute_code,
+    activation_bytes_per_layer,
+    cross_entropy_bytes,
+    op_selective_recompute_fraction,
+)
 from scaleright.estimate.memory.adapters import LORA_TARGETS, LoraConfig, lora_param_count
 from scaleright.estimate.memory.breakdown import GB, MemoryBreakdown
 from scaleright.estimate.memory.inference import inference_memory, inference_memory_arrays, kv_cache_bytes
-from scaleright.estimate.memory.overheads import Overheads
-from scaleright.estimate.memory.states import OPTIMIZERS, model_state_bytes, optimizer_bytes_per_param
+from scaleright.estimate.memory.overheads import Overheads, allocator_reserve_bytes, nccl_buffer_bytes
+from scaleright.estimate.memory.states import (
+    OPTIMIZERS,
+    STATE_FORMATS,
+    StateFormat,
+    gathered_buffer_bytes,
+    model_state_bytes,
+    optimizer_bytes_per_param,
+)
 from scaleright.estimate.memory.training import TASKS, training_memory, training_memory_arrays
 
 __all__ = [
@@ -40,5 +53,13 @@ __all__ = [
     "inference_memory_arrays",
     "inference_memory",
     "lora_param_count",
+    "CROSS_ENTROPY",
+    "STATE_FORMATS",
+    "StateFormat",
+    "allocator_reserve_bytes",
+    "cross_entropy_bytes",
+    "gathered_buffer_bytes",
+    "nccl_buffer_bytes",
+    "op_selective_recompute_fraction",
     "_recompute_code",
 ]

@@ -5,6 +5,19 @@ term (listed in ``activation_bytes_per_layer``) so that it generalises to GQA, g
 flash attention (which stores no s² score matrix; Dao et al. 2022), then apply tensor / sequence parallelism,
 selective or full recomputation, context parallelism and the micro-batches a pipeline keeps in flight
 (1F1B: the first stage holds ``pp`` of them; interleaved: × (1 + (p − 1)/(p·v))).
+
+Recompute policies (``RECOMPUTE``): ``none``; ``selective``, Korthikanti's: the attention core's s² tensors are
+recomputed (nothing to drop under flash attention, which never stores them); ``full``: only each layer's input is
+kept; ``op-selective``, torchtitan's per-op selective activation checkpointing (``activation_checkpoint.mode =
+"selective"``, ``selective_ac_option = "op"``, the llama3_8b.toml default; torchtitan
+``torchtitan/models/llama3/infra/parallelize.py``, ``_apply_ac_to_transformer_block``): inside a checkpointed
+block it saves the outputs of every other matmul (the 1st, 3rd, ... ``aten.mm`` calls: wq, wv, w1, w2 of a Llama
+block) and of the attention kernel (output and fp32 log-sum-exp), and recomputes the rest (norms, rotary, k, o, w3,
+SiLU and products); the block's input is kept as by full checkpointing. That is less than Korthikanti's selective
+(which under flash attention keeps everything).
+
+The loss: the output head's logits feed a cross-entropy whose fp32 transient peaks on the last stage
+(``CROSS_ENTROPY``).
 """
 
 from __future__ import annotations
@@ -19,9 +32,59 @@ from scaleright.errors import InputError
 from scaleright.estimate.layout import RECOMPUTE
 from scaleright.workload.spec import TransformerSpec
 
-__all__ = ["activation_bytes_per_layer"]
+__all__ = ["CROSS_ENTROPY", "activation_bytes_per_layer", "cross_entropy_bytes", "op_selective_recompute_fraction"]
 
 _RECOMPUTE_CODE = {name: i for i, name in enumerate(RECOMPUTE)}
+
+# Bytes per logit (micro_batch · seq · vocab / tp values) at the loss's peak, by implementation.
+CROSS_ENTROPY = {
+    # Megatron's vocab-parallel cross entropy (megatron/core/tensor_parallel/cross_entropy.py): 16-bit logits, one
+    # fp32 copy whose exp, softmax and gradient are computed in place (Korthikanti et al. 2022 appendix: 4sbv/t).
+    "fused": "16-bit logits + one fp32 copy, softmax and gradient in place",
+    # PyTorch F.cross_entropy on logits.float() (torchtitan's cross_entropy_loss, HF-style losses): forward 16-bit
+    # logits + fp32 copy + fp32 log-softmax (2 + 4 + 4); backward, after the 16-bit logits are freed (torchtitan
+    # deletes ``pred`` before ``loss.backward()``), the saved log-softmax, nll_loss's dense fp32 gradient and
+    # log_softmax's fp32 input gradient live at once (4 + 4 + 4): 12 B per logit.
+    "eager": "fp32 log-softmax, its gradient and the logits' gradient (12 B per logit)",
+}
+
+
+def cross_entropy_bytes(cross_entropy: str, bytes_per_value: float) -> float:
+    """Peak bytes per logit of the loss (``CROSS_ENTROPY``)."""
+    if cross_entropy == "fused":
+        return bytes_per_value + 4.0
+    if cross_entropy == "eager":
+        return max(bytes_per_value + 4.0 + 4.0, 12.0)
+    raise InputError(f"cross_entropy={cross_entropy!r} not allowed; allowed: {', '.join(CROSS_ENTROPY)}")
+
+
+def _mm_widths(spec: TransformerSpec) -> list[tuple[float, float, bool]]:
+    """One block's matmuls in call order (torchtitan's Llama block: wq, wk, wv, wo, then w1, w3, w2; a plain MLP
+    fc1, fc2) as (output width, input width, row-parallel) per token; a row-parallel matmul's output is a
+    full-width partial sum on every TP rank. MoE layers count the routed top_k and shared experts' widths."""
+    h = spec.hidden
+    q = spec.q_dim
+    kv_k = (spec.mla.kv_lora_rank + spec.mla.qk_rope_head_dim) if spec.mla else spec.kv_dim
+    kv_v = spec.heads * spec.mla.v_head_dim if spec.mla else spec.kv_dim
+    o_in = kv_v if spec.mla else q
+    if spec.moe:
+        m = spec.moe
+        moe_frac = spec.moe_layer_count() / spec.layers
+        f = (1 - moe_frac) * spec.ffn_hidden + moe_frac * (
+            m.top_k * m.expert_ffn_hidden + m.num_shared_experts * m.shared_ffn_hidden)
+    else:
+        f = spec.ffn_hidden
+    mms: list[tuple[float, float, bool]] = [(q, h, False), (kv_k, h, False), (kv_v, h, False), (h, o_in, True)]
+    mms += [(f, h, False), (f, h, False), (h, f, True)] if spec.gated_mlp else [(f, h, False), (h, f, True)]
+    return mms
+
+
+def op_selective_recompute_fraction(spec: TransformerSpec) -> float:
+    """Fraction of a block's forward matmul FLOPs that ``op-selective`` recomputes: the even-numbered matmuls
+    (wk, wo, w3 of a Llama block), whose outputs torchtitan's policy does not save."""
+    mms = _mm_widths(spec)
+    total = sum(w * d for w, d, _ in mms)
+    return float(sum(w * d for i, (w, d, _) in enumerate(mms) if i % 2 == 1) / total)
 
 
 def activation_bytes_per_layer(
@@ -48,7 +111,8 @@ def activation_bytes_per_layer(
     Without sequence parallelism, norm inputs, the QKV and MLP inputs and dropout masks are replicated over tp
     (the "10" of 10 + 24/t); with it everything is divided by t. Selective recomputation drops the s² terms;
     full recomputation keeps only the layer input 2sbh (divided by t under sequence parallelism).
-    ``recompute`` may be a string or an integer code array (0 none, 1 selective, 2 full).
+    ``op-selective`` keeps what torchtitan's per-op policy saves (module docstring).
+    ``recompute`` may be a string or an integer code array (0 none, 1 selective, 2 full, 3 op-selective).
     """
     bpv = bytes_per_value
     unit = bpv / 2.0  # the paper's byte counts are for 2-byte values
@@ -95,7 +159,15 @@ def activation_bytes_per_layer(
     no_rc = np.where(sp, (repl + split) / t, repl + split / t)
     sel = no_rc if flash_attention else no_rc - scores / t  # flash attention keeps no s² terms to drop
     full = np.where(sp, 2 * sb * h * unit / t, 2 * sb * h * unit)
-    return cast("NDArray[np.float64]", np.where(rc == 2, full, np.where(rc == 1, sel, no_rc)))
+    # op-selective: the block input (as full), the odd-numbered matmul outputs (column-parallel ones split over tp,
+    # row-parallel ones a full partial sum), the attention kernel's output and log-sum-exp (flash only)
+    mms = _mm_widths(spec)
+    saved_split = sum(w for i, (w, _, row) in enumerate(mms) if i % 2 == 0 and not row)
+    saved_full = sum(w for i, (w, _, row) in enumerate(mms) if i % 2 == 0 and row)
+    kernel = (2 * q + 4.0 * a / unit) if flash_attention else 0.0
+    op_sel = full + sb * (2 * saved_full + (2 * saved_split + kernel) / t) * unit
+    out = np.where(rc == 3, op_sel, np.where(rc == 2, full, np.where(rc == 1, sel, no_rc)))
+    return cast("NDArray[np.float64]", out)
 
 
 def _recompute_code(recompute: str | ArrayLike) -> NDArray[np.int_]:

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["GB", "MemoryBreakdown"]
+__all__ = ["GB", "MemoryBreakdown", "overhead_details"]
 
 GB = 1e9
 
@@ -23,12 +23,22 @@ class MemoryBreakdown:
     overhead: float
     gathered: float = 0.0  # ZeRO-3 / FSDP transient unsharded layers and gradients (not model states)
     gpu_memory_gb: float | None = None
-    details: dict[str, float] = field(default_factory=dict)
+    details: dict[str, float] = field(default_factory=dict)  # e.g. the overhead's terms (overhead_details)
 
     @property
     def total_gb(self) -> float:
         return (self.weights + self.gradients + self.optimizer + self.gathered + self.activations + self.kv_cache
                 + self.overhead)
+
+    @property
+    def allocated_gb(self) -> float:
+        """Live tensors at the peak: what ``torch.cuda.max_memory_allocated`` reads."""
+        return self.total_gb - self.overhead
+
+    @property
+    def reserved_gb(self) -> float:
+        """The caching allocator's peak: ``torch.cuda.max_memory_reserved`` (allocated plus its reserve)."""
+        return self.allocated_gb + self.details.get("allocator_reserve_gb", 0.0)
 
     @property
     def fits(self) -> bool | None:
@@ -55,3 +65,10 @@ def _breakdown(arrs: dict[str, np.ndarray], gpu_memory_gb: float | None, **detai
     vals = {k: float(np.asarray(v)) / GB for k, v in arrs.items()}
     return MemoryBreakdown(**vals, gpu_memory_gb=gpu_memory_gb, details=details)
 
+
+
+def overhead_details(parts: dict[str, np.ndarray]) -> dict[str, float]:
+    """The overhead's terms in GB, from the ``overhead_*`` arrays of one layout."""
+    names = {"overhead_allocator": "allocator_reserve_gb", "overhead_cuda_context": "cuda_context_gb",
+             "overhead_nccl": "nccl_buffers_gb"}  # fmt: skip
+    return {names[k]: float(np.asarray(v)) / GB for k, v in parts.items() if k in names}

@@ -10,7 +10,7 @@ from numpy.typing import ArrayLike, NDArray
 from scaleright.errors import InputError
 from scaleright.estimate.layout import Layout
 from scaleright.estimate.memory.breakdown import GB, MemoryBreakdown, _breakdown
-from scaleright.estimate.memory.overheads import Overheads
+from scaleright.estimate.memory.overheads import Overheads, allocator_reserve_bytes, nccl_buffer_bytes
 from scaleright.estimate.memory.states import _end_params, _stage_params
 from scaleright.workload.params import ParamCounts, count_params
 from scaleright.workload.precision import bytes_per_element
@@ -84,7 +84,10 @@ def inference_memory_arrays(
     ffn = spec.moe.expert_ffn_hidden * spec.moe.top_k if spec.moe else spec.ffn_hidden
     width = 2 * spec.hidden + (spec.q_dim + 2 * spec.kv_dim) / t + (2 if spec.gated_mlp else 1) * ffn / t
     acts = tokens * width * 2.0 + np.asarray(batch, dtype=float) * spec.vocab * 4.0 / t
-    overhead = overheads.runtime_gb * GB + overheads.fragmentation_fraction * acts
+    # the CUDA context, NCCL buffers of the tp / pp groups and the allocator's reserve over the step's workspace
+    # (the KV cache is one preallocated pool in vLLM / TensorRT-LLM, not churned)
+    reserve = allocator_reserve_bytes(acts, overheads)
+    overhead = overheads.runtime_gb * GB + reserve + nccl_buffer_bytes(overheads, tp=tp, pp=pp)
     shape = np.broadcast(weights, kv, acts, overhead).shape
     zeros = np.zeros(shape)
     return {

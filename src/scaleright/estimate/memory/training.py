@@ -13,10 +13,11 @@ from scaleright.estimate.memory.activations import (
     _inflight_microbatches,
     _recompute_code,
     activation_bytes_per_layer,
+    cross_entropy_bytes,
 )
 from scaleright.estimate.memory.adapters import LoraConfig, lora_param_count
-from scaleright.estimate.memory.breakdown import GB, MemoryBreakdown, _breakdown
-from scaleright.estimate.memory.overheads import Overheads
+from scaleright.estimate.memory.breakdown import GB, MemoryBreakdown, _breakdown, overhead_details
+from scaleright.estimate.memory.overheads import Overheads, allocator_reserve_bytes, nccl_buffer_bytes
 from scaleright.estimate.memory.states import (
     _end_params,
     _stage_params,
@@ -33,34 +34,31 @@ __all__ = ["TASKS", "training_memory_arrays", "training_memory"]
 TASKS = ("pretrain", "full-finetune", "lora", "qlora", "inference")
 
 
-def training_memory_arrays(
+def _training_parts(
     spec: TransformerSpec,
     *,
     seq_len: ArrayLike,
-    tp: ArrayLike = 1,
-    pp: ArrayLike = 1,
-    dp: ArrayLike = 1,
-    cp: ArrayLike = 1,
-    ep: ArrayLike = 1,
-    zero: ArrayLike = 0,
-    micro_batch: ArrayLike = 1,
-    n_micro: ArrayLike = 1,
-    recompute: str | ArrayLike = "none",
-    sequence_parallel: ArrayLike = False,
-    virtual_stages: ArrayLike = 1,
-    precision: str = "bf16",
-    optimizer: str = "adamw",
-    task: str = "pretrain",
-    lora: LoraConfig | None = None,
-    flash_attention: bool = True,
-    overheads: Overheads = Overheads(),
-    states: str = "zero",
+    tp: ArrayLike,
+    pp: ArrayLike,
+    dp: ArrayLike,
+    cp: ArrayLike,
+    ep: ArrayLike,
+    zero: ArrayLike,
+    micro_batch: ArrayLike,
+    n_micro: ArrayLike,
+    recompute: str | ArrayLike,
+    sequence_parallel: ArrayLike,
+    virtual_stages: ArrayLike,
+    precision: str,
+    optimizer: str,
+    task: str,
+    lora: LoraConfig | None,
+    flash_attention: bool,
+    overheads: Overheads,
+    states: str,
+    cross_entropy: str,
 ) -> dict[str, np.ndarray]:
-    """Per-GPU training memory in bytes by component, broadcast over the layout arrays.
-
-    Keys: the sharded model states ``weights``, ``gradients``, ``optimizer`` (``states``: who keeps them, see
-    ``states.STATE_FORMATS``); ``gathered``, ZeRO-3 / FSDP's transient unsharded layers and gradients;
-    ``activations``; ``kv_cache`` (0); ``overhead``. Their sum is the memory the GPU needs."""
+    """``training_memory_arrays`` with the overhead split into its three terms (one code for both APIs)."""
     if task not in TASKS or task == "inference":
         raise InputError(f"task={task!r} not allowed here; allowed: pretrain, full-finetune, lora, qlora")
     c = count_params(spec)
@@ -103,18 +101,22 @@ def training_memory_arrays(
     rc = _recompute_code(recompute)
     if np.any(rc > 0):
         # Recomputation rebuilds one layer at a time during backward: full recompute that layer's activations,
-        # selective the attention core's score matrices (zero with flash attention, which never stores them).
+        # selective the attention core's score matrices (zero with flash attention, which never stores them),
+        # op-selective what its policy did not save.
         kw: dict[str, Any] = dict(
             seq_len=seq_len, micro_batch=micro_batch, tp=tp, cp=cp, sequence_parallel=sequence_parallel,
             flash_attention=flash_attention, bytes_per_value=bpv,
         )  # fmt: skip
         one_layer = activation_bytes_per_layer(spec, recompute="none", **kw)
         one_sel = activation_bytes_per_layer(spec, recompute="selective", **kw)
-        first = first + np.where(rc == 2, one_layer, np.where(rc == 1, one_layer - one_sel, 0.0))
-    # Output head: bf16 logits and their fp32 copy for the cross-entropy (Korthikanti et al. 2022 appendix: 4sbv/t
-    # for the loss), on the last stage.
+        one_op = activation_bytes_per_layer(spec, recompute="op-selective", **kw)
+        working = np.where(rc == 2, one_layer, np.where(rc == 1, one_layer - one_sel, 0.0))
+        first = first + np.where(rc == 3, one_layer - one_op, working)
+    # The loss on the last stage: logits and the cross-entropy's fp32 transient (CROSS_ENTROPY), split over tp
+    # (vocab-parallel), at its peak while every activation of the stage is still held.
     s_local = np.asarray(seq_len, dtype=float) / np.asarray(cp, dtype=float)
-    logits = s_local * np.asarray(micro_batch, dtype=float) * spec.vocab * (bpv + 4.0) / np.asarray(tp, dtype=float)
+    per_logit = cross_entropy_bytes(cross_entropy, bpv)
+    logits = s_local * np.asarray(micro_batch, dtype=float) * spec.vocab * per_logit / np.asarray(tp, dtype=float)
     last = per_layer * layers_stage + logits
     acts = np.where(np.asarray(pp) > 1, np.maximum(first, last), first + logits)
     # ZeRO-3 / FSDP working buffers: transient gathered layers and unsharded gradients, apart from the states
@@ -125,9 +127,9 @@ def training_memory_arrays(
         frozen_b = bytes_per_element("nf4")
     gathered = gathered_buffer_bytes(spec, tp=tp, pp=pp, zero=zero, precision=precision, states=states, counts=c,
                                      frozen_bytes_per_param=frozen_b)  # fmt: skip
-    dynamic = acts + gathered
-    overhead = overheads.runtime_gb * GB + overheads.fragmentation_fraction * dynamic
-    shape = np.broadcast(weights, grads, opt, acts, gathered, overhead).shape
+    reserve = allocator_reserve_bytes(acts + gathered, overheads)
+    nccl = nccl_buffer_bytes(overheads, tp=tp, pp=pp, dp=dp, cp=cp, ep=ep)
+    shape = np.broadcast(weights, grads, opt, acts, gathered, reserve, nccl).shape
     zeros = np.zeros(shape)
     return {
         "weights": weights + zeros,
@@ -136,11 +138,56 @@ def training_memory_arrays(
         "gathered": gathered + zeros,
         "activations": acts + zeros,
         "kv_cache": zeros,
-        "overhead": overhead + zeros,
+        "overhead_allocator": reserve + zeros,
+        "overhead_cuda_context": overheads.runtime_gb * GB + zeros,
+        "overhead_nccl": nccl + zeros,
     }
 
 
+def training_memory_arrays(
+    spec: TransformerSpec,
+    *,
+    seq_len: ArrayLike,
+    tp: ArrayLike = 1,
+    pp: ArrayLike = 1,
+    dp: ArrayLike = 1,
+    cp: ArrayLike = 1,
+    ep: ArrayLike = 1,
+    zero: ArrayLike = 0,
+    micro_batch: ArrayLike = 1,
+    n_micro: ArrayLike = 1,
+    recompute: str | ArrayLike = "none",
+    sequence_parallel: ArrayLike = False,
+    virtual_stages: ArrayLike = 1,
+    precision: str = "bf16",
+    optimizer: str = "adamw",
+    task: str = "pretrain",
+    lora: LoraConfig | None = None,
+    flash_attention: bool = True,
+    overheads: Overheads = Overheads(),
+    states: str = "zero",
+    cross_entropy: str = "fused",
+) -> dict[str, np.ndarray]:
+    """Per-GPU training memory in bytes by component, broadcast over the layout arrays.
 
+    Keys: the sharded model states ``weights``, ``gradients``, ``optimizer`` (``states``: who keeps them, see
+    ``states.STATE_FORMATS``); ``gathered``, ZeRO-3 / FSDP's transient unsharded layers and gradients;
+    ``activations`` (with the loss transient, ``cross_entropy``: ``activations.CROSS_ENTROPY``); ``kv_cache``
+    (0); ``overhead``: allocator reserve, CUDA context and NCCL buffers (``overheads``). Their sum is what
+    nvidia-smi would show, the memory the GPU must have."""
+    parts = _training_parts(
+        spec, seq_len=seq_len, tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, zero=zero, micro_batch=micro_batch,
+        n_micro=n_micro, recompute=recompute, sequence_parallel=sequence_parallel, virtual_stages=virtual_stages,
+        precision=precision, optimizer=optimizer, task=task, lora=lora, flash_attention=flash_attention,
+        overheads=overheads, states=states, cross_entropy=cross_entropy,
+    )  # fmt: skip
+    return _fold_overheads(parts)
+
+
+def _fold_overheads(parts: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    out = {k: v for k, v in parts.items() if not k.startswith("overhead_")}
+    out["overhead"] = parts["overhead_allocator"] + parts["overhead_cuda_context"] + parts["overhead_nccl"]
+    return out
 def training_memory(
     spec: TransformerSpec,
     *,
@@ -154,20 +201,22 @@ def training_memory(
     overheads: Overheads = Overheads(),
     gpu_memory_gb: float | None = None,
     states: str = "zero",
+    cross_entropy: str = "fused",
 ) -> MemoryBreakdown:
-    """Training memory per GPU for one validated ``layout`` (see module docstring)."""
+    """Training memory per GPU for one validated ``layout``: the arrays of ``training_memory_arrays`` read as
+    floats, with the overhead's terms in ``details`` (``allocator_reserve_gb``, ``cuda_context_gb``,
+    ``nccl_buffers_gb``)."""
     layout.validate(spec)
     if seq_len < 1:
         raise InputError(f"seq_len={seq_len} must be a positive integer")
-    arrs = training_memory_arrays(
+    parts = _training_parts(
         spec, seq_len=seq_len, tp=layout.tp, pp=layout.pp, dp=layout.dp, cp=layout.cp, ep=layout.ep,
         zero=layout.zero, micro_batch=layout.micro_batch, n_micro=layout.grad_accum, recompute=layout.recompute,
         sequence_parallel=layout.sequence_parallel, virtual_stages=layout.virtual_stages, precision=precision,
         optimizer=optimizer, task=task, lora=lora, flash_attention=flash_attention, overheads=overheads,
-        states=states,
+        states=states, cross_entropy=cross_entropy,
     )  # fmt: skip
-    details: dict[str, float] = {}
+    details = overhead_details(parts)
     if task in ("lora", "qlora"):
         details["trainable_params"] = float(lora_param_count(spec, lora or LoraConfig()))
-    return _breakdown(arrs, gpu_memory_gb, **details)
-
+    return _breakdown(_fold_overheads(parts), gpu_memory_gb, **details)
