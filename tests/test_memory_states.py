@@ -50,8 +50,12 @@ def test_estimate_memory_json_reads_the_zero_paper_model_states(config_7_5b, sta
     per_param = {0: 2 + 2 + k, 1: 2 + 2 + k / n_d, 2: 2 + (2 + k) / n_d, 3: (2 + 2 + k) / n_d}[stage]
     assert states_gb * 1e9 == pytest.approx(per_param * psi, rel=1e-9)
     assert states_gb * 7.5e9 / psi == pytest.approx(ZERO_FIGURE_1_GB[stage], abs=0.05)
-    # stage 3 gathers whole layers for compute: reported apart, never folded into the sharded states
-    assert (b["gathered"] > 0) == (stage == 3)
+    # transient buffers are reported apart, never folded into the sharded states: stage 3 gathers whole layers;
+    # stages 1 and 2 keep DeepSpeed's reduce and all-gather buckets, 5e8 16-bit elements each (DeepSpeed config
+    # docs, reduce_bucket_size / allgather_bucket_size defaults)
+    if stage in (1, 2):
+        assert b["gathered"] == pytest.approx(2 * 5e8 * 2 / 1e9, rel=1e-12)
+    assert (b["gathered"] > 0) == (stage > 0)
 
 
 @pytest.mark.parametrize(("states", "d", "expected"), [
@@ -84,4 +88,9 @@ def test_gathered_buffers_are_two_layers_and_the_ends_in_16_bit_plus_one_layer_g
     for dp in (8, 64):
         m = training_memory(llama_8b, layout=Layout(dp=dp, zero=3), seq_len=1024)
         assert m.gathered * 1e9 == pytest.approx(expected, rel=1e-9)
-    assert np.isclose(training_memory(llama_8b, layout=Layout(dp=8, zero=2), seq_len=1024).gathered, 0.0)
+    # without ZeRO-3 nothing is gathered: DeepSpeed's two 16-bit buckets of 5e8 elements remain; Megatron's
+    # distributed optimizer communicates through views of its gradient buffer (no buckets of its own)
+    z2 = training_memory(llama_8b, layout=Layout(dp=8, zero=2), seq_len=1024).gathered
+    assert z2 == pytest.approx(2.0, rel=1e-12)
+    mz1 = training_memory(llama_8b, layout=Layout(dp=8, zero=1), seq_len=1024, states="megatron").gathered
+    assert np.isclose(mz1, 0.0)

@@ -13,6 +13,9 @@ Frameworks do not all keep the paper's 2 + 2 + K (``STATE_FORMATS``, selected wi
   (``accumulate_allreduce_grads_in_fp32``, on for bf16) and the distributed optimizer shards the fp32 master
   weights and Adam moments: "bf16 param, fp32 grads: 18 B without, 6 + 12/d with the distributed optimizer"
   (Megatron-LM ``docs/source/api-guide/dist_optimizer.md``, its table of bytes per parameter).
+- ``deepspeed-fp16``: DeepSpeed's ZeRO-1/2 optimizer (``stage_1_and_2.py``) with 16-bit weights and gradients also
+  gives its fp32 master partition an fp32 gradient partition (``single_partition_of_fp32_groups[i].grad``) for the
+  step: 2 + 2 + (K + 4)/d (without ZeRO, DeepSpeed's FP16 optimizer keeps the same fp32 gradients unsharded).
 - ``deepspeed-bf16``: DeepSpeed's ``BF16_Optimizer`` (BLOOM's "BF16 optimizer, fp32 grad accumulation") keeps the
   16-bit gradients and a full fp32 gradient accumulation buffer (``fp32_groups_gradients_flat``, sized like the
   unpartitioned 16-bit group) beside the ZeRO-1-partitioned fp32 master and moments: 2 + (2 + 4) + K/d.
@@ -28,6 +31,7 @@ paper's figures.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -61,11 +65,13 @@ class StateFormat:
     grad_b: float  # persistent gradient buffers (16-bit gradients plus any fp32 accumulation buffer)
     fp32_weights: bool  # the persistent weights are the fp32 master copy (the optimizer keeps no other)
     reduce_b: float  # bytes per element of an unsharded gradient on its way to the reduce-scatter (ZeRO-3 / FSDP)
+    optimizer_extra_b: float = 0.0  # optimizer-side buffers sharded with its states (DeepSpeed's fp32 gradients)
 
 
 STATE_FORMATS = {
     "zero": StateFormat(weight_b=2.0, grad_b=2.0, fp32_weights=False, reduce_b=2.0),
     "megatron": StateFormat(weight_b=2.0, grad_b=4.0, fp32_weights=False, reduce_b=4.0),
+    "deepspeed-fp16": StateFormat(weight_b=2.0, grad_b=2.0, fp32_weights=False, reduce_b=2.0, optimizer_extra_b=4.0),
     "deepspeed-bf16": StateFormat(weight_b=2.0, grad_b=6.0, fp32_weights=False, reduce_b=2.0),
     # the bf16 gradient of a layer, then its fp32 copy for the reduce-scatter (reduce_dtype=fp32)
     "fsdp2": StateFormat(weight_b=4.0, grad_b=4.0, fp32_weights=True, reduce_b=2.0 + 4.0),
@@ -155,6 +161,7 @@ def model_state_bytes(
     w_b = 4.0 if fp32 else fmt.weight_b
     g_b = 4.0 if fp32 else fmt.grad_b
     opt_b = optimizer_bytes_per_param(optimizer) - (4.0 if fp32 or fmt.fp32_weights else 0.0)
+    opt_b += 0.0 if fp32 else fmt.optimizer_extra_b
 
     def sharded(per_param: float, stage: int) -> float | NDArray[np.float64]:
         return (
@@ -165,35 +172,59 @@ def model_state_bytes(
     return sharded(w_b, 3), sharded(g_b, 2), sharded(opt_b, 1)
 
 
+# DeepSpeed ZeRO stage 1/2 communication buckets: reduce_bucket_size and allgather_bucket_size, "number of
+# elements reduced / allgathered at a time", 5e8 each by default (DeepSpeed configuration docs, zero_optimization)
+DEEPSPEED_BUCKET_ELEMENTS = 5e8
+
+
 def gathered_buffer_bytes(
     spec: TransformerSpec,
     *,
     tp: ArrayLike = 1,
     pp: ArrayLike = 1,
+    ep: ArrayLike = 1,
     zero: ArrayLike = 0,
+    n_micro: ArrayLike = 1,
     precision: str = "bf16",
     states: str = "zero",
     counts: ParamCounts | None = None,
     frozen_bytes_per_param: float | None = None,
 ) -> NDArray[np.float64]:
-    """Transient unsharded copies ZeRO-3 / FSDP (``zero >= 3``) holds at the peak, bytes per GPU; 0 otherwise.
+    """Transient unsharded copies and communication buffers at the peak, bytes per GPU (not model states).
 
-    Gathered 16-bit weights of two transformer layers (the one computing and the one prefetched: FSDP's
-    ``forward_prefetch`` / backward prefetch, DeepSpeed's prefetch bucket) and of the embedding and output head
-    (FSDP2's root unit, gathered for the whole forward and at the start of backward, where the loss peak is), plus
-    one layer's unsharded gradient on its way to the reduce-scatter in the format's reduce dtype. A frozen base
+    ZeRO-3 / FSDP (``zero >= 3``): gathered 16-bit weights of two transformer layers (the one computing and the one
+    prefetched: FSDP's forward / backward prefetch, DeepSpeed's prefetch bucket) and of the embedding and output
+    head (FSDP2's root unit, gathered for the whole forward and at the start of backward, where the loss peak is),
+    plus one layer's unsharded gradient on its way to the reduce-scatter in the format's reduce dtype. A frozen base
     (LoRA: ``frozen_bytes_per_param``) is gathered without gradients.
+
+    FSDP2 under pipeline parallelism (``states="fsdp2"``, ``pp > 1``), as torchtitan runs it: the blocks are not
+    resharded after forward (``reshard_after_forward = not pp_enabled``, torchtitan ``apply_fsdp``), so the whole
+    stage stays gathered in 16-bit, and the pipeline schedule turns gradient sync off for all micro-batches but the
+    last (``torch.distributed.pipelining`` stage, ``backward_maybe_with_nosync``), so FSDP2 accumulates the
+    stage's unsharded gradients in the fp32 reduce dtype (``unsharded_accumulated_grad``): 2 + 4 B per stage
+    parameter when there is more than one micro-batch.
+
+    DeepSpeed ZeRO-1/2 (``states`` ``zero``, ``deepspeed-fp16`` or ``deepspeed-bf16``, ``zero`` 1 or 2): the
+    reduce and all-gather buckets, ``DEEPSPEED_BUCKET_ELEMENTS`` 16-bit elements each.
     """
     fmt = state_format(states)
     c = counts or count_params(spec)
     t = np.asarray(tp, dtype=float)
+    zero = np.asarray(zero)
     w16 = 4.0 if precision == "fp32" else 2.0
     layer = (c.blocks / max(c.layers, 1)) / t
     ends = _end_params(c, pp, tied=spec.tied_embeddings) / t
     if frozen_bytes_per_param is not None:
-        out = (2 * layer + ends) * frozen_bytes_per_param
+        z3 = (2 * layer + ends) * frozen_bytes_per_param
     else:
         reduce_b = 4.0 if precision == "fp32" else fmt.reduce_b
-        out = (2 * layer + ends) * w16 + layer * reduce_b
-    return np.where(np.asarray(zero) >= 3, out, 0.0)
-
+        z3 = (2 * layer + ends) * w16 + layer * reduce_b
+        if states == "fsdp2":
+            dense, expert = _stage_params(c, tp, pp, ep, tied=spec.tied_embeddings)
+            acc = np.where(np.asarray(n_micro) > 1, 4.0, 0.0)
+            z3 = np.where(np.asarray(pp) > 1, (dense + expert) * (w16 + acc), z3)
+    out = np.where(zero >= 3, z3, 0.0)
+    if states in ("zero", "deepspeed-fp16", "deepspeed-bf16"):
+        out = out + np.where((zero == 1) | (zero == 2), 2 * DEEPSPEED_BUCKET_ELEMENTS * w16, 0.0)
+    return cast("NDArray[np.float64]", out)

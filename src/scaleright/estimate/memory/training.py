@@ -125,8 +125,8 @@ def _training_parts(
         frozen_b = bpv
     elif task == "qlora":
         frozen_b = bytes_per_element("nf4")
-    gathered = gathered_buffer_bytes(spec, tp=tp, pp=pp, zero=zero, precision=precision, states=states, counts=c,
-                                     frozen_bytes_per_param=frozen_b)  # fmt: skip
+    gathered = gathered_buffer_bytes(spec, tp=tp, pp=pp, ep=ep, zero=zero, n_micro=n_micro, precision=precision,
+                                     states=states, counts=c, frozen_bytes_per_param=frozen_b)  # fmt: skip
     reserve = allocator_reserve_bytes(acts + gathered, overheads)
     nccl = nccl_buffer_bytes(overheads, tp=tp, pp=pp, dp=dp, cp=cp, ep=ep)
     shape = np.broadcast(weights, grads, opt, acts, gathered, reserve, nccl).shape
