@@ -94,3 +94,17 @@ def test_gathered_buffers_are_two_layers_and_the_ends_in_16_bit_plus_one_layer_g
     assert z2 == pytest.approx(2.0, rel=1e-12)
     mz1 = training_memory(llama_8b, layout=Layout(dp=8, zero=1), seq_len=1024, states="megatron").gathered
     assert np.isclose(mz1, 0.0)
+
+
+def test_estimate_memory_json_reads_megatron_states_and_the_three_counters():
+    """--states megatron without the distributed optimizer: 18 B per parameter (Megatron-LM's table, "bf16 param,
+    fp32 grads"); the JSON gives what max_memory_allocated and max_memory_reserved would read beside the total."""
+    result = runner.invoke(app, ["estimate", "memory", "--model", "llama-3.1-8b", "--states", "megatron",
+                                 "--seq-len", "1024", "--json"])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    d = json.loads(result.stdout)
+    b = d["memory_breakdown_gb"]
+    n = 8_030_261_248  # Llama-3.1-8B, hand count in test_workload
+    assert (b["weights"] + b["gradients"] + b["optimizer"]) * 1e9 == pytest.approx(18 * n, rel=1e-12)
+    assert d["allocated_gb"] <= d["reserved_gb"] <= d["total_gb"]
+    assert d["total_gb"] - d["reserved_gb"] == pytest.approx(d["cuda_context_gb"] + d["nccl_buffers_gb"], rel=1e-9)

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["GB", "MemoryBreakdown", "overhead_details"]
+__all__ = ["GB", "MemoryBreakdown", "fold_overheads", "overhead_details"]
 
 GB = 1e9
 
@@ -72,3 +72,10 @@ def overhead_details(parts: dict[str, np.ndarray]) -> dict[str, float]:
     names = {"overhead_allocator": "allocator_reserve_gb", "overhead_cuda_context": "cuda_context_gb",
              "overhead_nccl": "nccl_buffers_gb"}  # fmt: skip
     return {names[k]: float(np.asarray(v)) / GB for k, v in parts.items() if k in names}
+
+
+def fold_overheads(parts: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The ``overhead_*`` arrays summed into the one ``overhead`` key of the public arrays."""
+    out = {k: v for k, v in parts.items() if not k.startswith("overhead_")}
+    out["overhead"] = parts["overhead_allocator"] + parts["overhead_cuda_context"] + parts["overhead_nccl"]
+    return out

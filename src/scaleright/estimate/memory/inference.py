@@ -9,7 +9,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from scaleright.errors import InputError
 from scaleright.estimate.layout import Layout
-from scaleright.estimate.memory.breakdown import GB, MemoryBreakdown, _breakdown
+from scaleright.estimate.memory.breakdown import GB, MemoryBreakdown, _breakdown, fold_overheads, overhead_details
 from scaleright.estimate.memory.overheads import Overheads, allocator_reserve_bytes, nccl_buffer_bytes
 from scaleright.estimate.memory.states import _end_params, _stage_params
 from scaleright.workload.params import ParamCounts, count_params
@@ -67,6 +67,7 @@ def inference_memory_arrays(
     kv_precision: str = "bf16",
     prefill_chunk: int = 8192,
     overheads: Overheads = Overheads(),
+    _split_overhead: bool = False,
 ) -> dict[str, np.ndarray]:
     """Per-GPU inference memory in bytes by component, broadcast over batch / context / tp / pp arrays.
 
@@ -87,17 +88,20 @@ def inference_memory_arrays(
     # the CUDA context, NCCL buffers of the tp / pp groups and the allocator's reserve over the step's workspace
     # (the KV cache is one preallocated pool in vLLM / TensorRT-LLM, not churned)
     reserve = allocator_reserve_bytes(acts, overheads)
-    overhead = overheads.runtime_gb * GB + reserve + nccl_buffer_bytes(overheads, tp=tp, pp=pp)
-    shape = np.broadcast(weights, kv, acts, overhead).shape
+    nccl = nccl_buffer_bytes(overheads, tp=tp, pp=pp)
+    shape = np.broadcast(weights, kv, acts, reserve, nccl).shape
     zeros = np.zeros(shape)
-    return {
+    parts = {
         "weights": weights + zeros,
         "gradients": zeros,
         "optimizer": zeros,
         "activations": acts + zeros,
         "kv_cache": kv + zeros,
-        "overhead": overhead + zeros,
+        "overhead_allocator": reserve + zeros,
+        "overhead_cuda_context": overheads.runtime_gb * GB + zeros,
+        "overhead_nccl": nccl + zeros,
     }
+    return parts if _split_overhead else fold_overheads(parts)
 
 
 def inference_memory(
@@ -117,8 +121,8 @@ def inference_memory(
     Layout(tp=tp, pp=pp, dp=ep if ep > 1 else 1, ep=ep).validate(spec)
     if batch < 1 or context < 1:
         raise InputError(f"batch={batch} and context={context} must be positive integers")
-    arrs = inference_memory_arrays(
+    parts = inference_memory_arrays(
         spec, batch=batch, context=context, tp=tp, pp=pp, ep=ep, precision=precision, kv_precision=kv_precision,
-        overheads=overheads,
+        overheads=overheads, _split_overhead=True,
     )  # fmt: skip
-    return _breakdown(arrs, gpu_memory_gb)
+    return _breakdown(fold_overheads(parts), gpu_memory_gb, **overhead_details(parts))

@@ -16,7 +16,7 @@ from scaleright.estimate.memory.activations import (
     cross_entropy_bytes,
 )
 from scaleright.estimate.memory.adapters import LoraConfig, lora_param_count
-from scaleright.estimate.memory.breakdown import GB, MemoryBreakdown, _breakdown, overhead_details
+from scaleright.estimate.memory.breakdown import GB, MemoryBreakdown, _breakdown, fold_overheads, overhead_details
 from scaleright.estimate.memory.overheads import Overheads, allocator_reserve_bytes, nccl_buffer_bytes
 from scaleright.estimate.memory.states import (
     _end_params,
@@ -181,13 +181,7 @@ def training_memory_arrays(
         precision=precision, optimizer=optimizer, task=task, lora=lora, flash_attention=flash_attention,
         overheads=overheads, states=states, cross_entropy=cross_entropy,
     )  # fmt: skip
-    return _fold_overheads(parts)
-
-
-def _fold_overheads(parts: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    out = {k: v for k, v in parts.items() if not k.startswith("overhead_")}
-    out["overhead"] = parts["overhead_allocator"] + parts["overhead_cuda_context"] + parts["overhead_nccl"]
-    return out
+    return fold_overheads(parts)
 def training_memory(
     spec: TransformerSpec,
     *,
@@ -219,4 +213,4 @@ def training_memory(
     details = overhead_details(parts)
     if task in ("lora", "qlora"):
         details["trainable_params"] = float(lora_param_count(spec, lora or LoraConfig()))
-    return _breakdown(_fold_overheads(parts), gpu_memory_gb, **details)
+    return _breakdown(fold_overheads(parts), gpu_memory_gb, **details)
