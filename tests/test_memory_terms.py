@@ -149,3 +149,19 @@ def test_every_bloom_layout_that_ran_fits():
     assert len(ran) == 64
     refused = [(c.line, round(memory_breakdown(c).total_gb, 1)) for c in ran if not memory_breakdown(c).fits]
     assert refused == []
+
+
+def test_op_selective_recompute_time_and_flops_sit_between_selective_and_full(llama_8b):
+    """Recomputing wk, wo, w3 and the elementwise work costs more than Korthikanti's selective (the attention core
+    only) and less than a whole forward pass; so do the hardware FLOPs it adds."""
+    from scaleright.catalog import get_gpu
+    from scaleright.estimate.train import estimate_train
+
+    gpu = get_gpu("h100-sxm")
+    est = {rc: estimate_train(llama_8b, gpu=gpu, seq_len=8192,
+                              layout=Layout(dp=8, zero=3, micro_batch=1, recompute=rc))
+           for rc in ("selective", "op-selective", "full")}  # fmt: skip
+    t = {rc: e.time_breakdown_s["recompute"] for rc, e in est.items()}
+    assert t["selective"] < t["op-selective"] < t["full"]
+    hfu = {rc: e.hardware_tflops_per_gpu / e.model_tflops_per_gpu for rc, e in est.items()}
+    assert hfu["selective"] < hfu["op-selective"] < hfu["full"]

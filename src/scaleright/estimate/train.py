@@ -306,6 +306,8 @@ def train_step_arrays(
     _, hw_sel = train_flops_per_token(spec, s, recompute="selective", causal=causal)
     _, hw_full = train_flops_per_token(spec, s, recompute="full", causal=causal)
     extra = np.where(rc == 2, hw_full - hw_fpt, np.where(rc == 1, hw_sel - hw_fpt, 0.0))  # the recompute pass
+    # op-selective: its share of the forward matmuls (hw_full - hw_sel; the head's counted at the same share)
+    extra = np.where(rc == 3, op_selective_recompute_fraction(spec) * (hw_full - hw_sel), extra)
     if frozen:  # no weight gradients: forward + data-gradient backward = 2x forward for the matmuls
         model_fpt = model_fpt * 2 / 3
     hw_fpt = model_fpt + extra
