@@ -14,18 +14,20 @@ reserve. What each memory counter reads:
 Terms and their basis (``Overheads``):
 
 - Allocator reserve: GMLake (Guo et al., ASPLOS 2024, "GMLake: Efficient and Transparent GPU Memory
-  Defragmentation for Large-scale DNN Training with Virtual Memory Stitching") measured the PyTorch caching
-  allocator's fragmentation, 1 − allocated / reserved, on LLM training with recomputation and ZeRO on A100-80GB,
-  and removed 15 % of reserved memory on average (up to 33 %). We take f = 0.15 of the reserve built by
-  allocations that come and go (activations, gathered buffers, the loss transient): reserve = dynamic · f / (1 −
-  f). Persistent states, allocated once, are not counted as fragmenting.
+  Defragmentation for Large-scale DNN Training with Virtual Memory Stitching", abstract) cut the PyTorch caching
+  allocator's fragmentation (1 − allocated / reserved) by 15 % on average (up to 33 %) across eight LLM training
+  workloads with recomputation and ZeRO on A100-80GB, so at least that share of PyTorch's reserved memory was not
+  allocated. We take f = 0.15 over the allocations that come and go (activations, gathered buffers, the loss
+  transient): reserve = dynamic · f / (1 − f). Persistent states, allocated once, are not counted as fragmenting.
+  Not fitted to the reference rows.
 - CUDA context: the driver's per-process state and the loaded kernel images, outside the allocator. "0.5–2 GB
   depending on the GPU, CUDA and PyTorch version" for PyTorch's preloaded kernels (S. Bekman, Machine Learning
   Engineering, "Preloaded CUDA kernels memory usage"); CUDA 11.7+ lazy module loading (``CUDA_MODULE_LOADING=LAZY``,
-  PyTorch's default since 2.x) loads kernels on first use and sits at the low end. Default 0.5 GB.
+  which recent PyTorch releases set by default) loads kernels on first use and sits at the low end. Default
+  0.5 GB; a stack without lazy loading (CUDA < 11.7, as in 2022) holds more, which ``runtime_gb`` can say.
 - NCCL buffers: per communicator and channel, one receive buffer per peer connection and protocol: Simple
-  ``NCCL_BUFFSIZE`` = 4 MiB (NCCL docs, environment variables), LL128 about 4.7 MB and LL 0.5 MB (NCCL's
-  ``DEFAULT_LL128_BUFFSIZE`` / ``DEFAULT_LL_BUFFSIZE``), about 9.6 MB; with 8 channels and ring plus tree
+  ``NCCL_BUFFSIZE`` = 4 MiB (NCCL docs, environment variables), LL128 4,915,200 B and LL 524,288 B (NCCL source
+  defaults ``DEFAULT_LL128_BUFFSIZE`` / ``DEFAULT_LL_BUFFSIZE``), about 9.6 MB; with 8 channels and ring plus tree
   connections, about 0.15 GB per communicator (an assumption on the channel count, which NCCL picks per topology).
   A rank holds one communicator for each parallel group of size > 1 (tp, pp, dp·cp, cp, ep).
 """

@@ -199,7 +199,8 @@ def gathered_buffer_bytes(
     (LoRA: ``frozen_bytes_per_param``) is gathered without gradients.
 
     FSDP2 under pipeline parallelism (``states="fsdp2"``, ``pp > 1``), as torchtitan runs it: the blocks are not
-    resharded after forward (``reshard_after_forward = not pp_enabled``, torchtitan ``apply_fsdp``), so the whole
+    resharded after forward (torchtitan ``apply_fsdp``: "For PP, do not reshard after forward to avoid
+    per-microbatch all-gathers"), so the whole
     stage stays gathered in 16-bit, and the pipeline schedule turns gradient sync off for all micro-batches but the
     last (``torch.distributed.pipelining`` stage, ``backward_maybe_with_nosync``), so FSDP2 accumulates the
     stage's unsharded gradients in the fp32 reduce dtype (``unsharded_accumulated_grad``): 2 + 4 B per stage
