@@ -161,12 +161,14 @@ def activation_bytes_per_layer(
     full = np.where(sp, 2 * sb * h * unit / t, 2 * sb * h * unit)
     # op-selective: the block input (as full), the odd-numbered matmul outputs (column-parallel ones split over tp,
     # row-parallel ones a full partial sum), the attention kernel's output and log-sum-exp (flash only)
-    mms = _mm_widths(spec)
-    saved_split = sum(w for i, (w, _, row) in enumerate(mms) if i % 2 == 0 and not row)
-    saved_full = sum(w for i, (w, _, row) in enumerate(mms) if i % 2 == 0 and row)
-    kernel = (2 * q + 4.0 * a / unit) if flash_attention else 0.0
-    op_sel = full + sb * (2 * saved_full + (2 * saved_split + kernel) / t) * unit
-    out = np.where(rc == 3, op_sel, np.where(rc == 2, full, np.where(rc == 1, sel, no_rc)))
+    out = np.where(rc == 2, full, np.where(rc == 1, sel, no_rc))
+    if np.any(rc == 3):
+        mms = _mm_widths(spec)
+        saved_split = sum(w for i, (w, _, row) in enumerate(mms) if i % 2 == 0 and not row)
+        saved_full = sum(w for i, (w, _, row) in enumerate(mms) if i % 2 == 0 and row)
+        kernel = (2 * q + 4.0 * a / unit) if flash_attention else 0.0
+        op_sel = full + sb * (2 * saved_full + (2 * saved_split + kernel) / t) * unit
+        out = np.where(rc == 3, op_sel, out)
     return cast("NDArray[np.float64]", out)
 
 

@@ -109,9 +109,11 @@ def _training_parts(
         )  # fmt: skip
         one_layer = activation_bytes_per_layer(spec, recompute="none", **kw)
         one_sel = activation_bytes_per_layer(spec, recompute="selective", **kw)
-        one_op = activation_bytes_per_layer(spec, recompute="op-selective", **kw)
         working = np.where(rc == 2, one_layer, np.where(rc == 1, one_layer - one_sel, 0.0))
-        first = first + np.where(rc == 3, one_layer - one_op, working)
+        if np.any(rc == 3):
+            one_op = activation_bytes_per_layer(spec, recompute="op-selective", **kw)
+            working = np.where(rc == 3, one_layer - one_op, working)
+        first = first + working
     # The loss on the last stage: logits and the cross-entropy's fp32 transient (CROSS_ENTROPY), split over tp
     # (vocab-parallel), at its peak while every activation of the stage is still held.
     s_local = np.asarray(seq_len, dtype=float) / np.asarray(cp, dtype=float)
