@@ -108,3 +108,13 @@ def test_estimate_memory_json_reads_megatron_states_and_the_three_counters():
     assert (b["weights"] + b["gradients"] + b["optimizer"]) * 1e9 == pytest.approx(18 * n, rel=1e-12)
     assert d["allocated_gb"] <= d["reserved_gb"] <= d["total_gb"]
     assert d["total_gb"] - d["reserved_gb"] == pytest.approx(d["cuda_context_gb"] + d["nccl_buffers_gb"], rel=1e-9)
+
+
+def test_qlora_under_fsdp_gathers_nf4_blocks_and_16_bit_ends_without_gradients(llama2_7b):
+    """FSDP over a frozen QLoRA base: two layers at NF4's 4.127 bits (Dettmers et al. 2023; Llama-2-7b layer
+    4h² + 3h·11008 + 2h, h = 4096) and the 16-bit embedding and head (2 · 32000 · 4096 + h); no base gradients."""
+    h, V = 4096, 32000
+    layer = 4 * h * h + 3 * h * 11008 + 2 * h
+    expected = 2 * layer * 4.127 / 8 + (2 * V * h + h) * 2
+    m = training_memory(llama2_7b, layout=Layout(dp=8, zero=3), seq_len=512, task="qlora")
+    assert m.gathered * 1e9 == pytest.approx(expected, rel=1e-4)

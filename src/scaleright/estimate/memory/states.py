@@ -196,7 +196,7 @@ def gathered_buffer_bytes(
     prefetched: FSDP's forward / backward prefetch, DeepSpeed's prefetch bucket) and of the embedding and output
     head (FSDP2's root unit, gathered for the whole forward and at the start of backward, where the loss peak is),
     plus one layer's unsharded gradient on its way to the reduce-scatter in the format's reduce dtype. A frozen base
-    (LoRA: ``frozen_bytes_per_param``) is gathered without gradients.
+    (LoRA / QLoRA: its blocks at ``frozen_bytes_per_param``, NF4 for QLoRA) is gathered without gradients.
 
     FSDP2 under pipeline parallelism (``states="fsdp2"``, ``pp > 1``), as torchtitan runs it: the blocks are not
     resharded after forward (torchtitan ``apply_fsdp``: "For PP, do not reshard after forward to avoid
@@ -216,8 +216,8 @@ def gathered_buffer_bytes(
     w16 = 4.0 if precision == "fp32" else 2.0
     layer = (c.blocks / max(c.layers, 1)) / t
     ends = _end_params(c, pp, tied=spec.tied_embeddings) / t
-    if frozen_bytes_per_param is not None:
-        z3 = (2 * layer + ends) * frozen_bytes_per_param
+    if frozen_bytes_per_param is not None:  # the embedding and head stay 16-bit under QLoRA
+        z3 = 2 * layer * frozen_bytes_per_param + ends * w16
     else:
         reduce_b = 4.0 if precision == "fp32" else fmt.reduce_b
         z3 = (2 * layer + ends) * w16 + layer * reduce_b
