@@ -1,20 +1,29 @@
 """Accuracy of scaleright's training-memory model (``estimate.memory.training_memory``) against published figures.
 
-Measured peaks: every ``measured`` row of ``validation/reference/memory_measured.csv`` (torchtitan and torchao peak
-memory per GPU, reported in GiB and converted to GB = 1e9 B), with the layout of the training row of the same run
-in ``train_measured.csv``; then, separately, the BLOOM-176B nvidia-smi snapshots that ``train_measured.csv`` notes
-carry ("Mem=NNGB", read as GiB as nvidia-smi reports MiB; they include the CUDA context and the allocator cache).
-Formula rows (ZeRO model states, Korthikanti et al. activation bytes, BLOOM checkpoint size) are exact checks of the
-model's own formulas and are printed apart. Errors are predicted / published − 1.
+Measured peaks, each compared with what its source's counter measures (``validation.memory_cases``):
+
+- ``memory_measured.csv``: torchtitan and torchao peak memory per GPU, the caching allocator's reserved peak
+  (torchtitan logs ``torch.cuda.max_memory_reserved``), reported in GiB and converted to GB = 1e9 B, with the
+  layout of the training row of the same run in ``train_measured.csv``;
+- the BLOOM-176B sweeps of ``train_measured.csv``: nvidia-smi snapshots ("Mem=NNGB", read as GiB; everything the
+  process holds: reserved memory, CUDA context, NCCL buffers) of layouts that ran, and the layouts that went out of
+  memory ("Mem=OOM"), whose verdict (``fits``) the model must get right; a layout that ran must fit.
+
+Every case states the framework behaviour it assumes (``validation.memory_cases.FRAMEWORKS``); nothing is fitted
+to these rows. Formula rows (ZeRO model states, Korthikanti et al. activation bytes, BLOOM checkpoint size) are
+exact checks of the model's own formulas and are printed apart. Errors are predicted / published − 1.
+
+The last line: ``median_pct=<median |error| over every measured row, %> oom_verdicts_right=<K>/<N>`` (N: the rows
+that went out of memory; the layouts that ran are counted on the line before).
 
     python benchmarks/memory_accuracy.py
 """
 
 from __future__ import annotations
 
-import re
 import sys
 import time
+from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
@@ -24,62 +33,73 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import validation as ref
-from scaleright.estimate.memory import training_memory
+from validation.memory_cases import MemoryCase, load_bloom_cases
+from validation.predict import memory_breakdown
 
-GIB_PER_GB = ref.GIB / 1e9
-
-
-def _breakdown(case) -> tuple[float, dict[str, float]]:
-    m = training_memory(case.spec, layout=case.layout, seq_len=case.seq_len, precision=case.precision)
-    return m.total_gb, m.as_dict()
+PARTS = ("weights", "gradients", "optimizer", "gathered", "activations", "overhead")
 
 
-def measured_rows() -> list[float]:
+def _stats(errs: list[float]) -> str:
+    a = np.abs(errs)
+    return (f"median |error| {100 * np.median(a):.1f}%  (p90 {100 * np.percentile(a, 90):.1f}%, bias "
+            f"{100 * np.median(errs):+.1f}%, {len(errs)} rows)")  # fmt: skip
+
+
+def _row(c: MemoryCase) -> tuple[float, str]:
+    m = memory_breakdown(c)
+    pred = m.reserved_gb if c.counter == "reserved" else m.total_gb
+    split = "/".join(f"{m.as_dict()[k]:.1f}" for k in PARTS)
+    return pred, split
+
+
+def measured_rows() -> dict[str, list[float]]:
     cases, _, skipped = ref.load_memory_cases()
-    print("Measured peak memory per GPU (memory_measured.csv)")
-    print(f"  {'line':>4s} {'measured':>9s} {'predicted':>9s} {'error':>7s}  run  [weights/grads/optimizer/activations/"
-          f"overhead GB]")  # fmt: skip
-    errs = []
+    print("Measured peak memory per GPU (memory_measured.csv; the allocator's reserved peak)")
+    print(f"  {'line':>4s} {'measured':>9s} {'predicted':>9s} {'error':>7s}  run  [{'/'.join(PARTS)} GB]")
+    sources: dict[str, list[float]] = defaultdict(list)
     for c in cases:
-        pred, parts = _breakdown(c)
+        pred, split = _row(c)
         e = pred / c.measured_gb - 1
-        errs.append(e)
-        split = "/".join(f"{parts[k]:.1f}" for k in ("weights", "gradients", "optimizer", "activations", "overhead"))
-        print(f"  {c.line:4d} {c.measured_gb:8.1f}G {pred:8.1f}G {100 * e:+6.1f}%  {c.label[:95]}  [{split}]")
+        sources[_source(c)].append(e)
+        print(f"  {c.line:4d} {c.measured_gb:8.1f}G {pred:8.1f}G {100 * e:+6.1f}%  {c.label[:90]}  [{split}]")
     for s in skipped:
         if s.reason.startswith("no training row"):
             print(f"  {s.line:4d}  skipped: {s.reason}")
-    units = sorted({c.unit_note for c in cases})
-    print("  units: " + "; ".join(units))
-    if errs:
-        a = np.abs(errs)
-        print(f"  median |error| {100 * np.median(a):.1f}%  (p90 {100 * np.percentile(a, 90):.1f}%, bias "
-              f"{100 * np.median(errs):+.1f}%, {len(errs)} rows)")
-    return errs
+    print("  units: " + "; ".join(sorted({c.unit_note for c in cases})))
+    return dict(sources)
 
 
-def bloom_snapshots() -> list[float]:
-    train, _ = ref.load_train_cases()
-    notes = {line: row["notes"] for line, row in ref.read_rows("train_measured.csv")}
-    print("\nBLOOM-176B nvidia-smi snapshots (train_measured.csv notes; Mem=NNGB read as GiB; includes the "
-          "allocator cache)")
-    errs = []
-    for c in train:
-        if not c.group.startswith("BLOOM"):
+def _source(c: MemoryCase) -> str:
+    """The publication a memory_measured.csv row comes from, for per-source figures."""
+    if "B200" in c.group:
+        return "torchao B200 (MX formats README, 2025)"
+    if c.group == "Results":
+        return "torchtitan H200 (Trainy / WhiteFiber, 2025)"
+    return "torchtitan H100 (benchmarks, Dec 2024)"
+
+
+def bloom_rows() -> tuple[list[float], list[MemoryCase], list[bool], list[bool]]:
+    cases = load_bloom_cases()
+    print("\nBLOOM-176B sweeps (train_measured.csv; nvidia-smi snapshots, Mem=NNGB read as GiB; Mem=OOM: went out "
+          "of memory)")  # fmt: skip
+    print(f"  {'line':>4s} {'measured':>9s} {'predicted':>9s} {'error':>7s} verdict  run  [{'/'.join(PARTS)} GB]")
+    errs, oom_right, ran_fit = [], [], []
+    for c in cases:
+        m = memory_breakdown(c)
+        pred, split = _row(c)
+        if c.outcome == "oom":
+            right = m.fits is False
+            oom_right.append(right)
+            verdict = "OOM ok " if right else "OOM MISSED"
+            print(f"  {c.line:4d} {'OOM':>9s} {pred:8.1f}G {'':>7s} {verdict}  {c.label[:90]}  [{split}]")
             continue
-        m = re.search(r"Mem=(\d+(?:\.\d+)?)GB", notes[c.line])
-        if not m:
-            continue
-        meas = float(m.group(1)) * GIB_PER_GB
-        pred, _ = _breakdown(c)
-        e = pred / meas - 1
+        e = pred / c.measured_gb - 1
         errs.append(e)
-        print(f"  {c.line:4d} {meas:8.1f}G {pred:8.1f}G {100 * e:+6.1f}%  {c.label[:100]}")
-    if errs:
-        a = np.abs(errs)
-        print(f"  median |error| {100 * np.median(a):.1f}%  (p90 {100 * np.percentile(a, 90):.1f}%, bias "
-              f"{100 * np.median(errs):+.1f}%, {len(errs)} rows)")
-    return errs
+        ran_fit.append(bool(m.fits))
+        verdict = "fits   " if m.fits else "REFUSED"
+        print(f"  {c.line:4d} {c.measured_gb:8.1f}G {pred:8.1f}G {100 * e:+6.1f}% {verdict}  {c.label[:90]}  "
+              f"[{split}]")  # fmt: skip
+    return errs, cases, oom_right, ran_fit
 
 
 def formula_rows() -> None:
@@ -96,10 +116,17 @@ def formula_rows() -> None:
 
 def main() -> int:
     t0 = time.time()
-    measured_rows()
-    bloom_snapshots()
+    sources = measured_rows()
+    bloom_errs, _, oom_right, ran_fit = bloom_rows()
+    sources["BLOOM-176B nvidia-smi (bigscience chronicles)"] = bloom_errs
     formula_rows()
-    print(f"\n({time.time() - t0:.1f} s)")
+    print("\nPer source (out of sample: no parameter is fitted to any of these rows)")
+    for k, v in sources.items():
+        print(f"  {k:48s} {_stats(v)}")
+    every = [e for v in sources.values() for e in v]
+    print(f"  {'all measured rows':48s} {_stats(every)}")
+    print(f"\nran_rows_fit={sum(ran_fit)}/{len(ran_fit)}  ({time.time() - t0:.1f} s)")
+    print(f"median_pct={100 * np.median(np.abs(every)):.1f} oom_verdicts_right={sum(oom_right)}/{len(oom_right)}")
     return 0
 
 

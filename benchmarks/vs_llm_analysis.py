@@ -64,7 +64,8 @@ INSTALL_HINT = (
 
 # scaleright catalog id -> llm-analysis's own GPU config (same part)
 LA_GPU = {"a100-40gb": "a100-sxm-40gb", "a100-80gb": "a100-sxm-80gb", "h100-sxm": "h100-sxm-80gb"}
-RECOMPUTE = {"none": 0, "selective": 1, "full": 2}
+# llm-analysis has no per-op policy: torchtitan's op-selective rows run as its (Korthikanti) selective
+RECOMPUTE = {"none": 0, "selective": 1, "full": 2, "op-selective": 1}
 LA_MEMORY_KEY = "(weight+op_state+grad+act)_memory_per_gpu"
 METRIC_UNIT = {"tokens_per_s_per_gpu": "tok/s/GPU", "model_tflops_per_gpu": "model TF/s",
                "hardware_tflops_per_gpu": "hw TF/s"}

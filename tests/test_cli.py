@@ -85,7 +85,7 @@ def test_catalog_prices_for_the_4090_include_the_seed_marketplace_rate():
 # estimate memory
 # ---------------------------------------------------------------------------------------------------------------
 
-BREAKDOWN = {"weights", "gradients", "optimizer", "activations", "kv_cache", "overhead"}
+BREAKDOWN = {"weights", "gradients", "optimizer", "gathered", "activations", "kv_cache", "overhead"}
 
 
 def test_estimate_memory_json_total_is_the_sum_of_its_breakdown():

@@ -1,8 +1,14 @@
-"""Published memory figures (``memory_measured.csv``): measured peaks as ``MemoryCase``, closed forms as ``FormulaRow``.
+"""Published memory figures: measured peaks as ``MemoryCase``, closed forms as ``FormulaRow``.
 
-A measured row takes its layout from the training row of the same run in ``train_measured.csv``; a closed-form row
-(ZeRO model states, Korthikanti et al. 2022 activation bytes, BLOOM's checkpoint size) is checked exactly against
-the model's own formula, with no calibration. GiB readings are converted to GB (1e9 B).
+- ``memory_measured.csv``: a measured row takes its layout from the training row of the same run in
+  ``train_measured.csv``; a closed-form row (ZeRO model states, Korthikanti et al. 2022 activation bytes, BLOOM's
+  checkpoint size) is checked exactly against the model's own formula, with no calibration.
+- ``train_measured.csv``'s BLOOM-176B sweeps (``load_bloom_cases``): nvidia-smi snapshots ("Mem=NNGB") of layouts
+  that ran, and the layouts that went out of memory ("Mem=OOM"), each a verdict the model must get right.
+
+GiB readings are converted to GB (1e9 B). Each case states what its source's counter measures (``counter``) and
+the framework behaviour the prediction assumes (``FRAMEWORKS``): torchtitan logs the caching allocator's peak
+(``torch.cuda.max_memory_reserved``, its ``max_reserved`` field), nvidia-smi everything the process holds.
 """
 
 from __future__ import annotations
@@ -16,11 +22,23 @@ from scaleright.estimate.memory import GB, activation_bytes_per_layer, model_sta
 from scaleright.workload import TransformerSpec, count_params
 from validation.files import Skipped, SkipRow, cell_int, read_rows
 from validation.models import gpt_spec
-from validation.train_cases import TrainCase, load_train_cases
+from validation.train_cases import TrainCase, _train_case, load_train_cases
 
-__all__ = ["GIB", "FormulaRow", "MemoryCase", "load_memory_cases"]
+__all__ = ["FRAMEWORKS", "GIB", "FormulaRow", "MemoryCase", "load_bloom_cases", "load_memory_cases"]
 
 GIB = 2.0**30
+
+# The framework behaviour each source's runs had, as memory-model inputs (``estimate.memory``): who keeps the model
+# states (``states``), the loss implementation (``cross_entropy``), whether attention is a fused flash kernel, and
+# torchtitan's "selective" checkpointing, which is per-op (``op-selective``).
+FRAMEWORKS = {
+    # torchtitan (Dec 2024 - 2025): FSDP2 with MixedPrecisionPolicy(bf16, reduce fp32), F.cross_entropy on
+    # pred.float(), SDPA flash attention, activation_checkpoint.selective_ac_option = "op" (llama3 configs)
+    "torchtitan": dict(states="fsdp2", cross_entropy="eager", flash_attention=True, selective="op-selective"),
+    # Megatron-DeepSpeed as BLOOM ran it (2022): DeepSpeed ZeRO-1 (fp16 optimizer, or BF16_Optimizer with fp32
+    # gradient accumulation where the row says so), Megatron's vocab-parallel cross entropy, materialised softmax
+    "bloom": dict(states="deepspeed-fp16", cross_entropy="fused", flash_attention=False, selective="selective"),
+}
 
 
 @dataclass(frozen=True)
@@ -35,9 +53,15 @@ class MemoryCase:
     layout: Layout
     seq_len: int
     precision: str
-    measured_gb: float  # converted to GB (1e9 B)
+    measured_gb: float  # converted to GB (1e9 B); nan for a layout that went out of memory
     unit_note: str  # what the source reported and how it was converted
     assumptions: tuple[str, ...] = ()
+    counter: str = "reserved"  # "reserved" (torch.cuda.max_memory_reserved) or "device" (nvidia-smi)
+    outcome: str = "ran"  # "ran" or "oom"
+    gpu_memory_gb: float | None = None  # the GPU's memory, for the fits verdict
+    states: str = "zero"
+    cross_entropy: str = "fused"
+    flash_attention: bool = True
 
 
 @dataclass(frozen=True)
@@ -87,11 +111,55 @@ def _memory_case(line: int, row: dict[str, str], train: list[TrainCase], notes: 
         unit_note = "GiB as reported"
     else:
         unit_note = "reported as 'GB' by a torchtitan run, whose memory monitor prints GiB: read as GiB"
+    fw = FRAMEWORKS["torchtitan"]  # every measured row of memory_measured.csv is a torchtitan / torchao run
+    layout = match.layout
+    assumptions = match.assumptions
+    if layout.recompute == "selective":
+        layout = layout.replace(recompute=fw["selective"])
+        assumptions += ("torchtitan's selective AC is per-op (selective_ac_option = 'op'): op-selective",)
     return MemoryCase(
         source="memory_measured.csv", line=line, group=row["table"], label=f"{match.label} [{method}]",
-        spec=match.spec, layout=match.layout, seq_len=match.seq_len, precision=match.precision,
-        measured_gb=float(val) * GIB / GB, unit_note=unit_note, assumptions=match.assumptions,
+        spec=match.spec, layout=layout, seq_len=match.seq_len, precision=match.precision,
+        measured_gb=float(val) * GIB / GB, unit_note=unit_note, assumptions=assumptions, counter="reserved",
+        gpu_memory_gb=match.gpu.memory_gb, states=str(fw["states"]), cross_entropy=str(fw["cross_entropy"]),
+        flash_attention=bool(fw["flash_attention"]),
     )  # fmt: skip
+
+
+def load_bloom_cases(directory: Path | str | None = None) -> list[MemoryCase]:
+    """BLOOM-176B sweep rows of ``train_measured.csv`` with a memory outcome: an nvidia-smi snapshot ("Mem=NNGB",
+    MiB as nvidia-smi prints them, read as GiB) of a layout that ran, or "Mem=OOM" for one that went out of memory.
+    Rows with neither ("Mem=GB") are left out. The layout is built by the training-row mapping
+    (``train_cases._train_case``); an OOM row has no throughput, so a placeholder fills that cell first."""
+    fw = FRAMEWORKS["bloom"]
+    out = []
+    for line, row in read_rows("train_measured.csv", directory):
+        if "bigscience" not in row["source"]:
+            continue
+        m = re.search(r"Mem=(\d+(?:\.\d+)?)GB|Mem=(OOM)", row["notes"])
+        if not m:
+            continue
+        oom = m.group(2) is not None
+        try:
+            tc = _train_case(line, {**row, "achieved_tflops_per_gpu": "1"} if oom else row)
+        except SkipRow:
+            continue
+        assumptions = tc.assumptions
+        if "fp32 grad accumulation" in row["precision"]:
+            states = "deepspeed-bf16"
+        else:
+            states = str(fw["states"])
+            assumptions += ("precision not stated: DeepSpeed's ZeRO fp16 optimizer (BF16_Optimizer rows say so)",)
+        out.append(MemoryCase(
+            source="train_measured.csv", line=line, group="BLOOM-176B sweeps (A100)",
+            label=f"{tc.label} [{'OOM' if oom else 'ran'}; {states}]", spec=tc.spec, layout=tc.layout,
+            seq_len=tc.seq_len, precision=tc.precision,
+            measured_gb=float("nan") if oom else float(m.group(1)) * GIB / GB,
+            unit_note="nvidia-smi snapshot, MiB shown as 'GB': read as GiB", assumptions=assumptions,
+            counter="device", outcome="oom" if oom else "ran", gpu_memory_gb=tc.gpu.memory_gb, states=states,
+            cross_entropy=str(fw["cross_entropy"]), flash_attention=bool(fw["flash_attention"]),
+        ))  # fmt: skip
+    return out
 
 
 def _formula_rows(line: int, row: dict[str, str]) -> list[FormulaRow]:

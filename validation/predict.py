@@ -11,14 +11,14 @@ import math
 
 from scaleright.estimate.calibration import DEFAULT_CALIBRATION, Calibration
 from scaleright.estimate.infer import infer_arrays
-from scaleright.estimate.memory import LoraConfig, training_memory
+from scaleright.estimate.memory import LoraConfig, MemoryBreakdown, training_memory
 from scaleright.estimate.train import train_step_arrays
 from validation.conventions import source_flops_per_token
 from validation.infer_cases import InferCase, kv_capacity
 from validation.memory_cases import MemoryCase
 from validation.train_cases import TrainCase
 
-__all__ = ["predict_infer", "predict_memory", "predict_train"]
+__all__ = ["memory_breakdown", "predict_infer", "predict_memory", "predict_train"]
 
 
 def _no_tp_overlap(case: TrainCase) -> bool:
@@ -70,5 +70,15 @@ def predict_infer(case: InferCase, cal: Calibration = DEFAULT_CALIBRATION) -> di
 
 
 def predict_memory(case: MemoryCase) -> float:
-    """Predicted peak memory per GPU (GB) for ``case``."""
-    return training_memory(case.spec, layout=case.layout, seq_len=case.seq_len, precision=case.precision).total_gb
+    """Predicted peak memory per GPU (GB) for ``case``, as its source's counter reads it: the allocator's reserved
+    peak (``counter="reserved"``) or everything on the device (``"device"``, nvidia-smi), with the framework
+    behaviour the case states."""
+    m = memory_breakdown(case)
+    return m.reserved_gb if case.counter == "reserved" else m.total_gb
+
+
+def memory_breakdown(case: MemoryCase) -> MemoryBreakdown:
+    """The model's memory breakdown for ``case`` on its GPU (``fits`` is the verdict for the whole device)."""
+    return training_memory(case.spec, layout=case.layout, seq_len=case.seq_len, precision=case.precision,
+                           states=case.states, cross_entropy=case.cross_entropy,
+                           flash_attention=case.flash_attention, gpu_memory_gb=case.gpu_memory_gb)  # fmt: skip

@@ -127,7 +127,8 @@ def predict_run(ri: RunInputs, *, gpu, cal: Calibration = DEFAULT_CALIBRATION) -
     # context or the allocator's cache: compare like with like.
     est = estimate_train(ri.spec, gpu=gpu, layout=ri.layout, seq_len=ri.seq_len, system=system,
                          precision=ri.precision, cal=cal,
-                         overheads=Overheads(runtime_gb=0.0, fragmentation_fraction=0.0))  # fmt: skip
+                         overheads=Overheads(runtime_gb=0.0, fragmentation_fraction=0.0,
+                                             nccl_gb_per_group=0.0))  # fmt: skip
     return {"step_time_s": est.step_time_s, "tokens_per_s": est.tokens_per_s, "peak_memory_gb": est.memory_gb_per_gpu}
 
 

@@ -40,7 +40,8 @@ ZeroOpt = typer.Option(0, "--zero", help="ZeRO stage 0-3 over data parallel (3 =
 SeqOpt = typer.Option(4096, "--seq-len", help=f"Sequence length in tokens, 1-{int(LIMITS['seq_len'].high):,} "
                       "(inference: context per sequence).")
 MbOpt = typer.Option(1, "--micro-batch", help="Sequences per micro-batch per data-parallel replica (training only).")
-RecOpt = typer.Option("none", "--recompute", help="Activation recomputation: none, selective or full (training only).")
+RecOpt = typer.Option("none", "--recompute", help="Activation recomputation: none, selective, full or op-selective "
+                      "(torchtitan's per-op checkpointing; training only).")
 SpOpt = typer.Option(False, "--sequence-parallel", help="Megatron sequence parallelism with TP (training only).")
 PrecOpt = typer.Option("bf16", "--precision", help="Compute / weight precision.")
 LoraOpt = typer.Option(16, "--lora-rank", help="LoRA / QLoRA adapter rank.")
@@ -136,7 +137,8 @@ def _pp_fits(gpus: int, pp: int, layers: int | None = None) -> None:
 # Training-only options of ``estimate memory`` and their defaults: with --task inference a different value is an
 # error rather than silently ignored.
 _TRAINING_ONLY = {"cp": 1, "ep": 1, "zero": 0, "micro_batch": 1, "global_batch": None, "recompute": "none",
-                  "sequence_parallel": False, "optimizer": "adamw"}  # fmt: skip
+                  "sequence_parallel": False, "optimizer": "adamw", "states": "zero",
+                  "cross_entropy": "fused"}  # fmt: skip
 
 
 def _dp(gpus: int, tp: int, pp: int, cp: int) -> int:
@@ -176,17 +178,26 @@ def memory_cmd(
     lora_rank: int = LoraOpt,
     lora_targets: str = LoraTargetsOpt,
     optimizer: str = OptimOpt,
+    states: str = typer.Option("zero", "--states", help="Who keeps the model states: zero (the ZeRO paper's 2 + 2 + "
+                               "12 B), megatron (fp32 main grads), deepspeed-fp16, deepspeed-bf16 (fp32 grad "
+                               "accumulation) or fsdp2 (fp32 sharded params); training only."),
+    cross_entropy: str = typer.Option("fused", "--cross-entropy", help="Loss transient: fused (Megatron's "
+                                      "vocab-parallel loss, 6 B per logit) or eager (PyTorch F.cross_entropy on "
+                                      "fp32 logits, 12 B); training only."),
     catalog: Path | None = CatalogOpt,
     as_json: bool = JsonOpt,
 ) -> None:
-    """Memory per GPU by component (weights, gradients, optimizer, activations, KV cache, overhead)."""
+    """Memory per GPU by component (weights, gradients, optimizer, gathered ZeRO-3 buffers, activations, KV cache,
+    overhead: allocator reserve, CUDA context, NCCL buffers)."""
     from scaleright.estimate.calibration import MEMORY_CALIBRATION_RECORD
     from scaleright.estimate.layout import Layout
-    from scaleright.estimate.memory import TASKS, inference_memory, training_memory
+    from scaleright.estimate.memory import CROSS_ENTROPY, STATE_FORMATS, TASKS, inference_memory, training_memory
     from scaleright.workload.precision import KV_PRECISIONS, STORAGE_PRECISIONS, TRAIN_PRECISIONS
 
     check_choice("--task", task, TASKS)
     check_choice("--precision", precision, STORAGE_PRECISIONS if task == "inference" else TRAIN_PRECISIONS)
+    check_choice("--states", states, tuple(STATE_FORMATS))
+    check_choice("--cross-entropy", cross_entropy, tuple(CROSS_ENTROPY))
     _check_optimizer(optimizer)
     _bounded("gpus", gpus=gpus)
     _bounded("parallel_degree", tp=tp, pp=pp, cp=cp, ep=ep)
@@ -196,7 +207,8 @@ def memory_cmd(
     _bounded("batch", batch=batch)
     _zero_recompute(zero, recompute)
     given = {"cp": cp, "ep": ep, "zero": zero, "micro_batch": micro_batch, "global_batch": global_batch,
-             "recompute": recompute, "sequence_parallel": sequence_parallel, "optimizer": optimizer}  # fmt: skip
+             "recompute": recompute, "sequence_parallel": sequence_parallel, "optimizer": optimizer,
+             "states": states, "cross_entropy": cross_entropy}  # fmt: skip
     if task == "inference":
         for k, default in _TRAINING_ONLY.items():
             if given[k] != default:
@@ -224,11 +236,14 @@ def memory_cmd(
                         global_batch=global_batch, recompute=recompute, sequence_parallel=sequence_parallel)
         layout.validate(spec, gpus=gpus)
         mem = training_memory(spec, layout=layout, seq_len=seq_len, precision=precision, optimizer=optimizer,
-                              task=task, lora=lora, gpu_memory_gb=g.memory_gb)  # fmt: skip
+                              task=task, lora=lora, gpu_memory_gb=g.memory_gb, states=states,
+                              cross_entropy=cross_entropy)  # fmt: skip
         caption = (f"{spec.name} {task}, {precision}, {optimizer}, tp={tp} pp={pp} dp={dp} cp={cp} zero={zero}, "
-                   f"micro-batch {micro_batch} x {seq_len} tokens, recompute {recompute}")  # fmt: skip
+                   f"micro-batch {micro_batch} x {seq_len} tokens, recompute {recompute}, states {states}, "
+                   f"{cross_entropy} cross-entropy")  # fmt: skip
     out = {
         "fits": mem.fits, "total_gb": mem.total_gb, "gpu_memory_gb": g.memory_gb, "headroom_gb": mem.headroom_gb,
+        "allocated_gb": mem.allocated_gb, "reserved_gb": mem.reserved_gb,
         "memory_breakdown_gb": mem.as_dict(), "model": spec.name, "gpu": g.id, "task": task, **mem.details,
         "calibration": MEMORY_CALIBRATION_RECORD,
     }  # fmt: skip
@@ -236,6 +251,9 @@ def memory_cmd(
         emit_json(out)
         return
     _memory_table(f"Memory per GPU on {g.id}", mem.as_dict(), mem.total_gb, g.memory_gb, caption)
+    console.print(f"PyTorch would read max_memory_allocated {mem.allocated_gb:.1f} GB and max_memory_reserved "
+                  f"{mem.reserved_gb:.1f} GB; the total adds the CUDA context and NCCL buffers (what nvidia-smi "
+                  "shows, what must fit).", style="dim")  # fmt: skip
     console.print(f"calibration: {MEMORY_CALIBRATION_RECORD['name']} ({MEMORY_CALIBRATION_RECORD['source']})",
                   style="dim")
 

@@ -16,7 +16,8 @@ from scaleright.workload.spec import TransformerSpec
 
 __all__ = ["Layout", "RECOMPUTE", "divisors"]
 
-RECOMPUTE = ("none", "selective", "full")
+# "op-selective": torchtitan's per-op selective activation checkpointing (estimate.memory.activations)
+RECOMPUTE = ("none", "selective", "full", "op-selective")
 
 
 def divisors(n: int) -> list[int]:
@@ -36,7 +37,7 @@ class Layout:
     zero: int = 0  # ZeRO stage over the dp·cp group: 0 none, 1 optimizer, 2 +gradients, 3 +weights (= FSDP)
     micro_batch: int = 1  # sequences per micro-batch per data-parallel replica
     global_batch: int | None = None  # sequences per optimizer step (None: micro_batch · dp, no accumulation)
-    recompute: str = "none"  # activation recomputation: none, selective (attention core) or full (each layer)
+    recompute: str = "none"  # none, selective (attention core), full (each layer), op-selective (torchtitan per-op)
     sequence_parallel: bool = False  # Megatron sequence parallelism: norms/dropout split over tp
     virtual_stages: int = 1  # interleaved pipeline: model chunks per pipeline stage
 

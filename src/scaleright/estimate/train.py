@@ -50,6 +50,7 @@ from scaleright.estimate.memory import (
     Overheads,
     _recompute_code,
     lora_param_count,
+    op_selective_recompute_fraction,
     optimizer_bytes_per_param,
     training_memory_arrays,
 )
@@ -207,6 +208,8 @@ def train_step_arrays(
     layer_fwd = gemm_fwd + core_fwd + elem_fwd
     layer_bwd = bwd_gemm * gemm_fwd + core_bwd + 2 * elem_fwd
     recomp = np.where(rc == 2, layer_fwd + tp_fwd + cp_fwd + ep_comm_fwd, np.where(rc == 1, core_fwd, 0.0))
+    # op-selective (torchtitan per-op SAC): the matmuls whose outputs it does not save, and the elementwise work
+    recomp = np.where(rc == 3, op_selective_recompute_fraction(spec) * gemm_fwd + elem_fwd, recomp)
     layers_stage = np.ceil(spec.layers / pp)
     # output head (last stage) and its loss: a (t x h)·(h x V/tp) GEMM plus the fp32 softmax traffic
     head = gemm_time(t, h, spec.vocab / tp, **gemm) * (1 + bwd_gemm) + 3 * t * spec.vocab / tp * 4.0 / hbm
@@ -303,6 +306,8 @@ def train_step_arrays(
     _, hw_sel = train_flops_per_token(spec, s, recompute="selective", causal=causal)
     _, hw_full = train_flops_per_token(spec, s, recompute="full", causal=causal)
     extra = np.where(rc == 2, hw_full - hw_fpt, np.where(rc == 1, hw_sel - hw_fpt, 0.0))  # the recompute pass
+    # op-selective: its share of the forward matmuls (hw_full - hw_sel; the head's counted at the same share)
+    extra = np.where(rc == 3, op_selective_recompute_fraction(spec) * (hw_full - hw_sel), extra)
     if frozen:  # no weight gradients: forward + data-gradient backward = 2x forward for the matmuls
         model_fpt = model_fpt * 2 / 3
     hw_fpt = model_fpt + extra

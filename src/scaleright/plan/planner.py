@@ -520,7 +520,7 @@ def _train_option(scn, g, cand, j, hours, price, src, tokens) -> dict:
         "step_time_s": float(a["step_time_s"][j]), "memory_gb_per_gpu": float(a["memory_gb"][j]),
         "gpu_memory_gb": g.memory_gb, "time_breakdown_s": time_breakdown(a, j),
         "memory_breakdown_gb": {k: float(a[f"mem_{k}"][j]) for k in ("weights", "gradients", "optimizer",
-                                                                      "activations", "overhead")},
+                                                                      "gathered", "activations", "overhead")},
     }  # fmt: skip
 
 

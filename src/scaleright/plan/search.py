@@ -157,7 +157,7 @@ def evaluate_training(spec: TransformerSpec, *, gpu, counts: list[int], seq_len:
     )  # fmt: skip
     arrays = dict(sub)
     arrays["memory_gb"] = total[fit]
-    for k in ("weights", "gradients", "optimizer", "activations", "overhead"):
+    for k in ("weights", "gradients", "optimizer", "gathered", "activations", "overhead"):
         arrays[f"mem_{k}"] = mem[k][fit] / GB
     arrays.update({k: np.asarray(v) for k, v in perf.items()})
     return TrainCandidates(gpu.id, prec, n_eval, int(fit.sum()), arrays, note=note)

@@ -1,0 +1,65 @@
+"""Memory per GPU, broken down by component, for training, fine-tuning (LoRA / QLoRA) and inference.
+
+One module per concept:
+
+- ``states``: model states, weights / gradients / optimizer per GPU under ZeRO / FSDP sharding (Rajbhandari et
+  al. 2020);
+- ``activations``: what each layer keeps for the backward pass (Korthikanti et al. 2022) and the pipeline's
+  in-flight micro-batches;
+- ``adapters``: LoRA / QLoRA adapters;
+- ``inference``: weights at storage precision, the KV cache, one step's workspace;
+- ``overheads``: the CUDA context, library workspaces, communicator buffers and the caching allocator's reserve;
+- ``training``: the training footprint assembled from the above; ``breakdown``: the result type.
+
+Every function accepts numpy arrays for the layout axes and broadcasts, so the planner evaluates many layouts in
+one call; the scalar API (``training_memory``, ``inference_memory``) is a view of the same arrays.
+"""
+
+from scaleright.estimate.memory.activations import (
+    CROSS_ENTROPY,
+    _recompute_code,
+    activation_bytes_per_layer,
+    cross_entropy_bytes,
+    op_selective_recompute_fraction,
+)
+from scaleright.estimate.memory.adapters import LORA_TARGETS, LoraConfig, lora_param_count
+from scaleright.estimate.memory.breakdown import GB, MemoryBreakdown
+from scaleright.estimate.memory.inference import inference_memory, inference_memory_arrays, kv_cache_bytes
+from scaleright.estimate.memory.overheads import Overheads, allocator_reserve_bytes, nccl_buffer_bytes
+from scaleright.estimate.memory.states import (
+    OPTIMIZERS,
+    STATE_FORMATS,
+    StateFormat,
+    gathered_buffer_bytes,
+    model_state_bytes,
+    optimizer_bytes_per_param,
+)
+from scaleright.estimate.memory.training import TASKS, training_memory, training_memory_arrays
+
+__all__ = [
+    "GB",
+    "TASKS",
+    "OPTIMIZERS",
+    "LORA_TARGETS",
+    "LoraConfig",
+    "Overheads",
+    "MemoryBreakdown",
+    "optimizer_bytes_per_param",
+    "model_state_bytes",
+    "activation_bytes_per_layer",
+    "training_memory_arrays",
+    "training_memory",
+    "kv_cache_bytes",
+    "inference_memory_arrays",
+    "inference_memory",
+    "lora_param_count",
+    "CROSS_ENTROPY",
+    "STATE_FORMATS",
+    "StateFormat",
+    "allocator_reserve_bytes",
+    "cross_entropy_bytes",
+    "gathered_buffer_bytes",
+    "nccl_buffer_bytes",
+    "op_selective_recompute_fraction",
+    "_recompute_code",
+]

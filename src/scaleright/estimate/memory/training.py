@@ -1,0 +1,218 @@
+"""Training memory per GPU: model states, activations and overheads assembled for one layout or many."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from scaleright.errors import InputError
+from scaleright.estimate.layout import Layout
+from scaleright.estimate.memory.activations import (
+    _inflight_microbatches,
+    _recompute_code,
+    activation_bytes_per_layer,
+    cross_entropy_bytes,
+)
+from scaleright.estimate.memory.adapters import LoraConfig, lora_param_count
+from scaleright.estimate.memory.breakdown import GB, MemoryBreakdown, _breakdown, fold_overheads, overhead_details
+from scaleright.estimate.memory.overheads import Overheads, allocator_reserve_bytes, nccl_buffer_bytes
+from scaleright.estimate.memory.states import (
+    _end_params,
+    _stage_params,
+    gathered_buffer_bytes,
+    model_state_bytes,
+    optimizer_bytes_per_param,
+)
+from scaleright.workload.params import count_params
+from scaleright.workload.precision import bytes_per_element
+from scaleright.workload.spec import TransformerSpec
+
+__all__ = ["TASKS", "training_memory_arrays", "training_memory"]
+
+TASKS = ("pretrain", "full-finetune", "lora", "qlora", "inference")
+
+
+def _training_parts(
+    spec: TransformerSpec,
+    *,
+    seq_len: ArrayLike,
+    tp: ArrayLike,
+    pp: ArrayLike,
+    dp: ArrayLike,
+    cp: ArrayLike,
+    ep: ArrayLike,
+    zero: ArrayLike,
+    micro_batch: ArrayLike,
+    n_micro: ArrayLike,
+    recompute: str | ArrayLike,
+    sequence_parallel: ArrayLike,
+    virtual_stages: ArrayLike,
+    precision: str,
+    optimizer: str,
+    task: str,
+    lora: LoraConfig | None,
+    flash_attention: bool,
+    overheads: Overheads,
+    states: str,
+    cross_entropy: str,
+) -> dict[str, np.ndarray]:
+    """``training_memory_arrays`` with the overhead split into its three terms (one code for both APIs)."""
+    if task not in TASKS or task == "inference":
+        raise InputError(f"task={task!r} not allowed here; allowed: pretrain, full-finetune, lora, qlora")
+    c = count_params(spec)
+    bpv = 4.0 if precision == "fp32" else 2.0
+    if task in ("lora", "qlora"):
+        lora = lora or LoraConfig()
+        dense, expert = _stage_params(c, tp, pp, ep, tied=spec.tied_embeddings)
+        base = dense + expert
+        if task == "qlora":
+            # 4-bit NF4 block weights; embeddings and the output head stay 16-bit (bitsandbytes quantises the
+            # transformer blocks' Linear layers only).
+            emb = (_end_params(c, pp, tied=spec.tied_embeddings) - c.final_norm) / np.asarray(tp, dtype=float)
+            weights = (base - emb) * bytes_per_element("nf4") + emb * 2.0
+        else:
+            weights = base * bpv
+        # FSDP (zero=3) shards the frozen base over the data-parallel group too (NeMo Automodel, torchtune)
+        shard = np.asarray(dp, dtype=float) * np.asarray(cp, dtype=float)
+        weights = weights / np.where(np.asarray(zero) >= 3, shard, 1.0)
+        n_adapters = lora_param_count(spec, lora) / (np.asarray(tp, dtype=float) * np.asarray(pp, dtype=float))
+        if task == "qlora":
+            # bf16 adapters and gradients, 32-bit paged AdamW moments (Dettmers et al. 2023)
+            weights = weights + 2.0 * n_adapters
+            grads = 2.0 * n_adapters
+            opt = 8.0 * n_adapters
+        else:
+            weights = weights + bpv * n_adapters
+            grads = bpv * n_adapters
+            opt = optimizer_bytes_per_param(optimizer) * n_adapters
+    else:
+        weights, grads, opt = model_state_bytes(
+            spec, tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, zero=zero, precision=precision, optimizer=optimizer, counts=c,
+            states=states,
+        )
+    per_layer = activation_bytes_per_layer(
+        spec, seq_len=seq_len, micro_batch=micro_batch, tp=tp, cp=cp, sequence_parallel=sequence_parallel,
+        recompute=recompute, flash_attention=flash_attention, bytes_per_value=bpv,
+    )  # fmt: skip
+    layers_stage = np.ceil(spec.layers / np.asarray(pp, dtype=float))
+    first = per_layer * layers_stage * _inflight_microbatches(pp, virtual_stages, n_micro)
+    rc = _recompute_code(recompute)
+    if np.any(rc > 0):
+        # Recomputation rebuilds one layer at a time during backward: full recompute that layer's activations,
+        # selective the attention core's score matrices (zero with flash attention, which never stores them),
+        # op-selective what its policy did not save.
+        kw: dict[str, Any] = dict(
+            seq_len=seq_len, micro_batch=micro_batch, tp=tp, cp=cp, sequence_parallel=sequence_parallel,
+            flash_attention=flash_attention, bytes_per_value=bpv,
+        )  # fmt: skip
+        one_layer = activation_bytes_per_layer(spec, recompute="none", **kw)
+        one_sel = activation_bytes_per_layer(spec, recompute="selective", **kw)
+        working = np.where(rc == 2, one_layer, np.where(rc == 1, one_layer - one_sel, 0.0))
+        if np.any(rc == 3):
+            one_op = activation_bytes_per_layer(spec, recompute="op-selective", **kw)
+            working = np.where(rc == 3, one_layer - one_op, working)
+        first = first + working
+    # The loss on the last stage: logits and the cross-entropy's fp32 transient (CROSS_ENTROPY), split over tp
+    # (vocab-parallel), at its peak while every activation of the stage is still held.
+    s_local = np.asarray(seq_len, dtype=float) / np.asarray(cp, dtype=float)
+    per_logit = cross_entropy_bytes(cross_entropy, bpv)
+    logits = s_local * np.asarray(micro_batch, dtype=float) * spec.vocab * per_logit / np.asarray(tp, dtype=float)
+    last = per_layer * layers_stage + logits
+    acts = np.where(np.asarray(pp) > 1, np.maximum(first, last), first + logits)
+    # ZeRO-3 / FSDP working buffers: transient gathered layers and unsharded gradients, apart from the states
+    frozen_b = None
+    if task == "lora":
+        frozen_b = bpv
+    elif task == "qlora":
+        frozen_b = bytes_per_element("nf4")
+    gathered = gathered_buffer_bytes(spec, tp=tp, pp=pp, ep=ep, zero=zero, n_micro=n_micro, precision=precision,
+                                     states=states, counts=c, frozen_bytes_per_param=frozen_b)  # fmt: skip
+    reserve = allocator_reserve_bytes(acts + gathered, overheads)
+    nccl = nccl_buffer_bytes(overheads, tp=tp, pp=pp, dp=dp, cp=cp, ep=ep)
+    shape = np.broadcast(weights, grads, opt, acts, gathered, reserve, nccl).shape
+    zeros = np.zeros(shape)
+    return {
+        "weights": weights + zeros,
+        "gradients": grads + zeros,
+        "optimizer": opt + zeros,
+        "gathered": gathered + zeros,
+        "activations": acts + zeros,
+        "kv_cache": zeros,
+        "overhead_allocator": reserve + zeros,
+        "overhead_cuda_context": overheads.runtime_gb * GB + zeros,
+        "overhead_nccl": nccl + zeros,
+    }
+
+
+def training_memory_arrays(
+    spec: TransformerSpec,
+    *,
+    seq_len: ArrayLike,
+    tp: ArrayLike = 1,
+    pp: ArrayLike = 1,
+    dp: ArrayLike = 1,
+    cp: ArrayLike = 1,
+    ep: ArrayLike = 1,
+    zero: ArrayLike = 0,
+    micro_batch: ArrayLike = 1,
+    n_micro: ArrayLike = 1,
+    recompute: str | ArrayLike = "none",
+    sequence_parallel: ArrayLike = False,
+    virtual_stages: ArrayLike = 1,
+    precision: str = "bf16",
+    optimizer: str = "adamw",
+    task: str = "pretrain",
+    lora: LoraConfig | None = None,
+    flash_attention: bool = True,
+    overheads: Overheads = Overheads(),
+    states: str = "zero",
+    cross_entropy: str = "fused",
+) -> dict[str, np.ndarray]:
+    """Per-GPU training memory in bytes by component, broadcast over the layout arrays.
+
+    Keys: the sharded model states ``weights``, ``gradients``, ``optimizer`` (``states``: who keeps them, see
+    ``states.STATE_FORMATS``); ``gathered``, ZeRO-3 / FSDP's transient unsharded layers and gradients;
+    ``activations`` (with the loss transient, ``cross_entropy``: ``activations.CROSS_ENTROPY``); ``kv_cache``
+    (0); ``overhead``: allocator reserve, CUDA context and NCCL buffers (``overheads``). Their sum is what
+    nvidia-smi would show, the memory the GPU must have."""
+    parts = _training_parts(
+        spec, seq_len=seq_len, tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, zero=zero, micro_batch=micro_batch,
+        n_micro=n_micro, recompute=recompute, sequence_parallel=sequence_parallel, virtual_stages=virtual_stages,
+        precision=precision, optimizer=optimizer, task=task, lora=lora, flash_attention=flash_attention,
+        overheads=overheads, states=states, cross_entropy=cross_entropy,
+    )  # fmt: skip
+    return fold_overheads(parts)
+def training_memory(
+    spec: TransformerSpec,
+    *,
+    layout: Layout,
+    seq_len: int,
+    precision: str = "bf16",
+    optimizer: str = "adamw",
+    task: str = "pretrain",
+    lora: LoraConfig | None = None,
+    flash_attention: bool = True,
+    overheads: Overheads = Overheads(),
+    gpu_memory_gb: float | None = None,
+    states: str = "zero",
+    cross_entropy: str = "fused",
+) -> MemoryBreakdown:
+    """Training memory per GPU for one validated ``layout``: the arrays of ``training_memory_arrays`` read as
+    floats, with the overhead's terms in ``details`` (``allocator_reserve_gb``, ``cuda_context_gb``,
+    ``nccl_buffers_gb``)."""
+    layout.validate(spec)
+    if seq_len < 1:
+        raise InputError(f"seq_len={seq_len} must be a positive integer")
+    parts = _training_parts(
+        spec, seq_len=seq_len, tp=layout.tp, pp=layout.pp, dp=layout.dp, cp=layout.cp, ep=layout.ep,
+        zero=layout.zero, micro_batch=layout.micro_batch, n_micro=layout.grad_accum, recompute=layout.recompute,
+        sequence_parallel=layout.sequence_parallel, virtual_stages=layout.virtual_stages, precision=precision,
+        optimizer=optimizer, task=task, lora=lora, flash_attention=flash_attention, overheads=overheads,
+        states=states, cross_entropy=cross_entropy,
+    )  # fmt: skip
+    details = overhead_details(parts)
+    if task in ("lora", "qlora"):
+        details["trainable_params"] = float(lora_param_count(spec, lora or LoraConfig()))
+    return _breakdown(fold_overheads(parts), gpu_memory_gb, **details)
