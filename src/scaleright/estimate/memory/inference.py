@@ -12,6 +12,7 @@ from scaleright.estimate.layout import Layout
 from scaleright.estimate.memory.breakdown import GB, MemoryBreakdown, _breakdown, fold_overheads, overhead_details
 from scaleright.estimate.memory.overheads import Overheads, allocator_reserve_bytes, nccl_buffer_bytes
 from scaleright.estimate.memory.states import _end_params, _stage_params
+from scaleright.workload.kv import kv_cache_tokens_per_layer
 from scaleright.workload.params import ParamCounts, count_params
 from scaleright.workload.precision import bytes_per_element
 from scaleright.workload.spec import TransformerSpec
@@ -28,17 +29,19 @@ def kv_cache_bytes(
     Per token and layer: 2 · kv_heads · head_dim values (K and V; GQA/MQA shrink kv_heads). Tensor parallelism
     splits KV heads; when tp exceeds kv_heads each GPU keeps one head (replication, as vLLM and TensorRT-LLM do).
     MLA (DeepSeek-V2/V3) caches the compressed latent plus the RoPE key, kv_lora_rank + qk_rope_head_dim values
-    per token and layer, replicated on every tp rank. Sliding-window layers keep at most ``window`` tokens.
+    per token and layer, replicated on every tp rank; DeepSeek-V3.2 adds its indexer's keys. Sliding-window and
+    chunked-attention layers keep at most their window or chunk (``workload.kv_cache_tokens_per_layer``).
     """
     bpe = bytes_per_element(kv_precision, field="kv_precision")
     ctx = np.asarray(context, dtype=float)
     tp = np.asarray(tp, dtype=float)
-    local = spec.local_layer_count()
-    eff_tokens = (spec.layers - local) * ctx + local * np.minimum(ctx, spec.sliding_window or 0)
+    eff_tokens = kv_cache_tokens_per_layer(spec, ctx).sum(axis=-1)  # sliding / chunked layers hold their span
     if spec.mla:
         per_token_layer = spec.mla.kv_lora_rank + spec.mla.qk_rope_head_dim + 0 * tp
     else:
         per_token_layer = 2 * np.maximum(spec.kv_heads / tp, 1.0) * spec.head_dim
+    if spec.sparse:  # DeepSeek-V3.2's DSA indexer caches its own keys per token and layer, on every tp rank
+        per_token_layer = per_token_layer + spec.sparse.indexer_head_dim
     stage_share = np.ceil(spec.layers / np.asarray(pp, dtype=float)) / spec.layers  # the fullest stage's layers
     out = np.asarray(batch, dtype=float) * eff_tokens * per_token_layer * bpe * stage_share
     return cast("float | NDArray[np.float64]", out)
