@@ -127,9 +127,15 @@ SYS = st.sampled_from(SYSTEMS)
 SIZES = st.floats(min_value=1.0, max_value=64 * GIB)
 
 
+def _below_nic(system) -> int:
+    """GPUs under one NIC tier: the tier below it, or the host itself (a one-GPU host with only a NIC)."""
+    return system.tiers[-2].domain_gpus if len(system.tiers) > 1 else system.gpus_per_node
+
+
 def _group(system, data):
-    """A group that fits the system: size up to 4 x the largest bounded domain, stride a power of two."""
-    bounded = [t.domain_gpus for t in system.tiers if t.domain_gpus is not None]
+    """A group that fits the system: size up to 4 x the largest bounded domain (a host of one GPU with only a NIC,
+    such as a GH200 node: 4 hosts), stride a power of two."""
+    bounded = [t.domain_gpus for t in system.tiers if t.domain_gpus is not None] or [system.gpus_per_node]
     cap = max(bounded) if system.nic is None else 4 * max(bounded)
     n = data.draw(st.integers(min_value=1, max_value=min(cap, 512)))
     stride = data.draw(st.sampled_from([1, 2, 4, 8]))
@@ -168,9 +174,9 @@ def test_busbw_never_exceeds_the_links_it_uses(system, kind, s, data):
         assert busbw <= max(t.bandwidth_gb_per_s * max(1.0, 1.0 / t.shared_by_gpus) for t in system.tiers) * (1 + 1e-9)
     if inner.domain_gpus is not None and n * stride <= inner.domain_gpus:
         assert busbw <= inner.bandwidth_gb_per_s * (1 + 1e-9)  # every byte leaves each GPU on its one link
-    elif system.nic is not None and n * stride > system.tiers[-2].domain_gpus:
+    elif system.nic is not None and n * stride > (below := _below_nic(system)):
         # across nodes: a node's members carry the ring out through the NICs they can reach, one rail each at most
-        members = min(n, max(1, system.tiers[-2].domain_gpus // stride))
+        members = min(n, max(1, below // stride))
         rails_each = max(1.0, 1.0 / system.nic.shared_by_gpus)
         assert busbw <= members * rails_each * system.nic.bandwidth_gb_per_s * (1 + 1e-9)
 
@@ -194,7 +200,7 @@ def test_a_faster_tier_never_makes_a_collective_slower(system, kind, s, factor, 
 @given(system=SYS, kind=KINDS, s=SIZES, data=st.data())
 def test_a_group_inside_one_node_never_pays_nic_costs(system, kind, s, data):
     assert system.nic is not None  # every built-in system has NICs
-    g = system.tiers[0].domain_gpus
+    g = _below_nic(system)
     n = data.draw(st.integers(min_value=1, max_value=g))
     c = collective_cost(kind, s, system=system, size=n)
     slow_nic = system.model_copy(update={"tiers": [
