@@ -40,7 +40,7 @@ from scaleright.errors import InputError
 from scaleright.limits import check_limit
 from scaleright.serve.arrivals import ARRIVALS, arrival_times
 from scaleright.serve.lengths import draw_lengths
-from scaleright.serve.metrics import summary
+from scaleright.serve.metrics import meets_slos, summary
 
 __all__ = ["ServeBenchConfig", "ServeBenchResult", "draw_workload", "run_serve_bench", "summarise", "store_run"]
 
@@ -201,12 +201,7 @@ def summarise(results: list[RequestResult], *, requested: int, slo_ttft_ms: floa
 
     goodput = None
     if slo_ttft_ms is not None or slo_tpot_ms is not None:
-        good = np.ones(len(ok), dtype=bool)
-        if slo_ttft_ms is not None:
-            good &= ttft * 1e3 <= slo_ttft_ms
-        if slo_tpot_ms is not None:
-            tp_all = np.where(multi, (e2e - ttft) / np.maximum(out - 1, 1), 0.0)
-            good &= tp_all * 1e3 <= slo_tpot_ms
+        good = meets_slos(ttft, e2e, out, slo_ttft_ms=slo_ttft_ms, slo_tpot_ms=slo_tpot_ms, multi=multi)
         goodput = per_s(float(good.sum()))
     errors: dict[str, int] = {}
     for r in failed:

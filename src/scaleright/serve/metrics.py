@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["QUANTILES", "summary", "weighted_summary"]
+__all__ = ["QUANTILES", "summary", "weighted_summary", "meets_slos"]
 
 QUANTILES = (50, 90, 99)
 
@@ -40,3 +40,19 @@ def weighted_summary(values_s, weights) -> dict[str, float]:
     for q in QUANTILES:
         out[f"p{q}"] = float(v[min(np.searchsorted(cum, q / 100 * cum[-1]), v.size - 1)])
     return out
+
+
+def meets_slos(ttft_s, e2e_s, output_tokens, *, slo_ttft_ms: float | None, slo_tpot_ms: float | None,
+               multi=None) -> np.ndarray:  # fmt: skip
+    """Per request: True when it meets every SLO given (TTFT; TPOT over its output tokens after the first — a
+    request of one token has no TPOT and meets that SLO). ``multi`` marks the requests whose TPOT counts (default:
+    more than one output token). Goodput = ``meets_slos(...).sum()`` over the span (DistServe's definition)."""
+    ttft, e2e, out = (np.asarray(x, dtype=float) for x in (ttft_s, e2e_s, output_tokens))
+    multi = out > 1 if multi is None else np.asarray(multi, dtype=bool)
+    good = np.ones(ttft.shape, dtype=bool)
+    if slo_ttft_ms is not None:
+        good &= ttft * 1e3 <= slo_ttft_ms
+    if slo_tpot_ms is not None:
+        tpot = np.where(multi, (e2e - ttft) / np.maximum(out - 1, 1), 0.0)
+        good &= tpot * 1e3 <= slo_tpot_ms
+    return good

@@ -34,7 +34,7 @@ from scaleright.serve.arrivals import arrival_times, read_trace
 from scaleright.serve.cluster import Cluster
 from scaleright.serve.kernel import Environment
 from scaleright.serve.lengths import draw_lengths
-from scaleright.serve.metrics import summary, weighted_summary
+from scaleright.serve.metrics import meets_slos, summary, weighted_summary
 from scaleright.serve.replica import BLOCK_TOKENS, SchedulerConfig
 from scaleright.serve.router import make_router
 from scaleright.serve.speculative import SpeculativeModel
@@ -296,12 +296,7 @@ def _result(fleet: Cluster, env: Environment, *, model, gpus, tp, pp, ep, engine
     itl_w = [w for rep in reps for _, w in rep.itl]
     goodput = None
     if slo_ttft_ms is not None or slo_tpot_ms is not None:
-        ok = np.ones(len(done), dtype=bool)
-        if slo_ttft_ms is not None:
-            ok &= ttft * 1e3 <= slo_ttft_ms
-        if slo_tpot_ms is not None:
-            tp_all = np.where(multi, (e2e - ttft) / np.maximum(out - 1, 1), 0.0)
-            ok &= tp_all * 1e3 <= slo_tpot_ms
+        ok = meets_slos(ttft, e2e, out, slo_ttft_ms=slo_ttft_ms, slo_tpot_ms=slo_tpot_ms, multi=multi)
         goodput = per(float(ok.sum()))
     out_tps, in_tps = per(float(out.sum())), per(float(inp.sum()))
     usd_h = price * gpus if price is not None else None
