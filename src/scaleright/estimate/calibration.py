@@ -1,7 +1,9 @@
 """Efficiency parameters of the performance model: a few numbers with a physical meaning.
 
-The model is physics (roofline compute, HBM bytes, α–β communication); these parameters say how close real
-kernels and collectives come to the datasheet. Defaults are fitted to ``validation/reference/train_measured.csv``
+The model is physics (roofline compute, HBM bytes, measured collectives); ``arch_factors`` says how close the best
+microbenchmarked GEMM and STREAM kernels come to each architecture's datasheet (``ARCH_TABLE``, from
+``validation/reference/components``), and these parameters say what share of those ceilings end-to-end kernels
+reach. Defaults are fitted to ``validation/reference/train_measured.csv``
 and ``infer_measured.csv`` by ``benchmarks/accuracy.py --fit`` and should stay near the values reported by
 independent microbenchmarks (quoted per field). A profile fitted to a user's own runs (``scaleright calibrate``)
 is stored as JSON and loaded by name.
@@ -36,17 +38,17 @@ class Calibration:
     # End-to-end share of the architecture's measured GEMM ceiling (``arch_factors``: the best large bf16 GEMM a
     # microbenchmark reaches, e.g. 80 % of peak on H100 SXM, 87 % on A100 SXM). Below 1: training and serving also
     # pay launch gaps, sustained clocks below the microbenchmark's and unfused epilogues.
-    gemm_efficiency: float = 0.79
+    gemm_efficiency: float = 0.776
     # GEMMs whose smallest dimension is d run at gemm_efficiency · d / (d + gemm_half_dim): tile and wave
     # quantisation make thin GEMMs (high TP, small micro-batches, fine-grained experts) slower.
     gemm_half_dim: float = 96.0
     # FP8 / FP4 GEMMs reach a lower fraction of their (2x / 4x) peak: scaling factors, casts and the bf16
     # parts of each layer (torchao and Transformer Engine report 1.3-1.6x end-to-end over bf16, not 2x).
-    fp8_gemm_efficiency: float = 0.751
-    fp4_gemm_efficiency: float = 0.456
+    fp8_gemm_efficiency: float = 0.743
+    fp4_gemm_efficiency: float = 0.453
     # Flash attention forward/backward as a share of the architecture's GEMM ceiling (FlashAttention-2 paper: up to
     # 73 % of peak forward on A100; FlashAttention-3: 75 % on H100); the backward does 2.5x the forward's FLOPs.
-    attention_efficiency: float = 0.501
+    attention_efficiency: float = 0.503
     # The backward pass of flash attention relative to the forward's fraction of peak: FlashAttention-2 paper (Dao
     # 2023), A100: up to 73 % forward, 63 % backward (recomputing the scores and the dS matmuls stall more):
     # 63 / 73. A kernel ratio, not fitted (fitted alone, forward and backward trade against each other).
@@ -57,7 +59,7 @@ class Calibration:
     # Elementwise traffic per token per layer in units of (h + f) 16-bit values read or written in the forward
     # pass, relative to an unfused eager count (1.0); fused kernels and torch.compile lower it.
     # The fitted default is above 1: it also absorbs per-layer costs that weigh most on small models.
-    elementwise_factor: float = 1.69
+    elementwise_factor: float = 1.64
     # The training and inference estimators cost collectives from measured nccl-tests bus bandwidth per fabric
     # (``scaleright.estimate.collectives``, ``catalog/data/collective_fits.yaml``), scaled by these two factors:
     # 1 means the measured fits as they are; ``scaleright calibrate`` fits them to a user's own multi-GPU runs
@@ -73,14 +75,14 @@ class Calibration:
     inter_latency_s: float = 10e-6
     # Share of TP communication hidden behind GEMMs when the framework overlaps it (``Framework.tp_comm_overlap``:
     # Megatron-Core --tp-comm-overlap, torch async TP); frameworks that do not overlap hide none.
-    tp_overlap: float = 0.953
+    tp_overlap: float = 0.996
     # Fixed time per optimizer step outside the model (data loading, logging, launch gaps, synchronisation).
-    step_overhead_s: float = 0.00323
+    step_overhead_s: float = 0.00131
     # Fixed time per decode iteration of an inference server (scheduling, sampling, launch gaps with CUDA graphs).
     decode_overhead_s: float = 0.0
     # Decode reads weights and KV cache at this share of the architecture's measured STREAM bandwidth
     # (TensorRT-LLM/vLLM decode kernels).
-    decode_memory_efficiency: float = 0.654
+    decode_memory_efficiency: float = 0.655
 
     def __post_init__(self) -> None:
         for f in fields(self):
