@@ -33,7 +33,8 @@ __all__ = ["Calibration", "DEFAULT_CALIBRATION", "ArchFactors", "arch_factors", 
 
 @dataclass(frozen=True)
 class Calibration:
-    """Efficiency factors; every fraction is of the datasheet figure of the GPU or link in use."""
+    """Efficiency factors: GEMM, attention and HBM fractions are shares of the architecture's measured ceilings
+    (``arch_factors``); link factors are of the datasheet figure of the link in use."""
 
     # End-to-end share of the architecture's measured GEMM ceiling (``arch_factors``: the best large bf16 GEMM a
     # microbenchmark reaches, e.g. 80 % of peak on H100 SXM, 87 % on A100 SXM). Below 1: training and serving also
@@ -54,7 +55,8 @@ class Calibration:
     # 63 / 73. A kernel ratio, not fitted (fitted alone, forward and backward trade against each other).
     attention_bwd_efficiency: float = 0.863
     # Streaming kernels (norms, activations, optimizer) as a share of the architecture's measured STREAM bandwidth
-    # (``arch_factors``: 83 % of the datasheet on A100, 89 % on H100 for Triad).
+    # (``arch_factors``: 83 % of the datasheet on A100, 89 % on H100 for Triad). Not fitted (degenerate with
+    # elementwise_factor): 0.92 x H100's 0.887 = 0.82 of the datasheet, the 80-90 % STREAM-like kernels reach.
     memory_efficiency: float = 0.92
     # Elementwise traffic per token per layer in units of (h + f) 16-bit values read or written in the forward
     # pass, relative to an unfused eager count (1.0); fused kernels and torch.compile lower it.
@@ -74,11 +76,15 @@ class Calibration:
     intra_latency_s: float = 5e-6
     inter_latency_s: float = 10e-6
     # Share of TP communication hidden behind GEMMs when the framework overlaps it (``Framework.tp_comm_overlap``:
-    # Megatron-Core --tp-comm-overlap, torch async TP); frameworks that do not overlap hide none.
+    # Megatron-Core --tp-comm-overlap, torch async TP); frameworks that do not overlap hide none. Fitted close to
+    # its physical limit (1: all hidden), and on it in 6 of the 12 leave-one-source-out fits: the Megatron-Core rows
+    # ask for even less TP time than complete hiding (a term the model lacks, e.g. userbuffers' own speed).
     tp_overlap: float = 0.996
     # Fixed time per optimizer step outside the model (data loading, logging, launch gaps, synchronisation).
     step_overhead_s: float = 0.00131
     # Fixed time per decode iteration of an inference server (scheduling, sampling, launch gaps with CUDA graphs).
+    # The fit puts it on its lower bound (0): the decode model is already slower than the TensorRT-LLM rows
+    # elsewhere, a missing physical term on the inference side (reported by benchmarks/accuracy.py).
     decode_overhead_s: float = 0.0
     # Decode reads weights and KV cache at this share of the architecture's measured STREAM bandwidth
     # (TensorRT-LLM/vLLM decode kernels).
