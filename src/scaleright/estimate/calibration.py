@@ -160,6 +160,7 @@ ARCH_TABLE: dict[str, tuple[float | None, float | None, str]] = {
     # AD102: L40S 269.2 / 362 TFLOP/s (zzc0721/torch-performance-test-data, torch.mm BF16); no HBM (GDDR) figure
     "ada-ad102": (0.744, None, "L40S: 269.2 / 362 TFLOP/s (torch.mm)"),
     "ada-ad104": (None, None, "no measurement"),
+    # Hopper: H200 measures the same (GEMM: "H200 is the same"; Triad 4.15 / 4.8 = 0.865, within 2.5 % of H100's)
     "hopper": (0.803, 0.887, "H100 SXM: 794.5 / 989 TFLOP/s; H100 80GB HBM3 Triad 2.97 / 3.35 TB/s"),
     "blackwell": (0.776, None, "B200 SXM: 1745 / 2250 TFLOP/s"),
     "blackwell-gb202": (None, None, "no usable measurement (RTX 5090 reads 115 % of its datasheet peak)"),
@@ -175,7 +176,6 @@ ARCH_TABLE: dict[str, tuple[float | None, float | None, str]] = {
 PART_TABLE: dict[str, tuple[float | None, float | None, str]] = {
     "a100-40gb-pcie": (0.811, 0.834, "A100 PCIe: 252.9 / 312 TFLOP/s (250-300 W part); HBM as A100 SXM"),
     "a100-80gb-pcie": (0.811, 0.834, "A100 PCIe: 252.9 / 312 TFLOP/s (250-300 W part); HBM as A100 SXM"),
-    "h200-sxm": (0.803, 0.865, "GEMM as H100 SXM (source: 'H200 is the same'); H200 141GB Triad 4.15 / 4.8 TB/s"),
     "gb200": (0.729, None, "GB200 SXM: 1822 / 2500 TFLOP/s"),
     "mi325x": (0.604, 0.774, "MI325X: 784.9 / 1300 TFLOP/s (1000 W, TunableOp); HBM as MI300X"),
 }

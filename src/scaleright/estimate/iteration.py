@@ -40,7 +40,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from scaleright.errors import InputError, LayoutError
-from scaleright.estimate.calibration import DEFAULT_CALIBRATION, Calibration
+from scaleright.estimate.calibration import DEFAULT_CALIBRATION, Calibration, arch_factors
 from scaleright.estimate.comm import Cluster, collective_time_s, group_bandwidth
 from scaleright.estimate.engines import EngineProfile, get_engine
 from scaleright.estimate.infer import compute_precision
@@ -145,7 +145,10 @@ class IterationModel:
         peak16 = peak_flops(gpu, "bf16" if gpu.dense_tflops.get("bf16") else "fp16") * cal.tensor_scale(gpu)
         eff = {"fp8": cal.fp8_gemm_efficiency, "fp4": cal.fp4_gemm_efficiency}.get(cprec, cal.gemm_efficiency)
         eff = min(eff * prof.gemm_efficiency_factor, 1.0)
-        hbm_frac = prof.hbm_fraction if prof.hbm_fraction is not None else cal.decode_memory_efficiency
+        # the calibration's HBM fractions are shares of the architecture's measured STREAM ceiling
+        # (``arch_factors``; ``layer.roofline`` sets up every peak and efficiency this way)
+        stream = arch_factors(gpu).memory_efficiency
+        hbm_frac = prof.hbm_fraction if prof.hbm_fraction is not None else cal.decode_memory_efficiency * stream
         self.hbm_bytes_per_s = gpu.hbm_bandwidth_tb_per_s * 1e12 * hbm_frac
         hbm = self.hbm_bytes_per_s
         bpe = bytes_per_element(precision)
@@ -193,7 +196,7 @@ class IterationModel:
             layer_ffn = dense
         repl, split = elementwise_values(spec, c)
         elem = cal.elementwise_factor * mm * (repl + split / tp) * 2 / (gpu.hbm_bandwidth_tb_per_s * 1e12
-                                                                       * cal.memory_efficiency)  # fmt: skip
+                                                                       * cal.memory_efficiency * stream)  # fmt: skip
         bw, al = group_bandwidth(cluster, cal, size=tp, stride=1)
         ring = collective_time_s("all_reduce", mm * h * 2.0, tp, bw, al)
         if tp > 1 and tp <= cluster.gpus_per_node:
