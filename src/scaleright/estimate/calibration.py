@@ -39,14 +39,14 @@ class Calibration:
     # End-to-end share of the architecture's measured GEMM ceiling (``arch_factors``: the best large bf16 GEMM a
     # microbenchmark reaches, e.g. 80 % of peak on H100 SXM, 87 % on A100 SXM). Below 1: training and serving also
     # pay launch gaps, sustained clocks below the microbenchmark's and unfused epilogues.
-    gemm_efficiency: float = 0.776
+    gemm_efficiency: float = 0.775
     # GEMMs whose smallest dimension is d run at gemm_efficiency · d / (d + gemm_half_dim): tile and wave
     # quantisation make thin GEMMs (high TP, small micro-batches, fine-grained experts) slower.
     gemm_half_dim: float = 96.0
     # FP8 / FP4 GEMMs reach a lower fraction of their (2x / 4x) peak: scaling factors, casts and the bf16
     # parts of each layer (torchao and Transformer Engine report 1.3-1.6x end-to-end over bf16, not 2x).
-    fp8_gemm_efficiency: float = 0.743
-    fp4_gemm_efficiency: float = 0.453
+    fp8_gemm_efficiency: float = 0.741
+    fp4_gemm_efficiency: float = 0.454
     # Flash attention forward/backward as a share of the architecture's GEMM ceiling (FlashAttention-2 paper: up to
     # 73 % of peak forward on A100; FlashAttention-3: 75 % on H100); the backward does 2.5x the forward's FLOPs.
     attention_efficiency: float = 0.503
@@ -61,7 +61,7 @@ class Calibration:
     # Elementwise traffic per token per layer in units of (h + f) 16-bit values read or written in the forward
     # pass, relative to an unfused eager count (1.0); fused kernels and torch.compile lower it.
     # The fitted default is above 1: it also absorbs per-layer costs that weigh most on small models.
-    elementwise_factor: float = 1.64
+    elementwise_factor: float = 1.63
     # The training and inference estimators cost collectives from measured nccl-tests bus bandwidth per fabric
     # (``scaleright.estimate.collectives``, ``catalog/data/collective_fits.yaml``), scaled by these two factors:
     # 1 means the measured fits as they are; ``scaleright calibrate`` fits them to a user's own multi-GPU runs
@@ -76,19 +76,19 @@ class Calibration:
     intra_latency_s: float = 5e-6
     inter_latency_s: float = 10e-6
     # Share of TP communication hidden behind GEMMs when the framework overlaps it (``Framework.tp_comm_overlap``:
-    # Megatron-Core --tp-comm-overlap, torch async TP); frameworks that do not overlap hide none. Fitted close to
-    # its physical limit (1: all hidden), and on it in 6 of the 12 leave-one-source-out fits: the Megatron-Core rows
-    # ask for even less TP time than complete hiding (a term the model lacks, e.g. userbuffers' own speed).
-    tp_overlap: float = 0.996
+    # Megatron-Core --tp-comm-overlap, torch async TP); frameworks that do not overlap hide none. Fitted on its
+    # physical limit (1: all hidden), as in 7 of the 12 leave-one-source-out fits: the Megatron-Core rows ask for
+    # even less TP time than complete hiding (a term the model lacks, e.g. userbuffers' own speed).
+    tp_overlap: float = 1.0
     # Fixed time per optimizer step outside the model (data loading, logging, launch gaps, synchronisation).
-    step_overhead_s: float = 0.00131
+    step_overhead_s: float = 0.00157
     # Fixed time per decode iteration of an inference server (scheduling, sampling, launch gaps with CUDA graphs).
     # The fit puts it on its lower bound (0): the decode model is already slower than the TensorRT-LLM rows
     # elsewhere, a missing physical term on the inference side (reported by benchmarks/accuracy.py).
     decode_overhead_s: float = 0.0
     # Decode reads weights and KV cache at this share of the architecture's measured STREAM bandwidth
     # (TensorRT-LLM/vLLM decode kernels).
-    decode_memory_efficiency: float = 0.655
+    decode_memory_efficiency: float = 0.649
 
     def __post_init__(self) -> None:
         for f in fields(self):
