@@ -78,10 +78,69 @@ def test_llm_foundry_mpt_7b_on_8_a100_80gb(train_cases):
     assert ref.predict_train(case)["predicted"] == pytest.approx(200, rel=REFERENCE_TOLERANCE)
 
 
-@pytest.mark.xfail(strict=True, reason="known miss: the model is +28 % here (compute-bound decode of a small model "
-                   "at max load), outside the 25 % these reference points hold; the table's median is 14 %")
+def test_reference_rows_carry_the_framework_they_were_measured_with(train_cases):
+    by_group = {}
+    for c in train_cases[0]:
+        by_group.setdefault(c.group, set()).add(c.framework.name.split(" (")[0])
+    assert by_group["BLOOM-176B sweeps (A100)"] == {"megatron-2021"}
+    assert by_group["Megatron-LM GPT-3 175B (A100)"] == {"megatron-2021"}
+    assert by_group["Megatron-Bridge pretrain"] == {"megatron-core"}
+    assert by_group["llm-foundry H100 BF16"] == {"llm-foundry"}
+    assert by_group["torchtitan H100 (500 W)"] == {"fsdp2"}
+    bloom = next(c for c in train_cases[0] if c.group.startswith("BLOOM"))
+    assert bloom.framework.attention == "materialized" and not bloom.framework.tp_comm_overlap
+    asynctp = [c for c in train_cases[0] if c.group.startswith("torchtitan") and c.framework.tp_comm_overlap]
+    assert asynctp and all(c.layout.tp > 1 for c in asynctp)  # only the async-TP rows overlap
+
+
+# Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer Models" (arXiv:2205.05198),
+# Table 4: one transformer layer of the 22B model (h 6144, 64 heads, s 2048, micro-batch 4, tensor parallel 8 on
+# A100 80GB; Megatron-LM 2022: no TP-communication overlap, materialised attention), milliseconds:
+#   baseline no recompute 7.7 fwd / 11.9 bwd; sequence parallel 7.2 / 11.8; full recompute 7.7 / 19.5;
+#   selective recompute 7.7 / 13.2; selective + sequence parallel 7.2 / 13.1.
+KORTHIKANTI_TABLE4_MS = {"fwd": 7.7, "bwd": 11.9, "sp_fwd": 7.2, "selective_bwd": 13.2, "full_bwd": 19.5}
+
+
+def _korthikanti_layer(framework: str, recompute: str, sp: bool) -> dict[str, float]:
+    """(forward incl. TP all-reduces, backward incl. recompute) ms of one layer: a 2-layer minus a 1-layer model (the
+    output head cancels); the forward is what full recomputation adds."""
+    from validation.models import gpt_spec
+
+    gpu = get_gpu("a100-80gb")
+    rows = []
+    for layers in (2, 1):
+        spec = gpt_spec("gpt-22b", layers, 6144, 64, 4 * 6144, 51200, 2048)
+        for rc in ("full", recompute):
+            r = train_step_arrays(spec, gpu=gpu, seq_len=2048, global_batch=4, tp=8, micro_batch=4, recompute=rc,
+                                  sequence_parallel=sp, framework=framework)  # fmt: skip
+            rows.append({k: float(v) for k, v in r.items()})
+    full = {k: rows[0][k] - rows[2][k] for k in rows[0]}
+    this = {k: rows[1][k] - rows[3][k] for k in rows[1]}
+    fwd = full["t_recompute"]
+    total = this["t_compute"] + this["t_tp_comm"] + this["t_recompute"]
+    return {"fwd": 1e3 * fwd, "bwd": 1e3 * (total - fwd)}
+
+
+def test_per_layer_times_without_tp_overlap_match_korthikanti_table4():
+    base = _korthikanti_layer("megatron-2021", "none", sp=False)
+    assert base["fwd"] == pytest.approx(KORTHIKANTI_TABLE4_MS["fwd"], rel=0.20)
+    assert base["bwd"] == pytest.approx(KORTHIKANTI_TABLE4_MS["bwd"], rel=0.20)
+    # selective recompute re-runs the materialised attention core: 13.2 - 11.9 = 1.3 ms in the paper
+    sel = _korthikanti_layer("megatron-2021", "selective", sp=False)
+    assert sel["bwd"] - base["bwd"] == pytest.approx(KORTHIKANTI_TABLE4_MS["selective_bwd"] - KORTHIKANTI_TABLE4_MS[
+        "bwd"], rel=0.4)  # fmt: skip
+    full = _korthikanti_layer("megatron-2021", "full", sp=False)
+    assert full["bwd"] == pytest.approx(KORTHIKANTI_TABLE4_MS["full_bwd"], rel=0.20)
+    sp = _korthikanti_layer("megatron-2021", "none", sp=True)
+    assert sp["fwd"] < base["fwd"]  # 7.2 < 7.7: sequence parallelism splits the norms and dropouts
+    # a framework that overlaps TP communication and runs flash attention is faster than the 2022 measurement
+    core = _korthikanti_layer("megatron-core", "none", sp=True)
+    assert core["fwd"] < 0.9 * KORTHIKANTI_TABLE4_MS["sp_fwd"]
+
+
 def test_trtllm_llama31_8b_fp8_h100_128_128(infer_cases):
     # TensorRT-LLM perf overview: Llama 3.1 8B FP8 on one H100 SXM, 128 in / 128 out, max load: 28,312 output tok/s
+    # (was +28 %, a known miss; +20 % since GEMMs run at H100's measured ceiling share)
     case = _case(infer_cases[0], 311)
     assert (case.gpus, case.tp, case.batch, case.input_len, case.output_len) == (1, 1, "max", 128, 128)
     assert case.measured == 28312

@@ -1,10 +1,14 @@
 """Physical invariants of the training model on measured collectives (issue #9 items 1-3 and 11).
 
-Properties (Hypothesis): per-GPU throughput never rises with more GPUs of one layout family; a faster network or
-more HBM bandwidth never makes a step slower; the vectorised planner equals ``estimate_train``. Reproducers of the
-issue: ZeRO-3/FSDP across many A100 nodes pays for its all-gathers (the efficiency curve bends and the step is never
-shorter than the weight traffic through the nodes' NICs); tensor parallelism over RTX 4090 cards without P2P costs
-at least its bytes through host memory, and hides none of it even when the framework overlaps TP communication.
+Properties (Hypothesis), under every framework profile: per-GPU throughput never rises with more GPUs of one layout
+family; a faster network or more HBM bandwidth never makes a step slower; MFU and HFU stay under the architecture's
+measured GEMM ceiling (``calibration.arch_factors``: the best large bf16 GEMM a microbenchmark reaches, e.g. 86.9 %
+of peak on A100 SXM, 80.3 % on H100 SXM — no training step runs faster than its fastest GEMM); scaling efficiency is
+at most 1 against a baseline of the same layout family; the vectorised planner equals ``estimate_train``.
+Reproducers of the issue: ZeRO-3/FSDP across many A100 nodes pays for its all-gathers (the efficiency curve bends
+and the step is never shorter than the weight traffic through the nodes' NICs); tensor parallelism over RTX 4090
+cards without P2P costs at least its bytes through host memory, and hides none of it even when the framework
+overlaps TP communication.
 """
 
 from __future__ import annotations
@@ -19,6 +23,8 @@ from hypothesis import strategies as st
 
 from scaleright.catalog import get_gpu
 from scaleright.catalog.systems import system_for
+from scaleright.estimate.calibration import arch_factors
+from scaleright.estimate.framework import FRAMEWORKS
 from scaleright.estimate.layout import Layout
 from scaleright.estimate.train import estimate_train, train_step_arrays
 from scaleright.plan.search import evaluate_training, gpu_counts
@@ -50,6 +56,7 @@ families = st.fixed_dictionaries({
     "recompute": st.sampled_from(["none", "selective", "full"]),
     "seq_len": st.sampled_from([2048, 4096]),
     "ep": st.sampled_from([1, 2, 8]),
+    "framework": st.sampled_from(sorted(FRAMEWORKS)),
 })  # fmt: skip
 
 
@@ -60,11 +67,14 @@ def test_per_gpu_throughput_never_rises_with_more_gpus_of_one_layout_family(f, d
     assume(dp % ep == 0)
     gpu = get_gpu(f["gpu"])
     system = system_for(gpu.id)
+    # a fully connected mesh (xGMI on MI300X: 64 GB/s to each peer) gives a larger group more links: inside one such
+    # node a bigger data-parallel group really does all-reduce faster, so the property holds from a node up
+    assume(system.tiers[0].peer_link_gb_per_s is None or dp * f["tp"] * f["pp"] >= system.tiers[0].domain_gpus)
     gb = 2 * 64 * f["mb"] * 2  # the same global batch for dp and 2·dp, with accumulation at both
     lay = Layout(tp=f["tp"], pp=f["pp"], dp=dp, ep=ep, zero=f["zero"], micro_batch=f["mb"], global_batch=gb,
                  recompute=f["recompute"], sequence_parallel=f["tp"] > 1)  # fmt: skip
-    small = _step(spec, gpu, system, lay, f["seq_len"])
-    big = _step(spec, gpu, system, lay.replace(dp=2 * dp), f["seq_len"])
+    small = _step(spec, gpu, system, lay, f["seq_len"], framework=f["framework"])
+    big = _step(spec, gpu, system, lay.replace(dp=2 * dp), f["seq_len"], framework=f["framework"])
     assert big["tokens_per_s_per_gpu"] <= small["tokens_per_s_per_gpu"] * (1 + 1e-9)
 
 
@@ -87,9 +97,44 @@ def test_a_faster_interconnect_or_more_hbm_bandwidth_never_makes_a_step_slower(f
         fast_gpu = gpu.model_copy(update={"hbm_bandwidth_tb_per_s": gpu.hbm_bandwidth_tb_per_s * factor})
     lay = Layout(tp=f["tp"], pp=f["pp"], dp=dp, ep=ep, zero=f["zero"], micro_batch=f["mb"],
                  global_batch=64 * f["mb"], recompute=f["recompute"], sequence_parallel=f["tp"] > 1)  # fmt: skip
-    t_slow = _step(spec, gpu, slow, lay, f["seq_len"])["step_time_s"]
-    t_fast = _step(spec, fast_gpu, fast, lay, f["seq_len"])["step_time_s"]
+    t_slow = _step(spec, gpu, slow, lay, f["seq_len"], framework=f["framework"])["step_time_s"]
+    t_fast = _step(spec, fast_gpu, fast, lay, f["seq_len"], framework=f["framework"])["step_time_s"]
     assert t_fast <= t_slow * (1 + 1e-9)
+
+
+@given(f=families, dp=st.sampled_from([1, 4, 16]), gpu_id=st.sampled_from(["h100-sxm", "a100-80gb", "b200", "mi300x",
+       "tpu-v5p", "gaudi3", "l40s"]), precision=st.sampled_from(["bf16", "fp8"]))  # fmt: skip
+def test_mfu_stays_under_the_architectures_measured_gemm_ceiling(f, dp, gpu_id, precision):
+    spec = _spec(f["model"])
+    ep = f["ep"] if spec.moe else 1
+    assume(dp % ep == 0)
+    gpu = get_gpu(gpu_id)
+    assume(gpu.dense_tflops.get(precision))
+    lay = Layout(tp=f["tp"], pp=f["pp"], dp=dp, ep=ep, zero=f["zero"], micro_batch=f["mb"],
+                 global_batch=16 * f["mb"] * dp, recompute=f["recompute"], sequence_parallel=f["tp"] > 1)  # fmt: skip
+    r = _step(spec, gpu, system_for(gpu.id), lay, f["seq_len"], framework=f["framework"], precision=precision)
+    ceiling = arch_factors(gpu).gemm_efficiency
+    assert 0 < r["mfu"] <= r["hfu"] <= ceiling
+    assert all(r[f"t_{k}"] >= 0 for k in ("compute", "bubble", "tp_comm", "dp_comm", "cp_comm", "overhead"))
+
+
+@given(f=families, dp=st.sampled_from([2, 4, 8, 16]))
+def test_scaling_efficiency_is_at_most_one_against_the_same_layout_family(f, dp):
+    """``estimate_train`` compares with fewer data-parallel replicas of the same layout, recompute and global batch:
+    nothing in it can make the smaller run pay for something the larger one does not."""
+    spec = _spec(f["model"])
+    ep = f["ep"] if spec.moe else 1
+    assume(dp % ep == 0)
+    gpu = get_gpu(f["gpu"])
+    lay = Layout(tp=f["tp"], pp=f["pp"], dp=dp, ep=ep, zero=f["zero"], micro_batch=f["mb"],
+                 global_batch=2 * f["mb"] * dp, recompute=f["recompute"], sequence_parallel=f["tp"] > 1)  # fmt: skip
+    try:
+        lay.validate(spec)
+    except Exception:
+        assume(False)
+    fw = FRAMEWORKS[f["framework"]].with_overrides(pipeline_schedule="interleaved")
+    est = estimate_train(spec, gpu=gpu, layout=lay, seq_len=f["seq_len"], framework=fw)
+    assert est.scaling_efficiency is None or est.scaling_efficiency <= 1 + 1e-9
 
 
 @given(model=st.sampled_from(["llama-3.1-8b", "mixtral-8x7b"]), gpu_id=st.sampled_from(["h100-sxm", "rtx-4090",

@@ -357,13 +357,13 @@ def test_without_constraints_the_cheapest_option_is_recommended():
 
 
 def test_a_sub_cent_job_still_gets_the_cheapest_option():
-    """A 1,000-token GPT-2 LoRA costs about a millionth of a dollar on 1, 2 or 4 RTX 4090s ($1.30e-6, $1.44e-6,
-    $1.74e-6): 11 % apart, not a tie. (Costs were once compared rounded to 6 decimals, i.e. within $1e-6, so the
-    faster, dearer 2-GPU option won.)"""
+    """A 1,000-token GPT-2 LoRA costs about a millionth of a dollar on 1, 2 or 4 RTX 4090s (about $1.15e-6,
+    $1.17e-6, $1.23e-6 with the current calibration): a few % apart, not a tie. (Costs were once compared rounded to
+    6 decimals, i.e. within $1e-6, so the faster, dearer 2-GPU option won.)"""
     res = _plan({"model": "gpt2", "task": "lora", "training": {"tokens": 1000, "seq_len": 1024, "global_batch": 8},
                  "constraints": {"gpu_types": ["rtx-4090"], "max_gpus": 4}})  # fmt: skip
     costs = sorted(o["cost_usd"] for o in res.all_options)
-    assert len(costs) >= 2 and costs[0] < 1e-5 and costs[1] > costs[0] * 1.05
+    assert len(costs) >= 2 and costs[0] < 1e-5 and costs[1] > costs[0] * 1.01
     assert res.recommendation["cost_usd"] == costs[0]
 
 

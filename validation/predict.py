@@ -21,12 +21,6 @@ from validation.train_cases import TrainCase
 __all__ = ["memory_breakdown", "predict_infer", "predict_memory", "predict_train"]
 
 
-def _no_tp_overlap(case: TrainCase) -> bool:
-    """Frameworks that predate TP-communication overlap: Megatron-DeepSpeed as used for BLOOM (2022) and the 2021
-    Megatron-LM GPT-3 run; Megatron-Core (2023+, ``--tp-comm-overlap``), NeMo and Megatron-Bridge overlap."""
-    return case.group.startswith(("BLOOM", "Megatron-LM GPT-3"))
-
-
 def predict_train(case: TrainCase, cal: Calibration = DEFAULT_CALIBRATION, *,
                   flops_per_token: float | None = None) -> dict[str, float]:  # fmt: skip
     """The model's step breakdown for ``case`` plus ``predicted``: the value in the case's metric and convention.
@@ -38,7 +32,7 @@ def predict_train(case: TrainCase, cal: Calibration = DEFAULT_CALIBRATION, *,
         tp=lay.tp, pp=lay.pp, dp=lay.dp, cp=lay.cp, ep=lay.ep, zero=lay.zero, micro_batch=lay.micro_batch,
         recompute=lay.recompute, sequence_parallel=lay.sequence_parallel, virtual_stages=lay.virtual_stages,
         precision=case.precision, task=case.task, lora=LoraConfig() if case.task == "lora" else None, cal=cal,
-        causal=True, tp_comm_overlap=not _no_tp_overlap(case),
+        causal=True, framework=case.framework,
     )  # fmt: skip
     out = {k: float(v) for k, v in perf.items()}
     tok = out["tokens_per_s_per_gpu"]

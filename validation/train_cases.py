@@ -29,6 +29,7 @@ from pathlib import Path
 from scaleright.catalog.gpus import Accelerator
 from scaleright.errors import InputError
 from scaleright.estimate.comm import Cluster
+from scaleright.estimate.framework import FRAMEWORKS, Framework
 from scaleright.estimate.layout import Layout
 from scaleright.workload import TransformerSpec, count_params
 from validation.files import Skipped, SkipRow, cell_float, cell_int, read_rows
@@ -61,6 +62,7 @@ class TrainCase:
     convention: str  # how the source counts, in words
     measured_tokens_per_s_per_gpu: float | None = None  # when the row also gives it (convention check)
     assumptions: tuple[str, ...] = ()  # inputs the row does not state and we chose
+    framework: Framework = FRAMEWORKS["fsdp2"]  # what the source ran (``_FRAMEWORK``)
 
 
 def _train_spec(row: dict[str, str], family: str, seq_len: int) -> tuple[TransformerSpec, tuple[str, ...]]:
@@ -181,6 +183,35 @@ def _task(model: str) -> str:
     return "pretrain"
 
 
+# The framework each source table was measured with (scaleright.estimate.framework presets), from the source's own
+# description (validation/reference/README.md and the rows' source column):
+# - llm-foundry (mosaicml/llm-foundry scripts/train/benchmarking/README.md): Composer + PyTorch FSDP, flash-attn;
+# - BLOOM (bigscience-workshop/bigscience train/tr11-176B-ml, tr8-104B-wide): Megatron-DeepSpeed 2022, fused softmax
+#   over materialised scores, no TP-comm overlap;
+# - Megatron-LM GPT-3 175B (NVIDIA/Megatron-LM README 2021, Narayanan et al. 2021): Megatron-LM 2021, the same;
+# - Megatron-LM weak scaling (NVIDIA/Megatron-LM README, Megatron-Core r0.8.0), NeMo 24.07 and Megatron-Bridge
+#   (NVIDIA performance summaries): Megatron-Core with --tp-comm-overlap, TE flash attention, virtual pipeline;
+# - NeMo Automodel (NVIDIA-NeMo/Automodel performance summary): PyTorch FSDP2;
+# - torchtitan / torchao (pytorch/torchtitan benchmarks/*.md, pytorch/ao): FSDP2, async TP where the table says so,
+#   the pipeline schedule the row names.
+_FRAMEWORK = {
+    "llm-foundry": "llm-foundry", "bloom": "megatron-2021", "megatron-hw": "megatron-2021",
+    "megatron": "megatron-core", "nemo24": "megatron-core", "bridge": "megatron-core", "automodel": "fsdp2",
+    "torchtitan": "fsdp2",
+}  # fmt: skip
+
+
+def _framework(family: str, row: dict[str, str], virtual_stages: int) -> Framework:
+    fw = FRAMEWORKS[_FRAMEWORK[family]]
+    text = f"{row['table']} {row['notes']}".lower()
+    if family == "torchtitan":
+        fw = fw.with_overrides(tp_comm_overlap="asynctp" in text or "async tp" in text,
+                               pipeline_schedule="interleaved" if virtual_stages > 1 else "1f1b")  # fmt: skip
+    elif virtual_stages == 1 and family in ("megatron", "nemo24", "bridge", "bloom", "megatron-hw"):
+        fw = fw.with_overrides(pipeline_schedule="1f1b")  # the same schedule with one chunk per rank
+    return fw
+
+
 _TRAIN_CONVENTION = {
     "llm-foundry": ("model_tflops_per_gpu", False, "llm-foundry model TFLOP/s: 6·N + non-causal attention"),
     "bloom": ("hardware_tflops_per_gpu", False, "Megatron-DeepSpeed hardware TFLOP/s (recompute counted, non-causal)"),
@@ -290,7 +321,7 @@ def _train_case(line: int, row: dict[str, str]) -> TrainCase:
         layout=layout, seq_len=seq_len, precision=precision, task=task, causal=causal, metric=metric,
         measured=measured, convention=convention,
         measured_tokens_per_s_per_gpu=cell_float(row["tokens_per_sec_per_gpu"]),
-        assumptions=tuple(assumptions),
+        assumptions=tuple(assumptions), framework=_framework(family, row, vp),
     )  # fmt: skip
 
 

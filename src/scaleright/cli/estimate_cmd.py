@@ -299,21 +299,38 @@ def train_cmd(
     inter_node_gbps_per_gpu: float | None = typer.Option(None, "--inter-node-gbps-per-gpu",
                                                          help="NIC Gb/s per GPU (default: the GPU's typical node)."),
     system: str | None = SystemOpt,
-    tp_comm_overlap: bool = typer.Option(
-        False, "--tp-comm-overlap/--no-tp-comm-overlap",
-        help="The framework overlaps tensor-parallel communication with GEMMs (Megatron-Core --tp-comm-overlap, "
-             "torch async TP); off by default, as in those frameworks. Never on PCIe without P2P."),
+    framework: str | None = typer.Option(
+        None, "--framework", help="Training framework whose behaviour the estimate assumes: megatron-2021, "
+        "megatron-core, deepspeed, fsdp2 (default), accelerate or llm-foundry (scaleright.estimate.framework)."),
+    tp_comm_overlap: bool | None = typer.Option(
+        None, "--tp-comm-overlap/--no-tp-comm-overlap",
+        help="Override the framework: TP communication overlapped with GEMMs (Megatron-Core --tp-comm-overlap, "
+             "torch async TP; on in megatron-core only). Never on PCIe without P2P."),
+    attention: str | None = typer.Option(
+        None, "--attention", help="Override the framework: flash or materialized (s x s scores through HBM)."),
+    cp_variant: str | None = typer.Option(
+        None, "--cp-variant", help="Override the framework: context parallelism as ring, allgather or ulysses."),
+    pipeline_schedule: str | None = typer.Option(
+        None, "--pipeline-schedule", help="Override the framework: 1f1b, interleaved or zero-bubble (ZB-H1)."),
     tokens: float | None = typer.Option(None, "--tokens", help="Training tokens, for time and GPU-hours."),
     calibration: str | None = CalOpt,
     catalog: Path | None = CatalogOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """Step time, tokens/s, MFU/HFU, memory and scaling efficiency of one training layout."""
+    from scaleright.estimate.framework import ATTENTION_KINDS, CP_VARIANTS, FRAMEWORKS, PIPELINE_SCHEDULES
     from scaleright.estimate.layout import Layout
     from scaleright.estimate.train import estimate_train
     from scaleright.workload.precision import TRAIN_PRECISIONS
 
     check_choice("--precision", precision, TRAIN_PRECISIONS)
+    for flag, value, allowed in (("--framework", framework, tuple(FRAMEWORKS)), ("--attention", attention,
+                                 ATTENTION_KINDS), ("--cp-variant", cp_variant, CP_VARIANTS),
+                                 ("--pipeline-schedule", pipeline_schedule, PIPELINE_SCHEDULES)):  # fmt: skip
+        if value is not None:
+            check_choice(flag, value, allowed)
+    fw = _framework(framework, tp_comm_overlap=tp_comm_overlap, attention=attention, cp_variant=cp_variant,
+                    pipeline_schedule=pipeline_schedule)
     check_choice("--task", task, ("pretrain", "full-finetune", "lora", "qlora"))
     _bounded("gpus", gpus=gpus)
     _bounded("parallel_degree", tp=tp, pp=pp, cp=cp, ep=ep, dp=dp, virtual_stages=virtual_stages)
@@ -339,7 +356,7 @@ def train_cmd(
     est = estimate_train(
         spec, gpu=g, layout=layout, seq_len=seq_len,
         system=_system(g, system, gpus_per_node, inter_node_gbps_per_gpu), precision=precision, task=task, lora=lora,
-        optimizer=optimizer, tokens=tokens, cal=cal, tp_comm_overlap=tp_comm_overlap,
+        optimizer=optimizer, tokens=tokens, cal=cal, framework=fw,
     )  # fmt: skip
     d = est.as_dict()
     if as_json:
@@ -347,6 +364,9 @@ def train_cmd(
         return
     head = f"{spec.name} {task} on {gpus} x {g.id}: tp={tp} pp={pp} dp={dp} cp={cp} ep={ep} zero={layout.zero}"
     console.print(f"[bold]{esc(head)}[/bold]")
+    console.print(f"framework {esc(est.framework.summary())}")
+    if not est.calibrated:
+        console.print(f"[yellow]{esc(est.calibration_note)}[/yellow]")
     if not est.fits:
         console.print(f"[red]does not fit:[/red] {esc(est.reason)}")
     table("Throughput", ["metric", "value"], [
@@ -385,6 +405,7 @@ def infer_cmd(
     as_json: bool = JsonOpt,
 ) -> None:
     """TTFT, TPOT, end-to-end latency and throughput for serving; replicas vs tensor parallel."""
+    from scaleright.estimate.calibration import arch_factors
     from scaleright.estimate.infer import estimate_infer
     from scaleright.workload.precision import KV_PRECISIONS, STORAGE_PRECISIONS
 
@@ -420,14 +441,18 @@ def infer_cmd(
         cal=cal,
     )  # fmt: skip
     d = est.as_dict()
+    arch = arch_factors(g)
     if as_json:
-        emit_json(d | {"model": spec.name, "gpu": g.id, "calibration": prof.record()})
+        emit_json(d | {"model": spec.name, "gpu": g.id, "calibrated": arch.calibrated,
+                       "calibration_note": arch.note, "calibration": prof.record()})  # fmt: skip
         return
     lay = est.layout
     idle = f" ({lay['idle_gpus']} GPU(s) idle: no faster layout uses them)" if lay.get("idle_gpus") else ""
     head = (f"{spec.name} on {gpus} x {g.id}: tp={lay['tp']} pp={lay['pp']} x {lay['replicas']} replicas{idle}, "
             f"{precision}, {input_len} in / {output_len} out, batch {est.batch}")  # fmt: skip
     console.print(f"[bold]{esc(head)}[/bold]")
+    if not arch.calibrated:
+        console.print(f"[yellow]{esc(arch.note)}[/yellow]")
     if not est.fits:
         console.print(f"[red]does not fit:[/red] {esc(est.reason)}")
     table("Latency and throughput (all GPUs)", ["metric", "value"], [
@@ -441,6 +466,13 @@ def infer_cmd(
               [[a["layout"]["tp"], a["layout"]["replicas"], a["fits"], a["output_tokens_per_s"], a["tpot_s"],
                 a["max_batch"]] for a in est.alternatives])  # fmt: skip
     console.print(esc(prof.line()), style="dim")
+
+
+def _framework(name: str | None, **overrides: object):
+    """The ``Framework`` of ``--framework`` with the per-field flags applied (None: the preset's value)."""
+    from scaleright.estimate.framework import framework_of
+
+    return framework_of(name, field="--framework").with_overrides(**overrides)
 
 
 def _check_optimizer(optimizer: str) -> None:

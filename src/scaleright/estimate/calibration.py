@@ -1,7 +1,9 @@
 """Efficiency parameters of the performance model: a few numbers with a physical meaning.
 
-The model is physics (roofline compute, HBM bytes, α–β communication); these parameters say how close real
-kernels and collectives come to the datasheet. Defaults are fitted to ``validation/reference/train_measured.csv``
+The model is physics (roofline compute, HBM bytes, measured collectives); ``arch_factors`` says how close the best
+microbenchmarked GEMM and STREAM kernels come to each architecture's datasheet (``ARCH_TABLE``, from
+``validation/reference/components``), and these parameters say what share of those ceilings end-to-end kernels
+reach. Defaults are fitted to ``validation/reference/train_measured.csv``
 and ``infer_measured.csv`` by ``benchmarks/accuracy.py --fit`` and should stay near the values reported by
 independent microbenchmarks (quoted per field). A profile fitted to a user's own runs (``scaleright calibrate``)
 is stored as JSON and loaded by name.
@@ -24,43 +26,43 @@ from scaleright.userdata import load_json
 if TYPE_CHECKING:
     from scaleright.catalog.gpus import Accelerator
 
-__all__ = ["Calibration", "DEFAULT_CALIBRATION", "load_calibration", "save_calibration", "calibration_dir",
-           "check_profile_name", "profile_path", "PROFILE_NAME_MAX", "Profile", "load_profile", "check_provenance",
-           "parameters_sha256", "PROVENANCE_SCHEMA", "MEMORY_CALIBRATION_RECORD"]
+__all__ = ["Calibration", "DEFAULT_CALIBRATION", "ArchFactors", "arch_factors", "arch_key", "ARCH_TABLE", "PART_TABLE",
+           "load_calibration", "save_calibration", "calibration_dir", "check_profile_name", "profile_path",
+           "PROFILE_NAME_MAX", "Profile", "load_profile", "check_provenance", "parameters_sha256", "PROVENANCE_SCHEMA",
+           "MEMORY_CALIBRATION_RECORD"]
 
 
 @dataclass(frozen=True)
 class Calibration:
-    """Efficiency factors; every fraction is of the datasheet figure of the GPU or link in use."""
+    """Efficiency factors: GEMM, attention and HBM fractions are shares of the architecture's measured ceilings
+    (``arch_factors``); link factors are of the datasheet figure of the link in use."""
 
-    # Large 16-bit GEMMs reach 70-80 % of the dense peak on A100/H100 (cuBLAS microbenchmarks; e.g. NVIDIA's
-    # "Matrix Multiplication Background" guide and the 750-800 TFLOP/s bf16 reported for H100 SXM).
-    # This is Hopper's figure (see tensor_scale_* for other generations). The fitted default lies below that range:
-    # fitted to end-to-end runs, it also absorbs losses the model does not time (launch gaps, H100 clocks below
-    # boost at 700 W, unfused ops). A100's effective figure is 0.58 x tensor_scale_ampere = 0.72, inside it.
-    gemm_efficiency: float = 0.589
+    # End-to-end share of the architecture's measured GEMM ceiling (``arch_factors``: the best large bf16 GEMM a
+    # microbenchmark reaches, e.g. 80 % of peak on H100 SXM, 87 % on A100 SXM). Below 1: training and serving also
+    # pay launch gaps, sustained clocks below the microbenchmark's and unfused epilogues.
+    gemm_efficiency: float = 0.775
     # GEMMs whose smallest dimension is d run at gemm_efficiency · d / (d + gemm_half_dim): tile and wave
     # quantisation make thin GEMMs (high TP, small micro-batches, fine-grained experts) slower.
     gemm_half_dim: float = 96.0
     # FP8 / FP4 GEMMs reach a lower fraction of their (2x / 4x) peak: scaling factors, casts and the bf16
     # parts of each layer (torchao and Transformer Engine report 1.3-1.6x end-to-end over bf16, not 2x).
-    fp8_gemm_efficiency: float = 0.65
-    fp4_gemm_efficiency: float = 0.378
-    # Flash attention forward/backward reach 35-75 % of peak (FlashAttention-2 paper: up to 73 % fwd on A100;
-    # FlashAttention-3: 75 % fwd on H100); the backward does 2.5x the forward's FLOPs.
-    # The fitted forward default (0.40) lies inside that range.
-    attention_efficiency: float = 0.428
-    # The backward pass of flash attention runs at a lower fraction of peak than the forward (FlashAttention-2
-    # paper, A100: up to 73 % forward, 63 % backward; recomputing the scores and the dS matmuls stall more).
-    # The fitted default is the fit's lower bound (0.2): the long-sequence reference runs (llm-foundry 2023,
-    # torchtitan) used FlashAttention-2-era backward kernels on H100, which stay far below their A100 figures.
-    attention_bwd_efficiency: float = 0.2
-    # Streaming kernels (norms, activations, optimizer) reach 80-90 % of HBM bandwidth (STREAM-like copies).
-    memory_efficiency: float = 0.80
+    fp8_gemm_efficiency: float = 0.741
+    fp4_gemm_efficiency: float = 0.454
+    # Flash attention forward/backward as a share of the architecture's GEMM ceiling (FlashAttention-2 paper: up to
+    # 73 % of peak forward on A100; FlashAttention-3: 75 % on H100); the backward does 2.5x the forward's FLOPs.
+    attention_efficiency: float = 0.503
+    # The backward pass of flash attention relative to the forward's fraction of peak: FlashAttention-2 paper (Dao
+    # 2023), A100: up to 73 % forward, 63 % backward (recomputing the scores and the dS matmuls stall more):
+    # 63 / 73. A kernel ratio, not fitted (fitted alone, forward and backward trade against each other).
+    attention_bwd_efficiency: float = 0.863
+    # Streaming kernels (norms, activations, optimizer) as a share of the architecture's measured STREAM bandwidth
+    # (``arch_factors``: 83 % of the datasheet on A100, 89 % on H100 for Triad). Not fitted (degenerate with
+    # elementwise_factor): 0.92 x H100's 0.887 = 0.82 of the datasheet, the 80-90 % STREAM-like kernels reach.
+    memory_efficiency: float = 0.92
     # Elementwise traffic per token per layer in units of (h + f) 16-bit values read or written in the forward
     # pass, relative to an unfused eager count (1.0); fused kernels and torch.compile lower it.
     # The fitted default is above 1: it also absorbs per-layer costs that weigh most on small models.
-    elementwise_factor: float = 1.66
+    elementwise_factor: float = 1.63
     # The training and inference estimators cost collectives from measured nccl-tests bus bandwidth per fabric
     # (``scaleright.estimate.collectives``, ``catalog/data/collective_fits.yaml``), scaled by these two factors:
     # 1 means the measured fits as they are; ``scaleright calibrate`` fits them to a user's own multi-GPU runs
@@ -74,23 +76,20 @@ class Calibration:
     inter_link_efficiency: float = 0.95
     intra_latency_s: float = 5e-6
     inter_latency_s: float = 10e-6
-    # Share of TP communication hidden behind GEMMs when the framework overlaps it (Megatron-Core
-    # --tp-comm-overlap, torch async TP; ``train_step_arrays(tp_comm_overlap=False)`` for frameworks that do not).
-    # The fitted default is the fit's upper bound (0.9).
-    tp_overlap: float = 0.9
+    # Share of TP communication hidden behind GEMMs when the framework overlaps it (``Framework.tp_comm_overlap``:
+    # Megatron-Core --tp-comm-overlap, torch async TP); frameworks that do not overlap hide none. Fitted on its
+    # physical limit (1: all hidden), as in 7 of the 12 leave-one-source-out fits: the Megatron-Core rows ask for
+    # even less TP time than complete hiding (a term the model lacks, e.g. userbuffers' own speed).
+    tp_overlap: float = 1.0
     # Fixed time per optimizer step outside the model (data loading, logging, launch gaps, synchronisation).
-    step_overhead_s: float = 0.0121
+    step_overhead_s: float = 0.00157
     # Fixed time per decode iteration of an inference server (scheduling, sampling, launch gaps with CUDA graphs).
+    # The fit puts it on its lower bound (0): the decode model is already slower than the TensorRT-LLM rows
+    # elsewhere, a missing physical term on the inference side (reported by benchmarks/accuracy.py).
     decode_overhead_s: float = 0.0
-    # Datasheet tensor peaks assume the boost clock; generations differ in how much of it they sustain under dense
-    # tensor load at their power limit (A100 holds its 1.41 GHz at 400 W; H100 SXM at 700 W runs well below its
-    # boost clock). Tensor throughput (GEMMs and attention) relative to Hopper's fraction of peak (1.0 = same);
-    # other architectures use 1.0. Fitted across several tables per generation (A100: llm-foundry x2, BLOOM,
-    # Megatron GPT-3; Blackwell: Megatron-Bridge B200 and GB200).
-    tensor_scale_ampere: float = 1.24
-    tensor_scale_blackwell: float = 0.926
-    # Decode reads weights and KV cache at this fraction of HBM bandwidth (TensorRT-LLM/vLLM decode kernels).
-    decode_memory_efficiency: float = 0.581
+    # Decode reads weights and KV cache at this share of the architecture's measured STREAM bandwidth
+    # (TensorRT-LLM/vLLM decode kernels).
+    decode_memory_efficiency: float = 0.649
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -107,19 +106,15 @@ class Calibration:
                 raise InputError(f"calibration {name}={v} must be greater than 0 and at most 1")
         if self.tp_overlap > 1:  # a share of TP communication hidden: 0 (none) to 1 (all)
             raise InputError(f"calibration tp_overlap={self.tp_overlap} must be at most 1")
-        for name in ("tensor_scale_ampere", "tensor_scale_blackwell", "collective_bandwidth_scale",
-                     "collective_latency_scale"):  # multipliers  # fmt: skip
+        for name in ("collective_bandwidth_scale", "collective_latency_scale"):  # multipliers
             if getattr(self, name) <= 0:
                 raise InputError(f"calibration {name}={getattr(self, name)} must be greater than 0")
 
     def tensor_scale(self, gpu: Accelerator) -> float:
-        """The sustained-tensor-throughput factor of ``gpu``'s architecture (see the fields above)."""
-        arch = (getattr(gpu, "architecture", "") or "").lower()
-        if arch.startswith("ampere"):
-            return self.tensor_scale_ampere
-        if arch.startswith("blackwell"):
-            return self.tensor_scale_blackwell
-        return 1.0
+        """The measured GEMM ceiling of ``gpu``'s architecture (``arch_factors(gpu).gemm_efficiency``), the factor
+        that multiplies a datasheet tensor peak before this calibration's shares apply. Prefer
+        ``scaleright.estimate.layer.roofline``, which sets up every peak and efficiency in one place."""
+        return arch_factors(gpu).gemm_efficiency
 
     def replace(self, **changes: float) -> Calibration:
         return replace(self, **changes)
@@ -129,6 +124,108 @@ class Calibration:
 
 
 DEFAULT_CALIBRATION = Calibration()
+
+
+# ---- architecture factors ------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ArchFactors:
+    """What microbenchmarks measured on one architecture: the best large bf16 GEMM as a fraction of the dense
+    datasheet peak and STREAM Triad as a fraction of the datasheet HBM bandwidth. ``calibrated`` is False when either
+    was not measured; the missing figure is then the median over the measured architectures (never one family's),
+    and ``note`` says so."""
+
+    architecture: str  # the table key (``arch_key``)
+    gemm_efficiency: float
+    memory_efficiency: float
+    calibrated: bool
+    source: str
+    note: str = ""
+
+
+# The references are rows of validation/reference/components/gemm_efficiency.csv and hbm_bandwidth.csv:
+# GEMM: stas00/ml-engineering compute/accelerator/README.md @ 744d01e "Maximum Achievable Matmul FLOPS" (mamf-finder,
+# mean of 100 iterations, best shape), BF16 table; HBM: Azure/AI-benchmarking-guide Azure_Results (BabelStream-style
+# Triad), MI300X from its fork yosoyjay/AI-benchmarking-guide. Fractions are achieved / datasheet as the row states.
+_GEMM_SRC = "mamf-finder BF16 (stas00/ml-engineering @ 744d01e)"
+_HBM_SRC = "STREAM Triad (Azure/AI-benchmarking-guide)"
+# key: (GEMM fraction or None, HBM fraction or None, measured part)
+ARCH_TABLE: dict[str, tuple[float | None, float | None, str]] = {
+    "volta": (None, None, "no measurement"),
+    "turing": (None, None, "no measurement"),
+    "ampere-ga100": (0.869, 0.834, "A100 SXM: 271.2 / 312 TFLOP/s; A100-SXM4-80GB Triad 1.70 / 2.039 TB/s"),
+    # GA102 (RTX 3090, A10, A10G): the one measurement (zzc0721 torch.mm) is 76 TFLOP/s against the fp32-accumulate
+    # rate of 71, i.e. above the peak it is compared with: not a usable ceiling
+    "ampere-ga102": (None, None, "no usable measurement"),
+    # AD102: L40S 269.2 / 362 TFLOP/s (zzc0721/torch-performance-test-data, torch.mm BF16); no HBM (GDDR) figure
+    "ada-ad102": (0.744, None, "L40S: 269.2 / 362 TFLOP/s (torch.mm)"),
+    "ada-ad104": (None, None, "no measurement"),
+    # Hopper: H200 measures the same (GEMM: "H200 is the same"; Triad 4.15 / 4.8 = 0.865, within 2.5 % of H100's)
+    "hopper": (0.803, 0.887, "H100 SXM: 794.5 / 989 TFLOP/s; H100 80GB HBM3 Triad 2.97 / 3.35 TB/s"),
+    "blackwell": (0.776, None, "B200 SXM: 1745 / 2250 TFLOP/s"),
+    "blackwell-gb202": (None, None, "no usable measurement (RTX 5090 reads 115 % of its datasheet peak)"),
+    "cdna2": (0.768, None, "MI250X (1 GCD): 147.0 / 191.5 TFLOP/s (ROCm 6.2, older table)"),
+    "cdna3": (0.514, 0.774, "MI300X: 668.4 / 1300 TFLOP/s; MI300X Triad 4.10 / 5.3 TB/s"),
+    "cdna4": (0.680, None, "MI355X: 1565 / 2300 TFLOP/s"),
+    "gaudi2": (0.969, None, "Gaudi 2: 418.7 / 432 TFLOP/s"),
+    "gaudi3": (0.741, None, "Gaudi 3: 1243 / 1677 TFLOP/s"),
+    "tpu": (None, None, "no measurement"),
+    "trainium": (None, None, "no measurement"),
+}
+# Exact parts whose own measurement differs from their architecture's (same chip, another power limit or clock)
+PART_TABLE: dict[str, tuple[float | None, float | None, str]] = {
+    "a100-40gb-pcie": (0.811, 0.834, "A100 PCIe: 252.9 / 312 TFLOP/s (250-300 W part); HBM as A100 SXM"),
+    "a100-80gb-pcie": (0.811, 0.834, "A100 PCIe: 252.9 / 312 TFLOP/s (250-300 W part); HBM as A100 SXM"),
+    "gb200": (0.729, None, "GB200 SXM: 1822 / 2500 TFLOP/s"),
+    "mi325x": (0.604, 0.774, "MI325X: 784.9 / 1300 TFLOP/s (1000 W, TunableOp); HBM as MI300X"),
+}
+
+
+def _median(xs: list[float]) -> float:
+    ys = sorted(xs)
+    n = len(ys)
+    return ys[n // 2] if n % 2 else 0.5 * (ys[n // 2 - 1] + ys[n // 2])
+
+
+# stand-ins for an unmeasured figure: the median over the measured architectures (flagged uncalibrated)
+MEDIAN_GEMM = _median([g for g, _, _ in ARCH_TABLE.values() if g is not None])
+MEDIAN_HBM = _median([m for _, m, _ in ARCH_TABLE.values() if m is not None])
+
+
+def arch_key(architecture: str) -> str:
+    """The ``ARCH_TABLE`` key of a catalog ``architecture`` string ("Ampere (GA100)" -> "ampere-ga100")."""
+    a = (architecture or "").lower()
+    if a.startswith("ampere"):
+        return "ampere-ga100" if "ga100" in a else "ampere-ga102"
+    if a.startswith("ada"):
+        return "ada-ad102" if "ad102" in a else "ada-ad104"
+    if a.startswith("blackwell"):
+        return "blackwell-gb202" if "gb202" in a else "blackwell"
+    for prefix, key in (("volta", "volta"), ("turing", "turing"), ("hopper", "hopper"), ("cdna2", "cdna2"),
+                        ("cdna3", "cdna3"), ("cdna4", "cdna4"), ("gaudi2", "gaudi2"), ("gaudi3", "gaudi3"),
+                        ("tpu", "tpu"), ("neuroncore", "trainium"), ("trainium", "trainium")):  # fmt: skip
+        if a.startswith(prefix):
+            return key
+    return a.split(" (")[0].strip() or "unknown"
+
+
+def arch_factors(gpu: Accelerator) -> ArchFactors:
+    """The measured GEMM and HBM ceilings of ``gpu`` (its exact part if measured, else its architecture). An
+    architecture without measurements is ``calibrated=False`` with the median of the measured ones and a note."""
+    key = arch_key(getattr(gpu, "architecture", "") or "")
+    gid = getattr(gpu, "id", "")
+    gemm, hbm, where = PART_TABLE.get(gid) or ARCH_TABLE.get(key, (None, None, "architecture not in the table"))
+    missing = [what for what, v in (("GEMM", gemm), ("HBM", hbm)) if v is None]
+    note = ""
+    if missing:
+        note = (f"uncalibrated: no {' or '.join(missing)} measurement for {key} ({gid}); using the median of the "
+                f"measured architectures ({' and '.join(missing)}), so treat its times as rough")
+    source = "; ".join(x for x in (_GEMM_SRC if gemm is not None else "", _HBM_SRC if hbm is not None else "",
+                                   where) if x)  # fmt: skip
+    return ArchFactors(architecture=key, gemm_efficiency=gemm if gemm is not None else MEDIAN_GEMM,
+                       memory_efficiency=hbm if hbm is not None else MEDIAN_HBM, calibrated=not missing,
+                       source=source, note=note)  # fmt: skip
 
 
 def calibration_dir() -> Path:

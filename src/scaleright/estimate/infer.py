@@ -28,10 +28,9 @@ from scaleright.errors import InputError
 from scaleright.estimate.calibration import DEFAULT_CALIBRATION, Calibration
 from scaleright.estimate.collectives import collective_time_s
 from scaleright.estimate.comm import Cluster, scaled_fits, system_of
-from scaleright.estimate.layer import elementwise_values, gemm_time, layer_gemm_times
+from scaleright.estimate.layer import elementwise_values, gemm_time, layer_gemm_times, roofline
 from scaleright.estimate.layout import Layout
 from scaleright.estimate.memory import GB, Overheads, inference_memory_arrays, kv_cache_bytes
-from scaleright.estimate.train import peak_flops
 from scaleright.workload.flops import attention_flops_per_token, decode_flops_per_token
 from scaleright.workload.params import ParamCounts, count_params
 from scaleright.workload.precision import bytes_per_element
@@ -59,21 +58,14 @@ def _prefill_time(
     tp: ArrayLike, precision: str, cal: Calibration,
 ) -> float | NDArray[np.float64]:
     """Time to run ``tokens`` prompt tokens (each attending to ``context`` on average... causal) on one replica."""
-    cprec = compute_precision(gpu, precision)
-    peak = peak_flops(gpu, cprec)
-    peak16 = peak_flops(gpu, "bf16" if gpu.dense_tflops.get("bf16") else "fp16") if cprec != "fp32" else peak
-    eff = {"fp8": cal.fp8_gemm_efficiency, "fp4": cal.fp4_gemm_efficiency}.get(cprec, cal.gemm_efficiency)
-    hbm = gpu.hbm_bandwidth_tb_per_s * 1e12 * cal.memory_efficiency
-    scale = cal.tensor_scale(gpu)
-    gemm = dict(peak=peak * scale, eff_max=eff, half_dim=cal.gemm_half_dim, hbm=hbm,
-                bytes_per_el=bytes_per_element(precision))  # fmt: skip
+    rl = roofline(gpu, compute_precision(gpu, precision), cal)  # peaks and efficiencies, one home
+    hbm = rl.hbm
+    gemm = rl.gemm(bytes_per_element(precision))
     t = np.asarray(tokens, dtype=float)
     tp = np.asarray(tp, dtype=float)
     h = spec.hidden
     attn, ffn = layer_gemm_times(spec, c, tokens=t, tp=tp, gemm=gemm)
-    core = t * attention_flops_per_token(spec, context, causal=True) / spec.layers / tp / (
-        peak16 * scale * cal.attention_efficiency
-    )
+    core = t * attention_flops_per_token(spec, context, causal=True) / spec.layers / tp / rl.attention
     repl, split = elementwise_values(spec, c)
     elem = cal.elementwise_factor * t * (repl + split / tp) * 2 / hbm
     comm = 2 * collective_time_s("all_reduce", t * h * 2.0, system=system, fits=scaled_fits(cal), size=tp, stride=1)
@@ -86,10 +78,8 @@ def _decode_time(
     tp: ArrayLike, pp: ArrayLike, precision: str, kv_precision: str, cal: Calibration,
 ) -> float | NDArray[np.float64]:
     """One decode iteration for ``batch`` sequences at ``context`` tokens on one replica."""
-    cprec = compute_precision(gpu, precision)
-    peak = peak_flops(gpu, cprec)
-    eff = {"fp8": cal.fp8_gemm_efficiency, "fp4": cal.fp4_gemm_efficiency}.get(cprec, cal.gemm_efficiency)
-    hbm = gpu.hbm_bandwidth_tb_per_s * 1e12 * cal.decode_memory_efficiency
+    rl = roofline(gpu, compute_precision(gpu, precision), cal)  # peaks and efficiencies, one home
+    hbm = rl.decode_hbm
     B = np.asarray(batch, dtype=float)
     tp = np.asarray(tp, dtype=float)
     pp = np.asarray(pp, dtype=float)
@@ -109,7 +99,7 @@ def _decode_time(
     # GEMMs of one decode step have B rows (dense layers) or B·k/E rows per expert (MoE): thin GEMMs run below
     # the large-GEMM efficiency (the same shape law as prefill and training).
     rows: Callable[[NDArray[np.float64]], NDArray[np.float64]] = lambda m: m / (m + cal.gemm_half_dim)  # noqa: E731
-    peak_eff = peak * cal.tensor_scale(gpu) * eff
+    peak_eff = rl.tensor
     if spec.moe:
         m = spec.moe
         expert_flops = B * 2.0 * c.moe_layers * m.top_k * c.expert_ffn / (tp * pp)

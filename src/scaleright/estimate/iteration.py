@@ -44,7 +44,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from scaleright.errors import InputError, LayoutError
-from scaleright.estimate.calibration import DEFAULT_CALIBRATION, Calibration
+from scaleright.estimate.calibration import DEFAULT_CALIBRATION, Calibration, arch_factors
 from scaleright.estimate.collectives import CollectiveFits, collective_time_s
 from scaleright.estimate.comm import Cluster, scaled_fits, system_of
 from scaleright.estimate.engines import EngineProfile, get_engine
@@ -160,7 +160,10 @@ class IterationModel:
         peak16 = peak if cprec == "fp32" else peak_flops(gpu, compute_precision(gpu, "bf16")) * scale
         eff = {"fp8": cal.fp8_gemm_efficiency, "fp4": cal.fp4_gemm_efficiency}.get(cprec, cal.gemm_efficiency)
         eff = min(eff * prof.gemm_efficiency_factor, 1.0)
-        hbm_frac = prof.hbm_fraction if prof.hbm_fraction is not None else cal.decode_memory_efficiency
+        # the calibration's HBM fractions are shares of the architecture's measured STREAM ceiling
+        # (``arch_factors``; ``layer.roofline`` sets up every peak and efficiency this way)
+        stream = arch_factors(gpu).memory_efficiency
+        hbm_frac = prof.hbm_fraction if prof.hbm_fraction is not None else cal.decode_memory_efficiency * stream
         self.hbm_bytes_per_s = gpu.hbm_bandwidth_tb_per_s * 1e12 * hbm_frac
         hbm = self.hbm_bytes_per_s
         bpe = bytes_per_element(precision)
@@ -179,7 +182,7 @@ class IterationModel:
                                                        size=ep, stride=1, fits=fits)  # fmt: skip
         repl, split = elementwise_values(spec, c)
         elem = cal.elementwise_factor * mm * (repl + split / tp) * act / (gpu.hbm_bandwidth_tb_per_s * 1e12
-                                                                         * cal.memory_efficiency)  # fmt: skip
+                                                                         * cal.memory_efficiency * stream)  # fmt: skip
         # two all-reduces per layer on the tiers the tp group spans (NCCL / the engines' custom all-reduce pick the
         # fastest algorithm and protocol; the measured fits hold LL / NVLS small-message latencies)
         ar = 0.0 * m

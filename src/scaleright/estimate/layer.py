@@ -25,15 +25,75 @@ calibration's ``elementwise_factor`` scales this count (fusion lowers it).
 
 from __future__ import annotations
 
-from typing import cast
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from scaleright.errors import InputError
+from scaleright.estimate.calibration import ArchFactors, Calibration, arch_factors
 from scaleright.workload.params import ParamCounts
 from scaleright.workload.spec import TransformerSpec
 
-__all__ = ["gemm_time", "layer_gemm_times", "elementwise_values", "ffn_width", "attn_out_width"]
+if TYPE_CHECKING:
+    from scaleright.catalog.gpus import Accelerator
+
+__all__ = ["gemm_time", "layer_gemm_times", "elementwise_values", "ffn_width", "attn_out_width", "peak_flops",
+           "Roofline", "roofline"]
+
+
+def peak_flops(gpu: Accelerator, precision: str) -> float:
+    """Dense peak FLOP/s of ``gpu`` at ``precision``; fp32 training uses the TF32 tensor-core rate where it exists."""
+    key = "tf32" if precision == "fp32" and gpu.dense_tflops.get("tf32") else precision
+    v = gpu.dense_tflops.get(key)
+    if not v:
+        have = [k for k, x in gpu.dense_tflops.items() if x]
+        raise InputError(f"precision={precision!r} has no dense TFLOP/s figure for gpu {gpu.id}; available: {have}")
+    return float(v) * 1e12
+
+
+@dataclass(frozen=True)
+class Roofline:
+    """Every peak and efficiency of one GPU at one compute precision, set up once (training, prefill, decode).
+
+    ``peak`` is the datasheet dense FLOP/s at the precision (what MFU divides by); ``tensor`` the FLOP/s large GEMMs
+    reach (peak × the architecture's measured GEMM ceiling × the calibration's share, fp8/fp4 shares for those
+    formats); ``attention`` / ``attention_bwd`` the 16-bit FLOP/s of the attention core forward / backward;
+    ``hbm`` the bytes/s streaming kernels reach (datasheet × measured STREAM ceiling × ``memory_efficiency``),
+    ``decode_hbm`` the bytes/s decode reads weights and KV at (× ``decode_memory_efficiency``)."""
+
+    peak: float
+    peak16: float
+    tensor: float
+    attention: float
+    attention_bwd: float
+    hbm: float
+    decode_hbm: float
+    half_dim: float
+    arch: ArchFactors
+
+    def gemm(self, bytes_per_el: float) -> dict[str, Any]:
+        """Keyword arguments of ``gemm_time`` for GEMMs with ``bytes_per_el`` operands."""
+        return dict(peak=self.tensor, eff_max=1.0, half_dim=self.half_dim, hbm=self.hbm, bytes_per_el=bytes_per_el)
+
+
+def roofline(gpu: Accelerator, precision: str, cal: Calibration) -> Roofline:
+    """The ``Roofline`` of ``gpu`` computing in ``precision`` under ``cal`` (the attention core runs 16-bit even in
+    fp8/fp4; fp32 uses TF32 where the GPU has it)."""
+    arch = arch_factors(gpu)
+    peak = peak_flops(gpu, precision)
+    peak16 = peak if precision not in ("fp8", "fp4", "int8") else peak_flops(
+        gpu, "bf16" if gpu.dense_tflops.get("bf16") else "fp16")  # fmt: skip
+    share = {"fp8": cal.fp8_gemm_efficiency, "fp4": cal.fp4_gemm_efficiency}.get(precision, cal.gemm_efficiency)
+    hbm_peak = gpu.hbm_bandwidth_tb_per_s * 1e12 * arch.memory_efficiency
+    return Roofline(
+        peak=peak, peak16=peak16, tensor=peak * arch.gemm_efficiency * share,
+        attention=peak16 * arch.gemm_efficiency * cal.attention_efficiency,
+        attention_bwd=peak16 * arch.gemm_efficiency * cal.attention_efficiency * cal.attention_bwd_efficiency,
+        hbm=hbm_peak * cal.memory_efficiency, decode_hbm=hbm_peak * cal.decode_memory_efficiency,
+        half_dim=cal.gemm_half_dim, arch=arch,
+    )  # fmt: skip
 
 
 def gemm_time(

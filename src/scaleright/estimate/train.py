@@ -3,18 +3,23 @@
 Per micro-batch and pipeline stage, each GPU runs (Narayanan et al. 2021, "Efficient Large-Scale Language Model
 Training on GPU Clusters Using Megatron-LM"; Korthikanti et al. 2022):
 - GEMMs of its tensor-parallel shard, each timed by a roofline: max(2mkn / (peak · efficiency), bytes / HBM),
-  with an efficiency that falls for thin GEMMs (``Calibration.gemm_half_dim``); the backward pass runs two GEMMs
-  of the same size per forward GEMM (data and weight gradients), LoRA/QLoRA only the first;
-- the attention core (flash attention) at ``attention_efficiency`` of the 16-bit peak forward and
-  ``attention_bwd_efficiency`` backward, the backward doing 2.5x the forward's FLOPs (FlashAttention-2, Dao 2023:
-  five matmuls backward against two forward);
+  with an efficiency (``layer.roofline``: the architecture's measured GEMM ceiling times the calibration's share)
+  that falls for thin GEMMs (``Calibration.gemm_half_dim``); the backward pass runs two GEMMs of the same size per
+  forward GEMM (data and weight gradients), LoRA/QLoRA only the first;
+- the attention core as the framework runs it (``estimate.framework``): flash attention at ``attention_efficiency``
+  of the 16-bit ceiling forward and ``attention_bwd_efficiency`` of that backward, the backward doing 2.5x the
+  forward's FLOPs (FlashAttention-2, Dao 2023: five matmuls backward against two forward; FlashAttention-2 kernels
+  on Hopper at FlashAttention-3's published fraction, ``FA2_ON_HOPPER``); or materialised s×s scores, two batched
+  GEMMs plus the softmax / dropout bytes through HBM (Korthikanti et al. 2022);
 - memory-bound elementwise work (norms, residuals, rotary, activation functions, fp8 casts) at HBM bandwidth;
 - tensor-parallel all-reduces (two per layer forward, two backward; sequence parallelism replaces each with an
   all-gather and a reduce-scatter of the same volume) on the critical path, hidden in part only where the
-  framework overlaps them (``tp_comm_overlap``) and never over PCIe without P2P; context-parallel ring exchanges
-  of K/V overlapped with attention, expert-parallel all-to-alls (dispatch and combine) per MoE layer;
+  framework overlaps them (``tp_comm_overlap``; in backward behind the weight-gradient GEMMs, ``tp_bwd_overlap``)
+  and never over PCIe without P2P; context parallelism as the framework's variant (ring exchanges of K/V overlapped
+  with attention, an exposed all-gather, or Ulysses all-to-alls), expert-parallel all-to-alls per MoE layer;
 - recomputation: selective adds the attention core's forward, full adds the whole forward of the layer.
-A step is ``m + (p − 1)/v`` micro-batch slots of the slowest stage (1F1B / interleaved bubble), plus the exposed
+A step is ``m + (p − 1)/v`` micro-batch slots of the slowest stage (1F1B / interleaved bubble; ZB-H1 fills the
+bubble with weight-gradient work, Qi et al. 2023), plus the exposed
 part of data-parallel synchronisation, the optimizer step (memory-bound), and a fixed overhead. Data parallelism:
 ZeRO-0 all-reduces gradient buckets during the last backward (the last bucket is exposed); ZeRO-1/2 reduce-scatter
 them during backward and all-gather the updated weights during the next forward; ZeRO-3/FSDP, per micro-batch
@@ -39,10 +44,19 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from scaleright.errors import InputError
-from scaleright.estimate.calibration import DEFAULT_CALIBRATION, Calibration
+from scaleright.estimate.calibration import DEFAULT_CALIBRATION, Calibration, arch_factors
 from scaleright.estimate.collectives import CollectiveFits, collective_time_s
 from scaleright.estimate.comm import Cluster, scaled_fits, system_of
-from scaleright.estimate.layer import attn_out_width, elementwise_values, ffn_width, gemm_time, layer_gemm_times
+from scaleright.estimate.framework import FA2_ON_HOPPER, Framework, framework_of
+from scaleright.estimate.layer import (
+    attn_out_width,
+    elementwise_values,
+    ffn_width,
+    gemm_time,
+    layer_gemm_times,
+    peak_flops,
+    roofline,
+)
 from scaleright.estimate.layout import Layout, divisors
 from scaleright.estimate.memory import (
     GB,
@@ -77,16 +91,6 @@ def optimizer_step_bytes(optimizer: str, precision: str) -> float:
     if precision == "fp32":
         return 2 * states + 4.0  # + read the fp32 gradient
     return 2 * states + 2 * 2.0  # + read the 16-bit gradient, write the 16-bit weight
-
-
-def peak_flops(gpu: Accelerator, precision: str) -> float:
-    """Dense peak FLOP/s of ``gpu`` at ``precision``; fp32 training uses the TF32 tensor-core rate where it exists."""
-    key = "tf32" if precision == "fp32" and gpu.dense_tflops.get("tf32") else precision
-    v = gpu.dense_tflops.get(key)
-    if not v:
-        have = [k for k, x in gpu.dense_tflops.items() if x]
-        raise InputError(f"precision={precision!r} has no dense TFLOP/s figure for gpu {gpu.id}; available: {have}")
-    return float(v) * 1e12
 
 
 def _coll(kind: str, nbytes: ArrayLike, *, system: System, size: ArrayLike, stride: ArrayLike,
@@ -127,16 +131,19 @@ def train_step_arrays(
     optimizer: str = "adamw",
     cal: Calibration = DEFAULT_CALIBRATION,
     causal: bool = True,
-    tp_comm_overlap: bool = False,
+    framework: Framework | str | None = None,
+    tp_comm_overlap: bool | None = None,
 ) -> dict[str, np.ndarray]:
     """Time breakdown (s per optimizer step), throughput and FLOP rates, broadcast over the layout arrays.
 
     ``system`` is the network (``catalog.systems.System``; default: ``system_of(gpu, cluster=cluster)``).
-    ``causal`` is the FLOP convention of the reported TFLOP/s (kernels always run causal attention);
-    ``tp_comm_overlap`` says whether the framework overlaps TP communication with GEMMs (Megatron-Core's
-    ``--tp-comm-overlap``, torch async TP; off by default, as in those frameworks): then ``cal.tp_overlap`` of it
-    is hidden, otherwise none. The overlap needs peer-to-peer copies (userbuffers / symmetric memory), so a TP
-    group on PCIe without P2P (``pcie-host``) never hides any."""
+    ``causal`` is the FLOP convention of the reported TFLOP/s (flash kernels run causal attention; materialised
+    attention computes the whole s×s square). ``framework`` (a ``Framework`` or preset name; default ``fsdp2``)
+    says what the framework overlaps and how it runs attention, context parallelism and the pipeline
+    (``scaleright.estimate.framework``); ``tp_comm_overlap`` overrides its field. With TP-comm overlap,
+    ``cal.tp_overlap`` of the TP time is hidden, otherwise none; the overlap needs peer-to-peer copies
+    (userbuffers / symmetric memory), so a TP group on PCIe without P2P (``pcie-host``) never hides any."""
+    fw = framework_of(framework).with_overrides(tp_comm_overlap=tp_comm_overlap)
     system = system_of(gpu, system=system, cluster=cluster)
     fits = scaled_fits(cal)
     c = count_params(spec)
@@ -148,15 +155,13 @@ def train_step_arrays(
     gb = np.asarray(global_batch, dtype=float)
     n_micro = np.maximum(np.floor(gb / (dp * b)), 1.0)
     lowp = precision in ("fp8", "fp4")
-    peak = peak_flops(gpu, precision)
-    # the attention core runs in 16-bit even in fp8/fp4 training
-    peak16 = peak_flops(gpu, "bf16" if gpu.dense_tflops.get("bf16") else "fp16") if lowp else peak
-    eff_gemm = {"fp8": cal.fp8_gemm_efficiency, "fp4": cal.fp4_gemm_efficiency}.get(precision, cal.gemm_efficiency)
-    hbm = gpu.hbm_bandwidth_tb_per_s * 1e12 * cal.memory_efficiency
+    rl = roofline(gpu, precision, cal)  # peaks and efficiencies (the attention core runs 16-bit in fp8/fp4)
+    peak = rl.peak
+    hbm = rl.hbm
     bpv = 4.0 if precision == "fp32" else 2.0  # activation / weight bytes of 16-bit (or fp32) training
     g_bytes = {"fp8": 1.0, "fp4": 0.5}.get(precision, bpv)
-    scale = cal.tensor_scale(gpu)  # sustained fraction of the datasheet peak, relative to Hopper
-    gemm = dict(peak=peak * scale, eff_max=eff_gemm, half_dim=cal.gemm_half_dim, hbm=hbm, bytes_per_el=g_bytes)
+    gemm = rl.gemm(g_bytes)
+    gemm16 = roofline(gpu, "bf16" if gpu.dense_tflops.get("bf16") else "fp16", cal).gemm(bpv) if lowp else gemm
     frozen = task in ("lora", "qlora")
     bwd_gemm = 1.0 if frozen else 2.0  # frozen weights: data gradients only
 
@@ -179,10 +184,26 @@ def train_step_arrays(
         n_targets = len(lora.targets)
         gemm_fwd = gemm_fwd + 2 * gemm_time(t, h, r, count=n_targets, **gemm)
     # ---- attention core ----------------------------------------------------------------------------------------
-    # kernels run causal attention whatever FLOP convention the caller reports in (``causal`` below)
-    attn_flops_tok_layer = attention_flops_per_token(spec, s, causal=True) / spec.layers
-    core_fwd = t * attn_flops_tok_layer / tp / (peak16 * scale * cal.attention_efficiency)
-    core_bwd = 2.5 * core_fwd * cal.attention_efficiency / cal.attention_bwd_efficiency
+    if fw.attention == "flash":
+        # flash kernels run causal attention whatever FLOP convention the caller reports in (``causal`` below)
+        attn_flops_tok_layer = attention_flops_per_token(spec, s, causal=True) / spec.layers
+        fa_fwd, fa_bwd = FA2_ON_HOPPER if fw.flash_version == 2 and rl.arch.architecture == "hopper" else (1.0, 1.0)
+        core_fwd = t * attn_flops_tok_layer / tp / (rl.attention * fa_fwd)
+        core_bwd = 2.5 * t * attn_flops_tok_layer / tp / (rl.attention_bwd * fa_bwd)
+    else:
+        # materialised (Korthikanti et al. 2022, 4.1): per head, QK^T (t x d)·(d x s) and P·V (t x s)·(s x d) as
+        # batched 16-bit GEMMs over the full s×s square (the causal mask is applied, not skipped); between them the
+        # fused scale-mask-softmax reads the scores and writes the probabilities (2 + 2 B per score) and dropout
+        # reads them and writes its 1 B mask and 2 B output (5 B). Backward: four GEMMs of the same shapes (dP, dV,
+        # dQ, dK), dropout backward (read dP and the mask, write: 5 B) and softmax backward (read the gradient and
+        # the probabilities, write: 6 B). The GEMMs' own operand traffic is in their roofline.
+        heads = spec.heads / tp
+        dq = spec.mla.qk_nope_head_dim + spec.mla.qk_rope_head_dim if spec.mla else spec.head_dim
+        dv = spec.mla.v_head_dim if spec.mla else spec.head_dim
+        gemms = gemm_time(t, dq, s, count=heads, **gemm16) + gemm_time(t, s, dv, count=heads, **gemm16)
+        scores = t * s * heads  # score elements per layer and micro-batch on this GPU
+        core_fwd = gemms + scores * 9.0 / hbm
+        core_bwd = 2 * gemms + scores * 11.0 / hbm
     # ---- memory-bound elementwise work -------------------------------------------------------------------------
     repl_vals, split_vals = elementwise_values(spec, c)  # norms/residuals replicated over tp unless SP
     elem_vals = np.where(sp, (repl_vals + split_vals) / tp, repl_vals + split_vals / tp)
@@ -196,14 +217,31 @@ def train_step_arrays(
     # ---- tensor-parallel communication ------------------------------------------------------------------------
     ar = _coll("all_reduce", t * h * bpv, system=system, fits=fits, size=tp, stride=1)
     host_staged = system.tiers[0].kind == "pcie-host"  # no P2P: nothing for the framework to overlap with
-    hidden = cal.tp_overlap if tp_comm_overlap and not host_staged else 0.0
+    hidden = cal.tp_overlap if fw.tp_comm_overlap and not host_staged else 0.0
     tp_fwd = 2 * ar * (1 - hidden)
     tp_bwd = tp_fwd
-    # ---- context-parallel ring attention: K and V chunks pass cp-1 times, overlapped with attention --------------
+    if fw.tp_bwd_overlap and not host_staged and not frozen:
+        # each backward collective (input gradient of QKV and of FC1) behind that linear's weight-gradient GEMM
+        kv_w = np.maximum(spec.kv_dim / tp, spec.head_dim)
+        wgrad_qkv = gemm_time(t, h, spec.q_dim / tp + 2 * kv_w, **gemm)
+        wgrad_fc1 = gemm_time(t, h, (2 if spec.gated_mlp else 1) * ffn_width(spec, c) / tp, **gemm)
+        exposed = np.maximum(ar - wgrad_qkv, 0.0) + np.maximum(ar - wgrad_fc1, 0.0)
+        tp_bwd = np.minimum(tp_bwd, exposed)
+    # ---- context parallelism (``Framework.cp_variant``) ----------------------------------------------------------
     kv_chunk = 2 * t * (spec.kv_dim if not spec.mla else spec.heads * spec.head_dim) / tp * bpv
-    ring = (cp - 1) * _coll("p2p", kv_chunk, system=system, fits=fits, size=cp, stride=tp)
-    cp_fwd = np.maximum(ring - core_fwd, 0.0)
-    cp_bwd = np.maximum(2 * ring - core_bwd, 0.0)
+    if fw.cp_variant == "ring":  # K/V chunks pass cp-1 times, overlapped with the attention of the previous chunk
+        ring = (cp - 1) * _coll("p2p", kv_chunk, system=system, fits=fits, size=cp, stride=tp)
+        cp_fwd = np.maximum(ring - core_fwd, 0.0)
+        cp_bwd = np.maximum(2 * ring - core_bwd, 0.0)
+    elif fw.cp_variant == "allgather":  # all-gather K/V before attention, reduce-scatter dK/dV after: exposed
+        cp_fwd = _coll("all_gather", kv_chunk * cp, system=system, fits=fits, size=cp, stride=tp)
+        cp_bwd = _coll("reduce_scatter", kv_chunk * cp, system=system, fits=fits, size=cp, stride=tp)
+    else:  # ulysses: all-to-all q/k/v to head-sharded full sequences and the output back; backward the same
+        qkv = t * (spec.q_dim + 2 * (spec.kv_dim if not spec.mla else spec.heads * spec.head_dim)) / tp * bpv
+        cp_fwd = (_coll("all_to_all", qkv, system=system, fits=fits, size=cp, stride=tp)
+                  + _coll("all_to_all", t * attn_out_width(spec) / tp * bpv, system=system, fits=fits, size=cp,
+                          stride=tp))  # fmt: skip
+        cp_bwd = cp_fwd
     # ---- one layer, one micro-batch ----------------------------------------------------------------------------
     layer_fwd = gemm_fwd + core_fwd + elem_fwd
     layer_bwd = bwd_gemm * gemm_fwd + core_bwd + 2 * elem_fwd
@@ -222,7 +260,14 @@ def train_step_arrays(
     p2p = _coll("p2p", t * h * bpv, system=system, fits=fits, size=pp, stride=tp * cp * dp)
     pp_mb = np.where(pp > 1, 2 * p2p, 0.0)
     slot = compute_mb + recompute_mb + tp_mb + cp_mb + ep_mb + pp_mb
-    bubble = np.where(pp > 1, (pp - 1) / v * slot, 0.0)
+    if fw.pipeline_schedule == "1f1b":  # one chunk per rank (estimate_train refuses virtual_stages > 1)
+        v = np.ones_like(v)
+    if fw.pipeline_schedule == "zero-bubble":
+        # ZB-H1 (Qi et al. 2023): weight-gradient GEMMs (T_W) fill the bubble, (p-1)(T_F + T_B - T_W) per chunk
+        w_mb = 0.0 if frozen else layers_stage * gemm_fwd
+        bubble = np.where(pp > 1, (pp - 1) / v * np.maximum(slot - 2 * w_mb, 0.0), 0.0)
+    else:  # 1F1B / interleaved 1F1B (Narayanan et al. 2021): (p-1)/v slots
+        bubble = np.where(pp > 1, (pp - 1) / v * slot, 0.0)
     # ---- data-parallel synchronisation -------------------------------------------------------------------------
     # dense gradients over the dp·cp group (ranks tp apart); expert gradients over the expert-data-parallel group
     # (dp·cp/ep ranks, tp·ep apart); every GPU of a host communicates at once, so they share the host's NICs
@@ -257,7 +302,7 @@ def train_step_arrays(
     # ZeRO-0 (DDP): gradient buckets all-reduced as backward produces them, overlapped with the rest of backward
     ar_dp = dp_coll("all_reduce", grad_bytes, grad_bytes_e, z0)
     last_bucket = _coll("all_reduce", last, system=system, fits=fits, size=dp_group, stride=tp, where=z0)
-    exposed_z012 = np.maximum(ar_dp - bwd_window, 0.0) + last_bucket
+    exposed_z012 = np.maximum(ar_dp - bwd_window, 0.0) + last_bucket if fw.dp_bucket_overlap else ar_dp
     # ZeRO-1/2 (Megatron distributed optimizer): reduce-scatter the gradient buckets during backward, all-gather the
     # updated weights bucket by bucket during the next forward (--overlap-param-gather); the last reduce-scatter
     # bucket and the first gather bucket cannot overlap
@@ -266,6 +311,8 @@ def train_step_arrays(
     rs_last = _coll("reduce_scatter", last, system=system, fits=fits, size=dp_group, stride=tp, where=z12)
     ag_first = _coll("all_gather", last, system=system, fits=fits, size=dp_group, stride=tp, where=z12)
     exposed_z12 = np.maximum(rs_dp - bwd_window, 0.0) + rs_last + np.maximum(ag_dp - fwd_window, 0.0) + ag_first
+    if not fw.dp_bucket_overlap:
+        exposed_z12 = rs_dp + ag_dp
     # ZeRO-3 / FSDP, per micro-batch and layer: a layer's weights are all-gathered (forward, and again in
     # backward) while the neighbouring layer computes (prefetch), and its gradients reduce-scattered while the
     # next layer back computes. Each layer exposes what its communication exceeds its neighbour's compute; the
@@ -279,6 +326,8 @@ def train_step_arrays(
         + (layers_stage - 1)
         * (np.maximum(ag_layer - layer_fwd, 0.0) + np.maximum(ag_layer + rs_layer - bwd_layer, 0.0))
     )  # fmt: skip
+    if not fw.fsdp_prefetch:  # every gather and reduce-scatter on the critical path
+        exposed_z3 = n_micro * layers_stage * (2 * ag_layer + rs_layer)
     dp_comm = np.where(zero >= 3, exposed_z3, np.where(zero >= 1, exposed_z12, exposed_z012))
     dp_comm = np.where(dp_group > 1, dp_comm, 0.0)
     # ---- optimizer -----------------------------------------------------------------------------------------------
@@ -351,6 +400,9 @@ class TrainEstimate:
     gpu: str
     base_gpus: int | None = None
     extra: dict[str, float] = field(default_factory=dict)
+    framework: Framework = field(default_factory=lambda: framework_of(None))
+    calibrated: bool = True  # False: the GPU's architecture has no GEMM/HBM measurement (``arch_factors``)
+    calibration_note: str = ""
 
     def as_dict(self) -> dict[str, Any]:
         d = {
@@ -358,8 +410,9 @@ class TrainEstimate:
             for k in ("fits", "reason", "memory_gb_per_gpu", "memory_breakdown_gb", "step_time_s",
                       "time_breakdown_s", "tokens_per_s", "tokens_per_s_per_gpu", "model_tflops_per_gpu",
                       "hardware_tflops_per_gpu", "mfu", "hfu", "scaling_efficiency", "train_time_h", "gpu_hours",
-                      "gpus", "gpu", "base_gpus")
+                      "gpus", "gpu", "base_gpus", "calibrated", "calibration_note")
         }  # fmt: skip
+        d["framework"] = self.framework.as_dict()
         lay = self.layout
         d["layout"] = {k: getattr(lay, k) for k in ("tp", "pp", "dp", "cp", "ep", "zero", "micro_batch",
                                                     "global_batch", "recompute", "sequence_parallel",
@@ -370,7 +423,7 @@ class TrainEstimate:
 def _predict(
     spec: TransformerSpec, *, gpu: Accelerator, system: System, layout: Layout, seq_len: int, precision: str,
     task: str, lora: LoraConfig | None, cal: Calibration, optimizer: str, overheads: Overheads,
-    tp_comm_overlap: bool,
+    framework: Framework,
 ) -> tuple[dict[str, float], dict[str, float]]:
     gb = layout.global_batch or layout.micro_batch * layout.dp
     perf = train_step_arrays(
@@ -378,7 +431,7 @@ def _predict(
         dp=layout.dp, cp=layout.cp, ep=layout.ep, zero=layout.zero, micro_batch=layout.micro_batch,
         recompute=layout.recompute, sequence_parallel=layout.sequence_parallel,
         virtual_stages=layout.virtual_stages, precision=precision, task=task, lora=lora, optimizer=optimizer,
-        cal=cal, tp_comm_overlap=tp_comm_overlap,
+        cal=cal, framework=framework,
     )  # fmt: skip
     mem = training_memory_arrays(
         spec, seq_len=seq_len, tp=layout.tp, pp=layout.pp, dp=layout.dp, cp=layout.cp, ep=layout.ep,
@@ -404,7 +457,8 @@ def estimate_train(
     tokens: float | None = None,
     cal: Calibration = DEFAULT_CALIBRATION,
     overheads: Overheads = Overheads(),
-    tp_comm_overlap: bool = False,
+    framework: Framework | str | None = None,
+    tp_comm_overlap: bool | None = None,
 ) -> TrainEstimate:
     """Predict one training layout on ``layout.gpus`` GPUs of type ``gpu`` (a catalog ``Accelerator``).
 
@@ -412,14 +466,20 @@ def estimate_train(
     speedup / (N / N_base) against the smallest GPU count that fits with the same model-parallel group
     (tp · pp · cp) and global batch, as the seed articles define it. ``system`` is the network (a ``System`` or a
     built-in system id; default: the accelerator's, with ``cluster``'s overrides, ``system_of``);
-    ``tp_comm_overlap`` whether the framework overlaps TP communication (``train_step_arrays``).
+    ``framework`` the framework behaviour assumed (``scaleright.estimate.framework``; default ``fsdp2``), with
+    ``tp_comm_overlap`` overriding its field (``train_step_arrays``). The result records both, and whether the
+    GPU's architecture has measured GEMM/HBM ceilings (``calibrated``).
     """
     layout.validate(spec)
+    fw = framework_of(framework).with_overrides(tp_comm_overlap=tp_comm_overlap)
+    if fw.pipeline_schedule == "1f1b" and layout.virtual_stages > 1:
+        raise InputError(f"virtual_stages={layout.virtual_stages} needs an interleaved pipeline schedule; framework "
+                         f"{fw.name} runs 1f1b (pass --pipeline-schedule interleaved or --virtual-stages 1)")
     if seq_len < 1:
         raise InputError(f"seq_len={seq_len} must be a positive integer")
     kw: dict[str, Any] = dict(
         gpu=gpu, system=system_of(gpu, system=system, cluster=cluster), seq_len=seq_len, precision=precision,
-        task=task, lora=lora, cal=cal, optimizer=optimizer, overheads=overheads, tp_comm_overlap=tp_comm_overlap,
+        task=task, lora=lora, cal=cal, optimizer=optimizer, overheads=overheads, framework=fw,
     )  # fmt: skip
     perf, mem = _predict(spec, layout=layout, **kw)
     total = sum(mem.values())
@@ -437,6 +497,7 @@ def estimate_train(
             speedup = bperf["step_time_s"] / perf["step_time_s"]
             scaling = speedup / (layout.gpus / base_gpus)
             break
+    arch = arch_factors(gpu)
     train_time_h = gpu_hours = None
     if tokens:
         train_time_h = tokens / perf["tokens_per_s"] / 3600
@@ -448,5 +509,6 @@ def estimate_train(
         model_tflops_per_gpu=perf["model_tflops_per_gpu"], hardware_tflops_per_gpu=perf["hardware_tflops_per_gpu"],
         mfu=perf["mfu"], hfu=perf["hfu"], scaling_efficiency=scaling, train_time_h=train_time_h,
         gpu_hours=gpu_hours, layout=layout, gpus=layout.gpus, gpu=gpu.id, base_gpus=base_gpus,
-        extra={"micro_batches_per_step": perf["n_micro"]},
+        extra={"micro_batches_per_step": perf["n_micro"]}, framework=fw, calibrated=arch.calibrated,
+        calibration_note=arch.note,
     )  # fmt: skip

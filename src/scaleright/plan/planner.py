@@ -30,8 +30,9 @@ import numpy as np
 from scaleright.catalog import KINDS, Catalog, find_price
 from scaleright.catalog.prices import price_data_errors, provider_key
 from scaleright.errors import InputError, ScalerightError, UnknownNameError
-from scaleright.estimate.calibration import DEFAULT_CALIBRATION, Calibration
+from scaleright.estimate.calibration import DEFAULT_CALIBRATION, Calibration, arch_factors
 from scaleright.estimate.comm import system_of
+from scaleright.estimate.framework import framework_of
 from scaleright.plan import economics as econ
 from scaleright.plan.economics._units import DAYS_PER_MONTH
 from scaleright.plan.economics.defaults import ownership_defaults, site_of
@@ -441,7 +442,8 @@ def _plan_training(scn, spec, cat, cal, progress) -> PlanResult:
             continue
         cand = evaluate_training(spec, gpu=g, system=system, counts=counts, seq_len=tr.seq_len,
                                  global_batch=tr.global_batch, precision=tr.precision, task=scn.task,
-                                 optimizer=tr.optimizer, lora_rank=tr.lora_rank, cal=cal)  # fmt: skip
+                                 optimizer=tr.optimizer, lora_rank=tr.lora_rank, cal=cal,
+                                 framework=framework_of(tr.framework, field="training.framework"))  # fmt: skip
         n_eval += cand.n_evaluated
         n_fit += cand.n_fit
         if cand.n_fit == 0:
@@ -521,6 +523,9 @@ def _train_option(scn, g, cand, j, hours, price, src, tokens) -> dict:
         "gpu_memory_gb": g.memory_gb, "time_breakdown_s": time_breakdown(a, j),
         "memory_breakdown_gb": {k: float(a[f"mem_{k}"][j]) for k in ("weights", "gradients", "optimizer",
                                                                       "gathered", "activations", "overhead")},
+        # the framework behaviour the step time assumes, and whether the GPU's architecture has measured ceilings
+        "framework": framework_of(scn.training.framework, field="training.framework").name,
+        "calibrated": arch_factors(g).calibrated, "calibration_note": arch_factors(g).note,
     }  # fmt: skip
 
 

@@ -89,6 +89,21 @@ class Training(_Strict):
     precision: Literal["fp32", "bf16", "fp16", "fp8", "fp4"] = "bf16"
     optimizer: Literal["adamw", "adam", "adam8bit", "sgd"] = "adamw"
     lora_rank: _LoraRank = Field(16, ge=1)  # LoRA / QLoRA adapter rank
+    # the training framework the step times assume: a preset name (megatron-2021, megatron-core, deepspeed, fsdp2,
+    # accelerate, llm-foundry) or a mapping {name: <preset>, <field>: <value>} overriding its fields
+    # (scaleright.estimate.framework); default fsdp2
+    framework: str | dict[str, str | bool] | None = None
+
+    @field_validator("framework")
+    @classmethod
+    def _framework(cls, v: str | dict[str, str | bool] | None) -> str | dict[str, str | bool] | None:
+        from scaleright.estimate.framework import framework_of
+
+        try:
+            framework_of(v, field="training.framework")
+        except InputError as exc:
+            raise ValueError(str(exc).removeprefix("training.framework: ")) from None
+        return v
 
     @model_validator(mode="after")
     def _tokens(self) -> Training:

@@ -24,6 +24,7 @@ from scaleright.catalog.systems import System
 from scaleright.errors import InputError
 from scaleright.estimate.calibration import DEFAULT_CALIBRATION, Calibration
 from scaleright.estimate.comm import Cluster, system_of
+from scaleright.estimate.framework import Framework
 from scaleright.estimate.infer import infer_arrays, max_batch
 from scaleright.estimate.layout import RECOMPUTE
 from scaleright.estimate.memory import GB, LoraConfig, inference_memory_arrays, training_memory_arrays
@@ -122,7 +123,8 @@ def tp_domain(system: System) -> int:
 def evaluate_training(spec: TransformerSpec, *, gpu, counts: list[int], seq_len: int, global_batch: int,
                       precision: str, task: str, optimizer: str, lora_rank: int,
                       cal: Calibration = DEFAULT_CALIBRATION, system: System | None = None,
-                      cluster: Cluster | None = None, tp_comm_overlap: bool = False) -> TrainCandidates:  # fmt: skip
+                      cluster: Cluster | None = None, tp_comm_overlap: bool | None = None,
+                      framework: Framework | str | None = None) -> TrainCandidates:  # fmt: skip
     """Evaluate every valid layout of ``spec`` on ``gpu`` in ``system`` (default: ``system_of(gpu, cluster=...)``;
     see module docstring)."""
     system = system_of(gpu, system=system, cluster=cluster)
@@ -153,7 +155,7 @@ def evaluate_training(spec: TransformerSpec, *, gpu, counts: list[int], seq_len:
         spec, gpu=gpu, system=system, seq_len=seq_len, global_batch=global_batch, tp=sub["tp"], pp=sub["pp"],
         dp=sub["dp"], cp=sub["cp"], ep=sub["ep"], zero=sub["zero"], micro_batch=sub["mb"], recompute=sub["rc"],
         sequence_parallel=sub["sp"].astype(bool), precision=prec, task=task, lora=lora, cal=cal,
-        tp_comm_overlap=tp_comm_overlap,
+        tp_comm_overlap=tp_comm_overlap, framework=framework,
     )  # fmt: skip
     arrays = dict(sub)
     arrays["memory_gb"] = total[fit]
