@@ -13,7 +13,16 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from scaleright.cli import bench_cmd, calibrate_cmd, catalog_cmd, dashboard_cmd, estimate_cmd, plan_cmd, serve_cmd
+from scaleright.cli import (
+    bench_cmd,
+    calibrate_cmd,
+    catalog_cmd,
+    dashboard_cmd,
+    estimate_cmd,
+    export_cmd,
+    plan_cmd,
+    serve_cmd,
+)
 from scaleright.cli.common import visible
 from scaleright.errors import InputError, ScalerightError
 
@@ -65,7 +74,7 @@ def _root(
 
 
 # Command-group modules, each with ``register(app: typer.Typer) -> None``.
-_GROUPS = (catalog_cmd, estimate_cmd, plan_cmd, serve_cmd, bench_cmd, calibrate_cmd, dashboard_cmd)
+_GROUPS = (catalog_cmd, estimate_cmd, plan_cmd, export_cmd, serve_cmd, bench_cmd, calibrate_cmd, dashboard_cmd)
 for _group in _GROUPS:
     _group.register(app)
 
@@ -94,7 +103,7 @@ def _usage_line(exc: _UsageError) -> str:
 # Options whose value is a path. The parser turns an empty value into Path("."), the working directory, which would
 # then be read (``--catalog ''``) or written; an empty path is refused before the parser sees it.
 # (``--model`` and ``--calibration`` also take catalog or profile names; their readers refuse an empty one themselves.)
-PATH_OPTIONS = ("--catalog", "--db", "--html", "--out", "--trace", "--trace-out", "--input-lengths",
+PATH_OPTIONS = ("--catalog", "--db", "--html", "--out", "--export", "--trace", "--trace-out", "--input-lengths",
                 "--output-lengths", "--fleet")
 
 

@@ -21,6 +21,7 @@ from scaleright.cli.common import (
     profile_from,
     table,
 )
+from scaleright.errors import InputError
 from scaleright.fmt import ms, number, percent, usd
 
 
@@ -58,6 +59,8 @@ def plan_cmd(
     html: Path | None = typer.Option(None, "--html", help="Also write a self-contained HTML report here."),
     calibration: str | None = typer.Option(None, "--calibration", help="Calibration profile name or JSON path."),
     catalog: Path | None = CatalogOpt,
+    export: Path | None = typer.Option(None, "--export", help="Also write the recommendation as launch configs "
+                                       "into this directory, one per format that applies (see scaleright export)."),
     as_json: bool = JsonOpt,
 ) -> None:
     """Search every allowed GPU type, count and parallel layout; recommend one option and say why."""
@@ -67,6 +70,12 @@ def plan_cmd(
 
     if html is not None:
         check_output_path("--html", html)
+    if export is not None:
+        from scaleright.textfile import path_problem
+
+        why = path_problem(export, want="dir")
+        if why is not None and not (why == "directory not found" and path_problem(export.parent, want="dir") is None):
+            raise InputError(f"--export={export}: {why}; give a directory (created if its parent exists)")
     scn = load_scenario(scenario)
     cat = catalog_from(catalog)
     prof = profile_from("--calibration", calibration)
@@ -89,6 +98,8 @@ def plan_cmd(
         from scaleright.plan.report import write_html
 
         write_html(d, html)  # atomic; an OS error is one line naming --html and the path
+    if export is not None:
+        _export(d, export, inputs=[scenario, *catalog_files(catalog)], quiet=as_json)
     if as_json:
         emit_json(d)
         return
@@ -150,6 +161,29 @@ def _print(d: dict) -> None:
     du = s.get("defaults_used", {})
     if du:
         console.print("defaults used: " + esc(", ".join(f"{k}={v}" for k, v in du.items())), style="dim")
+
+
+def _export(d: dict, out: Path, *, inputs: list, quiet: bool) -> None:
+    """Every launch config that applies to the plan (``scaleright.export``) into ``out``; a format that cannot
+    express the layout is named with its reason (on stderr with --json, so stdout stays one JSON object)."""
+    from scaleright.cli.export_cmd import write_files
+    from scaleright.export import export_plan, formats_for
+
+    if d.get("recommendation") is None:
+        raise InputError("--export: the plan has no recommendation (no option met the constraints); nothing to export")
+    files: dict[str, str] = {}
+    skipped = []
+    for fmt in formats_for(d):
+        try:
+            files |= export_plan(d, fmt)
+        except InputError as exc:
+            skipped.append(f"{fmt}: {exc}")
+    written = write_files(out, files, inputs=inputs)
+    out_console = Console(stderr=True) if quiet else console
+    for p in written:
+        out_console.print(f"wrote {esc(p)}")
+    for line in skipped:
+        out_console.print(f"not exported: {esc(line)}")
 
 
 def _short(layout: dict) -> str:
