@@ -257,6 +257,9 @@ def train_cmd(
     pp: int = PpOpt,
     cp: int = CpOpt,
     ep: int = EpOpt,
+    etp: int | None = typer.Option(
+        None, "--etp", help="Expert-tensor-parallel size (MoE parallel folding, Megatron-Core "
+        "--expert-tensor-parallel-size; default: tp). ep * etp must divide tp * cp * dp."),
     dp: int | None = typer.Option(None, "--dp", help="Data-parallel size (default: gpus / (tp*pp*cp))."),
     zero: int = ZeroOpt,
     fsdp: bool = typer.Option(False, "--fsdp",
@@ -294,7 +297,7 @@ def train_cmd(
     check_choice("--precision", precision, TRAIN_PRECISIONS)
     check_choice("--task", task, ("pretrain", "full-finetune", "lora", "qlora"))
     _bounded("gpus", gpus=gpus)
-    _bounded("parallel_degree", tp=tp, pp=pp, cp=cp, ep=ep, dp=dp, virtual_stages=virtual_stages)
+    _bounded("parallel_degree", tp=tp, pp=pp, cp=cp, ep=ep, etp=etp, dp=dp, virtual_stages=virtual_stages)
     _bounded("seq_len", seq_len=seq_len)
     _bounded("micro_batch", micro_batch=micro_batch)
     _bounded("global_batch", global_batch=global_batch)
@@ -309,7 +312,7 @@ def train_cmd(
     cal = calibration_from("--calibration", calibration)
     spec, g = _load(model, gpu, catalog)
     dp = dp if dp is not None else _dp(gpus, tp, pp, cp)
-    layout = Layout(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, zero=3 if fsdp else zero, micro_batch=micro_batch,
+    layout = Layout(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, etp=etp, zero=3 if fsdp else zero, micro_batch=micro_batch,
                     global_batch=global_batch, recompute=recompute, sequence_parallel=sequence_parallel,
                     virtual_stages=virtual_stages)  # fmt: skip
     layout.validate(spec, gpus=gpus)
@@ -322,7 +325,7 @@ def train_cmd(
     if as_json:
         emit_json(d | {"model": spec.name})
         return
-    head = f"{spec.name} {task} on {gpus} x {g.id}: tp={tp} pp={pp} dp={dp} cp={cp} ep={ep} zero={layout.zero}"
+    head = f"{spec.name} {task} on {gpus} x {g.id}: {layout.text()}"
     console.print(f"[bold]{esc(head)}[/bold]")
     if not est.fits:
         console.print(f"[red]does not fit:[/red] {esc(est.reason)}")

@@ -7,8 +7,11 @@ GEMMs of a layer on a tensor-parallel shard of size ``tp``, for ``t`` tokens (fo
   output projection (``q/tp x h``); MLA (DeepSeek-V2/V3, arXiv:2405.04434) instead runs the q down/up
   projections, the joint KV down-projection (with the RoPE key, not split over tp), the KV up-projection and the
   output projection;
-- FFN: ``h x n·f/tp`` and ``f/tp x h`` (n = 2 for gated MLPs); MoE layers run each local expert on its share of
-  tokens, ``t·k·ep/E`` rows (thin GEMMs for fine-grained experts), plus shared experts and the router.
+- FFN: ``h x n·f/tp`` and ``f/tp x h`` (n = 2 for gated MLPs); MoE layers run each of their ``E/ep`` local
+  experts split over ``etp`` GPUs (``h x n·f/etp``) on its share of tokens: a GPU dispatches its sequence-parallel
+  ``t/tp`` tokens k times over the EP group and the ETP group gathers them, ``t·k·ep·etp/(tp·E)`` rows per expert
+  (Megatron-Core's all-to-all dispatcher; ``etp = tp``: ``t·k·ep/E``; thin GEMMs for fine-grained experts), plus
+  shared experts and the router.
 A GEMM (m x k)·(k x n) takes ``max(2mkn / (peak · eff), bytes / HBM)`` with
 ``eff = eff_max · d / (d + half_dim)``, d its smallest dimension (tile and wave quantisation).
 
@@ -63,9 +66,10 @@ def ffn_width(spec: TransformerSpec, c: ParamCounts) -> float:
 
 def layer_gemm_times(
     spec: TransformerSpec, c: ParamCounts, *, tokens: float | NDArray[np.float64], tp: float | NDArray[np.float64],
-    ep: float | NDArray[np.float64] = 1.0, gemm: dict[str, float],
+    ep: float | NDArray[np.float64] = 1.0, gemm: dict[str, float], etp: float | NDArray[np.float64] | None = None,
 ) -> tuple[float | NDArray[np.float64], float | NDArray[np.float64]]:
-    """(attention projections, FFN) forward GEMM time of one average layer for ``tokens`` tokens on one GPU."""
+    """(attention projections, FFN) forward GEMM time of one average layer for ``tokens`` tokens on one GPU
+    (``etp``: expert tensor parallel, None: tp)."""
     t = tokens
     h = spec.hidden
     if spec.mla:
@@ -83,15 +87,19 @@ def layer_gemm_times(
         attn = gemm_time(t, h, spec.q_dim / tp + 2 * kv_tp, **gemm) + gemm_time(t, spec.q_dim / tp, h, **gemm)
     n_up = 2 if spec.gated_mlp else 1
 
-    def ffn(rows: ArrayLike, f: float, count: float | NDArray[np.float64] = 1.0) -> float | NDArray[np.float64]:
-        return gemm_time(rows, h, n_up * f / tp, count=count, **gemm) + gemm_time(rows, f / tp, h, count=count, **gemm)
+    def ffn(rows: ArrayLike, f: float, count: float | NDArray[np.float64] = 1.0,
+            split: float | NDArray[np.float64] = tp) -> float | NDArray[np.float64]:  # fmt: skip
+        return gemm_time(rows, h, n_up * f / split, count=count, **gemm) + gemm_time(rows, f / split, h, count=count,
+                                                                                    **gemm)  # fmt: skip
 
     dense = ffn(t, spec.ffn_hidden)
     if not spec.moe:
         return attn, dense
     m = spec.moe
     frac = c.moe_layers / c.layers
-    moe = ffn(t * m.top_k * ep / m.num_experts, m.expert_ffn_hidden, count=m.num_experts / ep)
+    e_tp = tp if etp is None else etp
+    moe = ffn(t * m.top_k * ep * e_tp / (tp * m.num_experts), m.expert_ffn_hidden, count=m.num_experts / ep,
+              split=e_tp)  # fmt: skip
     if m.num_shared_experts:
         moe = moe + ffn(t, m.shared_ffn_hidden * m.num_shared_experts)
     moe = moe + gemm_time(t, h, m.num_experts, **gemm)  # router

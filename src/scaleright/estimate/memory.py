@@ -181,16 +181,18 @@ def _end_params(c: ParamCounts, pp: ArrayLike, *, tied: bool) -> NDArray[np.floa
 
 
 def _stage_params(
-    c: ParamCounts, tp: ArrayLike, pp: ArrayLike, ep: ArrayLike, *, tied: bool
+    c: ParamCounts, tp: ArrayLike, pp: ArrayLike, ep: ArrayLike, *, tied: bool, etp: ArrayLike | None = None
 ) -> tuple[float | NDArray[np.float64], float | NDArray[np.float64]]:
     """(dense, expert) parameters held by the fullest pipeline stage of one GPU, before ZeRO sharding.
 
     Layers are split as evenly as possible (ceil(L / pp) on the fullest stage). The first stage also holds the
     embedding (and learned positions), the last the output head and final norm (a tied head keeps a copy of the
     embedding there, as Megatron does). Matmul weights and the vocabulary are split over tp (vocab-parallel
-    embedding); the few norm weights are counted as split too (a < 0.01 % error).
+    embedding); the few norm weights are counted as split too (a < 0.01 % error). Routed experts are split over
+    ``ep · etp`` (MoE parallel folding; ``etp`` None: tp).
     """
     tp, pp, ep = (np.asarray(x, dtype=float) for x in (tp, pp, ep))
+    etp = tp if etp is None else np.asarray(etp, dtype=float)
     layers_stage = np.ceil(c.layers / pp)
     moe_frac = c.moe_layers / c.layers if c.layers else 0.0
     dense_per_layer = c.attn_per_layer + c.norms_per_layer
@@ -200,7 +202,7 @@ def _stage_params(
     blocks_expert = layers_stage * moe_frac * c.num_experts * c.expert_ffn
     ends = _end_params(c, pp, tied=tied)
     dense = (blocks_dense + ends) / tp
-    expert = blocks_expert / (tp * ep)
+    expert = blocks_expert / (etp * ep)
     return dense, expert
 
 
@@ -216,6 +218,7 @@ def model_state_bytes(
     precision: str = "bf16",
     optimizer: str = "adamw",
     counts: ParamCounts | None = None,
+    etp: ArrayLike | None = None,
 ) -> tuple[float | NDArray[np.float64], float | NDArray[np.float64], float | NDArray[np.float64]]:
     """(weights, gradients, optimizer) bytes per GPU for full training with ZeRO sharding over dp · cp.
 
@@ -223,10 +226,12 @@ def model_state_bytes(
     training keeps fp32 weights and gradients and the optimizer's moments only (no master copy).
     """
     c = counts or count_params(spec)
-    dense, expert = _stage_params(c, tp, pp, ep, tied=spec.tied_embeddings)
+    dense, expert = _stage_params(c, tp, pp, ep, tied=spec.tied_embeddings, etp=etp)
     zero = np.asarray(zero)
     shard_dense = np.asarray(dp, dtype=float) * np.asarray(cp, dtype=float)
-    shard_expert = shard_dense / np.asarray(ep, dtype=float)
+    # experts shard over the expert-data-parallel group, tp·cp·dp / (ep·etp) (MoE parallel folding)
+    etp_ = np.asarray(tp if etp is None else etp, dtype=float)
+    shard_expert = shard_dense * np.asarray(tp, dtype=float) / (np.asarray(ep, dtype=float) * etp_)
     w_b = 4.0 if precision == "fp32" else 2.0
     opt_b = optimizer_bytes_per_param(optimizer) - (4.0 if precision == "fp32" else 0.0)
 
@@ -356,15 +361,17 @@ def training_memory_arrays(
     lora: LoraConfig | None = None,
     flash_attention: bool = True,
     overheads: Overheads = Overheads(),
+    etp: ArrayLike | None = None,
 ) -> dict[str, np.ndarray]:
-    """Per-GPU training memory in bytes by component, broadcast over the layout arrays."""
+    """Per-GPU training memory in bytes by component, broadcast over the layout arrays (``etp``: expert tensor
+    parallel, None: tp)."""
     if task not in TASKS or task == "inference":
         raise InputError(f"task={task!r} not allowed here; allowed: pretrain, full-finetune, lora, qlora")
     c = count_params(spec)
     bpv = 4.0 if precision == "fp32" else 2.0
     if task in ("lora", "qlora"):
         lora = lora or LoraConfig()
-        dense, expert = _stage_params(c, tp, pp, ep, tied=spec.tied_embeddings)
+        dense, expert = _stage_params(c, tp, pp, ep, tied=spec.tied_embeddings, etp=etp)
         base = dense + expert
         if task == "qlora":
             # 4-bit NF4 block weights; embeddings and the output head stay 16-bit (bitsandbytes quantises the
@@ -388,7 +395,8 @@ def training_memory_arrays(
             opt = optimizer_bytes_per_param(optimizer) * n_adapters
     else:
         weights, grads, opt = model_state_bytes(
-            spec, tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, zero=zero, precision=precision, optimizer=optimizer, counts=c
+            spec, tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, zero=zero, precision=precision, optimizer=optimizer, counts=c,
+            etp=etp,
         )
     per_layer = activation_bytes_per_layer(
         spec, seq_len=seq_len, micro_batch=micro_batch, tp=tp, cp=cp, sequence_parallel=sequence_parallel,
@@ -460,6 +468,7 @@ def training_memory(
         zero=layout.zero, micro_batch=layout.micro_batch, n_micro=layout.grad_accum, recompute=layout.recompute,
         sequence_parallel=layout.sequence_parallel, virtual_stages=layout.virtual_stages, precision=precision,
         optimizer=optimizer, task=task, lora=lora, flash_attention=flash_attention, overheads=overheads,
+        etp=layout.expert_tp,
     )  # fmt: skip
     details: dict[str, float] = {}
     if task in ("lora", "qlora"):
