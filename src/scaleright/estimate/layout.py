@@ -172,7 +172,7 @@ class LayoutArrays:
     def as_dict(self) -> dict[str, np.ndarray]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
-    def kwargs(self) -> dict[str, np.ndarray]:
+    def kwargs(self) -> dict[str, Any]:
         """Keyword arguments of ``train_step_arrays`` / ``training_memory_arrays`` (same names)."""
         return self.as_dict()
 
@@ -198,9 +198,11 @@ class LayoutArrays:
 
 def layout_text(layout: Layout | Mapping[str, Any]) -> str:
     """A layout as short text: the axes that are not trivial, e.g. ``tp=2, pp=4 (interleaved x2), dp=8, ep=32,
-    etp=1, ZeRO-1, selective recompute, SP, micro-batch 2``; ``single GPU`` when nothing is split.
+    etp=1, ZeRO-1, selective recompute, SP, micro-batch 2``; ``single GPU`` when nothing is split. The one
+    layout-to-text function of every output (terminal, explanations, HTML report).
 
-    Takes a ``Layout`` or a mapping with its field names (the planner's options; ``recompute`` as a name).
+    Takes a ``Layout`` or a mapping with its field names (the planner's options; ``recompute`` as a name or code;
+    a serving layout's ``replicas`` and ``batch_per_replica``).
     """
     d = dataclasses.asdict(layout) if isinstance(layout, Layout) else dict(layout)
     if isinstance(layout, Layout):
@@ -224,4 +226,8 @@ def layout_text(layout: Layout | Mapping[str, Any]) -> str:
         parts.append("SP")
     if "micro_batch" in d:
         parts.append(f"micro-batch {d['micro_batch']}")
+    if "replicas" in d:  # a serving layout (the planner's inference options)
+        parts.append(f"{d['replicas']} replica{'s' if d['replicas'] != 1 else ''}")
+    if "batch_per_replica" in d:
+        parts.append(f"batch {d['batch_per_replica']} per replica")
     return ", ".join(parts) or "single GPU"

@@ -206,7 +206,7 @@ def _plan_training(scn, spec, cat, cal, progress) -> PlanResult:
 
     tr = scn.training
     tokens = tr.total_tokens
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     gpus_allowed = _allowed_gpus(scn, cat)
     options_all, skipped, per_gpu_cands = [], [], {}
     n_eval = n_fit = 0
@@ -230,15 +230,20 @@ def _plan_training(scn, spec, cat, cal, progress) -> PlanResult:
         per_gpu_cands[g.id] = (g, cand, dict(zip(counts, rate.tolist(), strict=True)), src)
         a = cand.arrays
         hours = tokens / a["tokens_per_s"] / 3600.0
-        for n in np.unique(a["gpus"]):
-            idx = np.flatnonzero(a["gpus"] == n)
-            # fastest; on exact ties the larger micro-batch (fewer kernel launches, which the model does not time)
-            j = int(idx[np.lexsort((-a["mb"][idx], hours[idx]))[0]])
-            price = per_gpu_cands[g.id][2][int(n)]
-            options_all.append(_train_option(scn, g, cand, j, float(hours[j]), price, src, tokens))
+        # per count the fastest; on exact ties the larger micro-batch (fewer kernel launches, not timed)
+        order = np.lexsort((-a["micro_batch"], hours, a["gpus"]))
+        first = np.ones(order.size, dtype=bool)
+        first[1:] = a["gpus"][order][1:] != a["gpus"][order][:-1]
+        js = order[first]
+        n_j = a["gpus"][js]
+        price_j = np.asarray([per_gpu_cands[g.id][2][int(n)] for n in n_j], dtype=float)
+        econ_j = _train_econ(scn, g, n_j, hours[js], price_j, tokens)  # one call per GPU type, arrays over counts
+        for k, j in enumerate(js.tolist()):
+            options_all.append(_train_option(scn, g, cand, j, float(hours[j]), float(price_j[k]), src,
+                                             {key: float(v[k]) for key, v in econ_j.items()}))  # fmt: skip
     if progress:
         progress(len(gpus_allowed), len(gpus_allowed), "done")
-    wall = time.perf_counter() - t0
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     rec, infeasible = _choose(options_all, scn)
     if not options_all and skipped and all(x["reason"].startswith("no ") and " price" in x["reason"] for x in skipped):
         infeasible = {"binding": "price", "message": f"no allowed GPU has a {scn.pricing.mode} price "
@@ -250,7 +255,8 @@ def _plan_training(scn, spec, cat, cal, progress) -> PlanResult:
         if cur is None or _better(o, cur, scn):
             best_per_gpu[o["gpu"]] = o
     options = sorted(best_per_gpu.values(), key=lambda o: (o["cost_usd"], o["time_h"]))
-    search = {"layouts_evaluated": n_eval, "layouts_fit": n_fit, "wall_s": wall, "gpu_types": len(gpus_allowed),
+    search = {"layouts_evaluated": n_eval, "layouts_fit": n_fit, "wall_s": wall, "cpu_s": cpu,
+              "gpu_types": len(gpus_allowed),
               "skipped": skipped, "layouts_per_s": n_eval / wall if wall > 0 else None,
               "limits": SEARCH_LIMITS}  # fmt: skip
     res = PlanResult(
@@ -273,15 +279,22 @@ def _better(o: dict, cur: dict, scn: Scenario) -> bool:
     return (o["cost_usd"], o["time_h"]) < (cur["cost_usd"], cur["time_h"])
 
 
-def _train_option(scn, g, cand, j, hours, price, src, tokens) -> dict:
+def _train_econ(scn, g, gpus, hours, price, tokens) -> dict[str, np.ndarray]:
+    """Cost, cost per 1M tokens, energy and emissions of training options (arrays over the options)."""
+    cost = np.asarray(econ.cost_per_job_usd(gpus=gpus, price_usd_per_gpu_hour=price, time_h=hours), dtype=float)
+    kwh, co2 = _energy(scn, g, gpus, hours)
+    per_1m = econ.training_cost_usd_per_1m_tokens(tokens=tokens, cost_usd=cost)
+    return {k: np.asarray(v, dtype=float) + 0 * cost for k, v in
+            (("cost_usd", cost), ("cost_per_1m_tokens_usd", per_1m), ("energy_kwh", kwh), ("co2e_kg", co2))}
+
+
+def _train_option(scn, g, cand, j, hours, price, src, ec: dict[str, float]) -> dict:
     a = cand.arrays
     n = int(a["gpus"][j])
-    cost = float(econ.cost_per_job_usd(gpus=n, price_usd_per_gpu_hour=price, time_h=hours))
-    kwh, co2 = _energy(scn, g, n, hours)
     return {
-        "gpu": g.id, "gpus": n, "layout": layout_dict(a, j), "time_h": hours, "cost_usd": cost,
-        "cost_per_1m_tokens_usd": float(econ.training_cost_usd_per_1m_tokens(tokens=tokens, cost_usd=cost)),
-        "energy_kwh": float(kwh), "co2e_kg": float(co2), "price_usd_per_gpu_hour": float(price), "price_source": src,
+        "gpu": g.id, "gpus": n, "layout": layout_dict(a, j), "time_h": hours, "cost_usd": ec["cost_usd"],
+        "cost_per_1m_tokens_usd": ec["cost_per_1m_tokens_usd"],
+        "energy_kwh": ec["energy_kwh"], "co2e_kg": ec["co2e_kg"], "price_usd_per_gpu_hour": price, "price_source": src,
         "precision": cand.precision, "tokens_per_s": float(a["tokens_per_s"][j]), "mfu": float(a["mfu"][j]),
         "step_time_s": float(a["step_time_s"][j]), "memory_gb_per_gpu": float(a["memory_gb"][j]),
         "gpu_memory_gb": g.memory_gb, "time_breakdown_s": time_breakdown(a, j),

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TypeGuard
 
 import scaleright
+from scaleright.estimate.layout import layout_text
 
 __all__ = ["render_html", "write_html"]
 
@@ -81,9 +82,8 @@ def _pct(x: object) -> str:
 
 
 def _layout(lay: dict) -> str:
-    """Compact layout: only the axes that are not trivial (tp is always shown)."""
-    parts = [f"{k}={v}" for k, v in lay.items() if k == "tp" or v not in (0, 1, False, "none", None)]
-    return " ".join(parts) or DASH
+    """Compact layout (``layout_text``); a dash when there is none."""
+    return layout_text(lay) if lay else DASH
 
 
 def _table(cols: list[str] | None, rows: list[list], rec_rows: set[int] | frozenset[int] = frozenset()) -> str:
