@@ -156,3 +156,36 @@ def test_estimate_train_takes_etp_and_reports_it():
                                                       sequence_parallel=True, recompute="full"), seq_len=4096)
     assert est.as_dict()["layout"]["etp"] == 1
     assert est.time_breakdown_s["ep_comm"] > 0
+
+
+def test_hsdp_shards_model_states_over_its_shard_group_only():
+    """Mixed-precision AdamW keeps 2 + 2 + 12 = 16 B per parameter; ZeRO-3 divides them by the shard group: all 32
+    data-parallel ranks for FSDP, the 8 of a host for HSDP (replicated 4 times)."""
+    spec = _spec("llama-3.1-8b")
+    n = count_params(spec).total
+    kw = dict(seq_len=4096, precision="bf16", task="pretrain")
+    fsdp = training_memory(spec, layout=Layout(dp=32, zero=3), **kw)
+    hsdp = training_memory(spec, layout=Layout(dp=32, zero=3, dp_shard=8), **kw)
+    assert hsdp.optimizer == pytest.approx(n * 12 / 8 / 1e9, rel=1e-3)
+    assert fsdp.optimizer == pytest.approx(n * 12 / 32 / 1e9, rel=1e-3)
+    assert hsdp.optimizer == pytest.approx(4 * fsdp.optimizer, rel=1e-12)
+
+
+def test_hsdp_gathers_inside_the_host_and_all_reduces_across():
+    """Per layer and micro-batch, HSDP's communication is a gather and a reduce-scatter over the host's 8 ranks plus
+    an all-reduce of the 1/8 shard across the 4 hosts; FSDP's is a gather and a reduce-scatter over all 32. Measured
+    collectives: the all-gather inside NVLink is cheaper than across the NICs."""
+    spec = _spec("llama-3.1-8b")
+    gpu = get_gpu("h100-sxm")
+    system = system_for(gpu.id)
+    layer_w = count_params(spec).blocks / spec.layers * 2.0
+    inside = float(collective_time_s("all_gather", layer_w, system=system, size=8, stride=1))
+    across = float(collective_time_s("all_gather", layer_w, system=system, size=32, stride=1))
+    assert inside < across
+    with pytest.raises(LayoutError, match=r"HSDP is modelled for dense models only"):
+        Layout(dp=32, zero=3, dp_shard=8).validate(_spec("mixtral-8x7b"))
+    with pytest.raises(LayoutError, match=r"dp_shard\(3\) does not divide dp\(32\)"):
+        Layout(dp=32, zero=3, dp_shard=3).validate(spec)
+    est = estimate_train(spec, gpu=gpu, layout=Layout(dp=32, zero=3, dp_shard=8, global_batch=64), seq_len=4096)
+    assert est.as_dict()["layout"]["dp_shard"] == 8
+    assert est.time_breakdown_s["dp_comm"] > 0

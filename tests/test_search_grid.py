@@ -1,6 +1,7 @@
 """The training search's enumeration (issue #9 item 5): the grid holds exactly the layouts its documented rules
 allow, every one of them a valid ``Layout``; the kept winners are the fastest of each count and family; the
-vectorised evaluation equals ``estimate_train`` layout by layout, interleaved and folded-MoE layouts included.
+vectorised evaluation equals ``estimate_train`` layout by layout, interleaved, HSDP and folded-MoE layouts
+included.
 
 The reference for the enumeration is a plain ``itertools.product`` over every axis with the rules written out
 again from ``SEARCH_LIMITS`` (not the search's code), filtered one layout at a time.
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import math
 
 import numpy as np
 import pytest
@@ -64,15 +66,19 @@ def _brute_force(spec, counts, tp_domain, seq_len, gb, task) -> set[tuple]:
                     continue
                 if rc == 1 and tp > 1 and not sp:
                     continue
-                out.add((n, tp, pp, dp, cp, ep, etp, zero, mb, rc, sp, v))
+                shards = {dp * cp}
+                inside = math.gcd(dp * cp, max(tp_domain // tp, 1))  # HSDP: the dp·cp ranks of one domain
+                if zero == 3 and not moe and 1 < inside < dp * cp:
+                    shards.add(inside)
+                for shard in shards:
+                    out.add((n, tp, pp, dp, cp, ep, etp, zero, shard, mb, rc, sp, v))
     return out
 
 
 def _as_set(g: LayoutArrays) -> set[tuple]:
-    cols = (g.gpus, g.tp, g.pp, g.dp, g.cp, g.ep, g.etp, g.zero, g.micro_batch, g.recompute,
+    cols = (g.gpus, g.tp, g.pp, g.dp, g.cp, g.ep, g.etp, g.zero, g.dp_shard, g.micro_batch, g.recompute,
             g.sequence_parallel, g.virtual_stages)  # fmt: skip
-    return {(int(a), int(b), int(c), int(d), int(e), int(f), int(g_), int(h), int(i), int(j), bool(k), int(v))
-            for a, b, c, d, e, f, g_, h, i, j, k, v in zip(*cols, strict=True)}  # fmt: skip
+    return {tuple(bool(x) if j == 11 else int(x) for j, x in enumerate(row)) for row in zip(*cols, strict=True)}
 
 
 @pytest.mark.parametrize(("model", "task", "max_gpus", "gb", "seq_len"), [
@@ -125,7 +131,7 @@ def test_the_search_limits_name_the_new_axes():
     # printed with every plan (search.limits, the CLI's "search limits:" line)
     for key in ("gpus", "tp", "pp", "virtual_stages", "ep", "etp", "micro_batch"):
         assert key in SEARCH_LIMITS
-    assert "HSDP" in SEARCH_LIMITS["zero"] and "offload" in SEARCH_LIMITS["zero"]  # what is not searched, said
+    assert "HSDP" in SEARCH_LIMITS["zero"] and "no activation or optimizer offload" in SEARCH_LIMITS["zero"]
 
 
 @functools.cache
@@ -165,7 +171,7 @@ def test_the_vectorised_search_equals_estimate_train_on_random_layouts(model, gp
     lays = cand.layouts()
     rng = np.random.default_rng(seed)
     # half the draws from the interleaved or folded layouts, which the old grid never held
-    special = np.flatnonzero((lays.virtual_stages > 1) | (lays.etp != lays.tp))
+    special = np.flatnonzero((lays.virtual_stages > 1) | (lays.etp != lays.tp) | (lays.dp_shard < lays.dp * lays.cp))
     picks = list(rng.choice(len(lays), size=2)) + (list(rng.choice(special, size=2)) if special.size else [])
     for i in picks:
         lay = lays.layout(int(i), global_batch=64)
@@ -176,10 +182,12 @@ def test_the_vectorised_search_equals_estimate_train_on_random_layouts(model, gp
 
 def test_layout_arrays_round_trip_layouts():
     lays = [Layout(tp=2, pp=4, dp=16, ep=32, etp=1, zero=1, micro_batch=2, recompute="selective",
-                   sequence_parallel=True, virtual_stages=2), Layout(dp=8, zero=3), Layout(tp=8, ep=4)]  # fmt: skip
+                   sequence_parallel=True, virtual_stages=2), Layout(dp=8, zero=3), Layout(tp=8, ep=4),
+            Layout(tp=2, dp=16, zero=3, dp_shard=4)]  # fmt: skip
     arr = LayoutArrays.of(lays)
     assert [arr.layout(i) for i in range(len(arr))] == lays
-    assert arr.gpus.tolist() == [128, 8, 8]
+    assert arr.gpus.tolist() == [128, 8, 8, 32]
+    assert arr.dp_shard.tolist() == [16, 8, 1, 4]
     assert RECOMPUTE[int(arr.recompute[0])] == "selective"
 
 
@@ -188,6 +196,7 @@ def test_layout_text_names_the_axes_that_are_split():
                               sequence_parallel=True, virtual_stages=2)) == (
         "tp=2, pp=4 (interleaved x2), dp=16, ep=32, etp=1, ZeRO-1, selective recompute, SP, micro-batch 2")  # fmt: skip
     assert layout_text({"tp": 1, "pp": 1, "dp": 8, "zero": 3}) == "dp=8, ZeRO-3/FSDP"
+    assert layout_text(Layout(dp=32, zero=3, dp_shard=8)) == "dp=32, HSDP (shard 8, replicate 4), micro-batch 1"
     assert layout_text({"tp": 1}) == "single GPU"
     # etp equal to tp is Megatron's default and not repeated
     assert layout_text(Layout(tp=2, dp=4, ep=8)) == "tp=2, dp=4, ep=8, micro-batch 1"

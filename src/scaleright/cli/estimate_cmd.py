@@ -264,6 +264,9 @@ def train_cmd(
     zero: int = ZeroOpt,
     fsdp: bool = typer.Option(False, "--fsdp",
                               help="FSDP full shard (same as --zero 3; conflicts with --zero 1 or 2)."),
+    dp_shard: int | None = typer.Option(
+        None, "--dp-shard", help="ZeRO-3 shard group (HSDP when smaller than dp * cp: shard over this many "
+        "data-parallel ranks, replicate across the rest; dense models). Default: dp * cp."),
     recompute: str = RecOpt,
     sequence_parallel: bool = SpOpt,
     virtual_stages: int = typer.Option(1, "--virtual-stages", help="Interleaved pipeline chunks per stage."),
@@ -297,7 +300,8 @@ def train_cmd(
     check_choice("--precision", precision, TRAIN_PRECISIONS)
     check_choice("--task", task, ("pretrain", "full-finetune", "lora", "qlora"))
     _bounded("gpus", gpus=gpus)
-    _bounded("parallel_degree", tp=tp, pp=pp, cp=cp, ep=ep, etp=etp, dp=dp, virtual_stages=virtual_stages)
+    _bounded("parallel_degree", tp=tp, pp=pp, cp=cp, ep=ep, etp=etp, dp=dp, dp_shard=dp_shard,
+             virtual_stages=virtual_stages)
     _bounded("seq_len", seq_len=seq_len)
     _bounded("micro_batch", micro_batch=micro_batch)
     _bounded("global_batch", global_batch=global_batch)
@@ -312,7 +316,8 @@ def train_cmd(
     cal = calibration_from("--calibration", calibration)
     spec, g = _load(model, gpu, catalog)
     dp = dp if dp is not None else _dp(gpus, tp, pp, cp)
-    layout = Layout(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, etp=etp, zero=3 if fsdp else zero, micro_batch=micro_batch,
+    layout = Layout(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, etp=etp, zero=3 if fsdp else zero, dp_shard=dp_shard,
+                    micro_batch=micro_batch,
                     global_batch=global_batch, recompute=recompute, sequence_parallel=sequence_parallel,
                     virtual_stages=virtual_stages)  # fmt: skip
     layout.validate(spec, gpus=gpus)

@@ -8,6 +8,10 @@ for the experts as ``etp · ep · edp`` — expert tensor parallel ``etp`` (inne
 ``tp · cp · dp``, and an expert-parallel group may span data-, context- and tensor-parallel ranks (TP2 × EP32 on
 256 GPUs is valid). With ``etp = tp`` this is the classic rule, ``ep`` divides ``dp · cp``.
 
+ZeRO-3 shards over all ``dp · cp`` ranks (FSDP) or, with ``dp_shard`` smaller, over ``dp_shard`` of them and
+replicates across the rest (HSDP: PyTorch FSDP2's hybrid sharding, torchtitan's ``data_parallel_shard_degree`` /
+``data_parallel_replicate_degree``; the planner shards inside a host and replicates across hosts).
+
 ``LayoutArrays`` is the same layout as a struct of numpy arrays (the planner's search evaluates millions at once);
 ``layout_text`` writes any layout as text, one way for every output.
 """
@@ -45,6 +49,7 @@ class Layout:
     ep: int = 1  # expert parallel: routed experts split over this many GPUs of the tp·cp·dp group (folding)
     etp: int | None = None  # expert tensor parallel: each expert's FFN split over this many GPUs (None: tp)
     zero: int = 0  # ZeRO stage over the dp·cp group: 0 none, 1 optimizer, 2 +gradients, 3 +weights (= FSDP)
+    dp_shard: int | None = None  # ZeRO-3 shard group (< dp·cp: HSDP, replicated dp·cp/dp_shard times); None: dp·cp
     micro_batch: int = 1  # sequences per micro-batch per data-parallel replica
     global_batch: int | None = None  # sequences per optimizer step (None: micro_batch · dp, no accumulation)
     recompute: str = "none"  # activation recomputation: none, selective (attention core) or full (each layer)
@@ -66,6 +71,11 @@ class Layout:
         return max(self.tp * self.cp * self.dp // (self.ep * self.expert_tp), 1)
 
     @property
+    def zero_shard(self) -> int:
+        """Ranks the ZeRO states are sharded over: ``dp_shard`` (HSDP), else the whole ``dp · cp`` group."""
+        return self.dp * self.cp if self.dp_shard is None else self.dp_shard
+
+    @property
     def grad_accum(self) -> int:
         """Micro-batches per replica per optimizer step."""
         gb = self.global_batch or self.micro_batch * self.dp
@@ -76,9 +86,9 @@ class Layout:
 
     def validate(self, spec: TransformerSpec | None = None, *, gpus: int | None = None) -> Layout:
         """Raise ``LayoutError`` naming the operands when this layout cannot exist; return self otherwise."""
-        for name in ("tp", "pp", "dp", "cp", "ep", "etp", "micro_batch", "virtual_stages"):
+        for name in ("tp", "pp", "dp", "cp", "ep", "etp", "dp_shard", "micro_batch", "virtual_stages"):
             v = getattr(self, name)
-            if name == "etp" and v is None:
+            if name in ("etp", "dp_shard") and v is None:
                 continue
             if not isinstance(v, int) or v < 1:
                 raise LayoutError(f"{name}={v!r} must be a positive integer")
@@ -97,6 +107,13 @@ class Layout:
                 f"ep({self.ep}) * {etp} = {self.ep * self.expert_tp} does not divide tp({self.tp}) * cp({self.cp}) * "
                 f"dp({self.dp}) = {attn} (MoE parallel folding regroups a stage's tp·cp·dp GPUs as etp·ep·edp)"
             )
+        if self.dp_shard is not None:
+            if (self.dp * self.cp) % self.dp_shard:
+                raise LayoutError(f"dp_shard({self.dp_shard}) does not divide dp({self.dp}) * cp({self.cp}) = "
+                                  f"{self.dp * self.cp}")  # fmt: skip
+            if self.dp_shard < self.dp * self.cp and self.zero != 3:
+                raise LayoutError(f"dp_shard({self.dp_shard}) < dp * cp ({self.dp * self.cp}) is HSDP, a ZeRO-3 "
+                                  f"variant; got zero({self.zero})")  # fmt: skip
         if self.global_batch is not None:  # noqa: SIM102 (the None check reads apart from the arithmetic)
             if self.global_batch < 1 or self.global_batch % (self.micro_batch * self.dp):
                 raise LayoutError(
@@ -117,6 +134,9 @@ class Layout:
                 raise LayoutError(
                     f"pp({self.pp}) * virtual_stages({self.virtual_stages}) > num_hidden_layers({spec.layers})"
                 )
+            if spec.moe and self.zero_shard < self.dp * self.cp:
+                raise LayoutError(f"dp_shard({self.dp_shard}): HSDP is modelled for dense models only "
+                                  f"({spec.name} has experts)")  # fmt: skip
             if self.ep > 1 or self.etp is not None:
                 if not spec.moe:
                     which = f"ep({self.ep}) > 1" if self.ep > 1 else f"etp({self.etp}) is given"
@@ -134,8 +154,8 @@ class Layout:
 
 
 # The planner's fields, in ``Layout``'s names; ``recompute`` is an integer code there (index into RECOMPUTE).
-_ARRAY_FIELDS = ("tp", "pp", "dp", "cp", "ep", "etp", "zero", "micro_batch", "recompute", "sequence_parallel",
-                 "virtual_stages")  # fmt: skip
+_ARRAY_FIELDS = ("tp", "pp", "dp", "cp", "ep", "etp", "zero", "dp_shard", "micro_batch", "recompute",
+                 "sequence_parallel", "virtual_stages")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -143,7 +163,8 @@ class LayoutArrays:
     """Many layouts as one struct of equal-length numpy arrays, with ``Layout``'s field names.
 
     ``recompute`` holds codes (0 none, 1 selective, 2 full: ``RECOMPUTE``), ``sequence_parallel`` booleans, ``etp``
-    the expert-tensor-parallel size in use (never None). ``gpus`` is ``tp·pp·dp·cp``.
+    the expert-tensor-parallel size in use and ``dp_shard`` the ZeRO shard group in use (never None). ``gpus`` is
+    ``tp·pp·dp·cp``.
     """
 
     tp: np.ndarray
@@ -153,6 +174,7 @@ class LayoutArrays:
     ep: np.ndarray
     etp: np.ndarray
     zero: np.ndarray
+    dp_shard: np.ndarray
     micro_batch: np.ndarray
     recompute: np.ndarray
     sequence_parallel: np.ndarray
@@ -180,7 +202,9 @@ class LayoutArrays:
         """Entry ``i`` as a ``Layout``."""
         v = {k: int(getattr(self, k)[i]) for k in _ARRAY_FIELDS}
         return Layout(tp=v["tp"], pp=v["pp"], dp=v["dp"], cp=v["cp"], ep=v["ep"],
-                      etp=None if v["etp"] == v["tp"] else v["etp"], zero=v["zero"], micro_batch=v["micro_batch"],
+                      etp=None if v["etp"] == v["tp"] else v["etp"], zero=v["zero"],
+                      dp_shard=None if v["dp_shard"] == v["dp"] * v["cp"] else v["dp_shard"],
+                      micro_batch=v["micro_batch"],
                       global_batch=global_batch, recompute=RECOMPUTE[v["recompute"]],
                       sequence_parallel=bool(self.sequence_parallel[i]), virtual_stages=v["virtual_stages"])
 
@@ -191,7 +215,8 @@ class LayoutArrays:
         for lay in layouts:
             for k in _ARRAY_FIELDS:
                 x = getattr(lay, k)
-                cols[k].append(lay.expert_tp if k == "etp" else RECOMPUTE.index(x) if k == "recompute" else x)
+                x = lay.expert_tp if k == "etp" else lay.zero_shard if k == "dp_shard" else x
+                cols[k].append(RECOMPUTE.index(x) if k == "recompute" else x)
         return cls(**{k: np.asarray(v, dtype=bool if k == "sequence_parallel" else np.int64)
                       for k, v in cols.items()})  # fmt: skip
 
@@ -207,6 +232,7 @@ def layout_text(layout: Layout | Mapping[str, Any]) -> str:
     d = dataclasses.asdict(layout) if isinstance(layout, Layout) else dict(layout)
     if isinstance(layout, Layout):
         d["etp"] = layout.expert_tp
+        d["dp_shard"] = layout.zero_shard
     parts = []
     for k in ("tp", "pp", "dp", "cp", "ep"):
         v = d.get(k, 1)
@@ -217,7 +243,11 @@ def layout_text(layout: Layout | Mapping[str, Any]) -> str:
     if d.get("ep", 1) > 1 and etp is not None and etp != d.get("tp", 1):
         parts.append(f"etp={etp}")
     z = d.get("zero", 0)
-    if z:
+    group = d.get("dp", 1) * d.get("cp", 1)
+    shard = d.get("dp_shard") or group
+    if z and shard < group:
+        parts.append(f"HSDP (shard {shard}, replicate {group // shard})")
+    elif z:
         parts.append(f"ZeRO-{z}" if z < 3 else "ZeRO-3/FSDP")
     rc = d.get("recompute", "none")
     if rc not in ("none", 0):

@@ -219,6 +219,7 @@ def model_state_bytes(
     optimizer: str = "adamw",
     counts: ParamCounts | None = None,
     etp: ArrayLike | None = None,
+    dp_shard: ArrayLike | None = None,
 ) -> tuple[float | NDArray[np.float64], float | NDArray[np.float64], float | NDArray[np.float64]]:
     """(weights, gradients, optimizer) bytes per GPU for full training with ZeRO sharding over dp · cp.
 
@@ -229,6 +230,8 @@ def model_state_bytes(
     dense, expert = _stage_params(c, tp, pp, ep, tied=spec.tied_embeddings, etp=etp)
     zero = np.asarray(zero)
     shard_dense = np.asarray(dp, dtype=float) * np.asarray(cp, dtype=float)
+    if dp_shard is not None:  # HSDP: shard over dp_shard ranks, replicated across the rest (dense models)
+        shard_dense = np.asarray(dp_shard, dtype=float)
     # experts shard over the expert-data-parallel group, tp·cp·dp / (ep·etp) (MoE parallel folding)
     etp_ = np.asarray(tp if etp is None else etp, dtype=float)
     shard_expert = shard_dense * np.asarray(tp, dtype=float) / (np.asarray(ep, dtype=float) * etp_)
@@ -362,9 +365,10 @@ def training_memory_arrays(
     flash_attention: bool = True,
     overheads: Overheads = Overheads(),
     etp: ArrayLike | None = None,
+    dp_shard: ArrayLike | None = None,
 ) -> dict[str, np.ndarray]:
     """Per-GPU training memory in bytes by component, broadcast over the layout arrays (``etp``: expert tensor
-    parallel, None: tp)."""
+    parallel, None: tp; ``dp_shard``: the ZeRO shard group, None: dp·cp)."""
     if task not in TASKS or task == "inference":
         raise InputError(f"task={task!r} not allowed here; allowed: pretrain, full-finetune, lora, qlora")
     c = count_params(spec)
@@ -381,7 +385,8 @@ def training_memory_arrays(
         else:
             weights = base * bpv
         # FSDP (zero=3) shards the frozen base over the data-parallel group too (NeMo Automodel, torchtune)
-        shard = np.asarray(dp, dtype=float) * np.asarray(cp, dtype=float)
+        shard = np.asarray(dp, dtype=float) * np.asarray(cp, dtype=float) if dp_shard is None \
+            else np.asarray(dp_shard, dtype=float)  # fmt: skip
         weights = weights / np.where(np.asarray(zero) >= 3, shard, 1.0)
         n_adapters = lora_param_count(spec, lora) / (np.asarray(tp, dtype=float) * np.asarray(pp, dtype=float))
         if task == "qlora":
@@ -396,7 +401,7 @@ def training_memory_arrays(
     else:
         weights, grads, opt = model_state_bytes(
             spec, tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, zero=zero, precision=precision, optimizer=optimizer, counts=c,
-            etp=etp,
+            etp=etp, dp_shard=dp_shard,
         )
     per_layer = activation_bytes_per_layer(
         spec, seq_len=seq_len, micro_batch=micro_batch, tp=tp, cp=cp, sequence_parallel=sequence_parallel,
@@ -468,7 +473,7 @@ def training_memory(
         zero=layout.zero, micro_batch=layout.micro_batch, n_micro=layout.grad_accum, recompute=layout.recompute,
         sequence_parallel=layout.sequence_parallel, virtual_stages=layout.virtual_stages, precision=precision,
         optimizer=optimizer, task=task, lora=lora, flash_attention=flash_attention, overheads=overheads,
-        etp=layout.expert_tp,
+        etp=layout.expert_tp, dp_shard=layout.zero_shard,
     )  # fmt: skip
     details: dict[str, float] = {}
     if task in ("lora", "qlora"):

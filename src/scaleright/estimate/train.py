@@ -39,6 +39,7 @@ Every function accepts numpy arrays for the layout axes and broadcasts (the plan
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -130,6 +131,7 @@ def train_step_arrays(
     ep: ArrayLike = 1,
     etp: ArrayLike | None = None,
     zero: ArrayLike = 0,
+    dp_shard: ArrayLike | None = None,
     micro_batch: ArrayLike = 1,
     recompute: str | ArrayLike = "none",
     sequence_parallel: ArrayLike = False,
@@ -153,7 +155,10 @@ def train_step_arrays(
     group on PCIe without P2P (``pcie-host``) never hides any. ``etp`` is the expert-tensor-parallel size (None:
     ``tp``); ``ep_comm_overlap`` whether the framework overlaps the expert all-to-all with another micro-batch's
     compute (Megatron-Core ``--overlap-moe-expert-parallel-comm``, DeepSeek-V3's DualPipe; off by default): then
-    a layer exposes only what its all-to-all exceeds its compute."""
+    a layer exposes only what its all-to-all exceeds its compute. ``dp_shard`` is ZeRO-3's shard group (None:
+    ``dp·cp``; smaller: HSDP, each layer's gather and reduce-scatter over ``dp_shard`` ranks ``tp`` apart and an
+    all-reduce of the reduced shard across the ``dp·cp/dp_shard`` replicas, ``tp·dp_shard`` apart, FSDP2's hybrid
+    sharding, every micro-batch)."""
     system = system_of(gpu, system=system, cluster=cluster)
     fits = scaled_fits(cal)
     c = count_params(spec)
@@ -271,10 +276,13 @@ def train_step_arrays(
     grad_bytes = bpv * dense_local
     grad_bytes_e = bpv * expert_local
 
-    def dp_coll(kind: str, dense: ArrayLike, expert: ArrayLike, where: ArrayLike) -> NDArray[np.float64]:
-        """One ``kind`` collective of the dense bytes over the dp·cp group plus one of the expert bytes over the
-        expert-data-parallel group, for the layouts ``where`` says."""
-        t_dense = _coll(kind, dense, system=system, fits=fits, size=dp_group, stride=tp, where=where)
+    shard = dp_group if dp_shard is None else np.asarray(dp_shard, dtype=float)  # ZeRO-3 shard group (HSDP)
+
+    def dp_coll(kind: str, dense: ArrayLike, expert: ArrayLike, where: ArrayLike,
+                size: ArrayLike = dp_group) -> NDArray[np.float64]:  # fmt: skip
+        """One ``kind`` collective of the dense bytes over the dp·cp group (or ``size`` ranks of it) plus one of the
+        expert bytes over the expert-data-parallel group, for the layouts ``where`` says."""
+        t_dense = _coll(kind, dense, system=system, fits=fits, size=size, stride=tp, where=where)
         if not spec.moe:
             return t_dense
         sel = np.asarray(where, dtype=bool) & (np.asarray(expert) > 0)  # LoRA: no expert gradients
@@ -302,9 +310,12 @@ def train_step_arrays(
     # backward) while the neighbouring layer computes (prefetch), and its gradients reduce-scattered while the
     # next layer back computes. Each layer exposes what its communication exceeds its neighbour's compute; the
     # first gather and the last reduce-scatter overlap nothing (PyTorch FSDP forward/backward prefetch).
-    ag_layer = dp_coll("all_gather", gather_dense / layers_stage, gather_expert / layers_stage, z3)
+    ag_layer = dp_coll("all_gather", gather_dense / layers_stage, gather_expert / layers_stage, z3, size=shard)
     # FSDP2 reduce-scatters every micro-batch's gradients (no no_sync without unsharded gradient memory)
-    rs_layer = dp_coll("reduce_scatter", grad_bytes / layers_stage, grad_bytes_e / layers_stage, z3)
+    rs_layer = dp_coll("reduce_scatter", grad_bytes / layers_stage, grad_bytes_e / layers_stage, z3, size=shard)
+    # HSDP: the reduced shard is then all-reduced across the replicas (dense models only)
+    rs_layer = rs_layer + _coll("all_reduce", grad_bytes / layers_stage / shard, system=system, fits=fits,
+                                size=dp_group / shard, stride=tp * shard, where=z3 & (shard < dp_group))
     bwd_layer = layer_bwd + recomp
     exposed_z3 = n_micro * (
         ag_layer + rs_layer
@@ -314,7 +325,7 @@ def train_step_arrays(
     dp_comm = np.where(zero >= 3, exposed_z3, np.where(zero >= 1, exposed_z12, exposed_z012))
     dp_comm = np.where((dp_group > 1) | (edp > 1), dp_comm, 0.0)
     # ---- optimizer -----------------------------------------------------------------------------------------------
-    opt_params = np.where(zero >= 1, dense_local / dp_group + expert_local / edp, dense_local + expert_local)
+    opt_params = np.where(zero >= 1, dense_local / shard + expert_local / edp, dense_local + expert_local)
     optimizer_s = opt_params * optimizer_step_bytes(optimizer, precision) / hbm
     # ---- total -----------------------------------------------------------------------------------------------
     out = {
@@ -395,6 +406,7 @@ class TrainEstimate:
                                                     "global_batch", "recompute", "sequence_parallel",
                                                     "virtual_stages")}  # fmt: skip
         d["layout"]["etp"] = lay.expert_tp
+        d["layout"]["dp_shard"] = lay.zero_shard
         return d
 
 
@@ -407,6 +419,7 @@ def _predict(
     perf = train_step_arrays(
         spec, gpu=gpu, system=system, seq_len=seq_len, global_batch=gb, tp=layout.tp, pp=layout.pp,
         dp=layout.dp, cp=layout.cp, ep=layout.ep, etp=layout.expert_tp, zero=layout.zero,
+        dp_shard=layout.zero_shard,
         micro_batch=layout.micro_batch, recompute=layout.recompute, sequence_parallel=layout.sequence_parallel,
         virtual_stages=layout.virtual_stages, precision=precision, task=task, lora=lora, optimizer=optimizer,
         cal=cal, tp_comm_overlap=tp_comm_overlap, ep_comm_overlap=ep_comm_overlap,
@@ -416,6 +429,7 @@ def _predict(
         zero=layout.zero, micro_batch=layout.micro_batch, n_micro=layout.grad_accum, recompute=layout.recompute,
         sequence_parallel=layout.sequence_parallel, virtual_stages=layout.virtual_stages, precision=precision,
         optimizer=optimizer, task=task, lora=lora, overheads=overheads, etp=layout.expert_tp,
+        dp_shard=layout.zero_shard,
     )  # fmt: skip
     return {k: float(v) for k, v in perf.items()}, {k: float(v) / GB for k, v in mem.items()}
 
@@ -464,7 +478,9 @@ def estimate_train(
     for d in divisors(layout.dp):
         if gb % (d * layout.micro_batch) or (layout.tp * d * layout.cp) % (layout.ep * layout.expert_tp):
             continue
-        base = layout.replace(dp=d, global_batch=gb)
+        # HSDP keeps its shard group where the smaller data-parallel group still holds it
+        shard = None if layout.dp_shard is None else math.gcd(layout.dp_shard, d * layout.cp)
+        base = layout.replace(dp=d, global_batch=gb, dp_shard=None if shard == d * layout.cp else shard)
         bperf, bmem = _predict(spec, layout=base, **kw)
         if sum(bmem.values()) <= gpu.memory_gb:
             base_gpus = base.gpus

@@ -62,7 +62,8 @@ SEARCH_LIMITS = {
     "cp": "1, 2, 4, 8 from 32k-token sequences, else 1",
     "ep": f"divisors of the experts up to {EP_MAX} (MoE only), ep·etp dividing tp·cp·dp (MoE parallel folding)",
     "etp": "1 or tp (MoE only)",
-    "zero": "0-3 (LoRA/QLoRA: 0 or 3); no HSDP, no activation or optimizer offload",
+    "zero": "0-3 (LoRA/QLoRA: 0 or 3), and ZeRO-3 as HSDP (sharded over the data-parallel ranks of one scale-up "
+            "domain, replicated across; dense models); no activation or optimizer offload",
     "micro_batch": "any divisor of the per-replica batch (global batch / dp)",
     "recompute": "none, selective (with sequence parallelism when tp > 1), full",
     "inference": "tp in 1, 2, 4, 8, 16 inside the scale-up domain, pp = 1, batch up to 4096 sequences per replica",
@@ -101,7 +102,8 @@ def _expand(rows: dict[str, np.ndarray], name: str, values: np.ndarray, ok: np.n
 @functools.lru_cache(maxsize=16)
 def _state_rows(spec: TransformerSpec, counts: tuple[int, ...], gpus_per_node: int, long_seq: bool,
                 global_batch: int, frozen: bool) -> dict[str, np.ndarray]:  # fmt: skip
-    """The valid layouts over the axes that set model states (count, tp, cp, pp, dp, ep, etp, micro-batch, ZeRO),
+    """The valid layouts over the axes that set model states (count, tp, cp, pp, dp, ep, etp, micro-batch, ZeRO,
+    HSDP shard group),
     read-only; shared by every GPU type with the same tensor-parallel domain."""
     tps = [t for t in divisors(spec.heads) if gpus_per_node % t == 0
            and (spec.mla or spec.kv_heads % t == 0 or t % spec.kv_heads == 0)]  # fmt: skip
@@ -148,6 +150,15 @@ def _state_rows(spec: TransformerSpec, counts: tuple[int, ...], gpus_per_node: i
     zeros = np.asarray([0, 3] if frozen else [0, 1, 2, 3], dtype=np.int64)
     shard = rows["dp"] * rows["cp"]
     rows = _expand(rows, "zero", zeros, (zeros[None, :] == 0) | (shard[:, None] > 1))
+    # ---- HSDP: ZeRO-3 sharded over the dp·cp ranks of one scale-up domain, replicated across (dense models) -----
+    group = rows["dp"] * rows["cp"]
+    inside = np.gcd(group, np.maximum(gpus_per_node // rows["tp"], 1))
+    hsdp = (rows["zero"] == 3) & (inside > 1) & (inside < group) & (spec.moe is None)
+    codes = np.asarray([0, 1], dtype=np.int64)
+    rows = _expand(rows, "dp_shard", codes, np.stack([np.ones_like(hsdp), hsdp], axis=1))
+    group = rows["dp"] * rows["cp"]
+    rows["dp_shard"] = np.where(rows["dp_shard"] == 1, np.gcd(group, np.maximum(gpus_per_node // rows["tp"], 1)),
+                                group)  # fmt: skip
     for v in rows.values():
         v.flags.writeable = False
     return rows
@@ -277,7 +288,8 @@ def evaluate_training(spec: TransformerSpec, *, gpu, counts: list[int], seq_len:
         """Sharded weights, gradients and optimizer states within the GPU's memory (``model_state_bytes``): they
         do not depend on activations, so a layout whose states alone overflow cannot fit."""
         w, g_, o = model_state_bytes(spec, tp=r["tp"], pp=r["pp"], dp=r["dp"], cp=r["cp"], ep=r["ep"], etp=r["etp"],
-                                     zero=r["zero"], precision=prec, optimizer=optimizer)  # fmt: skip
+                                     zero=r["zero"], dp_shard=r["dp_shard"], precision=prec,
+                                     optimizer=optimizer)  # fmt: skip
         return cast(np.ndarray, (w + g_ + o) / GB <= gpu.memory_gb)
 
     pruned: list[int] = []
@@ -317,8 +329,8 @@ def evaluate_training(spec: TransformerSpec, *, gpu, counts: list[int], seq_len:
 
 def layout_dict(arrays: dict[str, np.ndarray], i: int) -> dict:
     """The layout of entry ``i`` as plain values (``Layout``'s field names; ``recompute`` by name)."""
-    d: dict[str, Any] = {k: int(arrays[k][i]) for k in ("tp", "pp", "dp", "cp", "ep", "etp", "zero", "micro_batch",
-                                          "virtual_stages")}  # fmt: skip
+    d: dict[str, Any] = {k: int(arrays[k][i]) for k in ("tp", "pp", "dp", "cp", "ep", "etp", "zero", "dp_shard",
+                                                        "micro_batch", "virtual_stages")}  # fmt: skip
     d["recompute"] = RECOMPUTE_NAMES[int(arrays["recompute"][i])]
     d["sequence_parallel"] = bool(arrays["sequence_parallel"][i])
     return d
