@@ -102,8 +102,8 @@ def _expand(rows: dict[str, np.ndarray], name: str, values: np.ndarray, ok: np.n
 @functools.lru_cache(maxsize=16)
 def _state_rows(spec: TransformerSpec, counts: tuple[int, ...], gpus_per_node: int, long_seq: bool,
                 global_batch: int, frozen: bool) -> dict[str, np.ndarray]:  # fmt: skip
-    """The valid layouts over the axes that set model states (count, tp, cp, pp, dp, ep, etp, micro-batch, ZeRO,
-    HSDP shard group),
+    """The valid layouts over the axes that set model states (count, tp, cp, pp, dp, ep, etp, ZeRO, HSDP shard
+    group),
     read-only; shared by every GPU type with the same tensor-parallel domain."""
     tps = [t for t in divisors(spec.heads) if gpus_per_node % t == 0
            and (spec.mla or spec.kv_heads % t == 0 or t % spec.kv_heads == 0)]  # fmt: skip
@@ -142,10 +142,6 @@ def _state_rows(spec: TransformerSpec, counts: tuple[int, ...], gpus_per_node: i
         rows["etp"] = np.where(rows["etp"] == 0, rows["tp"], 1)
     else:
         rows["ep"], rows["etp"] = one, rows["tp"].copy()
-    # ---- micro-batch: any divisor of the per-replica batch -----------------------------------------------------
-    mbs = np.asarray(divisors(gb), dtype=np.int64)
-    per_replica = gb // rows["dp"]
-    rows = _expand(rows, "micro_batch", mbs, (per_replica[:, None] % mbs[None, :]) == 0)
     # ---- ZeRO: stage 0 over one rank ---------------------------------------------------------------------------
     zeros = np.asarray([0, 3] if frozen else [0, 1, 2, 3], dtype=np.int64)
     shard = rows["dp"] * rows["cp"]
@@ -170,13 +166,14 @@ def train_layout_grid(spec: TransformerSpec, *, counts: list[int], gpus_per_node
                       count_pruned: list[int] | None = None) -> LayoutArrays:  # fmt: skip
     """All valid training layouts (module docstring), ``gpus_per_node`` being the tensor-parallel domain.
 
-    ``prune(rows)`` (optional) sees the layouts before virtual stages, recompute and sequence parallelism are
-    expanded (those do not change model states) and returns which to keep; the number of valid layouts it ruled
-    out is appended to ``count_pruned``."""
+    ``prune(rows)`` (optional) sees the layouts before micro-batch, virtual stages, recompute and sequence
+    parallelism are expanded (those do not change model states) and returns which to keep; the number of valid
+    layouts it ruled out is appended to ``count_pruned``."""
     frozen = task in ("lora", "qlora")
     gb = global_batch
     rows = _state_rows(spec, tuple(counts), gpus_per_node, seq_len >= CP_FROM_SEQ_LEN, global_batch, frozen)
     # ---- the axes below do not change model states: count, then drop, the rows ``prune`` rules out -------------
+    mbs = np.asarray(divisors(gb), dtype=np.int64)
     vs = np.asarray(divisors(spec.layers), dtype=np.int64)
     rc_sp = np.asarray([0, 1, 2, 3, 4], dtype=np.int64)  # (rc, sp): (0,0) (0,1) (1,1) (2,0) (2,1); tp = 1: (1,0)
     rc_of, sp_of = np.asarray([0, 0, 1, 2, 2]), np.asarray([0, 1, 1, 0, 1])
@@ -191,13 +188,23 @@ def train_layout_grid(spec: TransformerSpec, *, counts: list[int], gpus_per_node
         tp1 = r["tp"][:, None] == 1
         return np.where(tp1, sp_of[None, :] == 0, True) | (tp1 & (rc_sp[None, :] == 2))
 
+    def mb_ok(r: dict[str, np.ndarray]) -> np.ndarray:  # any divisor of the per-replica batch
+        return ((gb // r["dp"])[:, None] % mbs[None, :]) == 0
+
     pruned = 0
     if prune is not None:
         keep = prune(rows)
         if not keep.all():
+            # the layouts each ruled-out row stood for, counted without building them: per micro-batch, plain 1F1B
+            # plus every interleaved v the rule allows, times the recompute/SP variants
             gone = {k: v[~keep] for k, v in rows.items()}
-            pruned = int((v_ok(gone).sum(axis=1) * rc_ok(gone).sum(axis=1)).sum())
+            m = gb // (gone["dp"][:, None] * mbs[None, :])
+            pp_ = gone["pp"][:, None]
+            n_v = ((pp_ > 1) & (spec.layers % (pp_ * vs[None, :]) == 0) & (vs[None, :] > 1)).sum(axis=1)
+            per_mb = 1 + n_v[:, None] * (m % pp_ == 0)
+            pruned = int(((mb_ok(gone) * per_mb).sum(axis=1) * rc_ok(gone).sum(axis=1)).sum())
             rows = {k: v[keep] for k, v in rows.items()}
+    rows = _expand(rows, "micro_batch", mbs, mb_ok(rows))
     rows = _expand(rows, "virtual_stages", vs, v_ok(rows))
     rows = _expand(rows, "rc_sp", rc_sp, rc_ok(rows))
     code = rows.pop("rc_sp")
