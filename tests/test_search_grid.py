@@ -110,6 +110,11 @@ def test_gpu_counts_are_powers_of_two_below_a_host_then_every_whole_number_of_ho
     assert gpu_counts(8, 39) == [1, 2, 4, 8, 16, 24, 32]
     assert gpu_counts(72, 216) == [1, 2, 4, 8, 16, 32, 64, 72, 144, 216]
     assert gpu_counts(8, 6) == [1, 2, 4]
+    # beyond 64 hosts, 16 counts per doubling (a limit of 2^20 GPUs stays a search of a few hundred counts)
+    big = gpu_counts(8, 2**20)
+    assert big[big.index(512):big.index(512) + 3] == [512, 544, 576]
+    assert len(big) < 300 and big[-1] == 2**20
+    assert all(b / a <= 1 + 1 / 16 for a, b in itertools.pairwise(big[big.index(512):]))
 
 
 def test_interleaving_needs_layers_divisible_by_pp_times_v_and_micro_batches_a_multiple_of_pp():

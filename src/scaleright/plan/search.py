@@ -49,11 +49,13 @@ RECOMPUTE_NAMES = RECOMPUTE  # index = the grid's recompute code
 
 CP_FROM_SEQ_LEN = 32768  # context parallelism is searched from this sequence length
 CPS = (1, 2, 4, 8)
+HOSTS_EVERY = 64  # every whole number of hosts up to this many; beyond, 16 counts per doubling
 EP_MAX = 256  # largest expert-parallel group searched (DeepSeek-V3 trained with EP64, its inference used EP320)
 
 # The grid's bounds (printed with every plan): what the search does and does not try.
 SEARCH_LIMITS = {
-    "gpus": "1, 2, 4, ... below one host, then every whole number of hosts up to max_gpus",
+    "gpus": f"1, 2, 4, ... below one host, then every whole number of hosts up to {HOSTS_EVERY} hosts and 16 "
+            "counts per doubling beyond, up to max_gpus",
     "tp": "divisors of the attention heads that the KV heads allow, dividing the scale-up domain (8 on HGX, 72 on "
           "NVL72)",
     "pp": "any count up to the layers that divides the GPUs left (uneven stages: the fullest one is timed)",
@@ -72,14 +74,19 @@ INFER_BATCH_LIMIT = 4096
 
 
 def gpu_counts(gpus_per_node: int, max_gpus: int) -> list[int]:
-    """1, 2, 4, ... below one host, then every whole number of hosts (``gpus_per_node``, 2·, 3·, ...), up to
-    ``max_gpus``."""
+    """1, 2, 4, ... below one host, then whole numbers of hosts up to ``max_gpus``: every one up to
+    ``HOSTS_EVERY`` hosts, beyond that those with at most five significant bits (k·2^e hosts, k < 32: 16 counts per
+    doubling, at most 3 % apart), so a limit of a million GPUs stays a search of a few hundred counts."""
     out = []
     n = 1
     while n < gpus_per_node and n <= max_gpus:
         out.append(n)
         n *= 2
-    out += list(range(gpus_per_node, max_gpus + 1, gpus_per_node))
+    hosts = 1
+    while hosts * gpus_per_node <= max_gpus:
+        out.append(hosts * gpus_per_node)
+        step = 1 if hosts < HOSTS_EVERY else 1 << max(hosts.bit_length() - 5, 0)
+        hosts = (hosts // step + 1) * step
     return out
 
 
@@ -89,6 +96,13 @@ def _pow2_upto(n: int) -> list[int]:
         out.append(x)
         x *= 2
     return out
+
+
+def _divisors_upto(n: int, limit: int) -> list[int]:
+    """Divisors of ``n`` not above ``limit``, ascending (trial division to the square root)."""
+    small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
+    both = sorted(set(small + [n // d for d in small]))
+    return [d for d in both if d <= limit]
 
 
 def _expand(rows: dict[str, np.ndarray], name: str, values: np.ndarray, ok: np.ndarray) -> dict[str, np.ndarray]:
@@ -117,9 +131,7 @@ def _state_rows(spec: TransformerSpec, counts: tuple[int, ...], gpus_per_node: i
                 if n % (t * c):
                     continue
                 rest = n // (t * c)
-                for p in divisors(rest):
-                    if p > spec.layers:
-                        break
+                for p in _divisors_upto(rest, spec.layers):
                     d = rest // p
                     if gb % d == 0:
                         for k, x in zip(("tp", "cp", "pp", "dp"), (t, c, p, d), strict=True):
@@ -173,7 +185,7 @@ def train_layout_grid(spec: TransformerSpec, *, counts: list[int], gpus_per_node
     gb = global_batch
     rows = _state_rows(spec, tuple(counts), gpus_per_node, seq_len >= CP_FROM_SEQ_LEN, global_batch, frozen)
     # ---- the axes below do not change model states: count, then drop, the rows ``prune`` rules out -------------
-    mbs = np.asarray(divisors(gb), dtype=np.int64)
+    mbs = np.asarray(_divisors_upto(gb, gb), dtype=np.int64)
     vs = np.asarray(divisors(spec.layers), dtype=np.int64)
     rc_sp = np.asarray([0, 1, 2, 3, 4], dtype=np.int64)  # (rc, sp): (0,0) (0,1) (1,1) (2,0) (2,1); tp = 1: (1,0)
     rc_of, sp_of = np.asarray([0, 0, 1, 2, 2]), np.asarray([0, 1, 1, 0, 1])
