@@ -44,8 +44,9 @@ def test_tp2_ep32_on_256_gpus_is_valid_with_folding_and_refused_without():
 def test_etp_must_divide_the_expert_ffn_and_is_for_moe_models_only():
     with pytest.raises(LayoutError, match=r"etp\(3\) does not divide moe_intermediate_size\(14336\)"):
         Layout(tp=1, dp=3, ep=1, etp=3).validate(_spec("mixtral-8x7b"))
-    with pytest.raises(LayoutError, match=r"etp\(2\) is given but the model has no experts"):
-        Layout(tp=2, dp=2, etp=2).validate(_spec("llama-3.1-8b"))
+    with pytest.raises(LayoutError, match=r"etp\(1\) != tp\(2\) but the model has no experts"):
+        Layout(tp=2, dp=2, etp=1).validate(_spec("llama-3.1-8b"))
+    assert Layout(tp=2, dp=2, etp=2).validate(_spec("llama-3.1-8b"))  # etp = tp is the default, spelled out
 
 
 def _ep_only(spec, gpu, system, lay: Layout, seq_len: int, **kw) -> dict[str, float]:

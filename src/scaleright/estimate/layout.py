@@ -137,9 +137,9 @@ class Layout:
             if spec.moe and self.zero_shard < self.dp * self.cp:
                 raise LayoutError(f"dp_shard({self.dp_shard}): HSDP is modelled for dense models only "
                                   f"({spec.name} has experts)")  # fmt: skip
-            if self.ep > 1 or self.etp is not None:
+            if self.ep > 1 or self.expert_tp != self.tp:
                 if not spec.moe:
-                    which = f"ep({self.ep}) > 1" if self.ep > 1 else f"etp({self.etp}) is given"
+                    which = f"ep({self.ep}) > 1" if self.ep > 1 else f"etp({self.etp}) != tp({self.tp})"
                     raise LayoutError(f"{which} but the model has no experts")
                 if spec.moe.num_experts % self.ep:
                     raise LayoutError(f"ep({self.ep}) does not divide num_experts({spec.moe.num_experts})")
