@@ -396,8 +396,8 @@ def test_ep_must_divide_the_expert_count(mixtral_8x7b):
         Layout(dp=3, ep=3).validate(mixtral_8x7b)
 
 
-def test_ep_must_divide_the_data_parallel_group(mixtral_8x7b):
-    with pytest.raises(LayoutError, match=r"ep\(4\) does not divide dp\(2\) \* cp\(1\) = 2"):
+def test_ep_times_etp_must_divide_the_stage_group(mixtral_8x7b):  # MoE parallel folding: ep·etp | tp·cp·dp
+    with pytest.raises(LayoutError, match=r"ep\(4\) \* etp\(= tp, 1\) = 4 does not divide tp\(1\) \* cp\(1\)"):
         Layout(dp=2, ep=4).validate(mixtral_8x7b)
 
 

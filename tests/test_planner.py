@@ -201,9 +201,7 @@ def test_job_time_is_tokens_over_throughput(scn):
         assert o["tokens_per_s"] == pytest.approx(t["global_batch"] * t["seq_len"] / o["step_time_s"], rel=REL)
         gpu = _catalog().gpu(o["gpu"])
         lay = o["layout"]
-        layout = Layout(tp=lay["tp"], pp=lay["pp"], dp=lay["dp"], cp=lay["cp"], ep=lay["ep"], zero=lay["zero"],
-                        micro_batch=lay["micro_batch"], global_batch=t["global_batch"], recompute=lay["recompute"],
-                        sequence_parallel=lay["sequence_parallel"])  # fmt: skip
+        layout = Layout(**lay, global_batch=t["global_batch"])  # the option's layout has Layout's field names
         est = estimate_train(spec, gpu=gpu, layout=layout, seq_len=t["seq_len"], precision=o["precision"],
                              cluster=Cluster.for_gpu(gpu, gpus_per_node=s.constraints.gpus_per_node),
                              task=scn["task"], lora=LoraConfig(rank=s.training.lora_rank) if adapters else None,

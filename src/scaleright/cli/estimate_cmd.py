@@ -279,10 +279,16 @@ def train_cmd(
     pp: int = PpOpt,
     cp: int = CpOpt,
     ep: int = EpOpt,
+    etp: int | None = typer.Option(
+        None, "--etp", help="Expert-tensor-parallel size (MoE parallel folding, Megatron-Core "
+        "--expert-tensor-parallel-size; default: tp). ep * etp must divide tp * cp * dp."),
     dp: int | None = typer.Option(None, "--dp", help="Data-parallel size (default: gpus / (tp*pp*cp))."),
     zero: int = ZeroOpt,
     fsdp: bool = typer.Option(False, "--fsdp",
                               help="FSDP full shard (same as --zero 3; conflicts with --zero 1 or 2)."),
+    dp_shard: int | None = typer.Option(
+        None, "--dp-shard", help="ZeRO-3 shard group (HSDP when smaller than dp * cp: shard over this many "
+        "data-parallel ranks, replicate across the rest; dense models). Default: dp * cp."),
     recompute: str = RecOpt,
     sequence_parallel: bool = SpOpt,
     virtual_stages: int = typer.Option(1, "--virtual-stages", help="Interleaved pipeline chunks per stage."),
@@ -333,7 +339,8 @@ def train_cmd(
                     pipeline_schedule=pipeline_schedule)
     check_choice("--task", task, ("pretrain", "full-finetune", "lora", "qlora"))
     _bounded("gpus", gpus=gpus)
-    _bounded("parallel_degree", tp=tp, pp=pp, cp=cp, ep=ep, dp=dp, virtual_stages=virtual_stages)
+    _bounded("parallel_degree", tp=tp, pp=pp, cp=cp, ep=ep, etp=etp, dp=dp, dp_shard=dp_shard,
+             virtual_stages=virtual_stages)
     _bounded("seq_len", seq_len=seq_len)
     _bounded("micro_batch", micro_batch=micro_batch)
     _bounded("global_batch", global_batch=global_batch)
@@ -349,7 +356,8 @@ def train_cmd(
     cal = prof.calibration
     spec, g = _load(model, gpu, catalog)
     dp = dp if dp is not None else _dp(gpus, tp, pp, cp)
-    layout = Layout(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, zero=3 if fsdp else zero, micro_batch=micro_batch,
+    layout = Layout(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, etp=etp, zero=3 if fsdp else zero, dp_shard=dp_shard,
+                    micro_batch=micro_batch,
                     global_batch=global_batch, recompute=recompute, sequence_parallel=sequence_parallel,
                     virtual_stages=virtual_stages)  # fmt: skip
     layout.validate(spec, gpus=gpus)
@@ -362,7 +370,7 @@ def train_cmd(
     if as_json:
         emit_json(d | {"model": spec.name, "calibration": prof.record()})
         return
-    head = f"{spec.name} {task} on {gpus} x {g.id}: tp={tp} pp={pp} dp={dp} cp={cp} ep={ep} zero={layout.zero}"
+    head = f"{spec.name} {task} on {gpus} x {g.id}: {layout.text()}"
     console.print(f"[bold]{esc(head)}[/bold]")
     console.print(f"framework {esc(est.framework.summary())}")
     if not est.calibrated:

@@ -120,7 +120,7 @@ def _print(d: dict) -> None:
         console.print(f"[red]No option meets the constraints[/red] ({esc(inf.get('binding'))}): "
                       f"{esc(inf.get('message'))}")  # fmt: skip
     else:
-        lay = esc(", ".join(f"{k}={v}" for k, v in rec["layout"].items()))
+        lay = esc(_short(rec["layout"]))
         gpu = esc(rec["gpu"])
         if training:
             console.print(f"[green]Recommendation:[/green] {rec['gpus']} x {gpu} ({lay}): {number(rec['time_h'])} h, "
@@ -187,6 +187,7 @@ def _export(d: dict, out: Path, *, inputs: list, quiet: bool) -> None:
 
 
 def _short(layout: dict) -> str:
-    keep = {k: v for k, v in layout.items() if v not in (1, 0, False, "none") or k in ("tp",)}
-    return " ".join(f"{k}={v}" for k, v in keep.items())
+    from scaleright.estimate.layout import layout_text
+
+    return layout_text(layout)
 

@@ -7,8 +7,11 @@ GEMMs of a layer on a tensor-parallel shard of size ``tp``, for ``t`` tokens (fo
   output projection (``q/tp x h``); MLA (DeepSeek-V2/V3, arXiv:2405.04434) instead runs the q down/up
   projections, the joint KV down-projection (with the RoPE key, not split over tp), the KV up-projection and the
   output projection;
-- FFN: ``h x n·f/tp`` and ``f/tp x h`` (n = 2 for gated MLPs); MoE layers run each local expert on its share of
-  tokens, ``t·k·ep/E`` rows (thin GEMMs for fine-grained experts), plus shared experts and the router.
+- FFN: ``h x n·f/tp`` and ``f/tp x h`` (n = 2 for gated MLPs); MoE layers run each of their ``E/ep`` local
+  experts split over ``etp`` GPUs (``h x n·f/etp``) on its share of tokens: a GPU dispatches its sequence-parallel
+  ``t/tp`` tokens k times over the EP group and the ETP group gathers them, ``t·k·ep·etp/(tp·E)`` rows per expert
+  (Megatron-Core's all-to-all dispatcher; ``etp = tp``: ``t·k·ep/E``; thin GEMMs for fine-grained experts), plus
+  shared experts and the router.
 A GEMM (m x k)·(k x n) takes ``max(2mkn / (peak · eff), bytes / HBM)`` with
 ``eff = eff_max · d / (d + half_dim)``, d its smallest dimension (tile and wave quantisation). Serving passes
 ``rows_floor``: the rows count in ``d`` as at least that many, because a GEMM of few rows (decode) runs as a
@@ -129,13 +132,16 @@ def layer_gemm_times(
     spec: TransformerSpec, c: ParamCounts, *, tokens: float | NDArray[np.float64], tp: float | NDArray[np.float64],
     ep: float | NDArray[np.float64] = 1.0, gemm: dict[str, float],
     expert_tokens: float | NDArray[np.float64] | None = None, expert_tp: float | None = None,
+    etp: float | NDArray[np.float64] | None = None,
 ) -> tuple[float | NDArray[np.float64], float | NDArray[np.float64]]:
     """(attention projections, FFN) forward GEMM time of one average layer for ``tokens`` tokens on one GPU.
 
-    MoE: by default (training) each of the ``ep`` ranks routes its own ``tokens`` and every expert is reached.
-    ``expert_tokens`` (serving): the tokens the expert-parallel group routes in all; only the experts they reach
-    are run and read. ``expert_tp``: the slicing of each expert's width (default ``tp``; serving splits the
-    experts over the ``ep`` ranks of the tensor-parallel group, so each is sliced ``tp / ep`` ways)."""
+    MoE: by default (training) each of the ``ep`` ranks routes its own ``tokens`` and every expert is reached;
+    ``etp`` (expert tensor parallel, MoE parallel folding; None: tp) slices each expert's width, and a rank then
+    runs the tokens of ``ep · etp / tp`` attention ranks. ``expert_tokens`` (serving): the tokens the
+    expert-parallel group routes in all; only the experts they reach are run and read. ``expert_tp``: the slicing
+    of each expert's width when serving (default ``tp``; serving splits the experts over the ``ep`` ranks of the
+    tensor-parallel group, so each is sliced ``tp / ep`` ways)."""
     t = tokens
     h = spec.hidden
     if spec.mla:
@@ -163,9 +169,11 @@ def layer_gemm_times(
         return attn, dense
     m = spec.moe
     frac = c.moe_layers / c.layers
-    e_tp = tp if expert_tp is None else expert_tp
-    if expert_tokens is None:  # every expert reached: t·ep·k/E rows each on E/ep local experts
-        moe = ffn(t * m.top_k * ep / m.num_experts, m.expert_ffn_hidden, count=m.num_experts / ep, split=e_tp)
+    e_tp = etp if etp is not None else (tp if expert_tp is None else expert_tp)
+    if expert_tokens is None:  # every expert reached: t·ep·(etp/tp)·k/E rows each on E/ep local experts
+        fold = 1.0 if etp is None else np.asarray(etp, dtype=float) / tp
+        moe = ffn(t * m.top_k * ep * fold / m.num_experts, m.expert_ffn_hidden, count=m.num_experts / ep,
+                  split=e_tp)  # fmt: skip
     else:
         n_tok = np.asarray(expert_tokens, dtype=float)
         touched = m.num_experts * (1 - (1 - m.top_k / m.num_experts) ** n_tok)

@@ -16,10 +16,15 @@ Training on GPU Clusters Using Megatron-LM"; Korthikanti et al. 2022):
   all-gather and a reduce-scatter of the same volume) on the critical path, hidden in part only where the
   framework overlaps them (``tp_comm_overlap``; in backward behind the weight-gradient GEMMs, ``tp_bwd_overlap``)
   and never over PCIe without P2P; context parallelism as the framework's variant (ring exchanges of K/V overlapped
-  with attention, an exposed all-gather, or Ulysses all-to-alls), expert-parallel all-to-alls per MoE layer;
+  with attention, an exposed all-gather, or Ulysses all-to-alls); per MoE layer, Megatron-Core's all-to-all
+  dispatcher: the expert-parallel all-to-all (dispatch and combine) and, with expert tensor parallelism, the
+  all-gather and reduce-scatter of the dispatched tokens over the ``etp`` group (the MoE layer's MLP has no ``tp``
+  all-gather/reduce-scatter: under MoE parallel folding, Liu et al. 2025 arXiv:2504.14960, its GPUs are regrouped
+  as ``etp · ep · edp``), overlapped with compute only where the framework does it (``ep_comm_overlap``);
 - recomputation: selective adds the attention core's forward, full adds the whole forward of the layer.
-A step is ``m + (p − 1)/v`` micro-batch slots of the slowest stage (1F1B / interleaved bubble; ZB-H1 fills the
-bubble with weight-gradient work, Qi et al. 2023), plus the exposed
+A step is ``m + (p − 1)/v`` micro-batch slots of the slowest stage (1F1B / interleaved bubble; with ``m < p``
+1F1B still runs ``m + p − 1`` slots; interleaving sends ``v`` times the activations; ZB-H1 fills the bubble with
+weight-gradient work, Qi et al. 2023), plus the exposed
 part of data-parallel synchronisation, the optimizer step (memory-bound), and a fixed overhead. Data parallelism:
 ZeRO-0 all-reduces gradient buckets during the last backward (the last bucket is exposed); ZeRO-1/2 reduce-scatter
 them during backward and all-gather the updated weights during the next forward; ZeRO-3/FSDP, per micro-batch
@@ -28,15 +33,18 @@ neighbouring layer computes: exposed = first gather + last reduce-scatter + Σ_l
 
 Every collective is timed by ``scaleright.estimate.collectives`` (measured nccl-tests bus bandwidth and latency
 per fabric, on the tiers of the ``catalog.systems.System`` its group spans, with the host's NICs shared by its GPUs
-that communicate at once): EP all-to-all over ``ep`` ranks ``tp`` apart, TP all-reduce over ``tp`` adjacent ranks,
-DP/ZeRO over ``dp·cp`` ranks ``tp`` apart (expert gradients over ``dp·cp/ep`` ranks ``tp·ep`` apart), PP send/recv
-over ``pp`` ranks ``tp·cp·dp`` apart, CP ring hops over ``cp`` ranks ``tp`` apart.
+that communicate at once): TP all-reduce over ``tp`` adjacent ranks, DP/ZeRO over ``dp·cp`` ranks ``tp`` apart,
+PP send/recv over ``pp`` ranks ``tp·cp·dp`` apart, CP ring hops over ``cp`` ranks ``tp`` apart; for the experts
+(Megatron-Core's expert rank order, etp innermost, then ep, then edp): ETP over ``etp`` adjacent ranks, the EP
+all-to-all over ``ep`` ranks ``etp`` apart, expert gradients over ``edp = tp·cp·dp/(ep·etp)`` ranks ``etp·ep``
+apart.
 
 Every function accepts numpy arrays for the layout axes and broadcasts (the planner evaluates millions at once).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -103,7 +111,13 @@ def _coll(kind: str, nbytes: ArrayLike, *, system: System, size: ArrayLike, stri
     sel = (n > 1) & w
     out = np.zeros(b.shape)
     if sel.any():
-        out[sel] = collective_time_s(kind, b[sel], system=system, size=n[sel], stride=st[sel], fits=fits)
+        bs, ns, ss = b[sel], n[sel], st[sel]
+        # runs of equal inputs (the planner's grid varies recompute, SP and virtual stages fastest) cost once each
+        new = np.ones(bs.shape, dtype=bool)
+        new[1:] = (bs[1:] != bs[:-1]) | (ns[1:] != ns[:-1]) | (ss[1:] != ss[:-1])
+        first = np.flatnonzero(new)
+        once = collective_time_s(kind, bs[first], system=system, size=ns[first], stride=ss[first], fits=fits)
+        out[sel] = once[np.cumsum(new) - 1]
     return out
 
 
@@ -120,7 +134,9 @@ def train_step_arrays(
     dp: ArrayLike = 1,
     cp: ArrayLike = 1,
     ep: ArrayLike = 1,
+    etp: ArrayLike | None = None,
     zero: ArrayLike = 0,
+    dp_shard: ArrayLike | None = None,
     micro_batch: ArrayLike = 1,
     recompute: str | ArrayLike = "none",
     sequence_parallel: ArrayLike = False,
@@ -133,6 +149,7 @@ def train_step_arrays(
     causal: bool = True,
     framework: Framework | str | None = None,
     tp_comm_overlap: bool | None = None,
+    ep_comm_overlap: bool = False,
 ) -> dict[str, np.ndarray]:
     """Time breakdown (s per optimizer step), throughput and FLOP rates, broadcast over the layout arrays.
 
@@ -142,12 +159,20 @@ def train_step_arrays(
     says what the framework overlaps and how it runs attention, context parallelism and the pipeline
     (``scaleright.estimate.framework``); ``tp_comm_overlap`` overrides its field. With TP-comm overlap,
     ``cal.tp_overlap`` of the TP time is hidden, otherwise none; the overlap needs peer-to-peer copies
-    (userbuffers / symmetric memory), so a TP group on PCIe without P2P (``pcie-host``) never hides any."""
+    (userbuffers / symmetric memory), so a TP group on PCIe without P2P (``pcie-host``) never hides any. ``etp`` is
+    the expert-tensor-parallel size (None: ``tp``); ``ep_comm_overlap`` whether the framework overlaps the expert
+    all-to-all with another micro-batch's compute (Megatron-Core ``--overlap-moe-expert-parallel-comm``,
+    DeepSeek-V3's DualPipe; off by default): then a layer exposes only what its all-to-all exceeds its compute.
+    ``dp_shard`` is ZeRO-3's shard group (None: ``dp·cp``; smaller: HSDP, each layer's gather and reduce-scatter
+    over ``dp_shard`` ranks ``tp`` apart and an all-reduce of the reduced shard across the ``dp·cp/dp_shard``
+    replicas, ``tp·dp_shard`` apart, FSDP2's hybrid sharding, every micro-batch)."""
     fw = framework_of(framework).with_overrides(tp_comm_overlap=tp_comm_overlap)
     system = system_of(gpu, system=system, cluster=cluster)
     fits = scaled_fits(cal)
     c = count_params(spec)
     tp, pp, dp, cp, ep, b, v = (np.asarray(x, dtype=float) for x in (tp, pp, dp, cp, ep, micro_batch, virtual_stages))
+    etp = tp if etp is None else np.asarray(etp, dtype=float)
+    edp = tp * cp * dp / (ep * etp)  # expert data parallel (MoE parallel folding)
     zero = np.asarray(zero)
     sp = np.asarray(sequence_parallel, dtype=bool)
     rc = _recompute_code(recompute)
@@ -168,16 +193,25 @@ def train_step_arrays(
     t = s * b / cp  # tokens per micro-batch on this GPU
     h = spec.hidden
     # ---- GEMMs of one layer (forward), MoE expert all-to-all -----------------------------------------------------
-    attn_fwd, ffn_fwd = layer_gemm_times(spec, c, tokens=t, tp=tp, ep=ep, gemm=gemm)
+    attn_fwd, ffn_fwd = layer_gemm_times(spec, c, tokens=t, tp=tp, ep=ep, etp=etp, gemm=gemm)
     o_in = attn_out_width(spec)
     f_eff = ffn_width(spec, c)
     ep_comm_fwd: float | NDArray[np.float64] = 0.0
+    a2a_fwd: float | NDArray[np.float64] = 0.0
+    moe_frac = c.moe_layers / c.layers if spec.moe else 0.0
     if spec.moe:
         # each GPU dispatches its sequence-parallel share of the tokens (Megatron requires sequence parallelism
         # for MoE with tp > 1), top_k copies of each, and receives as many back in the combine; the all-to-all
-        # buffer S of nccl-tests is n times what one GPU sends to each peer (S/n each), i.e. what it sends in all
-        a2a = _coll("all_to_all", t / tp * spec.moe.top_k * h * bpv, system=system, fits=fits, size=ep, stride=tp)
-        ep_comm_fwd = (c.moe_layers / c.layers) * 2 * a2a  # dispatch + combine, per average layer
+        # buffer S of nccl-tests is n times what one GPU sends to each peer (S/n each), i.e. what it sends in all.
+        # The EP group is ep ranks etp apart (Megatron-Core's expert order: etp, ep, edp), on the tiers it spans.
+        routed = t / tp * spec.moe.top_k * h * bpv
+        a2a = _coll("all_to_all", routed, system=system, fits=fits, size=ep, stride=etp)
+        # expert tensor parallelism: the ETP group all-gathers the dispatched tokens before the experts and
+        # reduce-scatters their outputs (the gathered buffer: etp times what one GPU received)
+        etp_ag = _coll("all_gather", routed * etp, system=system, fits=fits, size=etp, stride=1)
+        etp_rs = _coll("reduce_scatter", routed * etp, system=system, fits=fits, size=etp, stride=1)
+        a2a_fwd = moe_frac * 2 * a2a  # dispatch + combine, per average layer
+        ep_comm_fwd = a2a_fwd + moe_frac * (etp_ag + etp_rs)
     gemm_fwd = attn_fwd + ffn_fwd
     if frozen and lora is not None:
         r = lora.rank
@@ -218,7 +252,7 @@ def train_step_arrays(
     ar = _coll("all_reduce", t * h * bpv, system=system, fits=fits, size=tp, stride=1)
     host_staged = system.tiers[0].kind == "pcie-host"  # no P2P: nothing for the framework to overlap with
     hidden = cal.tp_overlap if fw.tp_comm_overlap and not host_staged else 0.0
-    tp_fwd = 2 * ar * (1 - hidden)
+    tp_fwd = (2 - moe_frac) * ar * (1 - hidden)  # attention and dense MLP; a MoE layer's MLP is in ep_comm
     tp_bwd = tp_fwd
     if fw.tp_bwd_overlap and not host_staged and not frozen:
         # each backward collective (input gradient of QKV and of FC1) behind that linear's weight-gradient GEMM
@@ -255,10 +289,17 @@ def train_step_arrays(
     recompute_mb = layers_stage * recomp
     tp_mb = layers_stage * (tp_fwd + tp_bwd)
     cp_mb = layers_stage * (cp_fwd + cp_bwd)
-    ep_mb = layers_stage * 2 * ep_comm_fwd
+    if ep_comm_overlap:  # the all-to-all of one micro-batch runs under another's compute of the same layer
+        ep_exposed_fwd = ep_comm_fwd - a2a_fwd + np.maximum(a2a_fwd - layer_fwd, 0.0)
+        ep_exposed_bwd = ep_comm_fwd - a2a_fwd + np.maximum(a2a_fwd - layer_bwd, 0.0)
+        ep_mb = layers_stage * (ep_exposed_fwd + ep_exposed_bwd)
+    else:
+        ep_mb = layers_stage * 2 * ep_comm_fwd
     # ---- pipeline ------------------------------------------------------------------------------------------------
     p2p = _coll("p2p", t * h * bpv, system=system, fits=fits, size=pp, stride=tp * cp * dp)
-    pp_mb = np.where(pp > 1, 2 * p2p, 0.0)
+    # interleaving sends each micro-batch's activations across v chunk boundaries per stage, not one (Narayanan et
+    # al. 2021, sec. 2.2.2: "the amount of communication also increases by v")
+    pp_mb = np.where(pp > 1, 2 * v * p2p, 0.0)
     slot = compute_mb + recompute_mb + tp_mb + cp_mb + ep_mb + pp_mb
     if fw.pipeline_schedule == "1f1b":  # one chunk per rank (estimate_train refuses virtual_stages > 1)
         v = np.ones_like(v)
@@ -270,10 +311,10 @@ def train_step_arrays(
         bubble = np.where(pp > 1, (pp - 1) / v * slot, 0.0)
     # ---- data-parallel synchronisation -------------------------------------------------------------------------
     # dense gradients over the dp·cp group (ranks tp apart); expert gradients over the expert-data-parallel group
-    # (dp·cp/ep ranks, tp·ep apart); every GPU of a host communicates at once, so they share the host's NICs
+    # (edp ranks, etp·ep apart); every GPU of a host communicates at once, so they share the host's NICs
     dp_group = dp * cp
     dense_local = (c.total - c.routed_experts_total) / (tp * pp)
-    expert_local = c.routed_experts_total / (tp * pp * ep)
+    expert_local = c.routed_experts_total / (etp * pp * ep)
     # bytes of the local weights that ZeRO-3/FSDP gathers (for LoRA/QLoRA: the frozen base, NF4 for QLoRA)
     w_bytes = bytes_per_element("nf4") if task == "qlora" else bpv
     gather_dense, gather_expert = dense_local * w_bytes, expert_local * w_bytes
@@ -283,15 +324,17 @@ def train_step_arrays(
     grad_bytes = bpv * dense_local
     grad_bytes_e = bpv * expert_local
 
-    def dp_coll(kind: str, dense: ArrayLike, expert: ArrayLike, where: ArrayLike) -> NDArray[np.float64]:
-        """One ``kind`` collective of the dense bytes over the dp·cp group plus one of the expert bytes over the
-        expert-data-parallel group, for the layouts ``where`` says."""
-        t_dense = _coll(kind, dense, system=system, fits=fits, size=dp_group, stride=tp, where=where)
+    shard = dp_group if dp_shard is None else np.asarray(dp_shard, dtype=float)  # ZeRO-3 shard group (HSDP)
+
+    def dp_coll(kind: str, dense: ArrayLike, expert: ArrayLike, where: ArrayLike,
+                size: ArrayLike = dp_group) -> NDArray[np.float64]:  # fmt: skip
+        """One ``kind`` collective of the dense bytes over the dp·cp group (or ``size`` ranks of it) plus one of the
+        expert bytes over the expert-data-parallel group, for the layouts ``where`` says."""
+        t_dense = _coll(kind, dense, system=system, fits=fits, size=size, stride=tp, where=where)
         if not spec.moe:
             return t_dense
         sel = np.asarray(where, dtype=bool) & (np.asarray(expert) > 0)  # LoRA: no expert gradients
-        return t_dense + _coll(kind, expert, system=system, fits=fits, size=dp_group / ep, stride=tp * ep,
-                               where=sel)
+        return t_dense + _coll(kind, expert, system=system, fits=fits, size=edp, stride=etp * ep, where=sel)
 
     z0, z12, z3 = zero == 0, (zero == 1) | (zero == 2), zero >= 3
 
@@ -317,9 +360,12 @@ def train_step_arrays(
     # backward) while the neighbouring layer computes (prefetch), and its gradients reduce-scattered while the
     # next layer back computes. Each layer exposes what its communication exceeds its neighbour's compute; the
     # first gather and the last reduce-scatter overlap nothing (PyTorch FSDP forward/backward prefetch).
-    ag_layer = dp_coll("all_gather", gather_dense / layers_stage, gather_expert / layers_stage, z3)
+    ag_layer = dp_coll("all_gather", gather_dense / layers_stage, gather_expert / layers_stage, z3, size=shard)
     # FSDP2 reduce-scatters every micro-batch's gradients (no no_sync without unsharded gradient memory)
-    rs_layer = dp_coll("reduce_scatter", grad_bytes / layers_stage, grad_bytes_e / layers_stage, z3)
+    rs_layer = dp_coll("reduce_scatter", grad_bytes / layers_stage, grad_bytes_e / layers_stage, z3, size=shard)
+    # HSDP: the reduced shard is then all-reduced across the replicas (dense models only)
+    rs_layer = rs_layer + _coll("all_reduce", grad_bytes / layers_stage / shard, system=system, fits=fits,
+                                size=dp_group / shard, stride=tp * shard, where=z3 & (shard < dp_group))
     bwd_layer = layer_bwd + recomp
     exposed_z3 = n_micro * (
         ag_layer + rs_layer
@@ -329,9 +375,9 @@ def train_step_arrays(
     if not fw.fsdp_prefetch:  # every gather and reduce-scatter on the critical path
         exposed_z3 = n_micro * layers_stage * (2 * ag_layer + rs_layer)
     dp_comm = np.where(zero >= 3, exposed_z3, np.where(zero >= 1, exposed_z12, exposed_z012))
-    dp_comm = np.where(dp_group > 1, dp_comm, 0.0)
+    dp_comm = np.where((dp_group > 1) | (edp > 1), dp_comm, 0.0)
     # ---- optimizer -----------------------------------------------------------------------------------------------
-    opt_params = np.where(zero >= 1, (dense_local + expert_local * ep) / dp_group, dense_local + expert_local)
+    opt_params = np.where(zero >= 1, dense_local / shard + expert_local / edp, dense_local + expert_local)
     optimizer_s = opt_params * optimizer_step_bytes(optimizer, precision) / hbm
     # ---- total -----------------------------------------------------------------------------------------------
     out = {
@@ -417,27 +463,31 @@ class TrainEstimate:
         d["layout"] = {k: getattr(lay, k) for k in ("tp", "pp", "dp", "cp", "ep", "zero", "micro_batch",
                                                     "global_batch", "recompute", "sequence_parallel",
                                                     "virtual_stages")}  # fmt: skip
+        d["layout"]["etp"] = lay.expert_tp
+        d["layout"]["dp_shard"] = lay.zero_shard
         return d
 
 
 def _predict(
     spec: TransformerSpec, *, gpu: Accelerator, system: System, layout: Layout, seq_len: int, precision: str,
     task: str, lora: LoraConfig | None, cal: Calibration, optimizer: str, overheads: Overheads,
-    framework: Framework,
+    framework: Framework, ep_comm_overlap: bool = False,
 ) -> tuple[dict[str, float], dict[str, float]]:
     gb = layout.global_batch or layout.micro_batch * layout.dp
     perf = train_step_arrays(
         spec, gpu=gpu, system=system, seq_len=seq_len, global_batch=gb, tp=layout.tp, pp=layout.pp,
-        dp=layout.dp, cp=layout.cp, ep=layout.ep, zero=layout.zero, micro_batch=layout.micro_batch,
-        recompute=layout.recompute, sequence_parallel=layout.sequence_parallel,
+        dp=layout.dp, cp=layout.cp, ep=layout.ep, etp=layout.expert_tp, zero=layout.zero,
+        dp_shard=layout.zero_shard,
+        micro_batch=layout.micro_batch, recompute=layout.recompute, sequence_parallel=layout.sequence_parallel,
         virtual_stages=layout.virtual_stages, precision=precision, task=task, lora=lora, optimizer=optimizer,
-        cal=cal, framework=framework,
+        cal=cal, framework=framework, ep_comm_overlap=ep_comm_overlap,
     )  # fmt: skip
     mem = training_memory_arrays(
         spec, seq_len=seq_len, tp=layout.tp, pp=layout.pp, dp=layout.dp, cp=layout.cp, ep=layout.ep,
         zero=layout.zero, micro_batch=layout.micro_batch, n_micro=layout.grad_accum, recompute=layout.recompute,
         sequence_parallel=layout.sequence_parallel, virtual_stages=layout.virtual_stages, precision=precision,
-        optimizer=optimizer, task=task, lora=lora, overheads=overheads,
+        optimizer=optimizer, task=task, lora=lora, overheads=overheads, etp=layout.expert_tp,
+        dp_shard=layout.zero_shard,
     )  # fmt: skip
     return {k: float(v) for k, v in perf.items()}, {k: float(v) / GB for k, v in mem.items()}
 
@@ -459,6 +509,7 @@ def estimate_train(
     overheads: Overheads = Overheads(),
     framework: Framework | str | None = None,
     tp_comm_overlap: bool | None = None,
+    ep_comm_overlap: bool = False,
 ) -> TrainEstimate:
     """Predict one training layout on ``layout.gpus`` GPUs of type ``gpu`` (a catalog ``Accelerator``).
 
@@ -468,7 +519,8 @@ def estimate_train(
     built-in system id; default: the accelerator's, with ``cluster``'s overrides, ``system_of``);
     ``framework`` the framework behaviour assumed (``scaleright.estimate.framework``; default ``fsdp2``), with
     ``tp_comm_overlap`` overriding its field (``train_step_arrays``). The result records both, and whether the
-    GPU's architecture has measured GEMM/HBM ceilings (``calibrated``).
+    GPU's architecture has measured GEMM/HBM ceilings (``calibrated``). ``ep_comm_overlap`` whether the
+    framework overlaps the expert all-to-all (``train_step_arrays``).
     """
     layout.validate(spec)
     fw = framework_of(framework).with_overrides(tp_comm_overlap=tp_comm_overlap)
@@ -480,6 +532,7 @@ def estimate_train(
     kw: dict[str, Any] = dict(
         gpu=gpu, system=system_of(gpu, system=system, cluster=cluster), seq_len=seq_len, precision=precision,
         task=task, lora=lora, cal=cal, optimizer=optimizer, overheads=overheads, framework=fw,
+        ep_comm_overlap=ep_comm_overlap,
     )  # fmt: skip
     perf, mem = _predict(spec, layout=layout, **kw)
     total = sum(mem.values())
@@ -488,9 +541,11 @@ def estimate_train(
     gb = layout.global_batch or layout.micro_batch * layout.dp
     base_gpus = scaling = None
     for d in divisors(layout.dp):
-        if gb % (d * layout.micro_batch) or (d * layout.cp) % layout.ep:
+        if gb % (d * layout.micro_batch) or (layout.tp * d * layout.cp) % (layout.ep * layout.expert_tp):
             continue
-        base = layout.replace(dp=d, global_batch=gb)
+        # HSDP keeps its shard group where the smaller data-parallel group still holds it
+        shard = None if layout.dp_shard is None else math.gcd(layout.dp_shard, d * layout.cp)
+        base = layout.replace(dp=d, global_batch=gb, dp_shard=None if shard == d * layout.cp else shard)
         bperf, bmem = _predict(spec, layout=base, **kw)
         if sum(bmem.values()) <= gpu.memory_gb:
             base_gpus = base.gpus

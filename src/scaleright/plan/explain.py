@@ -19,9 +19,10 @@ from typing import Any
 import numpy as np
 
 from scaleright.estimate.comm import system_of
-from scaleright.estimate.layout import RECOMPUTE
+from scaleright.estimate.layout import RECOMPUTE, layout_text
 from scaleright.plan import economics as econ
 from scaleright.plan.report import format_usd  # one money format for the terminal, JSON texts and the HTML report
+from scaleright.plan.search import family
 
 __all__ = ["explain_training", "explain_inference"]
 
@@ -39,27 +40,15 @@ def _x(topic: str, title: str, text: str, **data) -> dict:
     return {"topic": topic, "title": title, "text": text, "data": data}
 
 
-def _lay(layout: dict) -> str:
-    parts = [f"{k}={layout[k]}" for k in ("tp", "pp", "dp", "cp", "ep") if layout.get(k, 1) != 1]
-    if layout.get("zero"):
-        parts.append(f"ZeRO-{layout['zero']}" if layout["zero"] < 3 else "ZeRO-3/FSDP")
-    if layout.get("recompute", "none") != "none":
-        parts.append(f"{layout['recompute']} recompute")
-    if layout.get("sequence_parallel"):
-        parts.append("SP")
-    if "micro_batch" in layout:
-        parts.append(f"micro-batch {layout['micro_batch']}")
-    return ", ".join(parts) or "single GPU"
+_LAYOUT_KEYS = ("tp", "pp", "dp", "cp", "ep", "etp", "zero", "dp_shard", "virtual_stages")
 
 
-def _family(tp, pp, dp, zero) -> str:
-    if tp == 1 and pp == 1:
-        return "data parallel" + (" (sharded)" if zero else "") if dp > 1 else "single GPU"
-    if pp == 1:
-        return "tensor parallel" if dp == 1 else "tensor + data parallel"
-    if tp == 1:
-        return "pipeline parallel" if dp == 1 else "pipeline + data parallel"
-    return "3D hybrid (tensor + pipeline + data)"
+def _at(a: dict, i: int, *extra: str) -> dict:
+    """Layout fields of entry ``i`` of the search arrays (``recompute`` by name) for ``layout_text``."""
+    d: dict[str, Any] = {k: int(a[k][i]) for k in _LAYOUT_KEYS + tuple(x for x in extra if x != "recompute")}
+    if "recompute" in extra:
+        d["recompute"] = RECOMPUTE[int(a["recompute"][i])]
+    return d
 
 
 def _capex_opex(scn, gpu, n: int, cat, rent_price: float | None) -> dict | None:
@@ -161,15 +150,15 @@ def explain_training(res, scn, spec, cat, per_gpu) -> None:
     states_one = (a["mem_weights"][j] + a["mem_gradients"][j] + a["mem_optimizer"][j])
     lay_min = {k: int(a[k][j]) for k in ("tp", "pp", "dp", "zero")}
     if n_min == 1:
-        rc = RECOMPUTE[int(a["rc"][j])]
+        rc = RECOMPUTE[int(a["recompute"][j])]
         how = "" if rc == "none" else f" with {rc} recomputation"
         text = (f"{spec.name} fits on one {gpu.id} ({a['memory_gb'][j]:.1f} of {gpu.memory_gb:.1f} GB{how}): no "
                 "split is forced; more GPUs are a speed choice.")  # fmt: skip
     else:
-        forced = _family(**lay_min)
+        forced = family(**lay_min)
         text = (f"{spec.name} ({res.scenario['model_params_total'] / 1e9:.1f} B parameters, {scn.task}) does not fit "
                 f"on one {gpu.id} ({gpu.memory_gb:.1f} GB): the smallest count that fits is {n_min} GPUs, where the "
-                f"fastest fitting layout is {forced} ({_lay(lay_min | {'micro_batch': int(a['mb'][j])})}) with "
+                f"fastest fitting layout is {forced} ({layout_text(_at(a, j, 'micro_batch'))}) with "
                 f"{states_one:.1f} GB of weights, gradients and optimizer states per GPU.")  # fmt: skip
     ex.append(_x("memory_wall", "Memory wall", text, smallest_gpus=n_min, gpu=gpu.id, gpu_memory_gb=gpu.memory_gb,
                  memory_gb_per_gpu_at_smallest=float(a["memory_gb"][j])))  # fmt: skip
@@ -179,15 +168,15 @@ def explain_training(res, scn, spec, cat, per_gpu) -> None:
     fams: dict[str, int] = {}
     f: Any  # a family name here, a table row in the interconnect check below
     for i in at_n:
-        f = _family(int(a["tp"][i]), int(a["pp"][i]), int(a["dp"][i]), int(a["zero"][i]))
+        f = family(int(a["tp"][i]), int(a["pp"][i]), int(a["dp"][i]), int(a["zero"][i]))
         if f not in fams or hours[i] < hours[fams[f]]:
             fams[f] = int(i)
-    table = [{"family": f, "layout": _lay({k: int(a[k][i]) for k in ("tp", "pp", "dp", "cp", "ep", "zero")}),
+    table = [{"family": f, "layout": layout_text(_at(a, i)),
               "time_h": float(hours[i]), "step_time_s": float(a["step_time_s"][i]), "mfu": float(a["mfu"][i])}
              for f, i in sorted(fams.items(), key=lambda kv: hours[kv[1]])]  # fmt: skip
-    chosen = _family(rec["layout"]["tp"], rec["layout"]["pp"], rec["layout"]["dp"], rec["layout"]["zero"])
+    chosen = family(rec["layout"]["tp"], rec["layout"]["pp"], rec["layout"]["dp"], rec["layout"]["zero"])
     others = [t for t in table if t["family"] != chosen]
-    why = f"{chosen} ({_lay(rec['layout'])}) is the fastest way to use {n} x {gpu.id}"
+    why = f"{chosen} ({layout_text(rec['layout'])}) is the fastest way to use {n} x {gpu.id}"
     if others:
         o = others[0]
         why += f"; the best alternative, {o['family']} ({o['layout']}), is {o['time_h'] / rec['time_h']:.2f}x slower"
@@ -251,14 +240,13 @@ def explain_training(res, scn, spec, cat, per_gpu) -> None:
             f"{format_usd(res.curve[0]['cost_usd'])} to {format_usd(last['cost_usd'])}.")  # fmt: skip
     if last["scaling_efficiency"] > 1.0:  # more than linear: the layouts compared are not the same, say which
         def at(i: int) -> str:
-            rc = RECOMPUTE[int(a["rc"][i])]
-            keys = ("tp", "pp", "dp", "cp", "ep", "zero")
-            return _lay({k: int(a[k][i]) for k in keys} | {"micro_batch": int(a["mb"][i]), "recompute": rc})
+            return layout_text(_at(a, i, "micro_batch", "recompute"))
 
         b, e = best_i[0], best_i[-1]
         paid = [what for what, key, worse in (
             ("a pipeline bubble", "pp", lambda x, y: x > y), ("more tensor-parallel traffic", "tp", lambda x, y: x > y),
-            ("more recompute", "rc", lambda x, y: x > y), ("a smaller micro-batch", "mb", lambda x, y: x < y),
+            ("more recompute", "recompute", lambda x, y: x > y),
+            ("a smaller micro-batch", "micro_batch", lambda x, y: x < y),
         ) if worse(int(a[key][b]), int(a[key][e]))]  # fmt: skip
         text += (f" Above 100 % because the fastest layout at {_gpus(base_n)} ({at(b)}) is not the one at "
                  f"{last['gpus']} ({at(e)})" + (f": the baseline pays for {' and '.join(paid)}." if paid else "."))

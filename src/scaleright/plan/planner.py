@@ -427,7 +427,7 @@ def _plan_training(scn, spec, cat, cal, progress) -> PlanResult:
 
     tr = scn.training
     tokens = tr.total_tokens
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     gpus_allowed = _allowed_gpus(scn, cat)
     options_all, skipped, per_gpu_cands = [], [], {}
     n_eval = n_fit = 0
@@ -455,7 +455,7 @@ def _plan_training(scn, spec, cat, cal, progress) -> PlanResult:
         for n in np.unique(a["gpus"]):
             idx = np.flatnonzero(a["gpus"] == n)
             # fastest; on exact ties the larger micro-batch (fewer kernel launches, which the model does not time)
-            j = int(idx[np.lexsort((-a["mb"][idx], hours[idx]))[0]])
+            j = int(idx[np.lexsort((-a["micro_batch"][idx], hours[idx]))[0]])
             for pr in pricings:
                 price = float(pr.rate[counts.index(int(n))])
                 h, spot = (_spot_hours(scn, a, j, int(n), system.gpus_per_node, float(hours[j]))
@@ -472,7 +472,7 @@ def _plan_training(scn, spec, cat, cal, progress) -> PlanResult:
                 options_all.append(o)
     if progress:
         progress(len(gpus_allowed), len(gpus_allowed), "done")
-    wall = time.perf_counter() - t0
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     rec, infeasible = _choose(options_all, scn)
     if not options_all and skipped and all(x["reason"].startswith("no ") and " price" in x["reason"] for x in skipped):
         infeasible = {"binding": "price", "message": f"no allowed GPU has a {scn.pricing.mode} price "
@@ -484,7 +484,8 @@ def _plan_training(scn, spec, cat, cal, progress) -> PlanResult:
         if cur is None or _better(o, cur, scn):
             best_per_gpu[o["gpu"]] = o
     options = sorted(best_per_gpu.values(), key=lambda o: (o["cost_usd"], o["time_h"]))
-    search = {"layouts_evaluated": n_eval, "layouts_fit": n_fit, "wall_s": wall, "gpu_types": len(gpus_allowed),
+    search = {"layouts_evaluated": n_eval, "layouts_fit": n_fit, "wall_s": wall, "cpu_s": cpu,
+              "gpu_types": len(gpus_allowed),
               "skipped": skipped, "layouts_per_s": n_eval / wall if wall > 0 else None,
               "limits": SEARCH_LIMITS, "precision_notes": _precision_notes(options)}  # fmt: skip
     res = PlanResult(

@@ -20,6 +20,7 @@ import scaleright
 from scaleright import charts as ch
 from scaleright import fmt
 from scaleright.charts import CSS, DASH, X0, X1, Y0, Y1, H
+from scaleright.estimate.layout import layout_text
 
 __all__ = ["render_html", "write_html"]
 
@@ -45,9 +46,8 @@ _pct = fmt.percent
 
 
 def _layout(lay: dict) -> str:
-    """Compact layout: only the axes that are not trivial (tp is always shown)."""
-    parts = [f"{k}={v}" for k, v in lay.items() if k == "tp" or v not in (0, 1, False, "none", None)]
-    return " ".join(parts) or DASH
+    """Compact layout (``layout_text``); a dash when there is none."""
+    return layout_text(lay) if lay else DASH
 
 
 def _option_tip(o: dict, training: bool) -> str:

@@ -1,11 +1,15 @@
 """The layout search: every allowed GPU type × count × parallel layout, evaluated as numpy arrays.
 
-For training, the axes are GPU count (node-aware: 1, 2, 4, ... up to a host of the system, then whole hosts), tensor
-parallel (powers of two inside the system's scale-up domain that divide the heads), pipeline stages, context
-parallel (long sequences), expert parallel (MoE), ZeRO stage, micro-batch, recomputation and sequence
-parallelism. They are combined into one flat grid per GPU type (``numpy.meshgrid``), invalid combinations are
-masked arithmetically (STYLE habit 7), memory is evaluated for all valid layouts at once, and the performance model
-for those that fit. No Python loop runs over layouts.
+For training, the axes are GPU count (1, 2, 4, ... below one host of the system, then every whole number of hosts),
+tensor parallel (divisors of the heads that the KV heads allow, dividing the scale-up domain: 8 on HGX, 72 on
+NVL72), pipeline stages (up to the layers, any count that divides the GPUs left), interleaved virtual stages,
+context parallel (long sequences), expert parallel and expert tensor parallel (MoE, with Megatron-Core's parallel
+folding), ZeRO stage, micro-batch (any divisor of the per-replica batch), recomputation and sequence parallelism.
+Valid layouts are enumerated, not masked out of a full ``meshgrid``: the structural tuples (count, tp, cp, pp, dp)
+come from a loop over divisors (a few thousand), then each further axis expands only the rows it is valid for
+(``numpy.nonzero`` of a rows × values mask). Memory is evaluated for all valid layouts at once, the performance
+model for those that fit, and only what the plan and its explanations read is kept: the fastest layout of each
+GPU count and of each parallelism family at each count. No Python loop runs over layouts.
 
 For inference, each GPU type × tensor-parallel size is evaluated over a grid of batch sizes up to the KV-cache
 capacity; the largest batch meeting the latency SLOs sets a replica's capacity, and enough replicas are added to
@@ -14,9 +18,11 @@ carry the request rate.
 
 from __future__ import annotations
 
+import functools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import cast
+from typing import Any, cast
 
 import numpy as np
 
@@ -26,24 +32,42 @@ from scaleright.estimate.calibration import DEFAULT_CALIBRATION, Calibration
 from scaleright.estimate.comm import Cluster, system_of
 from scaleright.estimate.framework import Framework
 from scaleright.estimate.infer import infer_arrays, max_batch
-from scaleright.estimate.layout import RECOMPUTE
-from scaleright.estimate.memory import GB, LoraConfig, inference_memory_arrays, training_memory_arrays
+from scaleright.estimate.layout import RECOMPUTE, LayoutArrays, divisors
+from scaleright.estimate.memory import (
+    GB,
+    LoraConfig,
+    inference_memory_arrays,
+    model_state_bytes,
+    training_memory_arrays,
+)
 from scaleright.estimate.train import TIME_KEYS, train_step_arrays
 from scaleright.workload.spec import TransformerSpec
 
 __all__ = ["TrainCandidates", "InferCandidate", "SEARCH_LIMITS", "gpu_counts", "train_layout_grid",
-           "evaluate_training", "evaluate_inference", "tp_domain"]  # fmt: skip
+           "evaluate_training", "evaluate_inference", "tp_domain", "family"]  # fmt: skip
 
 RECOMPUTE_NAMES = RECOMPUTE  # index = the grid's recompute code
 
+CP_FROM_SEQ_LEN = 32768  # context parallelism is searched from this sequence length
+CPS = (1, 2, 4, 8)
+HOSTS_EVERY = 64  # every whole number of hosts up to this many; beyond, 16 counts per doubling
+EP_MAX = 256  # largest expert-parallel group searched (DeepSeek-V3 trained with EP64, its inference used EP320)
+
 # The grid's bounds (printed with every plan): what the search does and does not try.
 SEARCH_LIMITS = {
-    "tp": "powers of two dividing the heads, inside the scale-up domain (8 on HGX, 72 on NVL72)",
-    "pp": "1, 2, 4, 8, 16, 32 (at most the layers); no interleaved virtual stages",
+    "gpus": f"1, 2, 4, ... below one host, then every whole number of hosts up to {HOSTS_EVERY} hosts and 16 "
+            "counts per doubling beyond, up to max_gpus",
+    "tp": "divisors of the attention heads that the KV heads allow, dividing the scale-up domain (8 on HGX, 72 on "
+          "NVL72)",
+    "pp": "any count up to the layers that divides the GPUs left (uneven stages: the fullest one is timed)",
+    "virtual_stages": "interleaved 1F1B with v > 1 chunks per stage when pp·v divides the layers and the "
+                      "micro-batches are a multiple of pp (Megatron's rule); else 1F1B",
     "cp": "1, 2, 4, 8 from 32k-token sequences, else 1",
-    "ep": "powers of two dividing the experts, up to 64 (MoE only)",
-    "zero": "0-3 (LoRA/QLoRA: 0 or 3)",
-    "micro_batch": "1, 2, 4, 8 (dividing the global batch with dp)",
+    "ep": f"divisors of the experts up to {EP_MAX} (MoE only), ep·etp dividing tp·cp·dp (MoE parallel folding)",
+    "etp": "1 or tp (MoE only)",
+    "zero": "0-3 (LoRA/QLoRA: 0 or 3), and ZeRO-3 as HSDP (sharded over the data-parallel ranks of one scale-up "
+            "domain, replicated across; dense models); no activation or optimizer offload",
+    "micro_batch": "any divisor of the per-replica batch (global batch / dp)",
     "recompute": "none, selective (with sequence parallelism when tp > 1), full",
     "inference": "tp in 1, 2, 4, 8, 16 inside the scale-up domain, pp = 1, batch up to 4096 sequences per replica",
 }
@@ -51,16 +75,19 @@ INFER_BATCH_LIMIT = 4096
 
 
 def gpu_counts(gpus_per_node: int, max_gpus: int) -> list[int]:
-    """1, 2, 4, ... up to one node, then 2, 4, 8, ... whole nodes, up to ``max_gpus``."""
+    """1, 2, 4, ... below one host, then whole numbers of hosts up to ``max_gpus``: every one up to
+    ``HOSTS_EVERY`` hosts, beyond that those with at most five significant bits (k·2^e hosts, k < 32: 16 counts per
+    doubling, at most 3 % apart), so a limit of a million GPUs stays a search of a few hundred counts."""
     out = []
     n = 1
     while n < gpus_per_node and n <= max_gpus:
         out.append(n)
         n *= 2
-    n = gpus_per_node
-    while n <= max_gpus:
-        out.append(n)
-        n *= 2
+    hosts = 1
+    while hosts * gpus_per_node <= max_gpus:
+        out.append(hosts * gpus_per_node)
+        step = 1 if hosts < HOSTS_EVERY else 1 << max(hosts.bit_length() - 5, 0)
+        hosts = (hosts // step + 1) * step
     return out
 
 
@@ -72,45 +99,184 @@ def _pow2_upto(n: int) -> list[int]:
     return out
 
 
-def train_layout_grid(spec: TransformerSpec, *, counts: list[int], gpus_per_node: int, seq_len: int,
-                      global_batch: int, task: str) -> dict[str, np.ndarray]:  # fmt: skip
-    """All valid training layouts as flat integer arrays (keys: gpus, tp, pp, dp, cp, ep, zero, mb, rc, sp)."""
-    frozen = task in ("lora", "qlora")
-    tps = [t for t in _pow2_upto(min(gpus_per_node, spec.heads)) if spec.heads % t == 0]
-    pps = [p for p in (1, 2, 4, 8, 16, 32) if p <= spec.layers]
-    cps = [1, 2, 4, 8] if seq_len >= 32768 else [1]
-    eps = [e for e in _pow2_upto(min(spec.moe.num_experts, 64)) if spec.moe.num_experts % e == 0] if spec.moe else [1]
-    zeros = [0, 3] if frozen else [0, 1, 2, 3]  # LoRA: the frozen base is either replicated or FSDP-sharded
-    mbs = [m for m in (1, 2, 4, 8) if m <= global_batch]
-    axes = dict(gpus=counts, tp=tps, pp=pps, cp=cps, ep=eps, zero=zeros, mb=mbs, rc=[0, 1, 2], sp=[0, 1])
-    grids = np.meshgrid(*[np.asarray(v, dtype=np.int64) for v in axes.values()], indexing="ij")
-    g = {k: a.ravel() for k, a in zip(axes, grids, strict=True)}
-    mp = g["tp"] * g["pp"] * g["cp"]
-    ok = g["gpus"] % mp == 0
-    dp = np.where(ok, g["gpus"] // np.maximum(mp, 1), 0)
-    ok &= dp >= 1
-    ok &= (dp * g["cp"]) % g["ep"] == 0
-    ok &= global_batch % np.maximum(dp * g["mb"], 1) == 0
-    if not spec.mla:
-        ok &= (spec.kv_heads % g["tp"] == 0) | (g["tp"] % spec.kv_heads == 0)
-    ok &= (g["sp"] == 0) | (g["tp"] > 1)  # sequence parallelism needs tensor parallelism
-    ok &= (g["zero"] == 0) | (dp * g["cp"] > 1)  # ZeRO over one rank is stage 0
-    ok &= (g["rc"] != 1) | (g["sp"] == 1) | (g["tp"] == 1)  # selective without SP is dominated; keep the grid lean
-    out = {k: v[ok] for k, v in g.items()}
-    out["dp"] = dp[ok]
+def _divisors_upto(n: int, limit: int) -> list[int]:
+    """Divisors of ``n`` not above ``limit``, ascending (trial division to the square root)."""
+    small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
+    both = sorted(set(small + [n // d for d in small]))
+    return [d for d in both if d <= limit]
+
+
+def _expand(rows: dict[str, np.ndarray], name: str, values: np.ndarray, ok: np.ndarray) -> dict[str, np.ndarray]:
+    """Every (row, value) pair that ``ok`` (rows × values) allows, as new rows with ``name`` set to the value."""
+    r, j = np.nonzero(ok)
+    out = {k: v[r] for k, v in rows.items()}
+    out[name] = values[j]
     return out
+
+
+@functools.lru_cache(maxsize=16)
+def _state_rows(spec: TransformerSpec, counts: tuple[int, ...], gpus_per_node: int, long_seq: bool,
+                global_batch: int, frozen: bool) -> dict[str, np.ndarray]:  # fmt: skip
+    """The valid layouts over the axes that set model states (count, tp, cp, pp, dp, ep, etp, ZeRO, HSDP shard
+    group),
+    read-only; shared by every GPU type with the same tensor-parallel domain."""
+    tps = [t for t in divisors(spec.heads) if gpus_per_node % t == 0
+           and (spec.mla or spec.kv_heads % t == 0 or t % spec.kv_heads == 0)]  # fmt: skip
+    cps = list(CPS) if long_seq else [1]
+    gb = global_batch
+    # ---- structural tuples: count = tp · cp · pp · dp, dp dividing the global batch ------------------------------
+    cols: dict[str, list[int]] = {"tp": [], "cp": [], "pp": [], "dp": []}
+    for n in counts:
+        for t in tps:
+            for c in cps:
+                if n % (t * c):
+                    continue
+                rest = n // (t * c)
+                for p in _divisors_upto(rest, spec.layers):
+                    d = rest // p
+                    if gb % d == 0:
+                        for k, x in zip(("tp", "cp", "pp", "dp"), (t, c, p, d), strict=True):
+                            cols[k].append(x)
+    rows = {k: np.asarray(v, dtype=np.int64) for k, v in cols.items()}
+    one = np.ones(rows["tp"].shape, dtype=np.int64)
+    # ---- experts: ep divides the experts, ep·etp divides tp·cp·dp (MoE parallel folding) -----------------------
+    if spec.moe:
+        e = spec.moe
+        eps = np.asarray([x for x in divisors(e.num_experts) if x <= EP_MAX], dtype=np.int64)
+        stage = rows["tp"] * rows["cp"] * rows["dp"]
+        rows = _expand(rows, "ep", eps, (stage[:, None] % eps[None, :]) == 0)
+        # etp: 0 stands for "= tp" (Megatron's default), 1 for 1 (folded); resolved below
+        codes = np.asarray([0, 1], dtype=np.int64)
+        etp_of = np.where(codes[None, :] == 0, rows["tp"][:, None], 1)
+        stage = rows["tp"] * rows["cp"] * rows["dp"]
+        ok = (stage[:, None] % (rows["ep"][:, None] * etp_of) == 0) & (e.expert_ffn_hidden % etp_of == 0)
+        ok[:, 1] &= rows["tp"] > 1  # etp = 1 = tp is the first column already
+        rows = _expand(rows, "etp", codes, ok)
+        rows["etp"] = np.where(rows["etp"] == 0, rows["tp"], 1)
+    else:
+        rows["ep"], rows["etp"] = one, rows["tp"].copy()
+    # ---- ZeRO: stage 0 over one rank ---------------------------------------------------------------------------
+    zeros = np.asarray([0, 3] if frozen else [0, 1, 2, 3], dtype=np.int64)
+    shard = rows["dp"] * rows["cp"]
+    rows = _expand(rows, "zero", zeros, (zeros[None, :] == 0) | (shard[:, None] > 1))
+    # ---- HSDP: ZeRO-3 sharded over the dp·cp ranks of one scale-up domain, replicated across (dense models) -----
+    group = rows["dp"] * rows["cp"]
+    inside = np.gcd(group, np.maximum(gpus_per_node // rows["tp"], 1))
+    hsdp = (rows["zero"] == 3) & (inside > 1) & (inside < group) & (spec.moe is None)
+    codes = np.asarray([0, 1], dtype=np.int64)
+    rows = _expand(rows, "dp_shard", codes, np.stack([np.ones_like(hsdp), hsdp], axis=1))
+    group = rows["dp"] * rows["cp"]
+    rows["dp_shard"] = np.where(rows["dp_shard"] == 1, np.gcd(group, np.maximum(gpus_per_node // rows["tp"], 1)),
+                                group)  # fmt: skip
+    for v in rows.values():
+        v.flags.writeable = False
+    return rows
+
+
+def train_layout_grid(spec: TransformerSpec, *, counts: list[int], gpus_per_node: int, seq_len: int,
+                      global_batch: int, task: str,
+                      prune: Callable[[dict[str, np.ndarray]], np.ndarray] | None = None,
+                      count_pruned: list[int] | None = None) -> LayoutArrays:  # fmt: skip
+    """All valid training layouts (module docstring), ``gpus_per_node`` being the tensor-parallel domain.
+
+    ``prune(rows)`` (optional) sees the layouts before micro-batch, virtual stages, recompute and sequence
+    parallelism are expanded (those do not change model states) and returns which to keep; the number of valid
+    layouts it ruled out is appended to ``count_pruned``."""
+    frozen = task in ("lora", "qlora")
+    gb = global_batch
+    rows = _state_rows(spec, tuple(counts), gpus_per_node, seq_len >= CP_FROM_SEQ_LEN, global_batch, frozen)
+    # ---- the axes below do not change model states: count, then drop, the rows ``prune`` rules out -------------
+    mbs = np.asarray(_divisors_upto(gb, gb), dtype=np.int64)
+    vs = np.asarray(divisors(spec.layers), dtype=np.int64)
+    rc_sp = np.asarray([0, 1, 2, 3, 4], dtype=np.int64)  # (rc, sp): (0,0) (0,1) (1,1) (2,0) (2,1); tp = 1: (1,0)
+    rc_of, sp_of = np.asarray([0, 0, 1, 2, 2]), np.asarray([0, 1, 1, 0, 1])
+
+    def v_ok(r: dict[str, np.ndarray]) -> np.ndarray:  # interleaving: pp·v divides the layers, m a multiple of pp
+        n_micro = gb // (r["dp"] * r["micro_batch"])
+        pp_ = r["pp"][:, None]
+        return (vs[None, :] == 1) | ((pp_ > 1) & (spec.layers % (pp_ * vs[None, :]) == 0)
+                                     & (n_micro[:, None] % pp_ == 0))  # fmt: skip
+
+    def rc_ok(r: dict[str, np.ndarray]) -> np.ndarray:  # SP needs tp > 1; selective without SP is dominated
+        tp1 = r["tp"][:, None] == 1
+        return np.where(tp1, sp_of[None, :] == 0, True) | (tp1 & (rc_sp[None, :] == 2))
+
+    def mb_ok(r: dict[str, np.ndarray]) -> np.ndarray:  # any divisor of the per-replica batch
+        return ((gb // r["dp"])[:, None] % mbs[None, :]) == 0
+
+    pruned = 0
+    if prune is not None:
+        keep = prune(rows)
+        if not keep.all():
+            # the layouts each ruled-out row stood for, counted without building them: per micro-batch, plain 1F1B
+            # plus every interleaved v the rule allows, times the recompute/SP variants
+            gone = {k: v[~keep] for k, v in rows.items()}
+            m = gb // (gone["dp"][:, None] * mbs[None, :])
+            pp_ = gone["pp"][:, None]
+            n_v = ((pp_ > 1) & (spec.layers % (pp_ * vs[None, :]) == 0) & (vs[None, :] > 1)).sum(axis=1)
+            per_mb = 1 + n_v[:, None] * (m % pp_ == 0)
+            pruned = int(((mb_ok(gone) * per_mb).sum(axis=1) * rc_ok(gone).sum(axis=1)).sum())
+            rows = {k: v[keep] for k, v in rows.items()}
+    rows = _expand(rows, "micro_batch", mbs, mb_ok(rows))
+    rows = _expand(rows, "virtual_stages", vs, v_ok(rows))
+    rows = _expand(rows, "rc_sp", rc_sp, rc_ok(rows))
+    code = rows.pop("rc_sp")
+    rows["recompute"] = rc_of[code]
+    rows["sequence_parallel"] = (sp_of[code] == 1) & (rows["tp"] > 1)
+    if count_pruned is not None:
+        count_pruned.append(pruned)
+    return LayoutArrays(**rows)
+
+
+def family(tp: int, pp: int, dp: int, zero: int) -> str:
+    """The seed articles' name for a layout's parallelism (the Parallelism Selector's rows)."""
+    if tp == 1 and pp == 1:
+        return "data parallel" + (" (sharded)" if zero else "") if dp > 1 else "single GPU"
+    if pp == 1:
+        return "tensor parallel" if dp == 1 else "tensor + data parallel"
+    if tp == 1:
+        return "pipeline parallel" if dp == 1 else "pipeline + data parallel"
+    return "3D hybrid (tensor + pipeline + data)"
+
+
+def _family_code(tp: np.ndarray, pp: np.ndarray, dp: np.ndarray, zero: np.ndarray) -> np.ndarray:
+    """``family`` as an integer per layout (same cases, vectorised)."""
+    t1, p1, d1 = tp == 1, pp == 1, dp == 1
+    return np.select(
+        [t1 & p1 & d1, t1 & p1 & (zero == 0), t1 & p1, p1 & d1, p1, t1 & d1, t1],
+        [0, 1, 2, 3, 4, 5, 6], default=7,
+    )  # fmt: skip
+
+
+def _winners(gpus: np.ndarray, fam: np.ndarray, tokens_per_s: np.ndarray, micro_batch: np.ndarray) -> np.ndarray:
+    """Indices of the fastest layout per GPU count and per (count, family); on exact ties the larger micro-batch
+    (fewer kernel launches, which the model does not time). One pass (``np.maximum.at``), no sort of all layouts."""
+    _, count_id = np.unique(gpus, return_inverse=True)
+    key = count_id * 8 + fam
+    best = np.full(int(key.max()) + 1, -np.inf)
+    np.maximum.at(best, key, tokens_per_s)
+    cand = np.flatnonzero(tokens_per_s == best[key])  # the fastest of each group, with its exact ties
+    order = cand[np.lexsort((-micro_batch[cand], key[cand]))]
+    first = np.ones(order.size, dtype=bool)
+    first[1:] = key[order][1:] != key[order][:-1]
+    return np.sort(order[first])
 
 
 @dataclass
 class TrainCandidates:
-    """Evaluated training layouts of one GPU type (flat arrays, one entry per layout that fits)."""
+    """Evaluated training layouts of one GPU type: what the plan and its explanations need (the fastest layout per
+    GPU count and per parallelism family at each count), as flat arrays."""
 
     gpu: str
     precision: str
-    n_evaluated: int  # valid layouts whose memory was evaluated
-    n_fit: int
-    arrays: dict[str, np.ndarray]  # layout axes + step_time_s, tokens_per_s, mfu, memory_gb, t_* ...
+    n_evaluated: int  # valid layouts whose memory was evaluated (model states first; activations if those fit)
+    n_fit: int  # layouts that fit, each of which received the performance model
+    arrays: dict[str, np.ndarray]  # Layout field names + gpus, step_time_s, tokens_per_s, mfu, memory_gb, t_* ...
     note: str | None = None
+
+    def layouts(self) -> LayoutArrays:
+        """The kept layouts as a ``LayoutArrays``."""
+        return LayoutArrays(**{k: self.arrays[k] for k in LayoutArrays.__dataclass_fields__})
 
 
 def tp_domain(system: System) -> int:
@@ -124,55 +290,69 @@ def evaluate_training(spec: TransformerSpec, *, gpu, counts: list[int], seq_len:
                       precision: str, task: str, optimizer: str, lora_rank: int,
                       cal: Calibration = DEFAULT_CALIBRATION, system: System | None = None,
                       cluster: Cluster | None = None, tp_comm_overlap: bool | None = None,
-                      framework: Framework | str | None = None) -> TrainCandidates:  # fmt: skip
+                      framework: Framework | str | None = None, ep_comm_overlap: bool = False,
+                      keep: str = "winners") -> TrainCandidates:  # fmt: skip
     """Evaluate every valid layout of ``spec`` on ``gpu`` in ``system`` (default: ``system_of(gpu, cluster=...)``;
-    see module docstring)."""
+    see module docstring). ``keep="winners"`` keeps the fastest layout per count and per (count, family);
+    ``keep="all"`` every layout that fits."""
     system = system_of(gpu, system=system, cluster=cluster)
     fallback, note = gpu.tensor_precision(precision)  # a part without the requested rate runs its fallback
     if fallback is None:
         return TrainCandidates(gpu.id, precision, 0, 0, {}, note=note)
     prec = fallback
-    g = train_layout_grid(spec, counts=counts, gpus_per_node=tp_domain(system), seq_len=seq_len,
-                          global_batch=global_batch, task=task)  # fmt: skip
-    n_eval = int(g["tp"].size)
-    if n_eval == 0:
-        return TrainCandidates(gpu.id, prec, 0, 0, {}, note="no valid layout for these GPU counts")
     lora = LoraConfig(rank=lora_rank) if task in ("lora", "qlora") else None
-    n_micro = global_batch // (g["dp"] * g["mb"])
-    mem = training_memory_arrays(
-        spec, seq_len=seq_len, tp=g["tp"], pp=g["pp"], dp=g["dp"], cp=g["cp"], ep=g["ep"], zero=g["zero"],
-        micro_batch=g["mb"], n_micro=n_micro, recompute=g["rc"], sequence_parallel=g["sp"].astype(bool),
-        precision=prec, optimizer=optimizer, task=task, lora=lora,
-    )  # fmt: skip
+
+    def states_fit(r: dict[str, np.ndarray]) -> np.ndarray:
+        """Sharded weights, gradients and optimizer states within the GPU's memory (``model_state_bytes``): they
+        do not depend on activations, so a layout whose states alone overflow cannot fit."""
+        w, g_, o = model_state_bytes(spec, tp=r["tp"], pp=r["pp"], dp=r["dp"], cp=r["cp"], ep=r["ep"], etp=r["etp"],
+                                     zero=r["zero"], dp_shard=r["dp_shard"], precision=prec,
+                                     optimizer=optimizer)  # fmt: skip
+        return cast(np.ndarray, (w + g_ + o) / GB <= gpu.memory_gb)
+
+    pruned: list[int] = []
+    grid = train_layout_grid(spec, counts=counts, gpus_per_node=tp_domain(system), seq_len=seq_len,
+                             global_batch=global_batch, task=task, count_pruned=pruned,
+                             prune=None if task in ("lora", "qlora") else states_fit)  # fmt: skip
+    n_eval = len(grid) + sum(pruned)
+    if len(grid) == 0:
+        note = note or ("no valid layout for these GPU counts" if n_eval == 0 else None)
+        return TrainCandidates(gpu.id, prec, n_eval, 0, {}, note=note)
+    n_micro = global_batch // (grid.dp * grid.micro_batch)
+    mem = training_memory_arrays(spec, seq_len=seq_len, n_micro=n_micro, precision=prec, optimizer=optimizer,
+                                 task=task, lora=lora, **grid.kwargs())  # fmt: skip
     total = cast(np.ndarray, sum(mem.values()) / GB)
     fit = total <= gpu.memory_gb
-    if not fit.any():
-        a = {k: v for k, v in g.items()}
-        a["memory_gb"] = total
-        return TrainCandidates(gpu.id, prec, n_eval, 0, a, note=note)
-    sub = {k: v[fit] for k, v in g.items()}
-    perf = train_step_arrays(
-        spec, gpu=gpu, system=system, seq_len=seq_len, global_batch=global_batch, tp=sub["tp"], pp=sub["pp"],
-        dp=sub["dp"], cp=sub["cp"], ep=sub["ep"], zero=sub["zero"], micro_batch=sub["mb"], recompute=sub["rc"],
-        sequence_parallel=sub["sp"].astype(bool), precision=prec, task=task, lora=lora, cal=cal,
-        tp_comm_overlap=tp_comm_overlap, framework=framework,
-    )  # fmt: skip
-    arrays = dict(sub)
-    arrays["memory_gb"] = total[fit]
+    n_fit = int(fit.sum())
+    if n_fit == 0:
+        return TrainCandidates(gpu.id, prec, n_eval, 0, {}, note=note)
+    sub = grid.take(fit)
+    perf = train_step_arrays(spec, gpu=gpu, system=system, seq_len=seq_len, global_batch=global_batch,
+                             precision=prec, task=task, lora=lora, cal=cal, tp_comm_overlap=tp_comm_overlap,
+                             framework=framework, ep_comm_overlap=ep_comm_overlap, optimizer=optimizer,
+                             **sub.kwargs())  # fmt: skip
+    gpus = sub.gpus
+    if keep == "all":
+        idx = np.arange(n_fit)
+    else:
+        fam = _family_code(sub.tp, sub.pp, sub.dp, sub.zero)
+        idx = _winners(gpus, fam, np.asarray(perf["tokens_per_s"]), sub.micro_batch)
+    arrays = sub.take(idx).as_dict()
+    arrays["gpus"] = gpus[idx]
+    arrays["memory_gb"] = total[fit][idx]
     for k in ("weights", "gradients", "optimizer", "gathered", "activations", "overhead"):
-        arrays[f"mem_{k}"] = mem[k][fit] / GB
-    arrays.update({k: np.asarray(v) for k, v in perf.items()})
-    return TrainCandidates(gpu.id, prec, n_eval, int(fit.sum()), arrays, note=note)
+        arrays[f"mem_{k}"] = mem[k][fit][idx] / GB
+    arrays.update({k: np.asarray(v)[idx] for k, v in perf.items()})
+    return TrainCandidates(gpu.id, prec, n_eval, n_fit, arrays, note=note)
 
 
 def layout_dict(arrays: dict[str, np.ndarray], i: int) -> dict:
-    """The layout of entry ``i`` as plain values."""
-    return {
-        "tp": int(arrays["tp"][i]), "pp": int(arrays["pp"][i]), "dp": int(arrays["dp"][i]),
-        "cp": int(arrays["cp"][i]), "ep": int(arrays["ep"][i]), "zero": int(arrays["zero"][i]),
-        "micro_batch": int(arrays["mb"][i]), "recompute": RECOMPUTE_NAMES[int(arrays["rc"][i])],
-        "sequence_parallel": bool(arrays["sp"][i]),
-    }  # fmt: skip
+    """The layout of entry ``i`` as plain values (``Layout``'s field names; ``recompute`` by name)."""
+    d: dict[str, Any] = {k: int(arrays[k][i]) for k in ("tp", "pp", "dp", "cp", "ep", "etp", "zero", "dp_shard",
+                                                        "micro_batch", "virtual_stages")}  # fmt: skip
+    d["recompute"] = RECOMPUTE_NAMES[int(arrays["recompute"][i])]
+    d["sequence_parallel"] = bool(arrays["sequence_parallel"][i])
+    return d
 
 
 def time_breakdown(arrays: dict[str, np.ndarray], i: int) -> dict[str, float]:

@@ -107,16 +107,18 @@ def _end_params(c: ParamCounts, pp: ArrayLike, *, tied: bool) -> NDArray[np.floa
 
 
 def _stage_params(
-    c: ParamCounts, tp: ArrayLike, pp: ArrayLike, ep: ArrayLike, *, tied: bool
+    c: ParamCounts, tp: ArrayLike, pp: ArrayLike, ep: ArrayLike, *, tied: bool, etp: ArrayLike | None = None
 ) -> tuple[float | NDArray[np.float64], float | NDArray[np.float64]]:
     """(dense, expert) parameters held by the fullest pipeline stage of one GPU, before ZeRO sharding.
 
     Layers are split as evenly as possible (ceil(L / pp) on the fullest stage). The first stage also holds the
     embedding (and learned positions), the last the output head and final norm (a tied head keeps a copy of the
     embedding there, as Megatron does). Matmul weights and the vocabulary are split over tp (vocab-parallel
-    embedding); the few norm weights are counted as split too (a < 0.01 % error).
+    embedding); the few norm weights are counted as split too (a < 0.01 % error). Routed experts are split over
+    ``ep · etp`` (MoE parallel folding; ``etp`` None: tp).
     """
     tp, pp, ep = (np.asarray(x, dtype=float) for x in (tp, pp, ep))
+    etp = tp if etp is None else np.asarray(etp, dtype=float)
     layers_stage = np.ceil(c.layers / pp)
     moe_frac = c.moe_layers / c.layers if c.layers else 0.0
     dense_per_layer = c.attn_per_layer + c.norms_per_layer
@@ -126,7 +128,7 @@ def _stage_params(
     blocks_expert = layers_stage * moe_frac * c.num_experts * c.expert_ffn
     ends = _end_params(c, pp, tied=tied)
     dense = (blocks_dense + ends) / tp
-    expert = blocks_expert / (tp * ep)
+    expert = blocks_expert / (etp * ep)
     return dense, expert
 
 
@@ -143,6 +145,8 @@ def model_state_bytes(
     optimizer: str = "adamw",
     counts: ParamCounts | None = None,
     states: str = "zero",
+    etp: ArrayLike | None = None,
+    dp_shard: ArrayLike | None = None,
 ) -> tuple[float | NDArray[np.float64], float | NDArray[np.float64], float | NDArray[np.float64]]:
     """(weights, gradients, optimizer) bytes per GPU for full training with ZeRO sharding over dp · cp.
 
@@ -153,10 +157,14 @@ def model_state_bytes(
     """
     fmt = state_format(states)
     c = counts or count_params(spec)
-    dense, expert = _stage_params(c, tp, pp, ep, tied=spec.tied_embeddings)
+    dense, expert = _stage_params(c, tp, pp, ep, tied=spec.tied_embeddings, etp=etp)
     zero = np.asarray(zero)
     shard_dense = np.asarray(dp, dtype=float) * np.asarray(cp, dtype=float)
-    shard_expert = shard_dense / np.asarray(ep, dtype=float)
+    if dp_shard is not None:  # HSDP: shard over dp_shard ranks, replicated across the rest (dense models)
+        shard_dense = np.asarray(dp_shard, dtype=float)
+    # experts shard over the expert-data-parallel group, tp·cp·dp / (ep·etp) (MoE parallel folding)
+    etp_ = np.asarray(tp if etp is None else etp, dtype=float)
+    shard_expert = shard_dense * np.asarray(tp, dtype=float) / (np.asarray(ep, dtype=float) * etp_)
     fp32 = precision == "fp32"
     w_b = 4.0 if fp32 else fmt.weight_b
     g_b = 4.0 if fp32 else fmt.grad_b
@@ -189,6 +197,7 @@ def gathered_buffer_bytes(
     states: str = "zero",
     counts: ParamCounts | None = None,
     frozen_bytes_per_param: float | None = None,
+    etp: ArrayLike | None = None,
 ) -> NDArray[np.float64]:
     """Transient unsharded copies and communication buffers at the peak, bytes per GPU (not model states).
 
@@ -222,7 +231,7 @@ def gathered_buffer_bytes(
         reduce_b = 4.0 if precision == "fp32" else fmt.reduce_b
         z3 = (2 * layer + ends) * w16 + layer * reduce_b
         if states == "fsdp2":
-            dense, expert = _stage_params(c, tp, pp, ep, tied=spec.tied_embeddings)
+            dense, expert = _stage_params(c, tp, pp, ep, tied=spec.tied_embeddings, etp=etp)
             acc = np.where(np.asarray(n_micro) > 1, 4.0, 0.0)
             z3 = np.where(np.asarray(pp) > 1, (dense + expert) * (w16 + acc), z3)
     out = np.where(zero >= 3, z3, 0.0)

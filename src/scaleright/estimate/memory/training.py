@@ -57,6 +57,8 @@ def _training_parts(
     overheads: Overheads,
     states: str,
     cross_entropy: str,
+    etp: ArrayLike | None = None,
+    dp_shard: ArrayLike | None = None,
 ) -> dict[str, np.ndarray]:
     """``training_memory_arrays`` with the overhead split into its three terms (one code for both APIs)."""
     if task not in TASKS or task == "inference":
@@ -65,7 +67,7 @@ def _training_parts(
     bpv = 4.0 if precision == "fp32" else 2.0
     if task in ("lora", "qlora"):
         lora = lora or LoraConfig()
-        dense, expert = _stage_params(c, tp, pp, ep, tied=spec.tied_embeddings)
+        dense, expert = _stage_params(c, tp, pp, ep, tied=spec.tied_embeddings, etp=etp)
         base = dense + expert
         if task == "qlora":
             # 4-bit NF4 block weights; embeddings and the output head stay 16-bit (bitsandbytes quantises the
@@ -75,7 +77,8 @@ def _training_parts(
         else:
             weights = base * bpv
         # FSDP (zero=3) shards the frozen base over the data-parallel group too (NeMo Automodel, torchtune)
-        shard = np.asarray(dp, dtype=float) * np.asarray(cp, dtype=float)
+        shard = np.asarray(dp, dtype=float) * np.asarray(cp, dtype=float) if dp_shard is None \
+            else np.asarray(dp_shard, dtype=float)  # fmt: skip
         weights = weights / np.where(np.asarray(zero) >= 3, shard, 1.0)
         n_adapters = lora_param_count(spec, lora) / (np.asarray(tp, dtype=float) * np.asarray(pp, dtype=float))
         if task == "qlora":
@@ -90,7 +93,7 @@ def _training_parts(
     else:
         weights, grads, opt = model_state_bytes(
             spec, tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, zero=zero, precision=precision, optimizer=optimizer, counts=c,
-            states=states,
+            states=states, etp=etp, dp_shard=dp_shard,
         )
     per_layer = activation_bytes_per_layer(
         spec, seq_len=seq_len, micro_batch=micro_batch, tp=tp, cp=cp, sequence_parallel=sequence_parallel,
@@ -127,8 +130,9 @@ def _training_parts(
         frozen_b = bpv
     elif task == "qlora":
         frozen_b = bytes_per_element("nf4")
-    gathered = gathered_buffer_bytes(spec, tp=tp, pp=pp, ep=ep, zero=zero, n_micro=n_micro, precision=precision,
-                                     states=states, counts=c, frozen_bytes_per_param=frozen_b)  # fmt: skip
+    gathered = gathered_buffer_bytes(spec, tp=tp, pp=pp, ep=ep, etp=etp, zero=zero, n_micro=n_micro,
+                                     precision=precision, states=states, counts=c,
+                                     frozen_bytes_per_param=frozen_b)  # fmt: skip
     reserve = allocator_reserve_bytes(acts + gathered, overheads)
     nccl = nccl_buffer_bytes(overheads, tp=tp, pp=pp, dp=dp, cp=cp, ep=ep)
     shape = np.broadcast(weights, grads, opt, acts, gathered, reserve, nccl).shape
@@ -169,8 +173,11 @@ def training_memory_arrays(
     overheads: Overheads = Overheads(),
     states: str = "zero",
     cross_entropy: str = "fused",
+    etp: ArrayLike | None = None,
+    dp_shard: ArrayLike | None = None,
 ) -> dict[str, np.ndarray]:
-    """Per-GPU training memory in bytes by component, broadcast over the layout arrays.
+    """Per-GPU training memory in bytes by component, broadcast over the layout arrays (``etp``: expert tensor
+    parallel, None: tp; ``dp_shard``: the ZeRO shard group, None: dp·cp).
 
     Keys: the sharded model states ``weights``, ``gradients``, ``optimizer`` (``states``: who keeps them, see
     ``states.STATE_FORMATS``); ``gathered``, ZeRO-3 / FSDP's transient unsharded layers and gradients;
@@ -181,7 +188,7 @@ def training_memory_arrays(
         spec, seq_len=seq_len, tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, zero=zero, micro_batch=micro_batch,
         n_micro=n_micro, recompute=recompute, sequence_parallel=sequence_parallel, virtual_stages=virtual_stages,
         precision=precision, optimizer=optimizer, task=task, lora=lora, flash_attention=flash_attention,
-        overheads=overheads, states=states, cross_entropy=cross_entropy,
+        overheads=overheads, states=states, cross_entropy=cross_entropy, etp=etp, dp_shard=dp_shard,
     )  # fmt: skip
     return fold_overheads(parts)
 def training_memory(
@@ -210,7 +217,7 @@ def training_memory(
         zero=layout.zero, micro_batch=layout.micro_batch, n_micro=layout.grad_accum, recompute=layout.recompute,
         sequence_parallel=layout.sequence_parallel, virtual_stages=layout.virtual_stages, precision=precision,
         optimizer=optimizer, task=task, lora=lora, flash_attention=flash_attention, overheads=overheads,
-        states=states, cross_entropy=cross_entropy,
+        states=states, cross_entropy=cross_entropy, etp=layout.expert_tp, dp_shard=layout.zero_shard,
     )  # fmt: skip
     details = overhead_details(parts)
     if task in ("lora", "qlora"):
