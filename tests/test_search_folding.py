@@ -127,8 +127,8 @@ def test_interleaving_sends_v_times_the_activations_and_cuts_the_bubble_by_v():
     gpu = get_gpu("h100-sxm")
     system = system_for(gpu.id)
     base = Layout(tp=8, pp=4, dp=2, micro_batch=1, global_batch=16, sequence_parallel=True)
-    one = _ep_only(spec, gpu, system, base, 4096)
-    two = _ep_only(spec, gpu, system, base.replace(virtual_stages=2), 4096)
+    one = _ep_only(spec, gpu, system, base, 4096, framework="megatron-core")  # an interleaved schedule
+    two = _ep_only(spec, gpu, system, base.replace(virtual_stages=2), 4096, framework="megatron-core")
     assert two["t_pp_comm"] == pytest.approx(2 * one["t_pp_comm"], rel=1e-12)
     slot = lambda r: sum(r[f"t_{k}"] for k in ("compute", "recompute", "tp_comm", "cp_comm", "ep_comm", "pp_comm")) \
         / r["n_micro"]  # noqa: E731

@@ -140,13 +140,15 @@ def test_the_search_limits_name_the_new_axes():
 
 
 @functools.cache
-def _candidates(model: str, gpu_id: str, keep: str):
+def _candidates(model: str, gpu_id: str, keep: str, framework: str = "megatron-core"):
+    """Megatron-Core by default: its interleaved schedule is the one under which the grid holds v > 1."""
     spec = _spec(model)
     gpu = get_gpu(gpu_id)
     system = system_for(gpu.id)
     return spec, gpu, system, evaluate_training(
         spec, gpu=gpu, system=system, counts=gpu_counts(system.gpus_per_node, 64), seq_len=4096, global_batch=64,
-        precision="bf16", task="pretrain", optimizer="adamw", lora_rank=16, keep=keep)  # fmt: skip
+        precision="bf16", task="pretrain", optimizer="adamw", lora_rank=16, keep=keep,
+        framework=framework)  # fmt: skip
 
 
 @pytest.mark.parametrize("model", ["llama-3.1-8b", "mixtral-8x7b"])
@@ -180,9 +182,15 @@ def test_the_vectorised_search_equals_estimate_train_on_random_layouts(model, gp
     picks = list(rng.choice(len(lays), size=2)) + (list(rng.choice(special, size=2)) if special.size else [])
     for i in picks:
         lay = lays.layout(int(i), global_batch=64)
-        est = estimate_train(spec, gpu=gpu, layout=lay, seq_len=4096, system=system)
+        est = estimate_train(spec, gpu=gpu, layout=lay, seq_len=4096, system=system, framework="megatron-core")
         assert est.step_time_s == pytest.approx(float(cand.arrays["step_time_s"][i]), rel=1e-9)
         assert est.memory_gb_per_gpu == pytest.approx(float(cand.arrays["memory_gb"][i]), rel=1e-9)
+
+
+def test_a_framework_without_an_interleaved_schedule_gets_no_virtual_stages():
+    *_, fsdp2 = _candidates("llama-3.1-8b", "h100-sxm", "all", framework="fsdp2")
+    *_, mcore = _candidates("llama-3.1-8b", "h100-sxm", "all", framework="megatron-core")
+    assert (fsdp2.layouts().virtual_stages == 1).all() and (mcore.layouts().virtual_stages > 1).any()
 
 
 def test_layout_arrays_round_trip_layouts():

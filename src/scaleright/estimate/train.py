@@ -297,12 +297,12 @@ def train_step_arrays(
         ep_mb = layers_stage * 2 * ep_comm_fwd
     # ---- pipeline ------------------------------------------------------------------------------------------------
     p2p = _coll("p2p", t * h * bpv, system=system, fits=fits, size=pp, stride=tp * cp * dp)
+    if fw.pipeline_schedule == "1f1b":  # one chunk per rank (estimate_train refuses virtual_stages > 1)
+        v = np.ones_like(v)
     # interleaving sends each micro-batch's activations across v chunk boundaries per stage, not one (Narayanan et
     # al. 2021, sec. 2.2.2: "the amount of communication also increases by v")
     pp_mb = np.where(pp > 1, 2 * v * p2p, 0.0)
     slot = compute_mb + recompute_mb + tp_mb + cp_mb + ep_mb + pp_mb
-    if fw.pipeline_schedule == "1f1b":  # one chunk per rank (estimate_train refuses virtual_stages > 1)
-        v = np.ones_like(v)
     if fw.pipeline_schedule == "zero-bubble":
         # ZB-H1 (Qi et al. 2023): weight-gradient GEMMs (T_W) fill the bubble, (p-1)(T_F + T_B - T_W) per chunk
         w_mb = 0.0 if frozen else layers_stage * gemm_fwd

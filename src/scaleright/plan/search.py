@@ -30,7 +30,7 @@ from scaleright.catalog.systems import System
 from scaleright.errors import InputError
 from scaleright.estimate.calibration import DEFAULT_CALIBRATION, Calibration
 from scaleright.estimate.comm import Cluster, system_of
-from scaleright.estimate.framework import Framework
+from scaleright.estimate.framework import Framework, framework_of
 from scaleright.estimate.infer import infer_arrays, max_batch
 from scaleright.estimate.layout import RECOMPUTE, LayoutArrays, divisors
 from scaleright.estimate.memory import (
@@ -60,8 +60,9 @@ SEARCH_LIMITS = {
     "tp": "divisors of the attention heads that the KV heads allow, dividing the scale-up domain (8 on HGX, 72 on "
           "NVL72)",
     "pp": "any count up to the layers that divides the GPUs left (uneven stages: the fullest one is timed)",
-    "virtual_stages": "interleaved 1F1B with v > 1 chunks per stage when pp·v divides the layers and the "
-                      "micro-batches are a multiple of pp (Megatron's rule); else 1F1B",
+    "virtual_stages": "interleaved 1F1B with v > 1 chunks per stage when the framework runs an interleaved schedule "
+                      "(megatron-core; --pipeline-schedule), pp·v divides the layers and the micro-batches are a "
+                      "multiple of pp (Megatron's rule); else 1",
     "cp": "1, 2, 4, 8 from 32k-token sequences, else 1",
     "ep": f"divisors of the experts up to {EP_MAX} (MoE only), ep·etp dividing tp·cp·dp (MoE parallel folding)",
     "etp": "1 or tp (MoE only)",
@@ -314,6 +315,8 @@ def evaluate_training(spec: TransformerSpec, *, gpu, counts: list[int], seq_len:
     grid = train_layout_grid(spec, counts=counts, gpus_per_node=tp_domain(system), seq_len=seq_len,
                              global_batch=global_batch, task=task, count_pruned=pruned,
                              prune=None if task in ("lora", "qlora") else states_fit)  # fmt: skip
+    if framework_of(framework).pipeline_schedule != "interleaved":  # v > 1 needs an interleaved schedule
+        grid = grid.take(grid.virtual_stages == 1)
     n_eval = len(grid) + sum(pruned)
     if len(grid) == 0:
         note = note or ("no valid layout for these GPU counts" if n_eval == 0 else None)
