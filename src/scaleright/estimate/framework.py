@@ -30,6 +30,9 @@ Fields:
   gradients fill the bubble, which shrinks to (p − 1)·(T_F + T_B − T_W), a third of 1F1B's when the three are equal).
 - ``fsdp_prefetch``: ZeRO-3 / FSDP all-gathers the next layer's weights while the current one computes (PyTorch FSDP
   forward/backward prefetch, DeepSpeed ``stage3_prefetch_bucket_size``); without it every gather is exposed.
+- ``pp_p2p_overlap``: pipeline send/recv of activations run concurrently with the compute of the neighbouring
+  micro-batch chunks (Megatron-Core's interleaved schedule, ``overlap_p2p_comm``); without it every transfer is
+  exposed.
 - ``dp_bucket_overlap``: data-parallel gradient buckets are reduced while backward still runs (PyTorch DDP buckets,
   Megatron ``--overlap-grad-reduce``, DeepSpeed ``overlap_comm``); without it the whole reduction is exposed.
 """
@@ -66,6 +69,7 @@ class Framework:
     pipeline_schedule: str = "interleaved"
     fsdp_prefetch: bool = True
     dp_bucket_overlap: bool = True
+    pp_p2p_overlap: bool = False
     description: str = ""
 
     def __post_init__(self) -> None:
@@ -74,7 +78,7 @@ class Framework:
             v = getattr(self, key)
             if v not in allowed:
                 raise InputError(f"framework {key}={v!r} not allowed; allowed: {', '.join(allowed)}")
-        for key in ("tp_comm_overlap", "tp_bwd_overlap", "fsdp_prefetch", "dp_bucket_overlap"):
+        for key in ("tp_comm_overlap", "tp_bwd_overlap", "fsdp_prefetch", "dp_bucket_overlap", "pp_p2p_overlap"):
             if not isinstance(getattr(self, key), bool):
                 raise InputError(f"framework {key}={getattr(self, key)!r} must be true or false")
         if self.flash_version not in (2, 3) or isinstance(self.flash_version, bool):
@@ -144,6 +148,10 @@ FRAMEWORKS: dict[str, Framework] = {
             pipeline_schedule="interleaved",  # virtual pipeline (VP) in every large-model recipe
             fsdp_prefetch=True,
             dp_bucket_overlap=True,  # --overlap-grad-reduce, --overlap-param-gather
+            # the interleaved schedule's send/recv run during the neighbouring chunks' forward and backward
+            # (Megatron-LM: on unless --no-overlap-p2p-communication; schedules.py forward_backward_pipelining
+            # _with_interleaving, overlap_p2p_comm)
+            pp_p2p_overlap=True,
             description="Megatron-Core / NeMo / Megatron-Bridge 2023+",
         ),
         Framework(
@@ -218,7 +226,8 @@ def framework_of(value: str | Mapping[str, Any] | Framework | None, *, field: st
         items = dict(value)
         base = framework_of(items.pop("name", None) or DEFAULT_FRAMEWORK.name, field=f"{field}.name")
         for k, v in items.items():
-            if k in ("tp_comm_overlap", "tp_bwd_overlap", "fsdp_prefetch", "dp_bucket_overlap") and not isinstance(
+            if k in ("tp_comm_overlap", "tp_bwd_overlap", "fsdp_prefetch", "dp_bucket_overlap",
+                     "pp_p2p_overlap") and not isinstance(
                     v, bool):
                 raise InputError(f"{field}.{k}={v!r} must be true or false")
         try:

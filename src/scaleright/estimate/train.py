@@ -302,6 +302,8 @@ def train_step_arrays(
     # interleaving sends each micro-batch's activations across v chunk boundaries per stage, not one (Narayanan et
     # al. 2021, sec. 2.2.2: "the amount of communication also increases by v")
     pp_mb = np.where(pp > 1, 2 * v * p2p, 0.0)
+    if fw.pp_p2p_overlap:  # the transfers run under the neighbouring chunks' compute: only their excess shows
+        pp_mb = np.maximum(pp_mb - (compute_mb + recompute_mb), 0.0)
     slot = compute_mb + recompute_mb + tp_mb + cp_mb + ep_mb + pp_mb
     if fw.pipeline_schedule == "zero-bubble":
         # ZB-H1 (Qi et al. 2023): weight-gradient GEMMs (T_W) fill the bubble, (p-1)(T_F + T_B - T_W) per chunk
