@@ -16,10 +16,13 @@ from typing import Any
 
 import numpy as np
 import yaml
+from pydantic import ValidationError
 
 from scaleright.errors import CatalogFileError
+from scaleright.limits import _show
+from scaleright.textfile import _short
 
-__all__ = ["MAX_DEPTH", "load_yaml", "load_json"]
+__all__ = ["MAX_DEPTH", "load_yaml", "load_json", "validation_line"]
 
 MAX_DEPTH = 64  # nesting of mappings and lists; real scenarios, catalogs and HF configs use at most 5
 
@@ -170,3 +173,22 @@ def _big_int(exc: ValueError) -> str:
     if "digits" in str(exc):
         return f"an integer literal has more than {sys.get_int_max_str_digits()} digits"
     return str(exc).split(";")[0]
+
+
+def validation_line(exc: ValidationError, source: str) -> str:
+    """pydantic's first error as one line: the file, the field path as the user wrote it, what is allowed (the
+    scenario and fleet files' messages)."""
+    err = exc.errors()[0]
+    loc = ".".join(_short(x, 40) for x in err["loc"] if x != "[key]") or "(top level)"
+    if err["loc"] and err["loc"][-1] == "[key]":
+        loc += " (a key)"
+    msg = err["msg"]
+    if err["type"] == "extra_forbidden":
+        msg = "unknown key"
+    elif err["type"] == "literal_error":
+        msg = f"must be one of {err['ctx']['expected']}" if "ctx" in err else msg
+    elif err["type"] in ("int_parsing", "int_type", "int_from_float", "float_parsing", "float_type",
+                         "string_type", "dict_type", "list_type", "model_type", "model_attributes_type"):  # fmt: skip
+        msg = f"{msg} (got {_show(err.get('input'))})"
+    msg = " ".join(msg.removeprefix("Value error, ").split())  # one line, whatever the message held
+    return f"{source}: {loc}: {msg}"

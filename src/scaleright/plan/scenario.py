@@ -14,9 +14,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from scaleright.catalog.prices import MAX_PRICE_AGE_DAYS
 from scaleright.errors import CatalogFileError, InputError
-from scaleright.limits import LIMITS, _show, bounds, text_bounds
+from scaleright.limits import LIMITS, bounds, text_bounds
 from scaleright.textfile import _short, path_problem, read_text
-from scaleright.userdata import load_yaml
+from scaleright.userdata import load_yaml, validation_line
 
 __all__ = ["Scenario", "Training", "Inference", "Constraints", "Pricing", "MonthlyJob", "load_scenario",
            "PRICING_MODES"]
@@ -339,31 +339,13 @@ class Scenario(_Strict):
         return out
 
 
-def _first_error(exc: ValidationError, source: str) -> str:
-    """pydantic's first error as one line: the file, the field path as the user wrote it, what is allowed."""
-    err = exc.errors()[0]
-    loc = ".".join(_short(x, 40) for x in err["loc"] if x != "[key]") or "(top level)"
-    if err["loc"] and err["loc"][-1] == "[key]":
-        loc += " (a key)"
-    msg = err["msg"]
-    if err["type"] == "extra_forbidden":
-        msg = "unknown key"
-    elif err["type"] == "literal_error":
-        msg = f"must be one of {err['ctx']['expected']}" if "ctx" in err else msg
-    elif err["type"] in ("int_parsing", "int_type", "int_from_float", "float_parsing", "float_type",
-                         "string_type", "dict_type", "list_type", "model_type", "model_attributes_type"):  # fmt: skip
-        msg = f"{msg} (got {_show(err.get('input'))})"
-    msg = " ".join(msg.removeprefix("Value error, ").split())  # one line, whatever the message held
-    return f"{source}: {loc}: {msg}"
-
-
 def parse_scenario(data: object, *, source: str = "scenario") -> Scenario:
     if not isinstance(data, dict):
         raise CatalogFileError(f"{source}: expected a mapping at the top level")
     try:
         return Scenario.model_validate(data)
     except ValidationError as exc:
-        raise CatalogFileError(_first_error(exc, source)) from None
+        raise CatalogFileError(validation_line(exc, source)) from None
 
 
 def load_scenario(path: str | Path) -> Scenario:

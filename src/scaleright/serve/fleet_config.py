@@ -41,6 +41,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from scaleright.errors import InputError
 from scaleright.limits import LIMITS, bounds, text_bounds
+from scaleright.userdata import validation_line
 
 __all__ = ["FleetFile", "build_fleet", "load_fleet", "parse_fleet"]
 
@@ -182,22 +183,13 @@ class FleetFile(_Strict):
         return self
 
 
-def _first_error(exc: ValidationError, source: str) -> str:
-    err = exc.errors()[0]
-    loc = ".".join(str(x) for x in err["loc"]) or "(top level)"
-    msg = "unknown key" if err["type"] == "extra_forbidden" else err["msg"]
-    if err["type"] == "literal_error" and "ctx" in err:
-        msg = f"must be one of {err['ctx']['expected']}"
-    return f"{source}: {loc}: {' '.join(msg.removeprefix('Value error, ').split())}"
-
-
 def parse_fleet(data: object, *, source: str = "fleet") -> FleetFile:
     if not isinstance(data, dict):
         raise InputError(f"{source}: expected a mapping with pools and services at the top level")
     try:
         return FleetFile.model_validate(data)
     except ValidationError as exc:
-        raise InputError(_first_error(exc, source)) from None
+        raise InputError(validation_line(exc, source)) from None
 
 
 def load_fleet(path: Path | str) -> FleetFile:
