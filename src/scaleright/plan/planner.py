@@ -452,23 +452,31 @@ def _plan_training(scn, spec, cat, cal, progress) -> PlanResult:
         per_gpu_cands[g.id] = (g, cand, dict(zip(counts, pricings[0].rate.tolist(), strict=True)), pricings[0].src)
         a = cand.arrays
         hours = tokens / a["tokens_per_s"] / 3600.0
-        for n in np.unique(a["gpus"]):
-            idx = np.flatnonzero(a["gpus"] == n)
-            # fastest; on exact ties the larger micro-batch (fewer kernel launches, which the model does not time)
-            j = int(idx[np.lexsort((-a["micro_batch"][idx], hours[idx]))[0]])
-            for pr in pricings:
-                price = float(pr.rate[counts.index(int(n))])
-                h, spot = (_spot_hours(scn, a, j, int(n), system.gpus_per_node, float(hours[j]))
-                           if pr.kind == "spot" else (float(hours[j]), None))  # fmt: skip
-                o = _train_option(scn, g, cand, j, h, price, pr.src, tokens) | pr.offer
+        # per count the fastest; on exact ties the larger micro-batch (fewer kernel launches, not timed)
+        order = np.lexsort((-a["micro_batch"], hours, a["gpus"]))
+        first = np.ones(order.size, dtype=bool)
+        first[1:] = a["gpus"][order][1:] != a["gpus"][order][:-1]
+        js = order[first]
+        n_j = a["gpus"][js].astype(int)
+        for pr in pricings:
+            price_j = np.asarray([pr.rate[counts.index(int(n))] for n in n_j], dtype=float)
+            spots: list[dict | None] = [None] * len(js)
+            h_j = hours[js].astype(float)
+            if pr.kind == "spot":  # expected hours with preemptions, checkpoints and restarts, per option
+                for k, j in enumerate(js.tolist()):
+                    h_j[k], spots[k] = _spot_hours(scn, a, j, int(n_j[k]), system.gpus_per_node, float(hours[j]))
+            econ_j = _train_econ(scn, g, n_j, h_j, price_j, tokens)  # arrays over the counts: one call per kind
+            for k, j in enumerate(js.tolist()):
+                o = _train_option(scn, g, cand, j, float(h_j[k]), float(price_j[k]), pr.src,
+                                  {key: float(v[k]) for key, v in econ_j.items()}) | pr.offer  # fmt: skip
                 if o.get("egress_usd"):
                     o["cost_usd"] += o["egress_usd"]
                     o["cost_per_1m_tokens_usd"] = float(econ.training_cost_usd_per_1m_tokens(tokens=tokens,
                                                                                              cost_usd=o["cost_usd"]))
                 if pr.kind == "own":
-                    o["true_cost_usd_per_gpu_hour"] = price
-                if spot is not None:
-                    o["spot"] = spot
+                    o["true_cost_usd_per_gpu_hour"] = float(price_j[k])
+                if spots[k] is not None:
+                    o["spot"] = spots[k]
                 options_all.append(o)
     if progress:
         progress(len(gpus_allowed), len(gpus_allowed), "done")
@@ -509,15 +517,24 @@ def _better(o: dict, cur: dict, scn: Scenario) -> bool:
     return (o["cost_usd"], o["time_h"]) < (cur["cost_usd"], cur["time_h"])
 
 
-def _train_option(scn, g, cand, j, hours, price, src, tokens) -> dict:
+def _train_econ(scn, g, gpus, hours, price, tokens) -> dict[str, np.ndarray]:
+    """Cost, cost per 1M tokens, energy and emissions of training options (arrays over the options: the economics
+    functions validate their inputs once per call, not once per option)."""
+    cost = np.asarray(econ.cost_per_job_usd(gpus=gpus, price_usd_per_gpu_hour=price, time_h=hours), dtype=float)
+    kwh, co2 = _energy(scn, g, gpus, hours)
+    per_1m = econ.training_cost_usd_per_1m_tokens(tokens=tokens, cost_usd=cost)
+    return {k: np.asarray(v, dtype=float) + 0 * cost for k, v in
+            (("cost_usd", cost), ("cost_per_1m_tokens_usd", per_1m), ("energy_kwh", kwh), ("co2e_kg", co2))}
+
+
+def _train_option(scn, g, cand, j, hours, price, src, ec: dict[str, float]) -> dict:
     a = cand.arrays
     n = int(a["gpus"][j])
-    cost = float(econ.cost_per_job_usd(gpus=n, price_usd_per_gpu_hour=price, time_h=hours))
-    kwh, co2 = _energy(scn, g, n, hours)
     return {
-        "gpu": g.id, "gpus": n, "layout": layout_dict(a, j), "time_h": hours, "cost_usd": cost,
-        "cost_per_1m_tokens_usd": float(econ.training_cost_usd_per_1m_tokens(tokens=tokens, cost_usd=cost)),
-        "energy_kwh": float(kwh), "co2e_kg": float(co2), "price_usd_per_gpu_hour": float(price), "price_source": src,
+        "gpu": g.id, "gpus": n, "layout": layout_dict(a, j), "time_h": hours, "cost_usd": ec["cost_usd"],
+        "cost_per_1m_tokens_usd": ec["cost_per_1m_tokens_usd"],
+        "energy_kwh": ec["energy_kwh"], "co2e_kg": ec["co2e_kg"], "price_usd_per_gpu_hour": float(price),
+        "price_source": src,
         "precision": cand.precision, "precision_note": cand.note,  # the note says when a fallback ran
         "tokens_per_s": float(a["tokens_per_s"][j]), "mfu": float(a["mfu"][j]),
         "step_time_s": float(a["step_time_s"][j]), "memory_gb_per_gpu": float(a["memory_gb"][j]),
