@@ -165,3 +165,31 @@ def test_op_selective_recompute_time_and_flops_sit_between_selective_and_full(ll
     assert t["selective"] < t["op-selective"] < t["full"]
     hfu = {rc: e.hardware_tflops_per_gpu / e.model_tflops_per_gpu for rc, e in est.items()}
     assert hfu["selective"] < hfu["op-selective"] < hfu["full"]
+
+
+def test_a_layout_that_does_not_fit_gets_hints_and_each_hint_fits_when_applied(monkeypatch, capsys):
+    """`estimate memory` on a layout that does not fit names the smallest changes; applying a hint's flags to the
+    same command makes it fit, and the hint's memory is what that command prints."""
+    import json as _json
+
+    from tests.cli_helpers import run_main
+
+    base = ["estimate", "memory", "--model", "llama-3.1-8b", "--task", "full-finetune", "--gpu", "h100-sxm",
+            "--gpus", "8", "--seq-len", "8192", "--micro-batch", "4", "--json"]  # fmt: skip
+    code, out, err = run_main(base, monkeypatch, capsys)
+    assert code == 0, err
+    first = _json.loads(out)
+    assert first["fits"] is False and first["fit_hints"]
+    for hint in first["fit_hints"]:
+        flags = hint["change"].split()
+        args = list(base)
+        for i in range(0, len(flags), 2):  # replace or add each hinted flag
+            name, value = flags[i], flags[i + 1] if i + 1 < len(flags) else None
+            if name in args:
+                args[args.index(name) + 1] = value
+            else:
+                args += [name, value]
+        code, out, err = run_main(args, monkeypatch, capsys)
+        assert code == 0, err
+        applied = _json.loads(out)
+        assert applied["fits"] is True and applied["total_gb"] == pytest.approx(hint["total_gb"], rel=1e-9)

@@ -241,16 +241,27 @@ def memory_cmd(
         caption = (f"{spec.name} {task}, {precision}, {optimizer}, tp={tp} pp={pp} dp={dp} cp={cp} zero={zero}, "
                    f"micro-batch {micro_batch} x {seq_len} tokens, recompute {recompute}, states {states}, "
                    f"{cross_entropy} cross-entropy")  # fmt: skip
+    hints = []
+    if task != "inference" and mem.fits is False:  # the smallest single changes that make it fit, each computed
+        from scaleright.estimate.memory.hints import fit_hints
+
+        hints = fit_hints(spec, layout=layout, seq_len=seq_len, gpu=g, task=task,
+                          gpus_catalog=list(catalog_from(catalog).gpus.values()), precision=precision,
+                          optimizer=optimizer, lora=lora, states=states, cross_entropy=cross_entropy)  # fmt: skip
     out = {
         "fits": mem.fits, "total_gb": mem.total_gb, "gpu_memory_gb": g.memory_gb, "headroom_gb": mem.headroom_gb,
         "allocated_gb": mem.allocated_gb, "reserved_gb": mem.reserved_gb,
         "memory_breakdown_gb": mem.as_dict(), "model": spec.name, "gpu": g.id, "task": task, **mem.details,
-        "calibration": MEMORY_CALIBRATION_RECORD,
+        "calibration": MEMORY_CALIBRATION_RECORD, "fit_hints": [h.as_dict() for h in hints],
     }  # fmt: skip
     if as_json:
         emit_json(out)
         return
     _memory_table(f"Memory per GPU on {g.id}", mem.as_dict(), mem.total_gb, g.memory_gb, caption)
+    if hints:
+        console.print("would fit with: " + esc("; ".join(f"{h.change} ({h.total_gb:.1f} GB)" for h in hints)))
+    elif task != "inference" and mem.fits is False:
+        console.print("no single change of recompute, ZeRO stage, micro-batch, GPU count or GPU type fits it")
     console.print(f"PyTorch would read max_memory_allocated {mem.allocated_gb:.1f} GB and max_memory_reserved "
                   f"{mem.reserved_gb:.1f} GB; the total adds the CUDA context and NCCL buffers (what nvidia-smi "
                   "shows, what must fit).", style="dim")  # fmt: skip
