@@ -534,6 +534,12 @@ def compare_serving(
     calibration: _CalOpt = None, catalog: CatalogOpt = None, db: DbOpt = None, as_json: JsonOpt = False,
 ) -> None:  # fmt: skip
     """Simulated (serve simulate, the run's workload redrawn from its seed) vs measured, for stored serve runs."""
+    serving_compare(run_ids, sim_model, gpu, engine, calibration, catalog, db, as_json)
+
+
+def serving_compare(run_ids: str | None, sim_model: str | None, gpu: str | None, engine: str | None,
+                    calibration: str | None, catalog: Path | None, db: Path | None, as_json: bool) -> None:
+    """The body of ``bench compare-serving`` and ``compare --serving``."""
     from scaleright.bench.calibrate_serving import compare_run, simulate_run
     from scaleright.cli.common import calibration_from, table
 
@@ -564,6 +570,13 @@ def calibrate_serving(
     as_json: JsonOpt = False,
 ) -> None:  # fmt: skip
     """Fit the engine profile's iteration overhead, HBM fraction and frontend latency to stored serve runs."""
+    serving_calibrate(run_ids, sim_model, gpu, engine, calibration, catalog, db, out, as_json)
+
+
+def serving_calibrate(run_ids: str | None, sim_model: str | None, gpu: str | None, engine: str | None,
+                      calibration: str | None, catalog: Path | None, db: Path | None, out: Path | None,
+                      as_json: bool) -> None:
+    """The body of ``bench calibrate-serving`` and ``calibrate --serving``."""
     import dataclasses
     import json
 

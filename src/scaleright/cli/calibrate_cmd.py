@@ -9,8 +9,16 @@ import typer
 from scaleright.cli.common import CatalogOpt, JsonOpt, catalog_from, console, emit_json, esc, table
 
 DbOpt = typer.Option(None, "--db", help="Run database (default: the user data directory's runs.sqlite).")
-GpuOpt = typer.Option(..., "--gpu", help="Catalog accelerator the runs used (a user catalog entry for a CPU or an "
-                      "unlisted device: --catalog DIR).")  # fmt: skip
+GpuOpt = typer.Option(None, "--gpu", help="Catalog accelerator the runs used (a user catalog entry for a CPU or an "
+                      "unlisted device: --catalog DIR); required for train runs, with --serving the server's GPU "
+                      "(default: the run's).")  # fmt: skip
+ServingOpt = typer.Option(False, "--serving", help="Use the stored serve runs (bench serve) instead of the train runs: "
+                          "fit / compare the serving engine profile.")  # fmt: skip
+RunIdsOpt = typer.Option(None, "--run-ids", help="With --serving: serve run ids, e.g. 3,4 (default: every ok serve "
+                         "run).")  # fmt: skip
+SimModelOpt = typer.Option(None, "--sim-model", help="With --serving: catalog model the server ran (default: the "
+                           "run's --sim-model).")  # fmt: skip
+EngineOpt = typer.Option(None, "--engine", help="With --serving: engine profile (default: the run's).")
 FpOpt = typer.Option(None, "--fingerprint", help="Hardware fingerprint of the runs (needed if the database holds "
                      "runs of several machines).")  # fmt: skip
 
@@ -18,6 +26,25 @@ FpOpt = typer.Option(None, "--fingerprint", help="Hardware fingerprint of the ru
 def register(app: typer.Typer) -> None:
     app.command("calibrate")(calibrate_cmd)
     app.command("compare")(compare_cmd)
+
+
+def _refuse(serving: bool, given: dict[str, bool]) -> None:
+    """One line for the first flag given that does not apply to the chosen mode (train runs or --serving)."""
+    from scaleright.errors import InputError
+
+    for flag, present in given.items():
+        if present:
+            mode = "train runs; not with --serving" if serving else "--serving"
+            raise InputError(f"{flag} applies only to {mode}")
+
+
+def _need_gpu(gpu: str | None) -> str:
+    from scaleright.errors import InputError
+
+    if gpu is None:
+        raise InputError("--gpu is required for train runs (the catalog accelerator they used); "
+                         "or pass --serving for serve runs")
+    return gpu
 
 
 def _inputs(db: Path | None, fingerprint: str | None):
@@ -49,9 +76,10 @@ def _pct(v: float | None) -> str:
 
 
 def calibrate_cmd(
-    name: str = typer.Option(..., "--name", help="Name of the calibration profile to save: 1 to 100 letters, "
-                             "digits, '-' or '_'."),
-    gpu: str = GpuOpt,
+    name: str | None = typer.Option(None, "--name", help="Name of the calibration profile to save: 1 to 100 letters, "
+                                    "digits, '-' or '_' (train runs; required there, refused with --serving, "
+                                    "whose fitted engine profile is written with --out)."),
+    gpu: str | None = GpuOpt,
     db: Path | None = DbOpt,
     fingerprint: str | None = FpOpt,
     catalog: Path | None = CatalogOpt,
@@ -59,10 +87,36 @@ def calibrate_cmd(
     force: bool = typer.Option(False, "--force", help="Replace an existing profile of the same name, and save a "
                                "profile whose cross-validated error is not better than the defaults' (or that "
                                "cannot be cross-validated: one run)."),
+    serving: bool = ServingOpt,
+    run_ids: str | None = RunIdsOpt,
+    sim_model: str | None = SimModelOpt,
+    engine: str | None = EngineOpt,
+    calibration: str | None = typer.Option(None, "--calibration", help="With --serving: calibration profile name "
+                                           "or JSON path the simulation uses."),
+    out: Path | None = typer.Option(None, "--out", help="With --serving: also write the fitted engine profile and "
+                                    "report as JSON (atomically)."),
 ) -> None:
     """Fit the performance model's efficiency parameters to the stored train runs of one machine and save them
     as a profile that `estimate` and `plan` use with --calibration NAME. Runs whose hardware is not --gpu are
-    refused; so is a profile whose leave-one-run-out error is worse than the defaults' on the same runs."""
+    refused; so is a profile whose leave-one-run-out error is worse than the defaults' on the same runs.
+
+    With --serving: fit the engine profile's iteration overhead, HBM fraction and frontend latency to the stored
+    serve runs (in-sample), as `bench calibrate-serving` does; --name, --fingerprint and --force do not apply."""
+    if serving:
+        from scaleright.cli.bench_cmd import serving_calibrate
+
+        _refuse(True, {"--name": name is not None, "--fingerprint": fingerprint is not None, "--force": force})
+        serving_calibrate(run_ids, sim_model, gpu, engine, calibration, catalog, db, out, as_json)
+        return
+    _refuse(False, {"--run-ids": run_ids is not None, "--sim-model": sim_model is not None,
+                    "--engine": engine is not None, "--calibration": calibration is not None,
+                    "--out": out is not None})  # fmt: skip
+    if name is None:
+        from scaleright.errors import InputError
+
+        raise InputError("--name is required for train runs (the calibration profile to save); "
+                         "or pass --serving to fit the engine profile to serve runs")
+    gpu = _need_gpu(gpu)
     from scaleright.bench.calibrate import check_hardware, cross_validate, fit_calibration, provenance
     from scaleright.errors import InputError
     from scaleright.estimate.calibration import profile_path, save_calibration
@@ -112,14 +166,30 @@ def calibrate_cmd(
 
 
 def compare_cmd(
-    gpu: str = GpuOpt,
+    gpu: str | None = GpuOpt,
     calibration: str | None = typer.Option(None, "--calibration", help="Calibration profile name or JSON path."),
     db: Path | None = DbOpt,
     fingerprint: str | None = FpOpt,
     catalog: Path | None = CatalogOpt,
     as_json: bool = JsonOpt,
+    serving: bool = ServingOpt,
+    run_ids: str | None = RunIdsOpt,
+    sim_model: str | None = SimModelOpt,
+    engine: str | None = EngineOpt,
 ) -> None:
-    """Predicted vs measured step time, tokens/s and peak memory for every stored train run, with % error."""
+    """Predicted vs measured step time, tokens/s and peak memory for every stored train run, with % error.
+
+    With --serving: simulated (serve simulate, the run's workload redrawn from its seed) vs measured TTFT, TPOT,
+    ITL and end-to-end latency for the stored serve runs, as `bench compare-serving` does."""
+    if serving:
+        from scaleright.cli.bench_cmd import serving_compare
+
+        _refuse(True, {"--fingerprint": fingerprint is not None})
+        serving_compare(run_ids, sim_model, gpu, engine, calibration, catalog, db, as_json)
+        return
+    _refuse(False, {"--run-ids": run_ids is not None, "--sim-model": sim_model is not None,
+                    "--engine": engine is not None})  # fmt: skip
+    gpu = _need_gpu(gpu)
     from scaleright.bench.calibrate import predict_run
     from scaleright.cli.common import profile_from
 
