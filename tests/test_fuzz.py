@@ -196,6 +196,8 @@ ISSUE_CASES: dict[str, Case] = {
     "export: plan without recommendation.layout": _export(drop="layout"),
     "export: recommendation.precision 2**62": _export(precision=2**62),
     "export: recommendation.precision with a NUL byte": _export(precision="nul\x00byte"),
+    "export: recommendation.gpu with a newline": _export(gpu="h100\nrm -rf ~"),
+    "export: recommendation.precision ''": _export(precision="", fmt="deepspeed"),
     "export: recommendation.layout.tp 'abc'": _export(layout={"tp": "abc"}, fmt="megatron"),
 }
 

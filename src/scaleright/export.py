@@ -19,6 +19,7 @@ training script, the dataset, the image). A layout a launcher cannot express is 
 from __future__ import annotations
 
 import json
+import re
 import shlex
 from collections.abc import Callable
 from typing import Any
@@ -77,9 +78,12 @@ class _Ctx:
         self.name = str(s.get("name") or "scaleright-plan")
         self.slug = "".join(c if c.isalnum() else "-" for c in self.name.lower()).strip("-")[:50] or "plan"
         self.model = str(s.get("model"))
-        if not isinstance(o, dict) or not isinstance(o.get("gpu"), str) or not isinstance(o.get("layout"), dict):
+        if not isinstance(o, dict) or not isinstance(o.get("layout"), dict):
             raise InputError("not a scaleright plan: recommendation.gpu must be a GPU id and recommendation.layout a "
                              "mapping (give what `scaleright plan S --json` prints)")
+        if not isinstance(o.get("gpu"), str) or not re.fullmatch(GPU_ID, o["gpu"]):
+            raise InputError(f"recommendation.gpu={str(o.get('gpu'))[:40]!r} must be a catalog GPU id (letters, "
+                             "digits, '.', '_', '+', '-'; at most 64)")
         self.gpu = o["gpu"]
         self.gpus = _count(o.get("gpus"), "recommendation.gpus", LIMITS["gpus"].high)
         self.lay = dict(o["layout"])
@@ -88,7 +92,8 @@ class _Ctx:
         self.per_node = min(self.per_node, self.gpus)
         tr = s.get("training") or {}
         inf = s.get("inference") or {}
-        self.precision = str(o.get("precision") or tr.get("precision") or inf.get("precision") or "bf16")
+        given = o.get("precision")
+        self.precision = str(given if given is not None else tr.get("precision") or inf.get("precision") or "bf16")
         if self.precision not in _PRECISIONS:
             raise InputError(f"recommendation.precision={self.precision[:40]!r} not allowed; allowed: "
                              f"{', '.join(_PRECISIONS)}")
@@ -106,6 +111,7 @@ class _Ctx:
         return _count(v, f"recommendation.layout.{key}", LIMITS["gpus"].high, low=0) if v is not None else default
 
 
+GPU_ID = r"[A-Za-z0-9][A-Za-z0-9._+-]{0,63}"  # a catalog GPU id: written into shell scripts and YAML unquoted
 _PRECISIONS = ("fp32", "bf16", "fp16", "fp8", "int8", "int4", "fp4")
 
 

@@ -1810,7 +1810,7 @@ _PLAN_SCENARIOS = {
     "constraints: {gpu_types: [h100-sxm], max_gpus: 2}\n",
 }
 EXPORT_RECOMMENDATION_FIELDS: dict[str, Spec] = {
-    "gpus": _pos("gpus", integer=True, low=1, low_open=False), "layout": Spec("name"), "gpu": Spec("name"),
+    "gpus": _pos("gpus", integer=True, low=1, low_open=False), "layout": Spec("name"),
     "precision": CHOICE,
 }  # fmt: skip
 
@@ -1849,10 +1849,15 @@ def _gen_export(c: Chooser) -> Case:
         invalid = bad not in EXPORT_FORMATS[task]
         why = f"export {task} plan --to {bad!r}"
     elif kind == "field":
-        key = c.choice(tuple(EXPORT_RECOMMENDATION_FIELDS))
+        key = c.choice((*EXPORT_RECOMMENDATION_FIELDS, "gpu"))
         v = c.choice(VALUES)
         plan["recommendation"][key] = v
-        invalid, why = is_invalid(EXPORT_RECOMMENDATION_FIELDS[key], v), f"export: recommendation.{key} = {v.label}"
+        if key == "gpu":  # any id-shaped string may name a GPU of a user catalog
+            gpu_id = r"[A-Za-z0-9][A-Za-z0-9._+-]{0,63}"
+            invalid = "string" not in v.tags or not re.fullmatch(gpu_id, json.loads(v.json))
+        else:
+            invalid = is_invalid(EXPORT_RECOMMENDATION_FIELDS[key], v)
+        why = f"export: recommendation.{key} = {v.label}"
     elif kind == "drop":
         key = c.choice(("recommendation", "scenario", "recommendation.layout", "recommendation.gpus"))
         if "." in key:
