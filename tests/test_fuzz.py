@@ -9,6 +9,7 @@ The long run is ``python benchmarks/fuzz.py`` (10,000 inputs), from the same gen
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
@@ -89,6 +90,13 @@ def _config(cfg: dict, *argv: str, raw: str | None = None, invalid: bool = True)
 def _catalog(*files: tuple[str, object], argv: tuple[str, ...] = ("catalog", "gpus", "--catalog", "cat", "--json"),
              invalid: bool = True) -> Case:  # fmt: skip
     return Case("catalog", argv, (("cat", DIR), *files), invalid)  # type: ignore[arg-type]
+
+
+def _export(*, drop: str = "", fmt: str = "torchrun", **fields: object) -> Case:
+    plan = json.loads(fs._plan_json("training"))
+    plan["recommendation"].pop(drop, None)
+    plan["recommendation"].update(fields)
+    return Case("cli", ("export", "plan.json", "--to", fmt), (("plan.json", json.dumps(plan) + "\n"),), True)
 
 
 _PRICE_ROW = "h100-sxm,on-demand,2.5,,,usd_per_gpu_hour,fuzzcloud,,{date},fuzz,{notes}"
@@ -180,6 +188,17 @@ ISSUE_CASES: dict[str, Case] = {
         "cli", ("compare", "--gpu", "h100-sxm", "--db", "runs.sqlite"), (("runs.sqlite", fs._runs_db("incomplete")),),
         True,
     ),
+    # found by benchmarks/fuzz.py (2,000 inputs) once it generated export, dashboard and the new estimate flags
+    "export: plan without recommendation.gpus": _export(drop="gpus"),
+    "export: recommendation.gpus a lone surrogate": _export(gpus="\ud800"),
+    "export: recommendation.gpus 1e308": _export(gpus=1e308),
+    "export: recommendation.layout yes": _export(layout=True),
+    "export: plan without recommendation.layout": _export(drop="layout"),
+    "export: recommendation.precision 2**62": _export(precision=2**62),
+    "export: recommendation.precision with a NUL byte": _export(precision="nul\x00byte"),
+    "export: recommendation.gpu with a newline": _export(gpu="h100\nrm -rf ~"),
+    "export: recommendation.precision ''": _export(precision="", fmt="deepspeed"),
+    "export: recommendation.layout.tp 'abc'": _export(layout={"tp": "abc"}, fmt="megatron"),
 }
 
 

@@ -19,11 +19,13 @@ training script, the dataset, the image). A layout a launcher cannot express is 
 from __future__ import annotations
 
 import json
+import re
 import shlex
 from collections.abc import Callable
 from typing import Any
 
 from scaleright.errors import InputError
+from scaleright.limits import LIMITS
 
 __all__ = ["TRAIN_FORMATS", "INFER_FORMATS", "FORMATS", "export_plan", "formats_for"]
 
@@ -76,15 +78,25 @@ class _Ctx:
         self.name = str(s.get("name") or "scaleright-plan")
         self.slug = "".join(c if c.isalnum() else "-" for c in self.name.lower()).strip("-")[:50] or "plan"
         self.model = str(s.get("model"))
-        self.gpu = str(o["gpu"])
-        self.gpus = int(o["gpus"])
-        self.lay = dict(o.get("layout") or {})
+        if not isinstance(o, dict) or not isinstance(o.get("layout"), dict):
+            raise InputError("not a scaleright plan: recommendation.gpu must be a GPU id and recommendation.layout a "
+                             "mapping (give what `scaleright plan S --json` prints)")
+        if not isinstance(o.get("gpu"), str) or not re.fullmatch(GPU_ID, o["gpu"]):
+            raise InputError(f"recommendation.gpu={str(o.get('gpu'))[:40]!r} must be a catalog GPU id (letters, "
+                             "digits, '.', '_', '+', '-'; at most 64)")
+        self.gpu = o["gpu"]
+        self.gpus = _count(o.get("gpus"), "recommendation.gpus", LIMITS["gpus"].high)
+        self.lay = dict(o["layout"])
         self.per_node = int(s.get("gpus_per_node") or o.get("gpus_per_node") or min(self.gpus, 8))
         self.nodes = max(1, -(-self.gpus // self.per_node))
         self.per_node = min(self.per_node, self.gpus)
         tr = s.get("training") or {}
         inf = s.get("inference") or {}
-        self.precision = str(o.get("precision") or tr.get("precision") or inf.get("precision") or "bf16")
+        given = o.get("precision")
+        self.precision = str(given if given is not None else tr.get("precision") or inf.get("precision") or "bf16")
+        if self.precision not in _PRECISIONS:
+            raise InputError(f"recommendation.precision={self.precision[:40]!r} not allowed; allowed: "
+                             f"{', '.join(_PRECISIONS)}")
         self.kv_precision = str(inf.get("kv_precision") or self.precision)
         self.seq_len = int(tr.get("seq_len") or 0)
         self.global_batch = int(tr.get("global_batch") or 0)
@@ -96,7 +108,18 @@ class _Ctx:
 
     def get(self, key: str, default: int = 1) -> int:
         v = self.lay.get(key, default)
-        return int(v) if v is not None else default
+        return _count(v, f"recommendation.layout.{key}", LIMITS["gpus"].high, low=0) if v is not None else default
+
+
+GPU_ID = r"[A-Za-z0-9][A-Za-z0-9._+-]{0,63}"  # a catalog GPU id: written into shell scripts and YAML unquoted
+_PRECISIONS = ("fp32", "bf16", "fp16", "fp8", "int8", "int4", "fp4")
+
+
+def _count(v: object, field: str, high: float, *, low: int = 1) -> int:
+    """``v`` as a whole number in [low, high], or an ``InputError`` naming ``field``."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or v != v or not low <= v <= high or v != int(v):
+        raise InputError(f"{field}={str(v)[:40]!r} must be a whole number from {low} to {high:g}")
+    return int(v)
 
 
 def _layout_text(lay: dict) -> str:
@@ -220,7 +243,7 @@ def _torchtitan(c: _Ctx) -> dict[str, str]:
     shard, rep = (dp, 1) if _zero(c) >= 2 else (1, dp)
     reshard = "never" if _zero(c) == 2 else "default"
     if c.lay.get("dp_shard"):
-        shard = int(c.lay["dp_shard"])
+        shard = c.get("dp_shard")
         rep = max(1, dp // shard)
     mode = {"none": "none", "full": "full", "selective": "selective", "op-selective": "selective"}.get(
         str(c.lay.get("recompute", "none")), "none")

@@ -4,7 +4,8 @@
 directory (``XDG_DATA_HOME``: the run database and calibration profiles live there), runs
 ``scaleright.cli.main.main`` itself with ``sys.argv`` set (so its error handling is the one under test: a
 ``ScalerightError`` becomes one line and exit 2; anything else escapes and is a traceback), with stdout and stderr
-captured separately by typer's ``CliRunner.isolation`` and a SIGALRM time limit. Every file, directory and link
+captured separately by typer's ``CliRunner.isolation`` and a SIGALRM time limit (``dashboard``: with
+``uvicorn.run`` a no-op, so a valid host and port return instead of serving). Every file, directory and link
 under the directory is snapshotted (bytes, mode, mtime, link target) before and after; anything changed, created
 or removed that is not a declared output is ``file_changed``.
 
@@ -18,6 +19,7 @@ one line).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -29,7 +31,7 @@ import sys
 import tempfile
 import time
 import traceback
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -258,7 +260,8 @@ def _invoke(argv: tuple[str, ...], root: Path, time_limit_s: float) -> tuple[Any
     old_handler = signal.signal(signal.SIGALRM, _on_alarm)
     kind, code, detail, where = "done", None, "", ""
     t0 = time.perf_counter()
-    with _RUNNER.isolation(env=env) as (out, err, _):
+    serve = _no_server() if argv[:1] == ("dashboard",) else contextlib.nullcontext()
+    with serve, _RUNNER.isolation(env=env) as (out, err, _):
         try:
             os.chdir(root)
             sys.argv = ["scaleright", *argv]
@@ -292,6 +295,22 @@ def _invoke(argv: tuple[str, ...], root: Path, time_limit_s: float) -> tuple[Any
         tail = [ln for ln in (stdout + stderr).splitlines() if ln.strip()]
         detail = tail[-1][:200] if tail else detail
     return kind, code, stdout, stderr, detail, where, secs
+
+
+@contextlib.contextmanager
+def _no_server() -> Iterator[None]:
+    """``uvicorn.run`` replaced by a no-op: a dashboard whose flags pass validation returns instead of serving."""
+    try:
+        import uvicorn
+    except ImportError:  # the command then rejects the missing extra itself
+        yield
+        return
+    real = uvicorn.run
+    uvicorn.run = lambda *a, **k: None
+    try:
+        yield
+    finally:
+        uvicorn.run = real
 
 
 def run_case(case: Case, *, time_limit_s: float = TIME_LIMIT_S, workdir: Path | None = None) -> Outcome:

@@ -19,9 +19,12 @@ from __future__ import annotations
 import functools
 import json
 import math
+import os
 import random
 import re
 import sqlite3
+import subprocess
+import sys
 import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -443,6 +446,7 @@ TRAINING_FIELDS: dict[str, Spec] = {
     "precision": CHOICE,
     "optimizer": CHOICE,
     "lora_rank": _pos("lora_rank", integer=True, low=1, low_open=False),
+    "framework": Spec("name", nullable=True),  # a preset name or a mapping of overrides
 }
 INFERENCE_FIELDS: dict[str, Spec] = {
     "requests_per_s": _pos("requests_per_s", nullable=True),
@@ -454,6 +458,17 @@ INFERENCE_FIELDS: dict[str, Spec] = {
     "precision": CHOICE,
     "kv_precision": CHOICE,
     "api_usd_per_1m_output_tokens": _pos("usd", nullable=True),
+    "api_usd_per_1m_input_tokens": _pos("usd", nullable=True, low_open=False),
+    "arrival": CHOICE,
+    "burstiness": _pos(1000.0),
+    "diurnal_amplitude": _pos(1.0, low_open=False),
+    "trace": Spec("name", nullable=True),  # a trace file that must exist
+    "engine": CHOICE,
+    "headroom": _pos(10.0, low_open=False),
+    "prefix_cache_hit_rate": _pos(1.0, low_open=False),  # < 1: the boundary case 1.0 is rejected (not a failure)
+    "result_cache_hit_rate": _pos(1.0, low_open=False),
+    "services": Spec("name", nullable=True),  # a list of 2-8 service mappings: no table value is one
+    "tiers": Spec("name", nullable=True),  # a list of 1-3 tier mappings
 }
 CONSTRAINT_FIELDS: dict[str, Spec] = {
     "deadline_h": _pos("hours", nullable=True),
@@ -475,6 +490,18 @@ PRICING_FIELDS: dict[str, Spec] = {
     "facility_upgrade_usd": _pos("usd", low_open=False),
     "depreciation_years": _pos("years"),
     "resale_fraction": _pos(1.0, low_open=False),
+    "max_price_age_days": _pos("hours", low_open=False),
+    "spot_preemptions_per_hour": _pos(3600.0, low_open=False),
+    "checkpoint_write_gb_per_s": _pos("gb_per_s"),
+    "spot_reprovision_s": _pos("latency_s", low_open=False),
+    "checkpoint_interval_h": _pos("hours", nullable=True),
+    "demand_gpus_by_hour": Spec("name", nullable=True),  # 24 counts: no table value is such a list
+    "monthly_jobs": Spec("name", nullable=True),
+    "burst_kind": CHOICE,
+    "data_provider": Spec("str", high=_lim("name_chars"), nullable=True),
+    "data_gb": _pos("usd", low_open=False),
+    "egress_usd_per_gb": _pos("usd", low_open=False),
+    "cost_of_capital_per_year": _pos(1.0, low_open=False),
 }
 TOP_FIELDS: dict[str, Spec] = {"name": Spec("str", high=_lim("name_chars")), "model": NAME, "task": CHOICE}
 PRICE_OVERRIDE = {"price_usd_per_gpu_hour": _pos("usd_per_hour", low_open=False),
@@ -547,6 +574,25 @@ def to_json(v: Any, indent: int = 0) -> str:
     return json.dumps(v)
 
 
+FRAMEWORK_VALUES: tuple[Any, ...] = ("megatron-core", "deepspeed", "fsdp2", "megatron-2021", "accelerate",
+                                     "llm-foundry", _Flow({"name": "megatron-core", "attention": "materialized"}))
+SERVING_EXTRAS: tuple[dict[str, Any], ...] = (
+    {"arrival": "diurnal", "diurnal_amplitude": 0.8},
+    {"burstiness": 4.0, "headroom": 0.5},
+    {"engine": "sglang", "prefix_cache_hit_rate": 0.5},
+    {"engine": "trtllm", "result_cache_hit_rate": 0.2},
+    {"engine": "llama.cpp"},
+    {"services": [_Flow({"name": "chat", "share": 0.7}), _Flow({"name": "batch", "share": 0.3, "priority": -1})]},
+    {"tiers": [_Flow({"model": "gpt2", "escalate": 0.2})]},
+)
+PRICING_EXTRAS: tuple[dict[str, Any], ...] = (
+    {"spot_preemptions_per_hour": 0.1, "checkpoint_write_gb_per_s": 5.0, "spot_reprovision_s": 300.0},
+    {"checkpoint_interval_h": 2.0, "max_price_age_days": 30.0},
+    {"data_provider": "AWS", "data_gb": 1000.0, "egress_usd_per_gb": 0.09},
+    {"cost_of_capital_per_year": 0.08, "burst_kind": "spot"},
+)
+
+
 def _base_scenario(c: Chooser) -> dict[str, Any]:
     training = c.coin(65)
     if training:
@@ -560,6 +606,8 @@ def _base_scenario(c: Chooser) -> dict[str, Any]:
             tr["optimizer"] = c.choice(("adamw", "adam8bit", "sgd"))
         if task in ("lora", "qlora") and c.coin(50):
             tr["lora_rank"] = c.choice((8, 16, 64))
+        if c.coin(25):
+            tr["framework"] = c.choice(FRAMEWORK_VALUES)
         s["training"] = tr
     else:
         s = {"name": c.choice(("fuzz serving", "i")), "model": c.choice(INFER_MODELS), "task": "inference"}
@@ -569,6 +617,8 @@ def _base_scenario(c: Chooser) -> dict[str, Any]:
             inf["precision"] = c.choice(("bf16", "fp8", "int4"))
         if c.coin(30):
             inf["ttft_slo_s"], inf["tpot_slo_s"] = c.choice(((1.0, 0.05), (5.0, 0.2)))
+        if c.coin(35):
+            inf.update(c.choice(SERVING_EXTRAS))
         s["inference"] = inf
     cons: dict[str, Any] = {"gpu_types": list(c.choice(GPU_SETS)), "max_gpus": c.choice((1, 2, 4, 8, 16))}
     if training and c.coin(30):
@@ -576,6 +626,8 @@ def _base_scenario(c: Chooser) -> dict[str, Any]:
     s["constraints"] = cons
     if c.coin(40):
         s["pricing"] = {"mode": c.choice(("on-demand", "spot", "marketplace", "own"))}
+        if c.coin(30):
+            s["pricing"].update(c.choice(PRICING_EXTRAS))
     return s
 
 
@@ -624,7 +676,10 @@ def _mutate_scenario(c: Chooser, s: dict[str, Any]) -> tuple[bool, str, list[tup
         if section == "inference" and key == "requests_per_day":
             s["inference"].pop("requests_per_s", None)
         _set(s, section, key, v)
-        return is_invalid(sections[section][key], v), f"{section + '.' if section else ''}{key} = {v.label}", []
+        invalid = is_invalid(sections[section][key], v)
+        if key == "framework" and v.label == "empty mapping":
+            invalid = False  # a mapping of no overrides: the default preset, as documented
+        return invalid, f"{section + '.' if section else ''}{key} = {v.label}", []
     if kind == "unknown_key":
         section = c.choice(tuple(sections))
         key = c.choice(("bogus", "max_gpu", "Model", "training_tokens"))
@@ -1261,7 +1316,8 @@ MEMORY_FLAGS = (
     Flag("--batch", _pos("batch", **INT1), "inference", "1"),
     Flag("--lora-rank", _pos("lora_rank", **INT1), "lora", "16"),
     Flag("--lora-targets", CHOICE, "lora"), Flag("--optimizer", CHOICE, "training", "adamw"), Flag("--gpu", NAME),
-    Flag("--model", NAME), Flag("--task", CHOICE),
+    Flag("--model", NAME), Flag("--task", CHOICE), Flag("--states", CHOICE, "training", "zero"),
+    Flag("--cross-entropy", CHOICE, "training", "fused"),
 )  # fmt: skip
 TRAIN_FLAGS = (
     Flag("--gpus", _pos("gpus", **INT1)), Flag("--tp", _pos("parallel_degree", **INT1)),
@@ -1273,6 +1329,10 @@ TRAIN_FLAGS = (
     Flag("--inter-node-gbps-per-gpu", _pos("link_gbps")),
     Flag("--tokens", _pos("tokens")), Flag("--precision", CHOICE), Flag("--recompute", CHOICE),
     Flag("--calibration", NAME), Flag("--gpu", NAME), Flag("--model", NAME),
+    Flag("--etp", _pos("parallel_degree", integer=True, low=1, low_open=False)),
+    Flag("--dp-shard", _pos("gpus", integer=True, low=1, low_open=False)),
+    Flag("--framework", CHOICE), Flag("--attention", CHOICE), Flag("--cp-variant", CHOICE),
+    Flag("--pipeline-schedule", CHOICE),
 )  # fmt: skip
 INFER_FLAGS = (
     Flag("--gpus", _pos("gpus", **INT1)), Flag("--tp", _pos("parallel_degree", **INT1)),
@@ -1310,6 +1370,9 @@ def _estimate_argv(c: Chooser) -> tuple[list[str], str, int]:
         argv += ["--task", task, "--seq-len", str(c.choice((512, 2048, 8192)))]
         if task != "inference" and c.coin(40):
             argv += ["--zero", str(c.choice((0, 1, 2, 3))), "--recompute", c.choice(("none", "selective", "full"))]
+        if task != "inference" and c.coin(30):
+            argv += c.choice((["--states", "megatron"], ["--states", "deepspeed-bf16"], ["--states", "zero"],
+                              ["--cross-entropy", "eager"], ["--cross-entropy", "fused"]))  # fmt: skip
         if task == "inference" and c.coin(40):
             argv += ["--batch", str(c.choice((1, 8, 64)))]
     elif cmd == "train":
@@ -1317,6 +1380,13 @@ def _estimate_argv(c: Chooser) -> tuple[list[str], str, int]:
         argv += ["--task", task, "--global-batch", str(8 * gpus), "--tokens", c.choice(("1e9", "2e10"))]
         if tp > 1 and c.coin(40):
             argv.append("--sequence-parallel")
+        if c.coin(35):
+            argv += ["--framework", c.choice(("megatron-core", "deepspeed", "fsdp2", "megatron-2021", "accelerate",
+                                              "llm-foundry"))]  # fmt: skip
+        if c.coin(25):
+            argv += c.choice((["--attention", "materialized"], ["--attention", "flash"],
+                              ["--pipeline-schedule", "interleaved", "--pp", "1"], ["--cp-variant", "ulysses"],
+                              ["--pipeline-schedule", "zero-bubble"], ["--dp-shard", "1"]))  # fmt: skip
     else:
         task = "inference"
         argv += ["--input-len", str(c.choice((128, 1000))), "--output-len", str(c.choice((16, 500)))]
@@ -1377,7 +1447,11 @@ def _runs_db(variant: str) -> bytes:
 
 def gen_cli(c: Chooser) -> Case:
     group = c.choice(("estimate", "estimate", "estimate", "estimate", "runs", "plan_paths", "catalog", "calibrate",
-                      "bench"))  # fmt: skip
+                      "bench", "export", "dashboard"))  # fmt: skip
+    if group == "export":
+        return _gen_export(c)
+    if group == "dashboard":
+        return _gen_dashboard(c)
     if group == "bench":
         return _gen_bench(c)
     if group == "runs":
@@ -1406,7 +1480,8 @@ def gen_cli(c: Chooser) -> Case:
                 if _applies(f, task)
                 and f.spec.kind in ("int", "float")
                 and f.spec.high
-                and f.name not in ("--tp", "--pp", "--dp", "--zero", "--lora-rank", "--virtual-stages")
+                and f.name not in ("--tp", "--pp", "--dp", "--zero", "--lora-rank", "--virtual-stages", "--etp",
+                                   "--dp-shard")
             ]
             picked = sorted({c.choice(pool) for _ in range(c.integer(1, 3))}, key=lambda f: f.name)
             over = c.coin(30)
@@ -1433,7 +1508,8 @@ def gen_cli(c: Chooser) -> Case:
             flag = c.choice(tuple(f for f in flags if not _applies(f, task)) or (None,))
             if flag is not None:
                 value = {"--recompute": "full", "--kv-precision": "fp8", "--lora-targets": "q,v",
-                         "--optimizer": "sgd"}.get(flag.name, c.choice(("2", "8", "-5")))  # fmt: skip
+                         "--optimizer": "sgd", "--states": "megatron",
+                         "--cross-entropy": "eager"}.get(flag.name, c.choice(("2", "8", "-5")))  # fmt: skip
                 argv = _with(argv, flag.name, value)
                 invalid, why = True, f"{flag.name} {value} with --task {task} (does not apply)"
         elif kind == "not_applicable" and cmd == "train" and task not in ("lora", "qlora"):
@@ -1723,6 +1799,97 @@ def _gen_bench(c: Chooser) -> Case:
     if c.coin(60):
         argv.append("--json")
     return Case("cli", tuple(argv), tuple(files), invalid, why, outputs)
+
+
+EXPORT_FORMATS = {"training": ("torchrun", "accelerate", "deepspeed", "megatron", "torchtitan", "skypilot", "slurm",
+                                "k8s"), "inference": ("vllm", "sglang", "skypilot", "k8s")}  # fmt: skip
+_PLAN_SCENARIOS = {
+    "training": "name: t\nmodel: gpt2\ntask: pretrain\ntraining: {tokens: 1.0e8, global_batch: 16}\n"
+    "constraints: {gpu_types: [h100-sxm], max_gpus: 2}\n",
+    "inference": "name: i\nmodel: gpt2\ntask: inference\ninference: {requests_per_s: 1.0}\n"
+    "constraints: {gpu_types: [h100-sxm], max_gpus: 2}\n",
+}
+EXPORT_RECOMMENDATION_FIELDS: dict[str, Spec] = {
+    "gpus": _pos("gpus", integer=True, low=1, low_open=False), "layout": Spec("name"),
+    "precision": CHOICE,
+}  # fmt: skip
+
+
+@functools.cache
+def _plan_json(task: str) -> str:
+    """``scaleright plan S --json`` of a small scenario (run once per task, in a subprocess: the input of export)."""
+    with tempfile.TemporaryDirectory() as d:
+        (Path(d) / "s.yaml").write_text(_PLAN_SCENARIOS[task])
+        env = {k: v for k, v in os.environ.items() if k not in ("SCALERIGHT_CATALOG", "SCALERIGHT_CALIBRATION_DIR")}
+        env["XDG_DATA_HOME"] = d
+        run = subprocess.run([sys.executable, "-m", "scaleright.cli.main", "plan", "s.yaml", "--json"], cwd=d,
+                             env=env, capture_output=True, text=True, check=True)  # fmt: skip
+        return run.stdout
+
+
+def _gen_export(c: Chooser) -> Case:
+    """``export PLAN.json --to FORMAT [--out DIR]`` on a real plan, a mutated one, a bad path; ``plan --export``."""
+    task = c.choice(("training", "inference"))
+    fmt = c.choice(EXPORT_FORMATS[task])
+    if c.coin(20):  # plan ... --export DIR
+        where = c.choice(("out", "out", "nodir/out", "s.yaml", "x" * 300))
+        argv = ["plan", "s.yaml", "--export", where] + (["--json"] if c.coin(50) else [])
+        ok = where == "out"
+        scen: tuple[tuple[str, FileContent], ...] = (("s.yaml", _PLAN_SCENARIOS[task]),)
+        return Case("cli", tuple(argv), scen, not ok, f"plan --export {_elide(where, 20)}", ("out/",) if ok else ())
+    plan = json.loads(_plan_json(task))
+    invalid, why = False, f"export {task} plan --to {fmt}"
+    text: str | bytes | None = None
+    kind = c.choice(("valid", "valid", "format", "field", "field", "drop", "doc", "out"))
+    argv = ["export", "plan.json", "--to", fmt]
+    outputs: tuple[str, ...] = ()
+    if kind == "format":
+        bad = c.choice(("bogus", "", "TORCHRUN", *(EXPORT_FORMATS["inference" if task == "training" else "training"])))
+        argv[3] = bad
+        invalid = bad not in EXPORT_FORMATS[task]
+        why = f"export {task} plan --to {bad!r}"
+    elif kind == "field":
+        key = c.choice((*EXPORT_RECOMMENDATION_FIELDS, "gpu"))
+        v = c.choice(VALUES)
+        plan["recommendation"][key] = v
+        if key == "gpu":  # any id-shaped string may name a GPU of a user catalog
+            gpu_id = r"[A-Za-z0-9][A-Za-z0-9._+-]{0,63}"
+            invalid = "string" not in v.tags or not re.fullmatch(gpu_id, json.loads(v.json))
+        else:
+            invalid = is_invalid(EXPORT_RECOMMENDATION_FIELDS[key], v)
+        why = f"export: recommendation.{key} = {v.label}"
+    elif kind == "drop":
+        key = c.choice(("recommendation", "scenario", "recommendation.layout", "recommendation.gpus"))
+        if "." in key:
+            del plan["recommendation"][key.split(".")[1]]
+        else:
+            del plan[key]
+        invalid, why = True, f"export: plan without {key}"
+    elif kind == "doc":
+        docs: tuple[tuple[str | bytes, str], ...] = (("[]\n", "a list"), ("", "empty"), ("{}\n", "{}"),
+                                                     (b"\xff\xfe{", "not UTF-8"),
+                                                     ('{"recommendation": null}\n', "recommendation null"))  # fmt: skip
+        text, why = c.choice(docs)
+        invalid, why = True, f"export: plan file is {why}"
+    elif kind == "out":
+        where = c.choice(("out", "out", "nodir/out", "plan.json", "", "x" * 300))
+        argv += ["--out", where]
+        invalid = where != "out"
+        outputs = ("out/",) if where == "out" else ()
+        why = f"export --out {_elide(where, 20)!r}"
+    files: tuple[tuple[str, FileContent], ...] = (("plan.json", to_json(plan) + "\n" if text is None else text),)
+    return Case("cli", tuple(argv), files, invalid, why, outputs)
+
+
+def _gen_dashboard(c: Chooser) -> Case:
+    """``dashboard --host H --port P``; the harness replaces ``uvicorn.run`` so no server starts."""
+    port, bad_port = c.choice((("8765", False), ("1", False), ("65535", False), ("0", True), ("65536", True),
+                               ("-1", True), ("abc", True), ("", True), (str(2**63), True),
+                               ("80.5", True)))  # fmt: skip
+    host, bad_host = c.choice((("127.0.0.1", False), ("localhost", False), ("", True), ("a b", True),
+                               ("h" * 300, True), ("x\ny", True), ("[/bold]", False)))  # fmt: skip
+    argv = ["dashboard", "--port", port, "--host", host]
+    return Case("cli", tuple(argv), (), bad_port or bad_host, f"dashboard --host {_elide(host, 20)!r} --port {port!r}")
 
 
 # ---- entry points ----------------------------------------------------------------------------------------------
