@@ -20,7 +20,6 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
-import math
 import secrets
 import threading
 from collections import OrderedDict
@@ -37,10 +36,11 @@ from starlette.middleware.base import BaseHTTPMiddleware, RequestResponseEndpoin
 import scaleright
 from scaleright import fmt
 from scaleright.catalog import Catalog
-from scaleright.cli.common import visible
+from scaleright.cli.common import _clean, visible
 from scaleright.dashboard.figures import plan_figures
 from scaleright.errors import ScalerightError
 from scaleright.estimate.calibration import Profile, load_profile
+from scaleright.estimate.layout import layout_text
 
 __all__ = ["create_app", "MAX_BODY_BYTES", "LOOPBACK_HOSTS"]
 
@@ -359,28 +359,13 @@ def _script_json(obj: Any) -> Markup:
     return Markup(text)
 
 
-def _clean(x: Any) -> Any:
-    """NaN and ±inf as None (JSON has neither), as ``--json`` prints them."""
-    if isinstance(x, float) and not math.isfinite(x):
-        return None
-    if isinstance(x, dict):
-        return {k: _clean(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_clean(v) for v in x]
-    return x
-
-
 def _view(res: dict) -> dict:
     """What the templates print of a plan, formatted by ``scaleright.fmt`` (the same figures as the terminal)."""
     s = res["scenario"]
     training = s.get("task") != "inference"
 
-    def lay(o: dict) -> str:
-        return " ".join(f"{k}={v}" for k, v in (o.get("layout") or {}).items()
-                        if k == "tp" or v not in (0, 1, False, "none", None))  # fmt: skip
-
     def row(o: dict) -> dict[str, Any]:
-        base = {"GPU": o.get("gpu"), "GPUs": o.get("gpus"), "layout": lay(o)}
+        base = {"GPU": o.get("gpu"), "GPUs": o.get("gpus"), "layout": layout_text(o.get("layout") or {})}
         if training:
             return base | {"time h": fmt.number(o.get("time_h")), "cost": fmt.usd(o.get("cost_usd")),
                            "$/1M tok": fmt.usd(o.get("cost_per_1m_tokens_usd")), "MFU": fmt.percent(o.get("mfu")),

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from scaleright import charts, fmt
+from scaleright.estimate.layout import layout_text
 
 __all__ = ["plan_figures"]
 
@@ -20,12 +21,8 @@ _LAYOUT: dict[str, Any] = {"margin": {"l": 70, "r": 20, "t": 40, "b": 60}, "heig
 MEMORY_PARTS = ("weights", "gradients", "optimizer", "gathered", "activations", "kv_cache", "overhead")
 
 
-def _layout_text(lay: dict) -> str:
-    return " ".join(f"{k}={v}" for k, v in lay.items() if k == "tp" or v not in (0, 1, False, "none", None))
-
-
 def _tip(o: dict, training: bool) -> str:
-    head = f"{o.get('gpus')} × {o.get('gpu')} ({_layout_text(o.get('layout') or {})})"
+    head = f"{o.get('gpus')} × {o.get('gpu')} ({layout_text(o.get('layout') or {})})"
     if training:
         return (f"{head}<br>{fmt.number(o.get('time_h'))} h, {fmt.usd(o.get('cost_usd'))} per job<br>"
                 f"MFU {fmt.percent(o.get('mfu'))}, {fmt.number(o.get('memory_gb_per_gpu'))} GB/GPU")
