@@ -1,0 +1,344 @@
+"""``scaleright prices import``: SkyPilot catalog CSVs and gpuhunt offers → a ``prices.csv`` that ``--catalog DIR``
+reads. Fixtures in tests/fixtures/prices_import (see its README); never the network. Expected prices are the
+fixture's instance prices divided by their GPU counts by hand (Lambda gpu_8x_h100_sxm5 $23.92/h / 8 = $2.99)."""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import json
+import shutil
+import sys
+import types
+from pathlib import Path
+
+import pytest
+
+from scaleright.catalog import prices_import as pi
+from scaleright.catalog.prices import PRICE_COLUMNS, find_price
+from scaleright.catalog.store import Catalog
+from tests.cli_helpers import assert_one_line, run_main
+
+FIX = Path(__file__).parent / "fixtures" / "prices_import"
+ROOT = FIX / "catalogs" / "v8"
+
+
+def _rows(path: Path) -> list[dict[str, str]]:
+    with path.open(encoding="utf-8") as fh:
+        return list(csv.DictReader(fh))
+
+
+def _import(tmp_path, monkeypatch, capsys, *args: str) -> tuple[int, str, str]:
+    return run_main(["prices", "import", *args], monkeypatch, capsys)
+
+
+@pytest.fixture
+def imported(tmp_path, monkeypatch, capsys) -> tuple[Path, str]:
+    out = tmp_path / "cat"
+    code, stdout, err = _import(tmp_path, monkeypatch, capsys, "--from", "skypilot-catalog", str(ROOT),
+                                "--out", str(out), "--date", "2026-11-30")  # fmt: skip
+    assert code == 0, err
+    return out, stdout
+
+
+def _find(rows, gpu, kind, provider_word):
+    return [r for r in rows if r["gpu_id"] == gpu and r["kind"] == kind and r["provider"].startswith(provider_word)]
+
+
+def test_skypilot_prices_per_gpu_hour(imported) -> None:
+    out, _ = imported
+    rows = _rows(out / "prices.csv")
+    assert list(rows[0]) == list(PRICE_COLUMNS)
+    # 8-GPU instances divided by 8; the 1-GPU SXM5 at $3.29 is dearer than 23.92 / 8, so the 8x is kept
+    lam = _find(rows, "h100-sxm", "on-demand", "Lambda")
+    assert {r["provider"] for r in lam} == {"Lambda us-east-1 (via SkyPilot catalog)",
+                                           "Lambda us-west-1 (via SkyPilot catalog)"}  # fmt: skip
+    assert all(float(r["usd"]) == pytest.approx(23.92 / 8) for r in lam)
+    assert "derived: /8" in lam[0]["notes"]
+    [aws] = _find(rows, "h100-sxm", "on-demand", "AWS")
+    assert float(aws["usd"]) == pytest.approx(55.04 / 8)  # two zones of one region: one row
+    [p4d] = _find(rows, "a100-40gb", "on-demand", "AWS")
+    assert float(p4d["usd"]) == pytest.approx(21.957642 / 8, abs=1e-6)
+    [p4de] = _find(rows, "a100-80gb", "on-demand", "AWS")  # AcceleratorName A100-80GB, GpuInfo 81920 MiB
+    assert float(p4de["usd"]) == pytest.approx(27.44705 / 8, abs=1e-6)
+    # RunPod's spot column; the 2x L40 at $1.38/h is the same $0.69 per GPU as the 1x
+    [spot] = _find(rows, "l40", "spot", "RunPod")
+    assert float(spot["usd"]) == pytest.approx(0.69)
+    assert all(r["date"] == "2026-11-30" and "SkyPilot catalog" in r["source"] and "sha256" in r["source"]
+               for r in rows)  # fmt: skip
+    assert all(r["unit"] == "usd_per_gpu_hour" for r in rows)
+
+
+def test_form_factor_from_the_instance_type(imported) -> None:
+    """An 'H100' is SXM or PCIe by its instance: Lambda's gpu_1x_h100_pcie and RunPod's 1x_H100 (SkyPilot's
+    fetch_runpod.py files RunPod's H100-PCIe as 'H100') are PCIe; RunPod's A100-80GB is the PCIe card."""
+    rows = _rows(imported[0] / "prices.csv")
+    by_sku = {(r["provider"].split()[0], r["sku"].split(" (")[0]): r["gpu_id"] for r in rows}
+    assert by_sku[("Lambda", "gpu_1x_h100_pcie")] == "h100-pcie"
+    assert by_sku[("RunPod", "1x_H100_SECURE")] == "h100-pcie"
+    assert by_sku[("RunPod", "1x_H100-SXM_SECURE")] == "h100-sxm"
+    assert by_sku[("RunPod", "1x_A100-80GB_SECURE")] == "a100-80gb-pcie"
+    assert by_sku[("RunPod", "1x_A100-80GB-SXM_SECURE")] == "a100-80gb"
+    assert by_sku[("Lambda", "gpu_1x_gh200")] == "gh200"
+
+
+def test_unmapped_offers_are_reported_not_guessed(imported) -> None:
+    out, stdout = imported
+    rows = _rows(out / "prices.csv")
+    skus = {r["sku"].split(" (")[0] for r in rows}
+    # Lambda's gpu_8x_a100 (40 GB: SXM4 or PCIe, the name does not say), the 16 GB V100 (not in the catalog),
+    # RunPod's A40 (not in the catalog), AWS's 1/8 L4 share: none written, each named in the report
+    assert not skus & {"gpu_8x_a100", "gpu_8x_v100", "1x_A40_SECURE", "g6f.large", "m6i.large"}
+    flat = " ".join(stdout.split())
+    assert "A100 40 GiB: ambiguous" in flat
+    assert "V100 16 GiB: memory" in flat
+    assert "A40: unknown" in flat
+    assert "L4: fractional GPU (0.125 per instance)" in flat
+
+
+def test_catalog_dir_reads_the_import(imported, monkeypatch, capsys) -> None:
+    """The contract: ``--catalog DIR`` reads DIR/prices.csv; its rows replace the built-in rows of the same GPU and
+    kind, so the cheapest H100 SXM on-demand offer is now Lambda's 8x at $2.99 (the built-ins have cheaper ones)."""
+    out, _ = imported
+    cat = Catalog.load(out)
+    pick = find_price("h100-sxm", "on-demand", catalog=cat)
+    assert pick.usd == pytest.approx(2.99)
+    assert pick.provider.startswith("Lambda") and pick.region in ("us-east-1", "us-west-1")
+    assert pick.date == "2026-11-30"
+    code, stdout, err = run_main(["catalog", "prices", "--gpu", "l40", "--kind", "spot", "--catalog", str(out),
+                                  "--json"], monkeypatch, capsys)  # fmt: skip
+    assert code == 0, err
+    assert [r["usd"] for r in json.loads(stdout)] == [pytest.approx(0.69)]
+
+
+def test_date_defaults_to_the_file_day(tmp_path, monkeypatch, capsys) -> None:
+    src = tmp_path / "aws"
+    src.mkdir()
+    shutil.copy(ROOT / "aws" / "vms.csv", src / "vms.csv")
+    import os
+
+    os.utime(src / "vms.csv", (1_780_000_000, 1_780_000_000))  # 2026-05-28 UTC
+    code, _, err = _import(tmp_path, monkeypatch, capsys, "--from", "skypilot-catalog", str(src / "vms.csv"),
+                           "--out", str(tmp_path / "o"))  # fmt: skip
+    assert code == 0, err
+    rows = _rows(tmp_path / "o" / "prices.csv")
+    assert {r["date"] for r in rows} == {"2026-05-28"}
+    assert all("modification day" in r["notes"] for r in rows)
+
+
+def _bad_csv(tmp_path: Path, text: str, cloud: str = "aws") -> Path:
+    d = tmp_path / cloud
+    d.mkdir(exist_ok=True)
+    (d / "vms.csv").write_text(text, encoding="utf-8")
+    return d / "vms.csv"
+
+
+HEADER = "InstanceType,AcceleratorName,AcceleratorCount,vCPUs,MemoryGiB,Price,SpotPrice,Region\n"
+
+
+@pytest.mark.parametrize(("text", "pattern"), [
+    ("InstanceType,AcceleratorName,Price\np5,H100,1\n", r"vms\.csv: header: missing column\(s\) AcceleratorCount"),
+    (HEADER + "p5.48xlarge,H100,8,192,2048,fifty,,us-east-1\n", r"line 2: Price: 'fifty' is not a number"),
+    (HEADER + "p5.48xlarge,H100,8,192,2048,-1,,us-east-1\n", r"line 2: Price: '-1'; a finite number >= 0"),
+    (HEADER + "p5.48xlarge,H100,,192,2048,55,,us-east-1\n", r"line 2: AcceleratorCount: empty"),
+    (HEADER + "p3.2xlarge,V100,1,8,61,3.06,,us-east-1\n", r"no offer maps to a catalog GPU .*V100 16 GiB"),
+    (HEADER, r"no offer maps to a catalog GPU \(0 offers read; no priced GPU offers\)"),
+])  # fmt: skip
+def test_bad_skypilot_file_one_line(tmp_path, monkeypatch, capsys, text, pattern) -> None:
+    path = _bad_csv(tmp_path, text)
+    out = tmp_path / "o"
+    out.mkdir()
+    (out / "prices.csv").write_text("previous\n")
+    code, stdout, err = _import(tmp_path, monkeypatch, capsys, "--from", "skypilot-catalog", str(path),
+                                "--out", str(out))  # fmt: skip
+    assert_one_line(code, stdout, err, pattern)
+    assert (out / "prices.csv").read_text() == "previous\n"  # a failed import leaves the old file
+
+
+def test_bad_arguments_one_line(tmp_path, monkeypatch, capsys) -> None:
+    _bad_csv(tmp_path, (ROOT / "aws" / "vms.csv").read_text(), cloud="mine")
+    csv_file = ROOT / "aws" / "vms.csv"
+    cases = [
+        (["--from", "skypilot", str(ROOT), "--out", str(tmp_path / "o")], r"--from='skypilot' not allowed"),
+        (["--from", "skypilot-catalog", "--out", str(tmp_path / "o")], r"PATH is required"),
+        (["--from", "gpuhunt", str(ROOT), "--out", str(tmp_path / "o")], r"takes no PATH"),
+        (["--from", "skypilot-catalog", str(tmp_path / "nope.csv"), "--out", str(tmp_path / "o")], r"file not found"),
+        (["--from", "skypilot-catalog", str(tmp_path), "--out", str(tmp_path / "o")],
+         r"'mine' is not a SkyPilot cloud .* --provider NAME"),
+        (["--from", "skypilot-catalog", str(csv_file), "--out", str(tmp_path / "o"), "--date", "2026-13-01"],
+         r"--date='2026-13-01': not a date"),
+        (["--from", "skypilot-catalog", str(csv_file), "--out", str(tmp_path / "o"), "--date", "2999-01-01"],
+         r"--date=2999-01-01: in the future"),
+        (["--from", "skypilot-catalog", str(csv_file), "--out", str(tmp_path / "x" / "y")],
+         r"--out=.*parent directory .* does not exist"),
+        (["--from", "skypilot-catalog", str(csv_file), "--out", str(tmp_path / "o"), "--provider", "aws,gcp"],
+         r"--provider=aws,gcp: give one cloud"),
+        (["--from", "skypilot-catalog", str(csv_file), "--out", str(tmp_path / "o"), "--provider", " , "],
+         r"--provider: empty"),
+        (["--from", "skypilot-catalog", str(tmp_path / "empty"), "--out", str(tmp_path / "o")], r"file not found"),
+    ]  # fmt: skip
+    for args, pattern in cases:
+        code, out, err = _import(tmp_path, monkeypatch, capsys, *args)
+        assert_one_line(code, out, err, pattern)
+    assert not (tmp_path / "o").exists()
+
+
+def test_provider_names_a_directory(tmp_path, monkeypatch, capsys) -> None:
+    path = _bad_csv(tmp_path, (ROOT / "aws" / "vms.csv").read_text(), cloud="mine")
+    code, _, err = _import(tmp_path, monkeypatch, capsys, "--from", "skypilot-catalog", str(path), "--provider",
+                           "aws", "--out", str(tmp_path / "o"))  # fmt: skip
+    assert code == 0, err
+    assert {r["provider"] for r in _rows(tmp_path / "o" / "prices.csv")} == {"AWS us-east-1 (via SkyPilot catalog)"}
+
+
+def test_refuses_to_overwrite_its_input(tmp_path, monkeypatch, capsys) -> None:
+    """A vms.csv saved as aws/prices.csv, imported with --out aws: the output would be the input."""
+    d = tmp_path / "aws"
+    d.mkdir()
+    src = d / "prices.csv"
+    shutil.copy(ROOT / "aws" / "vms.csv", src)
+    before = src.read_bytes()
+    code, out, err = _import(tmp_path, monkeypatch, capsys, "--from", "skypilot-catalog", str(src), "--out", str(d))
+    assert_one_line(code, out, err, r"is one of this command's inputs")
+    assert src.read_bytes() == before
+
+
+def test_reimport_replaces_the_file_atomically(imported, tmp_path, monkeypatch, capsys) -> None:
+    out, _ = imported
+    code, _, err = _import(tmp_path, monkeypatch, capsys, "--from", "skypilot-catalog", str(ROOT / "runpod"),
+                           "--out", str(out), "--date", "2026-11-30")  # fmt: skip
+    assert code == 0, err
+    assert {r["provider"].split()[0] for r in _rows(out / "prices.csv")} == {"RunPod"}
+    assert [p.name for p in out.iterdir()] == ["prices.csv"]  # no temporary file left
+
+
+# ---- the mapping rule -------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("name", "gib", "provider", "instance", "expect"), [
+    ("H100", 94, "azure", "Standard_NC40ads_H100_v5", "h100-nvl"),  # NC H100 v5: H100 NVL (Azure docs)
+    ("H100", 80, "azure", "Standard_ND96isr_H100_v5", "h100-sxm"),  # ND H100 v5: HGX H100
+    ("H100", 80, "gcp", "a3-highgpu-8g", "h100-sxm"),
+    ("H100MEGA", None, "gcp", "a3-megagpu-8g", "h100-sxm"),
+    ("A100", 80, "azure", "Standard_NC24ads_A100_v4", "a100-80gb-pcie"),
+    ("H200", 141, "aws", "p5e.48xlarge", "h200-sxm"),
+    ("H200NVL", 141, "vastai", "123", "h200-nvl"),
+    ("RTX4090", 24, "vastai", "123", "rtx-4090"),
+    ("MI300X", 192, "runpod", "8x_MI300X_SECURE", "mi300x"),
+])  # fmt: skip
+def test_resolve_gpu_maps(name, gib, provider, instance, expect) -> None:
+    assert pi.resolve_gpu(name, gib, provider, instance, catalog=Catalog.load(None)) == (expect, "")
+
+
+@pytest.mark.parametrize(("name", "gib", "provider", "instance", "why"), [
+    ("H100", 80, "lambda", "gpu_1x_h100", "ambiguous"),  # SXM or PCIe: not said
+    ("H100", 80, "someone", "box-8", "ambiguous"),
+    ("H100", 40, "aws", "p5.48xlarge", "memory"),  # no 40 GB H100 exists
+    ("A40", 48, "runpod", "1x_A40_SECURE", "unknown"),
+    ("V100", 32, "azure", "Standard_NC6s_v3_pcie", "form"),  # the catalog's V100 is the SXM2 part
+])  # fmt: skip
+def test_resolve_gpu_refuses(name, gib, provider, instance, why) -> None:
+    gpu, reason = pi.resolve_gpu(name, gib, provider, instance, catalog=Catalog.load(None))
+    assert gpu is None and reason.startswith(why), reason
+
+
+def test_every_family_target_is_a_catalog_gpu() -> None:
+    ids = set(Catalog.load(None).gpus)
+    assert {i for cands in pi.FAMILIES.values() for i, _ in cands} <= ids
+
+
+# ---- gpuhunt ------------------------------------------------------------------------------------------------------
+
+ITEM_FIELDS = ("provider", "instance_name", "location", "price", "cpu", "memory", "gpu_count", "gpu_name",
+               "gpu_memory", "spot", "disk_size", "gpu_vendor")  # gpuhunt 0.1.34's CatalogItem, in order
+
+
+def _fake_gpuhunt(calls: list[dict]) -> types.ModuleType:
+    """A stand-in for gpuhunt with its ``query(**filters) -> list[CatalogItem]`` shape (gpuhunt 0.1.34,
+    gpuhunt/_internal/default.py and models.py) over the recorded items."""
+    item = dataclasses.make_dataclass("CatalogItem", ITEM_FIELDS)
+    items = [item(**d) for d in json.loads((FIX / "gpuhunt_items.json").read_text())]
+    mod = types.ModuleType("gpuhunt")
+
+    def query(**kwargs):
+        calls.append(kwargs)
+        provs = kwargs.get("provider")
+        least = kwargs.get("min_gpu_count", 0)
+        return [i for i in items if (not provs or i.provider in provs) and i.gpu_count >= least]
+
+    mod.query = query  # type: ignore[attr-defined]
+    mod.__version__ = "0.1.34"  # type: ignore[attr-defined]
+    return mod
+
+
+def test_gpuhunt_import(tmp_path, monkeypatch, capsys) -> None:
+    calls: list[dict] = []
+    monkeypatch.setitem(sys.modules, "gpuhunt", _fake_gpuhunt(calls))
+    code, stdout, err = _import(tmp_path, monkeypatch, capsys, "--from", "gpuhunt", "--out", str(tmp_path / "g"))
+    assert code == 0, err
+    assert calls == [{"provider": None, "min_gpu_count": 1}]
+    rows = _rows(tmp_path / "g" / "prices.csv")
+    got = {(r["gpu_id"], r["kind"], r["provider"]): float(r["usd"]) for r in rows}
+    assert got == {
+        ("h100-sxm", "on-demand", "AWS us-east-1 (via gpuhunt)"): pytest.approx(55.04 / 8),
+        ("l4", "on-demand", "AWS us-east-1 (via gpuhunt)"): pytest.approx(0.8048),
+        ("h100-nvl", "on-demand", "Azure eastus (via gpuhunt)"): pytest.approx(6.98),
+        ("h100-pcie", "on-demand", "Lambda us-east-1 (via gpuhunt)"): pytest.approx(2.49),
+        ("rtx-4090", "spot", "Vast.ai us-texas (via gpuhunt)"): pytest.approx(0.35),
+    }
+    assert all(r["source"] == "gpuhunt 0.1.34 query (providers' public offer lists)" for r in rows)
+    flat = " ".join(stdout.split())
+    assert "A100 40 GiB: ambiguous" in flat and "RTX3060 12 GiB: unknown" in flat
+    code, _, err = _import(tmp_path, monkeypatch, capsys, "--from", "gpuhunt", "--provider", "aws,vastai",
+                           "--out", str(tmp_path / "g2"))  # fmt: skip
+    assert code == 0, err
+    assert calls[-1] == {"provider": ["aws", "vastai"], "min_gpu_count": 1}
+    assert {r["provider"].split()[0] for r in _rows(tmp_path / "g2" / "prices.csv")} == {"AWS", "Vast.ai"}
+
+
+def test_gpuhunt_missing_says_how_to_install(tmp_path, monkeypatch, capsys) -> None:
+    monkeypatch.setitem(sys.modules, "gpuhunt", None)  # import gpuhunt raises ImportError
+    code, out, err = _import(tmp_path, monkeypatch, capsys, "--from", "gpuhunt", "--out", str(tmp_path / "g"))
+    assert_one_line(code, out, err, r"gpuhunt library is not installed; install it with: pip install "
+                                    r"'scaleright\[prices\]'")  # fmt: skip
+
+
+def test_gpuhunt_failure_one_line(tmp_path, monkeypatch, capsys) -> None:
+    mod = types.ModuleType("gpuhunt")
+
+    def query(**kwargs):
+        raise ConnectionError("Max retries exceeded with url: /catalog.zip\n(Caused by NameResolutionError)")
+
+    mod.query = query  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "gpuhunt", mod)
+    code, out, err = _import(tmp_path, monkeypatch, capsys, "--from", "gpuhunt", "--out", str(tmp_path / "g"))
+    assert_one_line(code, out, err, r"gpuhunt query failed: ConnectionError: Max retries exceeded")
+
+
+def test_real_gpuhunt_api(monkeypatch) -> None:
+    """Against the installed gpuhunt (the 'prices' extra): the filters scaleright passes are parameters of its
+    ``Catalog.query``, and its own ``CatalogItem`` records (network replaced by the recorded items) map as above."""
+    gpuhunt = pytest.importorskip("gpuhunt", reason="gpuhunt is the optional 'prices' extra: pip install "
+                                  "'scaleright[prices]'")  # fmt: skip
+    import inspect
+
+    params = inspect.signature(gpuhunt.Catalog.query).parameters
+    assert {"provider", "min_gpu_count"} <= set(params)
+    assert set(ITEM_FIELDS) <= {f.name for f in dataclasses.fields(gpuhunt.CatalogItem)}
+    records = json.loads((FIX / "gpuhunt_items.json").read_text())
+    items = [gpuhunt.CatalogItem(**{**d, "gpu_vendor": gpuhunt.AcceleratorVendor(d["gpu_vendor"])
+                                    if d["gpu_vendor"] else None}) for d in records]  # fmt: skip
+    seen: list[dict] = []
+
+    def query(**kwargs):
+        inspect.signature(gpuhunt.Catalog.query).bind(None, **kwargs)  # a filter it does not take raises here
+        seen.append(kwargs)
+        return items
+
+    monkeypatch.setattr(gpuhunt, "query", query)
+    offers, source = pi.query_gpuhunt(["aws"])
+    from importlib.metadata import version
+
+    assert seen and source.startswith(f"gpuhunt {version('gpuhunt')} query")
+    res = pi.price_rows(offers, catalog=Catalog.load(None), date="2026-11-30", source=source, origin="gpuhunt")
+    assert {r.gpu_id for r in res.rows} == {"h100-sxm", "l4", "h100-nvl", "h100-pcie", "rtx-4090"}
