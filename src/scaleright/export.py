@@ -3,10 +3,10 @@
 Input is what ``scaleright plan S --json`` prints (``PlanResult.as_dict()``); the recommendation (or, with
 ``option=``, another option of the plan) is written as:
 
-- training: ``torchrun`` (a shell script with the launch line), ``accelerate`` (an FSDP config YAML, for
-  Accelerate's ``--config_file``), ``deepspeed`` (a ZeRO config JSON), ``megatron`` (Megatron-LM / Megatron-Core
-  arguments), ``torchtitan`` (a job TOML), ``skypilot`` (a task YAML), ``slurm`` (a batch script), ``k8s`` (a Kubeflow
-  ``PyTorchJob`` manifest);
+- training: ``torchrun`` (a shell script with the launch line), ``accelerate`` (an FSDP2 config YAML, DDP for
+  ZeRO-0, for Accelerate's ``--config_file``), ``deepspeed`` (a ZeRO config JSON), ``megatron`` (Megatron-LM /
+  Megatron-Core arguments), ``torchtitan`` (a job TOML, torchtitan 0.2.x), ``skypilot`` (a task YAML), ``slurm``
+  (a batch script), ``k8s`` (a Kubeflow ``PyTorchJob`` manifest);
 - inference: ``vllm`` and ``sglang`` (the serve command of one replica, with the replica count), ``skypilot``,
   ``k8s`` (a ``Deployment`` of the replicas).
 
@@ -125,9 +125,13 @@ def _count(v: object, field: str, high: float, *, low: int = 1) -> int:
 
 def _accelerator_name(gpu: str) -> str:
     """SkyPilot's accelerator name for a catalog id (H100, A100-80GB, L40S, ...)."""
+    # SkyPilot's names (sky.catalog.get_common_gpus(); the catalog fetchers in sky/catalog/data_fetchers/: Azure's
+    # A100 80GB PCIe and Lambda's A100 40GB PCIe are 'A100-80GB' / 'A100', RunPod's cards 'RTX3090', 'H100-NVL')
     known = {"h100-sxm": "H100", "h100-pcie": "H100", "h200-sxm": "H200", "a100-80gb": "A100-80GB",
-             "a100-40gb": "A100", "l40s": "L40S", "l4": "L4", "a10g": "A10G", "b200": "B200", "gb200": "GB200",
-             "mi300x": "MI300X", "rtx-4090": "RTX4090", "v100-32gb": "V100-32GB", "t4": "T4"}  # fmt: skip
+             "a100-80gb-pcie": "A100-80GB", "a100-40gb": "A100", "a100-40gb-pcie": "A100", "l40s": "L40S", "l4": "L4",
+             "a10": "A10", "a10g": "A10G", "b200": "B200", "gb200": "GB200", "mi300x": "MI300X", "rtx-4090": "RTX4090",
+             "rtx-5090": "RTX5090", "rtx-3090": "RTX3090", "rtx-pro-6000": "RTXPRO6000", "h100-nvl": "H100-NVL",
+             "v100-32gb": "V100-32GB", "t4": "T4"}  # fmt: skip
     return known.get(gpu, gpu.upper())
 
 
@@ -153,20 +157,30 @@ def _accelerate(c: _Ctx) -> dict[str, str]:
     if c.get("tp") > 1 or c.get("pp") > 1 or c.get("cp") > 1:
         raise InputError(f"--to=accelerate: Accelerate's FSDP config has no tensor, pipeline or context parallelism; "
                          f"this layout has {layout_text(c.lay)} (use megatron or torchtitan)")
-    strategy = {0: "NO_SHARD", 1: "SHARD_GRAD_OP", 2: "SHARD_GRAD_OP", 3: "FULL_SHARD"}[min(_zero(c), 3)]
-    cfg = {
-        "compute_environment": "LOCAL_MACHINE", "distributed_type": "FSDP", "num_machines": c.nodes,
-        "num_processes": c.gpus, "machine_rank": 0, "main_training_function": "main",
+    zero = min(_zero(c), 3)
+    cfg: dict[str, Any] = {
+        "compute_environment": "LOCAL_MACHINE",
+        "distributed_type": "FSDP" if zero else "MULTI_GPU" if c.gpus > 1 else "NO",
+        "num_machines": c.nodes, "num_processes": c.gpus, "machine_rank": 0, "main_training_function": "main",
         "mixed_precision": "bf16" if c.precision == "bf16" else "fp16" if c.precision == "fp16" else "no",
-        "fsdp_config": {
-            "fsdp_version": 2, "fsdp_sharding_strategy": strategy, "fsdp_auto_wrap_policy": "TRANSFORMER_BASED_WRAP",
+    }  # fmt: skip
+    if zero:
+        # FSDP2 reads fsdp_reshard_after_forward, not fsdp_sharding_strategy (Accelerate ignores that key for
+        # fsdp_version 2 and reshards, i.e. ZeRO-3): true = ZeRO-3; false keeps the gathered parameters from forward
+        # to backward with gradients and optimizer state sharded = ZeRO-2 (FSDP has no ZeRO-1: it shards gradients
+        # too). ZeRO-0 is plain data parallelism (DDP, MULTI_GPU), which has no fsdp_config.
+        cfg["fsdp_config"] = {
+            "fsdp_version": 2, "fsdp_reshard_after_forward": zero == 3,
+            "fsdp_auto_wrap_policy": "TRANSFORMER_BASED_WRAP",
             "fsdp_activation_checkpointing": c.lay.get("recompute", "none") != "none",
             "fsdp_state_dict_type": "SHARDED_STATE_DICT", "fsdp_offload_params": False,
-        },
-    }  # fmt: skip
+        }  # fmt: skip
     import yaml
 
-    return {"accelerate_config.yaml": f"# {c.header}\n" + yaml.safe_dump(cfg, sort_keys=False)}
+    note = ""
+    if not zero and c.lay.get("recompute", "none") != "none":
+        note = f"# recompute {c.lay['recompute']}: the training script's (Accelerate's DDP config has no key for it)\n"
+    return {"accelerate_config.yaml": f"# {c.header}\n{note}" + yaml.safe_dump(cfg, sort_keys=False)}
 
 
 def _deepspeed(c: _Ctx) -> dict[str, str]:
@@ -239,8 +253,8 @@ def _torchtitan(c: _Ctx) -> dict[str, str]:
     # forward and backward, reshard_after_forward "never"); ZeRO-0/1 are plain replicas (DDP)
     shard, rep = (dp, 1) if _zero(c) >= 2 else (1, dp)
     reshard = "never" if _zero(c) == 2 else "default"
-    if c.lay.get("dp_shard"):
-        shard = c.get("dp_shard")
+    if _zero(c) == 3 and c.lay.get("dp_shard"):  # HSDP: shard over dp_shard, replicate the rest (the plan's
+        shard = c.get("dp_shard")                  # dp_shard is the ZeRO shard group, dp·cp unless HSDP)
         rep = max(1, dp // shard)
     mode = {"none": "none", "full": "full", "selective": "selective", "op-selective": "selective"}.get(
         str(c.lay.get("recompute", "none")), "none")
