@@ -34,6 +34,7 @@ from __future__ import annotations
 import ast
 import csv
 import datetime
+import functools
 import hashlib
 import io
 import math
@@ -222,6 +223,7 @@ def _number(file: Path, line: int, column: str, text: str | None, *, allow_empty
     return v
 
 
+@functools.lru_cache(maxsize=4096)  # a catalog repeats each instance's GpuInfo once per region and zone
 def _gpuinfo_gib(text: str | None) -> float | None:
     """Per-GPU memory from SkyPilot's ``GpuInfo`` (AWS, Lambda: a Python-literal dict); None when it holds none."""
     if not text or "SizeInMiB" not in text or len(text) > 10_000:
@@ -321,6 +323,7 @@ def price_rows(offers: Iterable[Offer], *, catalog: Catalog, date: str, source: 
     ``origin`` names the source in ``provider`` ("SkyPilot catalog", "gpuhunt")."""
     best: dict[tuple[str, str, str, str], tuple[float, Offer]] = {}
     skipped: Counter[str] = Counter()
+    resolved: dict[tuple[str, float | None, str, str, str], tuple[str | None, str]] = {}
     n = 0
     for o in offers:
         n += 1
@@ -333,8 +336,10 @@ def price_rows(offers: Iterable[Offer], *, catalog: Catalog, date: str, source: 
         if o.usd_per_hour <= 0:
             skipped[f"{o.accelerator}: price $0 (no offer)"] += 1
             continue
-        gpu_id, why = resolve_gpu(o.accelerator, o.gpu_memory_gib, o.provider, o.instance_type, form=o.form,
-                                  catalog=catalog)  # fmt: skip
+        key = (o.accelerator, o.gpu_memory_gib, o.provider, o.instance_type, o.form)
+        if key not in resolved:  # each instance type recurs once per region and zone
+            resolved[key] = resolve_gpu(*key[:4], form=o.form, catalog=catalog)
+        gpu_id, why = resolved[key]
         if gpu_id is None:
             mem = f" {o.gpu_memory_gib:g} GiB" if o.gpu_memory_gib else ""
             skipped[f"{o.accelerator}{mem}: {why}"] += 1
