@@ -96,6 +96,23 @@ def test_unmapped_offers_are_reported_not_guessed(imported) -> None:
     assert "L4: fractional GPU (0.125 per instance)" in flat
 
 
+def test_gcp_gpu_priced_with_its_host_vm(imported) -> None:
+    """GCP's catalog prices a GPU alone; the instance is the GPU plus its A2 / A3 host VM in the same zone. The
+    fixture's host prices are the differences to GCP's instance prices in the built-in rows (a2-highgpu-1g
+    $3.673385/h on-demand, read off GCP's page on 2026-09-09; a3-highgpu-1g spot $6.571/h = GPU $5.8632 + host), so
+    the sums must come back as those instance prices, not the GPU-only $2.933908 and $5.8632."""
+    out, stdout = imported
+    rows = _rows(out / "prices.csv")
+    [a100] = _find(rows, "a100-40gb", "on-demand", "GCP")
+    assert float(a100["usd"]) == pytest.approx(3.673385) and a100["sku"] == "a2-highgpu-1g"
+    assert "host VM a2-highgpu-1g $0.739477/h in us-central1-a" in a100["notes"]
+    [h100] = _find(rows, "h100-sxm", "spot", "GCP")
+    assert float(h100["usd"]) == pytest.approx(6.571)
+    flat = " ".join(stdout.split())
+    assert "A100: GPU-only price and no on-demand a2-highgpu-1g host VM priced in us-central1-f" in flat
+    assert "T4: no instance type (a GPU-only price; its host VM, billed on top, is the user's choice)" in flat
+
+
 def test_catalog_dir_reads_the_import(imported, monkeypatch, capsys) -> None:
     """The contract: ``--catalog DIR`` reads DIR/prices.csv; its rows replace the built-in rows of the same GPU and
     kind, so the cheapest H100 SXM on-demand offer is now Lambda's 8x at $2.99 (the built-ins have cheaper ones)."""

@@ -24,6 +24,9 @@ states (``FORM_HINTS``: ``pcie``/``sxm``/``nvl`` in the name, or the provider's 
 narrow them; exactly one candidate left maps, otherwise the offer is skipped and reported (``unknown``: a name with
 no catalog part; ``ambiguous``: e.g. an H100 whose instance does not say SXM or PCIe; ``memory``: no candidate
 with that memory). Fractional GPUs (Azure's 1/6 A10, AWS's g6f L4 shares) are skipped: a share is not a GPU-hour.
+GCP lists GPUs without a machine (the accelerator's own price): a GPU with a dedicated machine family (A2, A3, A4,
+G2, G4: ``GCP_HOSTS``) is priced with the cheapest such host VM in its zone added; the others (N1-attached T4, V100,
+...: the host is the user's choice) are skipped.
 
 **Price per GPU-hour** = instance price / GPU count (noted ``derived: /N`` as in the built-in rows); per GPU id,
 kind (``Price`` → on-demand, ``SpotPrice`` → spot), provider and region the cheapest instance is kept.
@@ -138,6 +141,7 @@ class Offer:
     kind: str  # on-demand | spot
     region: str
     form: str = ""  # form factor the source's name states (SkyPilot's A100-80GB-SXM)
+    note: str = ""  # how the price was composed, when not one listed instance price
 
 
 @dataclass
@@ -236,11 +240,42 @@ def _gpuinfo_gib(text: str | None) -> float | None:
     return float(mib) / 1024 if isinstance(mib, (int, float)) and mib > 0 else None
 
 
-def read_skypilot(file: Path, cloud: str) -> list[Offer]:
-    """Every priced GPU offer of one SkyPilot ``vms.csv`` (rows without an accelerator or a price are skipped)."""
-    text = read_text(file)
-    reader = csv.DictReader(io.StringIO(text))
-    offers: list[Offer] = []
+# GCP lists each GPU without a machine (InstanceType empty, the accelerator's own price) and the machines without
+# GPUs; a GPU's instance is that price plus its host VM's. For the GPUs that need a dedicated machine family these are
+# the hosts (SkyPilot 0.14.1 sky/catalog/gcp_catalog.py _ACC_INSTANCE_TYPE_DICTS, from cloud.google.com/compute/docs/
+# gpus), the cheapest in the same zone taken, as SkyPilot's optimizer does; GPUs attached to N1 machines (T4, V100,
+# P100, ...) have a host of the user's choosing and are skipped.
+GCP_HOSTS: dict[str, dict[int, tuple[str, ...]]] = {
+    "A100": {1: ("a2-highgpu-1g",), 2: ("a2-highgpu-2g",), 4: ("a2-highgpu-4g",), 8: ("a2-highgpu-8g",),
+             16: ("a2-megagpu-16g",)},
+    "A100-80GB": {1: ("a2-ultragpu-1g",), 2: ("a2-ultragpu-2g",), 4: ("a2-ultragpu-4g",), 8: ("a2-ultragpu-8g",)},
+    "L4": {1: ("g2-standard-4", "g2-standard-8", "g2-standard-12", "g2-standard-16", "g2-standard-32"),
+           2: ("g2-standard-24",), 4: ("g2-standard-48",), 8: ("g2-standard-96",)},
+    "H100": {1: ("a3-highgpu-1g",), 2: ("a3-highgpu-2g",), 4: ("a3-highgpu-4g",), 8: ("a3-highgpu-8g",)},
+    "H100-MEGA": {8: ("a3-megagpu-8g",)},
+    "H200": {8: ("a3-ultragpu-8g",)},
+    "B200": {8: ("a4-highgpu-8g",)},
+    "RTXPRO6000": {1: ("g4-standard-48",), 2: ("g4-standard-96",), 4: ("g4-standard-192",),
+                   8: ("g4-standard-384",)},
+}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class _Row:
+    name: str
+    count: float
+    memory_gib: float | None
+    instance_type: str
+    region: str
+    zone: str
+    usd: dict[str, float]  # kind -> price per hour
+
+
+def _skypilot_rows(file: Path) -> tuple[list[_Row], list[_Row]]:
+    """(GPU rows, machine rows without GPUs) of one vms.csv."""
+    reader = csv.DictReader(io.StringIO(read_text(file)))
+    gpus: list[_Row] = []
+    machines: list[_Row] = []
     try:
         header = reader.fieldnames or []
         missing = [c for c in SKYPILOT_REQUIRED if c not in header]
@@ -250,21 +285,51 @@ def read_skypilot(file: Path, cloud: str) -> list[Offer]:
         for rec in reader:
             line = reader.line_num
             name = (rec.get("AcceleratorName") or "").strip()
+            usd = {}
+            for column, kind in (("Price", "on-demand"), ("SpotPrice", "spot")):
+                v = _number(file, line, column, rec.get(column), allow_empty=True)
+                if v is not None:
+                    usd[kind] = v
+            where = ((rec.get("InstanceType") or "").strip(), (rec.get("Region") or "").strip(),
+                     (rec.get("AvailabilityZone") or "").strip())  # fmt: skip
             if not name or name.lower() == "nan":
-                continue  # a CPU-only instance
+                machines.append(_Row("", 0, None, *where, usd))  # a machine without GPUs
+                continue
             count = _number(file, line, "AcceleratorCount", rec.get("AcceleratorCount"), allow_empty=False)
             assert count is not None
-            fam, mem, form = _SKYPILOT_NAMES.get(_key(name), (name, None, ""))
-            mem = _gpuinfo_gib(rec.get("GpuInfo")) or mem
-            for column, kind in (("Price", "on-demand"), ("SpotPrice", "spot")):
-                usd = _number(file, line, column, rec.get(column), allow_empty=True)
-                if usd is None:
-                    continue
-                offers.append(Offer(provider=cloud, instance_type=(rec.get("InstanceType") or "").strip(),
-                                    accelerator=fam, gpu_count=count, gpu_memory_gib=mem, usd_per_hour=usd,
-                                    kind=kind, region=(rec.get("Region") or "").strip(), form=form))  # fmt: skip
+            gpus.append(_Row(name, count, _gpuinfo_gib(rec.get("GpuInfo")), *where, usd))
     except csv.Error as exc:
         raise CatalogFileError(f"{_short(file)}: line {reader.line_num + 1}: not valid CSV ({exc})") from None
+    return gpus, machines
+
+
+def read_skypilot(file: Path, cloud: str) -> list[Offer]:
+    """Every priced GPU offer of one SkyPilot ``vms.csv``; on GCP a GPU priced alone gets its host VM's price added
+    (``GCP_HOSTS``), or stays without an instance type (and is skipped by ``price_rows``) where it has none."""
+    gpus, machines = _skypilot_rows(file)
+    hosts: dict[tuple[str, str], list[_Row]] = {}
+    if cloud == "gcp":
+        for m in machines:
+            hosts.setdefault((m.zone, m.instance_type), []).append(m)
+    offers: list[Offer] = []
+    for r in gpus:
+        fam, mem, form = _SKYPILOT_NAMES.get(_key(r.name), (r.name, None, ""))
+        mem = r.memory_gib or mem
+        for kind, usd in r.usd.items():
+            instance, note = r.instance_type, ""
+            if not instance and cloud == "gcp" and r.count == int(r.count):
+                options = GCP_HOSTS.get(r.name, {}).get(int(r.count), ())
+                priced = [(h.usd[kind], h.instance_type) for name in options for h in hosts.get((r.zone, name), [])
+                          if kind in h.usd]  # fmt: skip
+                if priced:
+                    host_usd, instance = min(priced)
+                    note = f"GPU ${usd:.10g}/h + host VM {instance} ${host_usd:.10g}/h in {r.zone}"
+                    usd += host_usd
+                elif options:
+                    note = f"GPU-only price and no {kind} {' or '.join(options)} host VM priced in {r.zone or '?'}"
+            offers.append(Offer(provider=cloud, instance_type=instance, accelerator=fam, gpu_count=r.count,
+                                gpu_memory_gib=mem, usd_per_hour=usd, kind=kind, region=r.region, form=form,
+                                note=note))  # fmt: skip
     return offers
 
 
@@ -331,7 +396,8 @@ def price_rows(offers: Iterable[Offer], *, catalog: Catalog, date: str, source: 
             skipped[f"{o.accelerator}: fractional GPU ({o.gpu_count:g} per instance)"] += 1
             continue
         if not o.instance_type:  # GCP's attachable GPUs: the accelerator alone, the VM it needs is billed on top
-            skipped[f"{o.accelerator}: no instance type (a GPU-only price; the host VM is billed on top)"] += 1
+            skipped[f"{o.accelerator}: " + (o.note or "no instance type (a GPU-only price; its host VM, billed on "
+                                            "top, is the user's choice)")] += 1
             continue
         if o.usd_per_hour <= 0:
             skipped[f"{o.accelerator}: price $0 (no offer)"] += 1
@@ -353,6 +419,8 @@ def price_rows(offers: Iterable[Offer], *, catalog: Catalog, date: str, source: 
         count = int(o.gpu_count)
         sku = o.instance_type if count == 1 else f"{o.instance_type} (${o.usd_per_hour:.10g}/h, {count} GPUs)"
         notes = [f"cheapest {kind} instance in the region; csv accelerator '{o.accelerator}'"]
+        if o.note:
+            notes.append(o.note)
         if count > 1:
             notes.append(f"derived: /{count} (${o.usd_per_hour:.10g}/h per instance of {count} GPUs)")
         if date_note:
