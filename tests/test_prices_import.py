@@ -92,7 +92,7 @@ def test_unmapped_offers_are_reported_not_guessed(imported) -> None:
     flat = " ".join(stdout.split())
     assert "A100 40 GiB: ambiguous" in flat
     assert "V100 16 GiB: memory" in flat
-    assert "A40: unknown" in flat
+    assert "A40 48 GiB: unknown" in flat
     assert "L4: fractional GPU (0.125 per instance)" in flat
 
 
@@ -227,6 +227,45 @@ def test_reimport_replaces_the_file_atomically(imported, tmp_path, monkeypatch, 
     assert code == 0, err
     assert {r["provider"].split()[0] for r in _rows(out / "prices.csv")} == {"RunPod"}
     assert [p.name for p in out.iterdir()] == ["prices.csv"]  # no temporary file left
+
+
+_SKY_READER = """
+import json, sys
+import pandas as pd
+from sky.catalog import common
+out = []
+for cloud, path in zip(sys.argv[1::2], sys.argv[2::2]):
+    acc = common.list_accelerators_impl(cloud, pd.read_csv(path), gpus_only=True, name_filter=None,
+                                        region_filter=None, quantity_filter=None, all_regions=True)
+    for infos in acc.values():
+        for i in infos:
+            for kind, usd in (("on-demand", i.price), ("spot", i.spot_price)):
+                if usd == usd:  # not NaN
+                    out.append([cloud, i.instance_type, i.accelerator_name, i.accelerator_count, usd, kind, i.region,
+                                i.device_memory])
+print(json.dumps(out))
+"""
+
+
+def test_fixtures_read_alike_by_skypilot(tmp_path) -> None:
+    """SkyPilot's own catalog reader (sky.catalog.common.list_accelerators_impl, pandas) finds in the fixture files
+    the offers this importer reads, with the same per-GPU memory from GpuInfo: the fixtures are SkyPilot's format."""
+    pytest.importorskip("sky", reason="skypilot is the optional 'export' extra (pip install '.[export]')")
+    clouds = ("lambda", "aws", "runpod")
+    args = [a for c in clouds for a in (c, str(ROOT / c / "vms.csv"))]
+    home = tmp_path / "home"  # SkyPilot writes ~/.sky on import
+    home.mkdir()
+    import subprocess
+
+    proc = subprocess.run([sys.executable, "-c", _SKY_READER, *args], capture_output=True, text=True, timeout=300,
+                          env={"HOME": str(home), "PATH": "/usr/bin:/bin"})  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    theirs = {(c, it, float(k), round(u, 6), kind, r, m) for c, it, _name, k, u, kind, r, m
+              in json.loads(proc.stdout.strip().splitlines()[-1])}  # fmt: skip
+    ours = {(c, o.instance_type, o.gpu_count, round(o.usd_per_hour, 6), o.kind, o.region, o.gpu_memory_gib)
+            for c in clouds for o in pi.read_skypilot(ROOT / c / "vms.csv", c)}  # fmt: skip
+    assert ours == theirs
+    assert len(ours) == 31  # Lambda 7 instances x 2 regions, RunPod 7 on-demand + 3 spot, AWS 7 GPU instances
 
 
 # ---- the mapping rule -------------------------------------------------------------------------------------------
