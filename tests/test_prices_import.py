@@ -13,6 +13,8 @@ import types
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from scaleright.catalog import prices_import as pi
 from scaleright.catalog.prices import PRICE_COLUMNS, find_price
@@ -398,3 +400,36 @@ def test_real_gpuhunt_api(monkeypatch) -> None:
     assert seen and source.startswith(f"gpuhunt {version('gpuhunt')} query")
     res = pi.price_rows(offers, catalog=Catalog.load(None), date="2026-11-30", source=source, origin="gpuhunt")
     assert {r.gpu_id for r in res.rows} == {"h100-sxm", "l4", "h100-nvl", "h100-pcie", "rtx-4090"}
+
+
+# ---- the selection rule as a property ---------------------------------------------------------------------------
+
+_OFFER = st.builds(
+    pi.Offer, provider=st.sampled_from(["aws", "lambda"]), instance_type=st.sampled_from(["p5.48xlarge", "g6.xlarge"]),
+    accelerator=st.sampled_from(["H100", "L4"]), gpu_count=st.sampled_from([1.0, 2.0, 4.0, 8.0]),
+    gpu_memory_gib=st.none(), usd_per_hour=st.floats(0.01, 500), kind=st.sampled_from(["on-demand", "spot"]),
+    region=st.sampled_from(["us-east-1", "us-west-2"]),
+)  # fmt: skip
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(_OFFER, min_size=1, max_size=12))
+def test_each_row_is_the_cheapest_offer_per_gpu_hour(offers) -> None:
+    """Per (GPU, kind, provider, region): the row's price is instance price / GPU count of one offer, and no offer of
+    that key is cheaper per GPU-hour. (An H100 on AWS's p5 is SXM by its family; L4 has one form; any other H100
+    names no form and is refused.)"""
+    res = pi.price_rows(offers, catalog=Catalog.load(None), date="2026-11-30", source="s", origin="test")
+    per_key: dict[tuple, list[float]] = {}
+    for o in offers:
+        if o.accelerator == "L4":
+            gid = "l4"
+        elif o.provider == "aws" and o.instance_type == "p5.48xlarge":
+            gid = "h100-sxm"
+        else:
+            continue  # an H100 whose instance names no form
+        per_key.setdefault((gid, o.kind, o.provider, o.region), []).append(o.usd_per_hour / o.gpu_count)
+    got = {(r.gpu_id, r.kind, r.provider.split()[0].lower(), r.provider.split()[1]): r.usd for r in res.rows}
+    assert set(got) == set(per_key)
+    for k, usd in got.items():
+        assert usd == pytest.approx(min(per_key[k]), rel=1e-6, abs=1e-6)
+    assert len(res.rows) + sum(res.skipped.values()) <= len(offers)
