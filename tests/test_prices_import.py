@@ -194,6 +194,8 @@ def test_bad_arguments_one_line(tmp_path, monkeypatch, capsys) -> None:
          r"--provider=aws,gcp: give one cloud"),
         (["--from", "skypilot-catalog", str(csv_file), "--out", str(tmp_path / "o"), "--provider", " , "],
          r"--provider: empty"),
+        (["--from", "skypilot-catalog", str(ROOT), "--out", str(tmp_path / "o"), "--provider", "aws"],
+         r"--provider=aws: names the cloud of one vms.csv, and PATH=.* holds 4"),
         (["--from", "skypilot-catalog", str(tmp_path / "empty"), "--out", str(tmp_path / "o")], r"file not found"),
     ]  # fmt: skip
     for args, pattern in cases:

@@ -204,6 +204,9 @@ def skypilot_files(path: Path, provider: str | None) -> list[tuple[Path, str]]:
         if why is not None:
             raise InputError(f"PATH={_short(path)}: {why}")
         pairs = [(path, provider or path.resolve().parent.name)]
+    if provider is not None and len(pairs) > 1:
+        raise InputError(f"--provider={provider}: names the cloud of one vms.csv, and PATH={_short(path)} holds "
+                         f"{len(pairs)} (one per <cloud>/ directory); drop --provider")  # fmt: skip
     for file, cloud in pairs:
         if provider is None and cloud not in SKYPILOT_CLOUDS:
             raise InputError(f"PATH={_short(file)}: the directory name '{cloud}' is not a SkyPilot cloud "
