@@ -145,6 +145,18 @@ def test_date_defaults_to_the_file_day(tmp_path, monkeypatch, capsys) -> None:
     assert all("modification day" in r["notes"] for r in rows)
 
 
+def test_file_dated_in_the_future_needs_date(tmp_path, monkeypatch, capsys) -> None:
+    src = tmp_path / "aws"
+    src.mkdir()
+    shutil.copy(ROOT / "aws" / "vms.csv", src / "vms.csv")
+    import os
+
+    os.utime(src / "vms.csv", (4_102_444_800, 4_102_444_800))  # 2100-01-01
+    code, out, err = _import(tmp_path, monkeypatch, capsys, "--from", "skypilot-catalog", str(src), "--out",
+                             str(tmp_path / "o"))  # fmt: skip
+    assert_one_line(code, out, err, r"modified on 2100-01-01, in the future .* --date YYYY-MM-DD")
+
+
 def _bad_csv(tmp_path: Path, text: str, cloud: str = "aws") -> Path:
     d = tmp_path / cloud
     d.mkdir(exist_ok=True)

@@ -83,6 +83,9 @@ def import_cmd(
             offers = pi.read_skypilot(file, cloud)
             if day is None:
                 mtime = datetime.datetime.fromtimestamp(file.stat().st_mtime, datetime.UTC).date()
+                if mtime > datetime.datetime.now(datetime.UTC).date() + datetime.timedelta(days=1):
+                    raise InputError(f"PATH={file}: modified on {mtime}, in the future (a wrong clock?); give the "
+                                     "day the catalog was read with --date YYYY-MM-DD")  # fmt: skip
                 file_day, note = mtime, "date: the file's modification day (the CSV carries no date)"
             else:
                 file_day, note = day, "date: given by --date"
