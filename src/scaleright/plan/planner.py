@@ -556,6 +556,8 @@ def _size_by_simulation(scn, spec, cat, cal, options_all, skipped, rate, hours_m
     inf = scn.inference
     if not inf.ttft_slo_s:  # without a TTFT limit a finite trial cannot tell a growing queue from a long one
         return 0
+    if inf.batch_job is not None:  # a batch job is costed by its throughput (plan.serving.batch_run)
+        return 0
     n = 0
     while n < MAX_SIMULATED and options_all:
         o = min(options_all, key=lambda x: (x["cost_usd"], x["tpot_s"]))
@@ -595,12 +597,15 @@ def _size_by_simulation(scn, spec, cat, cal, options_all, skipped, rate, hours_m
 
 def _plan_inference(scn, spec, cat, cal, progress) -> PlanResult:
     from scaleright.plan.explain import explain_inference
-    from scaleright.plan.serving import peak_rate, trace_rate
+    from scaleright.plan.serving import batch_costs, batch_explanation, batch_run, peak_rate, trace_rate
 
     inf = scn.inference
     p = scn.pricing
+    bj = inf.batch_job  # an occasional job: costed per run (plan.serving.batch_run), not per day of service
     if inf.arrival == "trace":
         rate = trace_rate(inf.trace)
+    elif bj is not None:
+        rate = bj.requests_per_run / (bj.run_within_h * 3600)
     else:
         rate = inf.requests_per_s if inf.requests_per_s is not None else inf.requests_per_day / (p.hours_per_day * 3600)
     peak = peak_rate(inf, rate)  # what the fleet must carry (diurnal: the daily peak)
@@ -627,22 +632,33 @@ def _plan_inference(scn, spec, cat, cal, progress) -> PlanResult:
             evaluated[g.id].append(c)
             if not c.fits:
                 continue
-            pricings, why = _pricings(scn, g, cat, c.gpus)
+            run = batch_run(inf, p, c) if bj is not None else None
+            # owned hardware doing a batch job is used only for its runs: its TCO is spread over those hours
+            pscn = scn if run is None else scn.model_copy(update={"pricing": p.model_copy(
+                update={"hours_per_day": run["use_hours_per_day"]})})  # fmt: skip
+            pricings, why = _pricings(pscn, g, cat, c.gpus)
             if not pricings:
                 skipped.append({"gpu": g.id, "reason": f"no {p.mode} price: {why}"})
                 break
             pr = pricings[0]  # serving is priced per hour of service: the cheapest kind per GPU-hour
             price, src = float(np.asarray(pr.rate)), pr.src
             usd_h = c.gpus * price
-            cost_month = usd_h * hours_month
+            paid_h = hours_month if run is None else run["run_h"] * run["runs_per_month"]
+            cost_month = usd_h * paid_h
             out_tps = rate * inf.output_len
-            kwh, co2 = _energy(scn, g, c.gpus, hours_month)
+            kwh, co2 = _energy(scn, g, c.gpus, paid_h)
+            batch = None if run is None else batch_costs(
+                run, gpus=c.gpus, usd_per_gpu_hour=price,
+                output_tokens_per_run=run["requests_per_run"] * inf.output_len,
+                serverless_usd_per_gpu_hour=p.serverless_usd_per_gpu_hour)  # fmt: skip
             options_all.append({
                 "gpu": g.id, "gpus": c.gpus, "layout": {"tp": c.tp, "pp": 1, "replicas": c.replicas,
                                                         "batch_per_replica": c.batch_per_replica},
-                "time_h": hours_month, "service_hours_per_month": hours_month, "cost_usd": cost_month,
+                "time_h": hours_month if run is None else run["run_h"], "service_hours_per_month": paid_h,
+                "cost_usd": cost_month,
                 "cost_per_1m_tokens_usd": float(econ.inference_cost_usd_per_1m_tokens(
-                    tokens_per_s=out_tps, usd_per_hour=usd_h, utilisation=1.0)),
+                    tokens_per_s=out_tps, usd_per_hour=usd_h, utilisation=1.0)) if batch is None
+                    else batch["usd_per_1m_output_tokens"],
                 "energy_kwh": float(kwh), "co2e_kg": float(co2), "price_usd_per_gpu_hour": price,
                 "price_source": src, "usd_per_hour": usd_h, "ttft_s": c.ttft_s, "tpot_s": c.tpot_s,
                 "e2e_latency_s": c.e2e_latency_s, "utilisation": c.utilisation,
@@ -650,7 +666,8 @@ def _plan_inference(scn, spec, cat, cal, progress) -> PlanResult:
                 "gpu_memory_gb": g.memory_gb, "memory_gb_per_gpu": sum(c.memory_breakdown_gb.values()),
                 "memory_breakdown_gb": c.memory_breakdown_gb, "precision_note": _infer_precision_note(g, inf.precision),
                 "sizing": "steady-state",
-            } | pr.offer | ({"true_cost_usd_per_gpu_hour": price} if pr.kind == "own" else {}))  # fmt: skip
+            } | pr.offer | ({"true_cost_usd_per_gpu_hour": price} if pr.kind == "own" else {})
+              | ({"batch_job": batch} if batch is not None else {}))  # fmt: skip
         if not any(c.fits for c in evaluated[g.id]) and evaluated[g.id]:
             skipped.append({"gpu": g.id, "reason": evaluated[g.id][-1].reason})
     n_sim = _size_by_simulation(scn, spec, cat, cal, options_all, skipped, rate, hours_month)
@@ -684,6 +701,11 @@ def _plan_inference(scn, spec, cat, cal, progress) -> PlanResult:
                 "gpu_types": len(gpus_allowed), "layouts_per_s": n_eval / wall if wall > 0 else None,
                 "limits": SEARCH_LIMITS, "precision_notes": _precision_notes(options), "simulated": n_sim},
     )  # fmt: skip
-    explain_inference(res, scn, spec, cat, evaluated, rate, cal=cal)
+    # a batch job's hardware is used for its runs only: the Capex vs Opex explanation weighs that use
+    use = (rec or {}).get("batch_job", {}).get("use_hours_per_day")
+    xscn = scn if use is None else scn.model_copy(update={"pricing": p.model_copy(update={"hours_per_day": use})})
+    explain_inference(res, xscn, spec, cat, evaluated, rate, cal=cal)
+    if rec is not None and "batch_job" in rec:
+        res.explanations.append(batch_explanation(rec))
     _explain_prices(res, scn, cat)
     return res

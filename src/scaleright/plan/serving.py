@@ -33,13 +33,82 @@ from typing import Any
 
 from scaleright.errors import InputError
 
-__all__ = ["MAX_SIMULATED", "TRIAL_REQUESTS", "levers", "simulate_option"]
+__all__ = ["MAX_SIMULATED", "TRIAL_REQUESTS", "batch_run", "batch_costs", "batch_explanation", "levers",
+           "simulate_option"]
 
 MAX_SIMULATED = 8  # (gpu, tp) candidates simulated per plan
 MAX_VERIFIED_REPLICAS = 32  # fleets above this are sized from the single-replica capacity, not simulated whole
 TRIAL_REQUESTS = 400  # requests per capacity trial
 DEFAULT_TPOT_P99_MS = 1_000.0  # when the scenario sets no TPOT SLO
 _CACHE: dict[tuple, tuple[float, Any]] = {}
+
+
+def batch_run(inf, pricing, cand) -> dict:
+    """An occasional job (``inference.batch_job``) on a steady-state candidate ``cand`` (``economics.batch``): the
+    fleet works through the run at its capacity (every replica at its largest SLO-meeting batch) after a paid
+    start-up, the scenario's ``startup_s`` or else a replica's weights read from network storage at
+    ``pricing.checkpoint_write_gb_per_s`` (provisioning not counted). ``use_hours_per_day`` is the month's paid
+    hours per day, the use an owned fleet would see."""
+    from scaleright.plan import economics as econ
+    from scaleright.plan.economics._units import DAYS_PER_MONTH, HOURS_PER_DAY, SECONDS_PER_HOUR
+
+    bj = inf.batch_job
+    weights_gb = cand.memory_breakdown_gb.get("weights", 0.0) * cand.tp
+    if bj.startup_s is not None:
+        startup_s, why = float(bj.startup_s), "inference.batch_job.startup_s"
+    else:
+        startup_s = weights_gb / pricing.checkpoint_write_gb_per_s
+        why = (f"{weights_gb:.3g} GB of weights per replica read at {pricing.checkpoint_write_gb_per_s:.3g} GB/s "
+               "(pricing.checkpoint_write_gb_per_s); provisioning not counted")  # fmt: skip
+    work_h = bj.requests_per_run / cand.capacity_requests_per_s / SECONDS_PER_HOUR
+    run_h = float(econ.batch_run_h(requests=bj.requests_per_run, capacity_requests_per_s=cand.capacity_requests_per_s,
+                                   startup_s=startup_s))  # fmt: skip
+    return {"requests_per_run": bj.requests_per_run, "runs_per_month": bj.runs_per_month,
+            "run_within_h": bj.run_within_h, "work_h": work_h, "startup_s": startup_s, "startup_source": why,
+            "run_h": run_h, "busy_share": work_h / run_h,
+            "use_hours_per_day": min(HOURS_PER_DAY, run_h * bj.runs_per_month / DAYS_PER_MONTH)}  # fmt: skip
+
+
+def batch_costs(run: dict, *, gpus: int, usd_per_gpu_hour: float, output_tokens_per_run: float,
+                serverless_usd_per_gpu_hour: float | None) -> dict:  # fmt: skip
+    """``run`` (``batch_run``) priced: per run, per month, the same fleet always on and its idle cost, and a
+    serverless endpoint (one cold start per worker per run) when ``serverless_usd_per_gpu_hour`` is given."""
+    from scaleright.plan import economics as econ
+    from scaleright.plan.economics._units import TOKENS_PER_MILLION
+
+    c = econ.batch_costs_usd(gpus=gpus, usd_per_gpu_hour=usd_per_gpu_hour, work_h=run["work_h"],
+                             startup_s=run["startup_s"], runs_per_month=run["runs_per_month"])  # fmt: skip
+    out = run | {k: float(v) for k, v in c.items()}
+    out["usd_per_1m_output_tokens"] = out["usd_per_run"] * TOKENS_PER_MILLION / output_tokens_per_run
+    if serverless_usd_per_gpu_hour is None:
+        out |= {"serverless_usd_per_run": None, "serverless_usd_per_month": None,
+                "serverless_note": "not priced: give pricing.serverless_usd_per_gpu_hour"}  # fmt: skip
+    else:
+        per_run = float(econ.serverless_cost_usd(gpus=gpus, serverless_usd_per_gpu_hour=serverless_usd_per_gpu_hour,
+                                                 work_h=run["work_h"], cold_starts=1, cold_start_s=run["startup_s"]))
+        out |= {"serverless_usd_per_run": per_run, "serverless_usd_per_month": per_run * run["runs_per_month"],
+                "serverless_note": "one cold start per worker per run, billed; same workers and throughput"}
+    return out
+
+
+def batch_explanation(rec: dict) -> dict:
+    """The "Batch job vs service" explanation of a recommendation carrying ``batch_job`` (``batch_costs``)."""
+    from scaleright.plan.report import format_usd
+
+    b = rec["batch_job"]
+    runs = b["runs_per_month"]
+    text = (f"One run of {b['requests_per_run']:,.0f} requests takes {b['run_h']:.3g} h on {rec['gpus']} x "
+            f"{rec['gpu']} ({b['work_h']:.3g} h of work at {rec['capacity_requests_per_s']:.3g} req/s + "
+            f"{b['startup_s']:.0f} s start-up: {b['startup_source']}) and costs {format_usd(b['usd_per_run'])}; "
+            f"{runs:g} run(s) a month cost {format_usd(b['usd_per_month'])}. Kept up all month as a service the "
+            f"same fleet costs {format_usd(b['always_on_usd_per_month'])}, {format_usd(b['idle_usd_per_month'])} of "
+            f"it idle ({b['always_on_over_batch']:.3g}x the runs).")  # fmt: skip
+    if b["serverless_usd_per_run"] is not None:
+        text += (f" A serverless endpoint (cold start billed) would cost {format_usd(b['serverless_usd_per_run'])} "
+                 f"a run, {format_usd(b['serverless_usd_per_month'])} a month.")  # fmt: skip
+    else:
+        text += " Serverless not priced (give pricing.serverless_usd_per_gpu_hour)."
+    return {"topic": "batch_job", "title": "Batch job vs service", "text": text, "data": b}
 
 
 def _slos(inf) -> tuple[float, float]:
