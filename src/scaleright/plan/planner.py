@@ -58,7 +58,8 @@ class PlanResult:
     """Everything a plan found. ``as_dict`` keys are a stable contract: scenario, recommendation, options,
     pareto, explanations, curve (Utilisation Efficiency Curve points, each with its gpu), search (counts, wall time,
     skipped GPU types), infeasible (binding constraint and closest option, or None) and all_options (the best
-    option per GPU type and count)."""
+    option per GPU type and count), deployment_decision (rent / buy / hybrid / on-prem / multi-provider with the
+    numbers behind each branch, ``plan.deployment``)."""
 
     scenario: dict
     recommendation: dict | None
@@ -69,12 +70,14 @@ class PlanResult:
     search: dict = field(default_factory=dict)
     infeasible: dict | None = None
     all_options: list[dict] = field(default_factory=list)  # best per (gpu, count), for charts
+    deployment_decision: dict | None = None  # the Deployment Decision Tree, computed (plan.deployment)
 
     def as_dict(self) -> dict:
         return {
             "scenario": self.scenario, "recommendation": self.recommendation, "options": self.options,
             "pareto": self.pareto, "explanations": self.explanations, "curve": self.curve, "search": self.search,
             "infeasible": self.infeasible, "all_options": self.all_options,
+            "deployment_decision": self.deployment_decision,
         }  # fmt: skip
 
 
@@ -356,6 +359,17 @@ def _explain_prices(res: PlanResult, scn: Scenario, cat: Catalog) -> None:
                                  "data": {"stale_gpus": stale, "price_data_errors": errors}})  # fmt: skip
 
 
+def _explain_deployment(res: PlanResult, scn: Scenario, cat: Catalog) -> None:
+    """The Deployment Decision Tree for the recommendation (``plan.deployment``): a JSON key and an explanation."""
+    from scaleright.plan.deployment import decide
+
+    d = decide(res, scn, cat)
+    res.deployment_decision = d
+    if d is not None:
+        res.explanations.append({"topic": "deployment_decision", "title": "Deployment Decision Tree",
+                                 "text": d["text"], "data": d})  # fmt: skip
+
+
 def _pareto(opts: list[dict], key: str = "time_h") -> list[dict]:
     """Options not beaten on both ``key`` (time, or TPOT for serving) and cost, sorted by ``key``."""
     front, best_cost = [], math.inf
@@ -502,6 +516,7 @@ def _plan_training(scn, spec, cat, cal, progress) -> PlanResult:
     )  # fmt: skip
     explain_training(res, scn, spec, cat, per_gpu_cands)
     _explain_prices(res, scn, cat)
+    _explain_deployment(res, scn, cat)
     return res
 
 
@@ -708,4 +723,5 @@ def _plan_inference(scn, spec, cat, cal, progress) -> PlanResult:
     if rec is not None and "batch_job" in rec:
         res.explanations.append(batch_explanation(rec))
     _explain_prices(res, scn, cat)
+    _explain_deployment(res, scn, cat)
     return res

@@ -12,6 +12,7 @@ per module:
 - ``hybrid``            own a baseline, rent the bursts of a demand profile; the cheapest baseline
 - ``spot``              expected time of a preempted job with checkpoints (Daly 2006)
 - ``fleet``             GPUs avoided by higher utilisation and longer service life
+- ``decision``          the Deployment Decision Tree: rent / buy / hybrid / on-prem / multi-provider, with numbers
 - ``batch``             an occasional job per run against an always-on service (idle cost) and serverless
 
 User errors raise ``scaleright.errors.InputError`` naming the field and what is allowed. "Never" (no break-even,
@@ -21,6 +22,7 @@ no parity) is ``inf``, for the explanation layer to put into words.
 from __future__ import annotations
 
 from scaleright.plan.economics.batch import batch_costs_usd, batch_run_h, serverless_cost_usd
+from scaleright.plan.economics.decision import DECISIONS, deployment_decision
 from scaleright.plan.economics.energy import co2e_kg, electricity_cost_usd, energy_kwh
 from scaleright.plan.economics.fleet import fleet_reduction_fraction
 from scaleright.plan.economics.hybrid import cheapest_baseline, hybrid_costs_usd, owned_and_rented_gpu_hours
@@ -100,6 +102,9 @@ __all__ = [
     "batch_run_h",
     "batch_costs_usd",
     "serverless_cost_usd",
+    # the Deployment Decision Tree
+    "DECISIONS",
+    "deployment_decision",
     # curve and fleet
     "utilisation_curve",
     "fleet_reduction_fraction",
