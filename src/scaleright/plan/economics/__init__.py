@@ -22,9 +22,9 @@ no parity) is ``inf``, for the explanation layer to put into words.
 from __future__ import annotations
 
 from scaleright.plan.economics.batch import batch_costs_usd, batch_run_h, serverless_cost_usd
-from scaleright.plan.economics.decision import DECISIONS, deployment_decision
+from scaleright.plan.economics.decision import deployment_decision
 from scaleright.plan.economics.energy import co2e_kg, electricity_cost_usd, energy_kwh
-from scaleright.plan.economics.fleet import fleet_reduction_fraction
+from scaleright.plan.economics.fleet import fleet_reduction_fraction, gpus_needed
 from scaleright.plan.economics.hybrid import cheapest_baseline, hybrid_costs_usd, owned_and_rented_gpu_hours
 from scaleright.plan.economics.job import cost_per_job_usd, job_time_h, scaling_efficiency
 from scaleright.plan.economics.ownership import (
@@ -103,9 +103,9 @@ __all__ = [
     "batch_costs_usd",
     "serverless_cost_usd",
     # the Deployment Decision Tree
-    "DECISIONS",
     "deployment_decision",
     # curve and fleet
     "utilisation_curve",
     "fleet_reduction_fraction",
+    "gpus_needed",
 ]
