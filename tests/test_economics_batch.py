@@ -4,6 +4,7 @@ scenario's boundary, and the planner on examples/batch-job-occasional.yaml."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pytest
@@ -129,3 +130,53 @@ def test_default_start_up_reads_a_replicas_weights_from_network_storage():
     rec = _rec(runs_per_month=1)
     params = plan(parse_scenario(_scenario())).scenario["model_params_total"]
     assert rec["batch_job"]["startup_s"] == pytest.approx(2 * params / 1e9 / 1.048576, rel=0.02)
+
+
+# --- a service on a serverless endpoint ------------------------------------------------------------------------
+
+
+def test_serverless_keeps_ceil_workers_warm_and_cold_starts_each_rise():
+    # 2, 4, 2 workers' worth of load in three 1 h slots: 8 warm worker-hours; the rise 2 -> 4 is 2 cold starts
+    # (the day repeats: 2 -> 2 at the wrap is none), each 90 s on 2 GPUs
+    d = econ.serverless_service_gpu_hours(rate_per_s=[2.0, 4.0, 2.0], slot_h=1.0, capacity_per_worker_per_s=1.0,
+                                          gpus_per_worker=2, cold_start_s=90, idle_timeout_s=60, service_s=5)
+    assert d["warm_gpu_h"] == pytest.approx(8 * 2)
+    assert d["cold_starts"] == pytest.approx(2)
+    assert d["cold_start_gpu_h"] == pytest.approx(2 * 90 / 3600 * 2)
+    assert d["gpu_h"] == pytest.approx(16 + 0.1)
+
+
+def test_sporadic_load_scales_to_zero_between_poisson_arrivals():
+    """0.01 req/s for one hour, a worker warm 60 s after each 10 s request: billed share 1 - e^-0.6 + 0.01 x 10
+    = 0.551; a request finds it cold with probability e^-0.6: 36 arrivals x 0.549 = 19.8 cold starts."""
+    d = econ.serverless_service_gpu_hours(rate_per_s=0.01, slot_h=1.0, capacity_per_worker_per_s=1.0,
+                                          gpus_per_worker=1, cold_start_s=30, idle_timeout_s=60, service_s=10)
+    assert d["warm_gpu_h"] == pytest.approx(1 - math.exp(-0.6) + 0.1)
+    assert d["cold_starts"] == pytest.approx(0.01 * 3600 * math.exp(-0.6))
+    assert d["cold_starts"] == pytest.approx(19.76, abs=0.01)
+
+
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(rate=st.floats(1e-4, 50), tau=st.floats(0, 3600), svc=st.floats(0, 30), cap=st.floats(0.05, 20))
+def test_serverless_bills_at_least_the_work_and_a_longer_timeout_fewer_cold_starts(rate, tau, svc, cap):
+    kw = dict(rate_per_s=rate, slot_h=1.0, capacity_per_worker_per_s=cap, gpus_per_worker=1, cold_start_s=20,
+              service_s=svc)  # fmt: skip
+    d = econ.serverless_service_gpu_hours(idle_timeout_s=tau, **kw)
+    longer = econ.serverless_service_gpu_hours(idle_timeout_s=2 * tau + 1, **kw)
+    assert d["warm_gpu_h"] >= min(1.0, rate * svc, rate / cap) - 1e-9  # the work itself, one slot of one hour
+    assert longer["cold_starts"] <= d["cold_starts"] + 1e-9
+    assert d["warm_gpu_h"] <= max(1.0, math.ceil(rate / cap)) + 1e-9
+
+
+def test_a_sporadic_service_weighs_serverless_against_always_on_in_the_plan():
+    data = {"model": "llama-3.1-8b", "task": "inference",
+            "inference": {"requests_per_s": 0.01, "input_len": 1000, "output_len": 300, "tpot_slo_s": 0.05},
+            "constraints": {"gpu_types": ["l40s"]},
+            "pricing": {"price_usd_per_gpu_hour": {"l40s": 1.0}, "serverless_usd_per_gpu_hour": 2.5}}  # fmt: skip
+    res = plan(parse_scenario(data))
+    s = res.recommendation["serverless"]
+    assert s["always_on_usd_per_month"] == pytest.approx(1 * 1.0 * 730)  # one L40S all month at $1
+    assert s["serverless_usd_per_month"] == pytest.approx(2.5 * s["serverless_gpu_hours_per_month"])
+    # a sporadic load bills well under the 730 h always on, but not less than its cold starts
+    assert s["cold_start_gpu_hours_per_month"] < s["serverless_gpu_hours_per_month"] < 730
+    assert any(e["topic"] == "serverless" for e in res.explanations)

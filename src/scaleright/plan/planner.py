@@ -612,7 +612,15 @@ def _size_by_simulation(scn, spec, cat, cal, options_all, skipped, rate, hours_m
 
 def _plan_inference(scn, spec, cat, cal, progress) -> PlanResult:
     from scaleright.plan.explain import explain_inference
-    from scaleright.plan.serving import batch_costs, batch_explanation, batch_run, peak_rate, trace_rate
+    from scaleright.plan.serving import (
+        batch_costs,
+        batch_explanation,
+        batch_run,
+        peak_rate,
+        serverless_explanation,
+        serverless_service,
+        trace_rate,
+    )
 
     inf = scn.inference
     p = scn.pricing
@@ -722,6 +730,10 @@ def _plan_inference(scn, spec, cat, cal, progress) -> PlanResult:
     explain_inference(res, xscn, spec, cat, evaluated, rate, cal=cal)
     if rec is not None and "batch_job" in rec:
         res.explanations.append(batch_explanation(rec))
+    sls = serverless_service(scn, rec, rate) if rec is not None else None
+    if rec is not None and sls is not None:
+        rec["serverless"] = sls
+        res.explanations.append(serverless_explanation(sls))
     _explain_prices(res, scn, cat)
     _explain_deployment(res, scn, cat)
     return res

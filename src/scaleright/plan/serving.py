@@ -34,7 +34,7 @@ from typing import Any
 from scaleright.errors import InputError
 
 __all__ = ["MAX_SIMULATED", "TRIAL_REQUESTS", "batch_run", "batch_costs", "batch_explanation", "levers",
-           "simulate_option"]
+           "serverless_service", "serverless_explanation", "simulate_option"]
 
 MAX_SIMULATED = 8  # (gpu, tp) candidates simulated per plan
 MAX_VERIFIED_REPLICAS = 32  # fleets above this are sized from the single-replica capacity, not simulated whole
@@ -109,6 +109,54 @@ def batch_explanation(rec: dict) -> dict:
     else:
         text += " Serverless not priced (give pricing.serverless_usd_per_gpu_hour)."
     return {"topic": "batch_job", "title": "Batch job vs service", "text": text, "data": b}
+
+
+def serverless_service(scn, rec: dict, rate: float) -> dict | None:
+    """The recommended always-on service against a serverless endpoint of the same workers (``economics.batch.
+    serverless_service_gpu_hours``): the load by hour (diurnal) or flat over ``pricing.hours_per_day``, one worker
+    per replica of the recommended layout at its capacity, a cold start loading a replica's weights from network
+    storage (as ``batch_run``), None without ``pricing.serverless_usd_per_gpu_hour``."""
+    from scaleright.plan import economics as econ
+    from scaleright.plan.economics._units import DAYS_PER_MONTH
+
+    p, inf = scn.pricing, scn.inference
+    if p.serverless_usd_per_gpu_hour is None or inf.batch_job is not None:
+        return None
+    lay = rec["layout"]
+    tp = lay["tp"]
+    cap = rec["capacity_requests_per_s"] / lay["replicas"]
+    cold_s = rec["memory_breakdown_gb"].get("weights", 0.0) * tp / p.checkpoint_write_gb_per_s
+    if inf.arrival == "diurnal":
+        rates = [rate * (1 + inf.diurnal_amplitude * math.sin(2 * math.pi * (h + 0.5) / 24)) for h in range(24)]
+        slot = p.hours_per_day / 24
+    else:
+        rates, slot = [rate], p.hours_per_day
+    day = econ.serverless_service_gpu_hours(rate_per_s=rates, slot_h=slot, capacity_per_worker_per_s=cap,
+                                            gpus_per_worker=tp, cold_start_s=cold_s,
+                                            idle_timeout_s=p.serverless_idle_timeout_s,
+                                            service_s=rec["e2e_latency_s"], headroom=inf.headroom)  # fmt: skip
+    month = {k: v * DAYS_PER_MONTH for k, v in day.items()}
+    usd = month["gpu_h"] * p.serverless_usd_per_gpu_hour
+    return {"serverless_usd_per_month": usd, "always_on_usd_per_month": rec["cost_usd"],
+            "serverless_gpu_hours_per_month": month["gpu_h"], "cold_starts_per_month": month["cold_starts"],
+            "cold_start_gpu_hours_per_month": month["cold_start_gpu_h"], "cold_start_s": cold_s,
+            "idle_timeout_s": p.serverless_idle_timeout_s,
+            "serverless_usd_per_gpu_hour": p.serverless_usd_per_gpu_hour,
+            "always_on_gpu_hours_per_month": rec["gpus"] * rec["service_hours_per_month"]}  # fmt: skip
+
+
+def serverless_explanation(s: dict) -> dict:
+    """The "Serverless vs always-on" explanation of ``serverless_service``'s numbers."""
+    from scaleright.plan.report import format_usd
+
+    cheaper = "serverless" if s["serverless_usd_per_month"] < s["always_on_usd_per_month"] else "always-on"
+    text = (f"Serverless at ${s['serverless_usd_per_gpu_hour']:g}/GPU-hour bills "
+            f"{s['serverless_gpu_hours_per_month']:,.0f} GPU-hours a month ({s['cold_starts_per_month']:,.0f} cold "
+            f"starts of {s['cold_start_s']:.0f} s, idle timeout {s['idle_timeout_s']:g} s): "
+            f"{format_usd(s['serverless_usd_per_month'])} against {format_usd(s['always_on_usd_per_month'])} "
+            f"always on ({s['always_on_gpu_hours_per_month']:,.0f} GPU-hours): {cheaper} is cheaper. A request "
+            "that meets a cold worker waits the cold start too.")  # fmt: skip
+    return {"topic": "serverless", "title": "Serverless vs always-on", "text": text, "data": s}
 
 
 def _slos(inf) -> tuple[float, float]:

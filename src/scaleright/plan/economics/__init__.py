@@ -21,7 +21,12 @@ no parity) is ``inf``, for the explanation layer to put into words.
 
 from __future__ import annotations
 
-from scaleright.plan.economics.batch import batch_costs_usd, batch_run_h, serverless_cost_usd
+from scaleright.plan.economics.batch import (
+    batch_costs_usd,
+    batch_run_h,
+    serverless_cost_usd,
+    serverless_service_gpu_hours,
+)
 from scaleright.plan.economics.decision import deployment_decision
 from scaleright.plan.economics.energy import co2e_kg, electricity_cost_usd, energy_kwh
 from scaleright.plan.economics.fleet import fleet_reduction_fraction, gpus_needed
@@ -102,6 +107,7 @@ __all__ = [
     "batch_run_h",
     "batch_costs_usd",
     "serverless_cost_usd",
+    "serverless_service_gpu_hours",
     # the Deployment Decision Tree
     "deployment_decision",
     # curve and fleet

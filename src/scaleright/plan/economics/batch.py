@@ -26,6 +26,15 @@ worker is up, cold start included (RunPod's serverless pricing documentation bil
 cold start and idle timeout included), at its own per-second price, per run:
 
     serverless_usd = gpus x serverless_usd_per_gpu_hour x (work_h + cold_starts x cold_start_s / 3600)
+
+A service on a serverless endpoint (``serverless_service_gpu_hours``): in each slot of the day (an hour of a
+diurnal load, or the service's hours) the load needs ``x = rate x (1 + headroom) / capacity_per_worker`` workers.
+From one worker up the endpoint keeps ``ceil(x)`` warm, and each rise in that count from one slot to the next is a
+cold start. Below one worker it scales to zero: with Poisson arrivals at ``rate`` and a worker kept warm
+``idle_timeout_s`` after a request of ``service_s`` seconds, a gap between arrivals is exponential, so the worker is
+billed a share ``min(1, 1 - exp(-rate x idle_timeout_s) + rate x service_s)`` of the slot (``E[min(gap,
+timeout)] = (1 - exp(-rate x timeout)) / rate`` per arrival, plus the work) and a request finds it cold with
+probability ``exp(-rate x idle_timeout_s)``, each such request a cold start.
 """
 
 from __future__ import annotations
@@ -36,7 +45,7 @@ from numpy.typing import ArrayLike, NDArray
 from scaleright.plan.economics._units import HOURS_PER_MONTH, SECONDS_PER_HOUR
 from scaleright.plan.economics._validate import checked, out
 
-__all__ = ["batch_run_h", "batch_costs_usd", "serverless_cost_usd"]
+__all__ = ["batch_run_h", "batch_costs_usd", "serverless_cost_usd", "serverless_service_gpu_hours"]
 
 
 def batch_run_h(
@@ -84,3 +93,31 @@ def serverless_cost_usd(
     c = checked("cold_starts", cold_starts, ge=0)
     s = checked("cold_start_s", cold_start_s, ge=0)
     return out(g * p * (w + c * s / SECONDS_PER_HOUR))
+
+
+def serverless_service_gpu_hours(
+    *, rate_per_s: ArrayLike, slot_h: ArrayLike, capacity_per_worker_per_s: float, gpus_per_worker: int,
+    cold_start_s: float, idle_timeout_s: float, service_s: float, headroom: float = 0.0,
+) -> dict[str, float]:  # fmt: skip
+    """GPU-hours a serverless endpoint bills over the slots (one cycle, e.g. a day), cold starts included (module
+    docstring): ``{"warm_gpu_h", "cold_start_gpu_h", "gpu_h", "cold_starts"}``."""
+    lam = checked("rate_per_s", rate_per_s, ge=0).reshape(-1)
+    h = np.broadcast_to(checked("slot_h", slot_h, ge=0), lam.shape).astype(float)
+    cap = float(checked("capacity_per_worker_per_s", capacity_per_worker_per_s, gt=0))
+    g = float(checked("gpus_per_worker", gpus_per_worker, gt=0))
+    cs = float(checked("cold_start_s", cold_start_s, ge=0))
+    tau = float(checked("idle_timeout_s", idle_timeout_s, ge=0))
+    svc = float(checked("service_s", service_s, ge=0))
+    hr = float(checked("headroom", headroom, ge=0))
+    x = lam * (1 + hr) / cap
+    full = x >= 1
+    n = np.where(full, np.ceil(x - 1e-9), 1.0)
+    share = np.minimum(1.0, 1.0 - np.exp(-lam * tau) + lam * svc)
+    warm = np.where(full, n, share) * h
+    rises = np.maximum(n - np.roll(n, 1), 0.0) * full  # a rise into a slot of full workers (cyclic)
+    sporadic = np.where(full, 0.0, lam * np.exp(-lam * tau) * h * SECONDS_PER_HOUR)
+    cold = float((rises + sporadic).sum())
+    warm_gpu_h = float(warm.sum()) * g
+    cold_gpu_h = cold * cs / SECONDS_PER_HOUR * g
+    return {"warm_gpu_h": warm_gpu_h, "cold_start_gpu_h": cold_gpu_h, "gpu_h": warm_gpu_h + cold_gpu_h,
+            "cold_starts": cold}
