@@ -13,7 +13,10 @@ deadline and budget (ties: faster); if none does, the binding constraint and the
 Inference: every GPU type × TP size is sized to carry the request rate within the latency SLOs
 (``search.evaluate_inference``); cost is per month of service at ``hours_per_day`` at the cheapest kind's hourly
 rate (spot preemptions and egress are not modelled for serving); the recommendation is the cheapest that meets the
-budget.
+budget. An occasional job (``inference.batch_job``) is costed per run instead: the fleet sized to finish a run within
+``run_within_h`` is paid for its start-up plus requests / sustained throughput, times the runs a month
+(``plan.serving.batch_run``), with owned hardware's TCO spread over those hours. Every plan ends with the Deployment
+Decision Tree (``plan.deployment``).
 
 Explanations are computed from the same numbers (``explain.py``).
 """

@@ -24,6 +24,10 @@ simulated peak fleet carried, against the peak count all day; cold starts and sc
 the fewest replicas whose simulation meets every service's p99 SLOs), routing (``inference.tiers``: a cascade of
 smaller models, each tier's pool sized by simulation, the whole cascade then simulated end to end; it saves only
 if every request's p99s, measured from its first arrival, meet the SLOs).
+
+Costs by schedule (``economics.batch``): an occasional job (``inference.batch_job``) is paid per run, start-up plus
+requests / the fleet's sustained throughput (``batch_run``, ``batch_costs``), against the same fleet always on and
+serverless; a service is weighed against a serverless endpoint over its load curve (``serverless_service``).
 """
 
 from __future__ import annotations
