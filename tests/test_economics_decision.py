@@ -152,3 +152,30 @@ def test_an_unknown_data_sensitivity_is_one_line():
         parse_scenario(d)
     assert "pricing.data_sensitivity" in str(exc.value) and "on-premises" in str(exc.value)
     assert "\n" not in str(exc.value)
+
+
+def test_when_not_even_full_use_repays_the_capital_the_flip_is_owning_at_24_h_a_day():
+    # $200 of capital per GPU-month, no running cost: owned 24 h/day costs 200 / 730 = $0.274 per GPU-hour
+    d = _card_tree(4.0, fixed_usd_per_gpu_month=200.0, break_even_hours_per_day=math.inf,
+                   break_even_months=math.inf)  # fmt: skip
+    assert "$0.27/GPU-hour (owning's true cost at 24 h/day)" in _branch(d, "rent")["flips_when"]
+    busy = _branch(d, "hybrid")["numbers"]["own_if_busy_hours_per_month"]
+    assert busy == pytest.approx(200 / 0.18)  # 1,111 h: more than a month
+    assert "no GPU is worth owning" in _branch(d, "hybrid")["flips_when"]
+
+
+def test_the_multi_provider_example_goes_elsewhere_and_names_the_egress_that_would_stop_it():
+    from scaleright.catalog import Catalog, find_price
+
+    scn = load_scenario(ROOT / "examples" / "multi-provider-data-at-aws.yaml")
+    res = plan(scn)
+    d = res.deployment_decision
+    cat = Catalog.load()
+    home = find_price("h100-sxm", "on-demand", catalog=cat, provider="AWS", today=scn.pricing.prices_as_of).price
+    away = find_price("h100-sxm", "on-demand", catalog=cat, today=scn.pricing.prices_as_of).price
+    gpu_h = res.recommendation["gpus"] * res.recommendation["time_h"]
+    mp = _branch(d, "multi-provider")["numbers"]
+    assert mp["egress_usd"] == pytest.approx(500 * 0.09)  # $0.09/GB x 500 GB, once
+    assert mp["saving_usd"] == pytest.approx((home - away) * gpu_h - 45.0)
+    assert mp["egress_break_even_usd_per_gb"] == pytest.approx((home - away) * gpu_h / 500)
+    assert d["decision"] == ("multi-provider" if mp["saving_usd"] > 0 else "rent")

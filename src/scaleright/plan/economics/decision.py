@@ -26,6 +26,7 @@ from __future__ import annotations
 import math
 
 from scaleright.errors import InputError
+from scaleright.plan.economics._units import HOURS_PER_MONTH
 
 __all__ = ["DECISIONS", "deployment_decision"]
 
@@ -82,6 +83,7 @@ def deployment_decision(
     # the load-duration rule: the k-th owned GPU pays for itself when busy at least this many hours a month
     own_if_busy_h = fixed_usd_per_gpu_month / margin if margin > 0 else math.inf
     pays = math.isfinite(be_h) and h >= be_h
+    full_use = owned_running_usd_per_gpu_hour + fixed_usd_per_gpu_month / HOURS_PER_MONTH  # owned, used 24 h/day
     branches: list[dict] = []
 
     kind = "buy" if owned_n >= peak else "hybrid" if owned_n > 0 else "rent"
@@ -98,8 +100,8 @@ def deployment_decision(
                      f"{_usd(rent_usd_per_gpu_hour)} to rent",
         "flips_when": (f"use reaches {_h(be_h)}, or the rent rises above {_usd(owned_usd_per_gpu_hour)}/GPU-hour"
                        if math.isfinite(be_h) else
-                       f"the rent rises above the owned running cost {_usd(owned_running_usd_per_gpu_hour)}/GPU-hour "
-                       "and use rises enough to repay the capital"),
+                       f"the rent rises above {_usd(full_use)}/GPU-hour (owning's true cost at 24 h/day), and then "
+                       "use reaches the break-even"),
         "numbers": {"break_even_hours_per_day": be_h, "rent_usd_per_gpu_hour": rent_usd_per_gpu_hour,
                     "owned_usd_per_gpu_hour": owned_usd_per_gpu_hour},
     })  # fmt: skip
@@ -111,20 +113,25 @@ def deployment_decision(
                     "horizon" if math.isfinite(be_m) else f"at {h:.3g} h/day owning never pays back"),
         "flips_when": (f"use falls below {_h(be_h)}, or the rent falls below {_usd(owned_usd_per_gpu_hour)}/GPU-hour"
                        if pays else f"use reaches {_h(be_h)} for at least {be_m:.1f} months" if math.isfinite(be_h)
-                       and math.isfinite(be_m) else "the rent exceeds owning's true cost at the stated use"),
+                       and math.isfinite(be_m) else
+                       f"the rent exceeds {_usd(owned_usd_per_gpu_hour)}/GPU-hour, owning's true cost at "
+                       f"{h:.3g} h/day"),
         "numbers": {"break_even_months": be_m, "horizon_months": horizon_months},
     })  # fmt: skip
     branches.append({
         "branch": "hybrid", "seed_rule": "Baseline capacity + bursts: Hybrid", "applies": kind == "hybrid",
-        "because": (f"of a peak of {peak} GPUs the cheapest baseline owns {owned_n} and rents "
+        "because": (f"of a peak of {peak} GPU{'s' if peak != 1 else ''} the cheapest baseline owns {owned_n} and rents "
                     f"{baseline['rented_gpu_hours']:,.0f} GPU-hours a month: "
                     f"{_usd(baseline['cost_usd_per_month'])}/month "
                     f"against {_usd(baseline['all_rent_usd_per_month'])} renting all and "
                     f"{_usd(baseline['all_own_usd_per_month'])} owning the peak"),
         "flips_when": (f"an owned GPU pays for itself when busy over {own_if_busy_h:,.0f} h a month "
                        f"(capital {_usd(fixed_usd_per_gpu_month)}/GPU-month over a rent margin of "
-                       f"{_usd(margin)}/GPU-hour); a demand profile whose GPUs are busy more or less than that moves "
-                       "the baseline" if math.isfinite(own_if_busy_h) else
+                       f"{_usd(margin)}/GPU-hour)"
+                       + ("; a demand profile whose GPUs are busy more or less than that moves the baseline"
+                          if own_if_busy_h <= HOURS_PER_MONTH else
+                          f", more than a month's {HOURS_PER_MONTH:.0f} h: no GPU is worth owning at this rent")
+                       if math.isfinite(own_if_busy_h) else
                        "never: the rent does not exceed the owned running cost"),
         "numbers": {"owned_gpus": owned_n, "peak_gpus": peak, "rented_gpu_hours": baseline["rented_gpu_hours"],
                     "cost_usd_per_month": baseline["cost_usd_per_month"],
