@@ -179,3 +179,16 @@ def test_the_multi_provider_example_goes_elsewhere_and_names_the_egress_that_wou
     assert mp["saving_usd"] == pytest.approx((home - away) * gpu_h - 45.0)
     assert mp["egress_break_even_usd_per_gb"] == pytest.approx((home - away) * gpu_h / 500)
     assert d["decision"] == ("multi-provider" if mp["saving_usd"] > 0 else "rent")
+
+
+def test_on_premises_decides_even_without_a_purchase_price():
+    d = yaml.safe_load((ROOT / "examples" / "lora-7b-one-gpu.yaml").read_text())
+    d.setdefault("pricing", {})["data_sensitivity"] = "on-premises"
+    res = plan(parse_scenario(d))
+    gpu = res.recommendation["gpu"]
+    plain = plan(load_scenario(ROOT / "examples" / "lora-7b-one-gpu.yaml")).deployment_decision
+    if plain["decision"] is None:  # the catalog has no purchase price for the recommended GPU
+        assert res.deployment_decision["decision"] == "on-prem"
+        assert "purchase price" in res.deployment_decision["text"] and gpu in res.deployment_decision["text"]
+    else:
+        assert res.deployment_decision["decision"] == "on-prem"

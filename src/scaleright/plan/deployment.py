@@ -61,6 +61,9 @@ def decide(res, scn, cat) -> dict | None:
     missing = (f"no purchase price: {why}" if purchase is None else
                f"no {kind} rent for {gpu.id}; add pricing.price_usd_per_gpu_hour" if rent is None else
                f"{gpu.id} has no TDP in the catalog (owned power cost unknown)" if not gpu.tdp_w else None)
+    if missing and p.data_sensitivity == "on-premises":  # a constraint: it decides without a price
+        return {"decision": "on-prem", "text": f"on-prem: the data must stay on premises (pricing.data_sensitivity); "
+                f"owning's cost not computed: {missing}.", "branches": [], "numbers": {}}  # fmt: skip
     if missing:
         return {"decision": None, "text": f"Not computed: {missing}.", "branches": [], "numbers": {}}
     assert purchase is not None and rent is not None
