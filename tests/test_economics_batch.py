@@ -180,3 +180,21 @@ def test_a_sporadic_service_weighs_serverless_against_always_on_in_the_plan():
     # a sporadic load bills well under the 730 h always on, but not less than its cold starts
     assert s["cold_start_gpu_hours_per_month"] < s["serverless_gpu_hours_per_month"] < 730
     assert any(e["topic"] == "serverless" for e in res.explanations)
+
+
+def test_a_batch_run_on_spot_pays_for_restarts_and_the_requests_in_flight():
+    """Daly (2006) with a free checkpoint after every request: a replica preempted every M = 2 h (0.5 an
+    instance-hour) restarts in R = 600 s and loses the requests in flight (tau = one request's end-to-end time):
+    T_w = M e^(R/M) (e^(tau/M) - 1) T_s / tau."""
+    d = _scenario(startup_s=600, runs_per_month=1)
+    d["pricing"] = {"mode": "spot", "price_usd_per_gpu_hour": {"h100-sxm": 2.0}, "spot_preemptions_per_hour": 0.5}
+    d["constraints"] = {"gpu_types": ["h100-sxm"], "max_gpus": 16}
+    rec = plan(parse_scenario(d)).recommendation
+    b = rec["batch_job"]
+    ts = 200_000 / rec["capacity_requests_per_s"] / 3600
+    tau, m, r = rec["e2e_latency_s"] / 3600, 2.0, 600 / 3600
+    tw = m * math.exp(r / m) * math.expm1(tau / m) * ts / tau
+    assert b["spot"]["expected_work_h"] == pytest.approx(tw)
+    assert b["run_h"] == pytest.approx(tw + r)
+    assert rec["cost_usd"] == pytest.approx(rec["gpus"] * 2.0 * (tw + r))
+    assert tw > ts * 1.05  # about 9 % more work: exp(1/12) - 1 from restarts, plus the lost requests

@@ -668,6 +668,8 @@ def _plan_inference(scn, spec, cat, cal, progress) -> PlanResult:
                 break
             pr = pricings[0]  # serving is priced per hour of service: the cheapest kind per GPU-hour
             price, src = float(np.asarray(pr.rate)), pr.src
+            if run is not None and pr.kind == "spot":  # a batch run on spot: preempted replicas restart
+                run = batch_run(inf, p, c, spot=True, gpus_per_node=system.gpus_per_node)
             usd_h = c.gpus * price
             paid_h = hours_month if run is None else run["run_h"] * run["runs_per_month"]
             cost_month = usd_h * paid_h

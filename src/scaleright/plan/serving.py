@@ -47,12 +47,18 @@ DEFAULT_TPOT_P99_MS = 1_000.0  # when the scenario sets no TPOT SLO
 _CACHE: dict[tuple, tuple[float, Any]] = {}
 
 
-def batch_run(inf, pricing, cand) -> dict:
+def batch_run(inf, pricing, cand, *, spot: bool = False, gpus_per_node: int = 8) -> dict:
     """An occasional job (``inference.batch_job``) on a steady-state candidate ``cand`` (``economics.batch``): the
     fleet works through the run at its capacity (every replica at its largest SLO-meeting batch) after a paid
     start-up, the scenario's ``startup_s`` or else a replica's weights read from network storage at
     ``pricing.checkpoint_write_gb_per_s`` (provisioning not counted). ``use_hours_per_day`` is the month's paid
-    hours per day, the use an owned fleet would see."""
+    hours per day, the use an owned fleet would see.
+
+    On spot (``spot``) each replica is preempted independently at ``pricing.spot_preemptions_per_hour`` per instance
+    (``ceil(tp / gpus_per_node)`` instances a replica); finished requests are kept (results written as they
+    complete), so a preemption loses the requests in flight (at most one request's end-to-end latency of work, the
+    checkpoint interval with a free checkpoint) and costs a restart (start-up again plus
+    ``pricing.spot_reprovision_s``): Daly's expected time (``economics.spot``) of the replica's share of the work."""
     from scaleright.plan import economics as econ
     from scaleright.plan.economics._units import DAYS_PER_MONTH, HOURS_PER_DAY, SECONDS_PER_HOUR
 
@@ -65,12 +71,23 @@ def batch_run(inf, pricing, cand) -> dict:
         why = (f"{weights_gb:.3g} GB of weights per replica read at {pricing.checkpoint_write_gb_per_s:.3g} GB/s "
                "(pricing.checkpoint_write_gb_per_s); provisioning not counted")  # fmt: skip
     work_h = bj.requests_per_run / cand.capacity_requests_per_s / SECONDS_PER_HOUR
-    run_h = float(econ.batch_run_h(requests=bj.requests_per_run, capacity_requests_per_s=cand.capacity_requests_per_s,
-                                   startup_s=startup_s))  # fmt: skip
+    preempt: dict | None = None
+    if spot and pricing.spot_preemptions_per_hour > 0:
+        rate = pricing.spot_preemptions_per_hour * math.ceil(cand.tp / gpus_per_node)
+        restart_h = (startup_s + pricing.spot_reprovision_s) / SECONDS_PER_HOUR
+        in_flight_h = min(cand.e2e_latency_s / SECONDS_PER_HOUR, work_h)
+        expected = float(econ.spot_expected_time_h(solve_time_h=work_h, mtbf_h=1.0 / rate, checkpoint_write_h=0.0,
+                                                    restart_h=restart_h, interval_h=in_flight_h))  # fmt: skip
+        preempt = {"preemption_free_work_h": work_h, "expected_work_h": expected, "preemptions_per_hour": rate,
+                   "expected_preemptions_per_replica": expected * rate, "restart_s": restart_h * SECONDS_PER_HOUR,
+                   "lost_per_preemption_s": in_flight_h * SECONDS_PER_HOUR}  # fmt: skip
+        work_h = expected
+    run_h = work_h + startup_s / SECONDS_PER_HOUR
     return {"requests_per_run": bj.requests_per_run, "runs_per_month": bj.runs_per_month,
             "run_within_h": bj.run_within_h, "work_h": work_h, "startup_s": startup_s, "startup_source": why,
-            "run_h": run_h, "busy_share": work_h / run_h,
-            "use_hours_per_day": min(HOURS_PER_DAY, run_h * bj.runs_per_month / DAYS_PER_MONTH)}  # fmt: skip
+            "run_h": run_h, "busy_share": (preempt or {}).get("preemption_free_work_h", work_h) / run_h,
+            "use_hours_per_day": min(HOURS_PER_DAY, run_h * bj.runs_per_month / DAYS_PER_MONTH),
+            "spot": preempt}  # fmt: skip
 
 
 def batch_costs(run: dict, *, gpus: int, usd_per_gpu_hour: float, output_tokens_per_run: float,
@@ -107,6 +124,12 @@ def batch_explanation(rec: dict) -> dict:
             f"{runs:g} run(s) a month cost {format_usd(b['usd_per_month'])}. Kept up all month as a service the "
             f"same fleet costs {format_usd(b['always_on_usd_per_month'])}, {format_usd(b['idle_usd_per_month'])} of "
             f"it idle ({b['always_on_over_batch']:.3g}x the runs).")  # fmt: skip
+    sp = b.get("spot")
+    if sp:
+        text += (f" On spot each replica expects {sp['expected_preemptions_per_replica']:.2g} preemption(s) a run "
+                 f"({sp['preemptions_per_hour']:.2g} an hour), each a {sp['restart_s']:.0f} s restart and up to "
+                 f"{sp['lost_per_preemption_s']:.0f} s of requests in flight lost: {sp['expected_work_h']:.3g} h of "
+                 f"work expected against {sp['preemption_free_work_h']:.3g} h (Daly 2006).")  # fmt: skip
     if b["serverless_usd_per_run"] is not None:
         text += (f" A serverless endpoint (cold start billed) would cost {format_usd(b['serverless_usd_per_run'])} "
                  f"a run, {format_usd(b['serverless_usd_per_month'])} a month.")  # fmt: skip
