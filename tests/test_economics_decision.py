@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 
 from scaleright.errors import CatalogFileError
 from scaleright.plan import economics as econ
@@ -192,3 +194,32 @@ def test_on_premises_decides_even_without_a_purchase_price():
         assert "purchase price" in res.deployment_decision["text"] and gpu in res.deployment_decision["text"]
     else:
         assert res.deployment_decision["decision"] == "on-prem"
+
+
+@settings(max_examples=80, deadline=None, derandomize=True)
+@given(gpus=st.integers(1, 8), purchase=st.floats(500, 40_000), host=st.floats(0, 10_000),
+       facility=st.floats(0, 50_000), rent=st.floats(0.1, 8.0), hours=st.floats(0.5, 24.0),
+       months=st.floats(6, 60), ops=st.floats(0, 3))  # fmt: skip
+def test_on_a_flat_profile_the_cheapest_baseline_is_the_break_even_rule(gpus, purchase, host, facility, rent, hours,
+                                                                        months, ops):  # fmt: skip
+    """Module docstring of economics.decision: the same GPUs busy the same hours own all or nothing, and own all
+    exactly when the use reaches the rent-vs-buy break-even hours per day."""
+    def costs(n: int) -> econ.OwnershipCosts:
+        return econ.OwnershipCosts(gpus=n, purchase_usd_per_gpu=purchase, server_share_usd_per_gpu=host,
+                                   facility_upgrade_usd=facility, tdp_w=700, electricity_usd_per_kwh=0.127, pue=1.5,
+                                   ops_overhead_usd_per_gpu_hour=ops, depreciation_years=4, resale_fraction=0.2,
+                                   hours_per_day=hours, horizon_months=months)  # fmt: skip
+
+    def fixed(n: int) -> float:
+        c = costs(n)
+        return float(econ.net_capex_usd(costs=c) + econ.capital_charge_usd(costs=c)) / months
+
+    running = float(econ.owned_running_cost_usd_per_gpu_hour(costs=costs(gpus)))
+    base = econ.cheapest_baseline(demand_gpus=[gpus], slot_h=[hours * DAYS_PER_MONTH], fixed_usd_per_month=fixed,
+                                  running_usd_per_gpu_hour=running, rent_usd_per_gpu_hour=rent)  # fmt: skip
+    be = float(econ.break_even_hours_per_day(costs=costs(gpus), rent_usd_per_gpu_hour=rent))
+    assume(not math.isfinite(be) or abs(hours - be) > 1e-6 * be)  # exact ties may go either way
+    # cost(N) for N >= 1 is the facility plus a line in N, so the minimum is N = 0 or N = all; all wins exactly when
+    # owning the block beats renting it, which is the break-even
+    assert base["owned_gpus"] in (0, gpus)
+    assert (base["owned_gpus"] == gpus) == (math.isfinite(be) and hours > be)
