@@ -31,6 +31,7 @@ from scaleright.plan.economics import (
     electricity_cost_usd,
     energy_kwh,
     fleet_reduction_fraction,
+    gpus_needed,
     inference_cost_usd_per_1m_tokens,
     job_time_h,
     net_capex_usd,
@@ -273,6 +274,22 @@ def test_fleet_reduction_from_utilisation_and_service_life_is_89_percent_not_the
     assert both == pytest.approx(8 / 9)
     assert both != pytest.approx(0.93, abs=0.01)
     assert fleet_reduction_fraction(utilisation_before=0.2, utilisation_after=0.6) == pytest.approx(2 / 3)
+
+
+def test_raising_utilisation_from_20_to_60_percent_in_gpus_needed():
+    """Seed A: "If you raise utilisation from 20 % to 60 %, you can reduce GPU needs by 93 %." The seed names no
+    fleet; take 100 GPUs at 20 %: 100 x 24 h x 0.2 = 480 busy GPU-hours a day. At 60 % that work needs
+    480 / (24 x 0.6) = 33.3, so 34 whole GPUs: 66 fewer (66 %, the utilisation-only 2/3 rounded up to whole
+    GPUs), not 93 fewer. Keeping them three years instead of one (seed's second lever) buys 34 / 3 = 11.3 a year
+    against 100: 88.7 % fewer, still short of 93 %."""
+    busy = 100 * 24 * 0.2
+    assert busy == pytest.approx(480.0)
+    before = gpus_needed(busy_gpu_hours_per_day=busy, utilisation=0.2)
+    after = gpus_needed(busy_gpu_hours_per_day=busy, utilisation=0.6)
+    assert (before, after) == (100, 34)
+    assert 1 - after / before == pytest.approx(0.66)
+    assert 1 - (after / 3) / (before / 1) == pytest.approx(1 - 34 / 300)  # 88.7 %
+    assert 1 - after / before < fleet_reduction_fraction(utilisation_before=0.2, utilisation_after=0.6) + 0.01
 
 
 # --- tokens --------------------------------------------------------------------------------------------------------

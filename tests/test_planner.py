@@ -516,7 +516,10 @@ def test_inference_decode_is_no_faster_than_reading_the_weights_once_per_token()
 
 
 def test_requests_per_day_become_a_rate_over_the_hours_of_use():
-    res = _example("batch-job-occasional.yaml")
+    # a daily service (the batch example before it became a once-a-month batch_job)
+    res = _plan({"model": "qwen2.5-14b", "task": "inference",
+                 "inference": {"requests_per_day": 200_000, "input_len": 3000, "output_len": 400},
+                 "pricing": {"mode": "spot", "hours_per_day": 4}, "constraints": {"max_gpus": 16}})  # fmt: skip
     # 200,000 requests a day served in 4 hours a day
     assert res.scenario["requests_per_s"] == pytest.approx(200_000 / (4 * 3600), rel=REL)
     assert res.all_options

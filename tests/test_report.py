@@ -6,6 +6,7 @@ and the LoRA with an impossible deadline), so the report is tested against the d
 
 from __future__ import annotations
 
+import html
 import math
 import re
 import xml.etree.ElementTree as ET
@@ -219,3 +220,17 @@ def test_a_one_point_scaling_curve_and_a_one_type_radar_become_sentences(trainin
     assert not any(t.startswith(("Scaling curve", "Radar")) for t in titles)
     assert f"only one GPU count ({training['curve'][0]['gpus']}) has an option" in doc
     assert "Radar: one GPU type" in doc
+
+
+def test_the_deployment_decision_tree_has_its_own_section_with_every_branch(training) -> None:
+    d = training["deployment_decision"]
+    doc = render_html(training)
+    assert "<h2>Deployment Decision Tree</h2>" in doc
+    section = doc.split("<h2>Deployment Decision Tree</h2>", 1)[1].split("<h2>", 1)[0]
+    for b in d["branches"]:
+        assert b["branch"] in section and html.escape(b["seed_rule"], quote=False) in section
+    _assert_balanced(doc)
+
+
+def test_no_decision_no_section(training) -> None:
+    assert "Deployment Decision Tree</h2>" not in render_html(training | {"deployment_decision": None})

@@ -234,12 +234,13 @@ def test_inference_without_a_rate_is_rejected():
     data = _inference()
     del data["inference"]["requests_per_s"]
     msg = _error(data)
-    assert msg == "scenario: inference: give exactly one of inference.requests_per_s and inference.requests_per_day"
+    assert msg == ("scenario: inference: give exactly one of inference.requests_per_s, inference.requests_per_day "
+                   "and inference.batch_job")
 
 
 def test_inference_with_both_rates_is_rejected():
     msg = _error(_with(_inference(), "inference.requests_per_day", 1000))
-    assert "give exactly one of inference.requests_per_s and inference.requests_per_day" in msg
+    assert "give exactly one of inference.requests_per_s, inference.requests_per_day and inference.batch_job" in msg
 
 
 def test_training_without_tokens_is_rejected():

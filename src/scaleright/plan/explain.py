@@ -332,6 +332,8 @@ def explain_inference(res, scn, spec, cat, evaluated, rate, cal=None) -> None:
     out_tps = rate * scn.inference.output_len
     be = float(econ.api_break_even_usd_per_1m_tokens(tokens_per_s=out_tps, usd_per_hour=rec["usd_per_hour"],
                                                       utilisation=1.0))  # fmt: skip
+    if "batch_job" in rec:  # a batch job pays for its runs only (economics.batch): its cost per token per run
+        be = rec["batch_job"]["usd_per_1m_output_tokens"]
     # the deployment's full capacity in output tokens/s (what it could serve at 100 % utilisation)
     cap_tps = rec["capacity_requests_per_s"] * scn.inference.output_len
     full = float(econ.api_break_even_usd_per_1m_tokens(tokens_per_s=cap_tps, usd_per_hour=rec["usd_per_hour"],
@@ -349,7 +351,7 @@ def explain_inference(res, scn, spec, cat, evaluated, rate, cal=None) -> None:
             input_len=inf.input_len, output_len=inf.output_len))  # fmt: skip
         need = float(econ.utilisation_needed_for_api_parity(tokens_per_s=cap_tps, usd_per_hour=rec["usd_per_hour"],
                                                             api_usd_per_1m_tokens=api))  # fmt: skip
-        now = rec["utilisation"]
+        now = rec["batch_job"]["busy_share"] if "batch_job" in rec else rec["utilisation"]
         verdict = ("never: even fully busy, self-hosting costs more" if not math.isfinite(need) else
                    f"{need:.0%} utilisation (now {now:.0%}): self-hosting is {'cheaper' if now >= need else 'dearer'}")
         priced = (f"${api_out:g}/1M output + ${api_in:g}/1M input tokens, ${api:.3g} per 1M output tokens at "

@@ -13,7 +13,10 @@ deadline and budget (ties: faster); if none does, the binding constraint and the
 Inference: every GPU type × TP size is sized to carry the request rate within the latency SLOs
 (``search.evaluate_inference``); cost is per month of service at ``hours_per_day`` at the cheapest kind's hourly
 rate (spot preemptions and egress are not modelled for serving); the recommendation is the cheapest that meets the
-budget.
+budget. An occasional job (``inference.batch_job``) is costed per run instead: the fleet sized to finish a run within
+``run_within_h`` is paid for its start-up plus requests / sustained throughput, times the runs a month
+(``plan.serving.batch_run``), with owned hardware's TCO spread over those hours. Every plan ends with the Deployment
+Decision Tree (``plan.deployment``).
 
 Explanations are computed from the same numbers (``explain.py``).
 """
@@ -58,7 +61,8 @@ class PlanResult:
     """Everything a plan found. ``as_dict`` keys are a stable contract: scenario, recommendation, options,
     pareto, explanations, curve (Utilisation Efficiency Curve points, each with its gpu), search (counts, wall time,
     skipped GPU types), infeasible (binding constraint and closest option, or None) and all_options (the best
-    option per GPU type and count)."""
+    option per GPU type and count), deployment_decision (rent / buy / hybrid / on-prem / multi-provider with the
+    numbers behind each branch, ``plan.deployment``)."""
 
     scenario: dict
     recommendation: dict | None
@@ -69,12 +73,14 @@ class PlanResult:
     search: dict = field(default_factory=dict)
     infeasible: dict | None = None
     all_options: list[dict] = field(default_factory=list)  # best per (gpu, count), for charts
+    deployment_decision: dict | None = None  # the Deployment Decision Tree, computed (plan.deployment)
 
     def as_dict(self) -> dict:
         return {
             "scenario": self.scenario, "recommendation": self.recommendation, "options": self.options,
             "pareto": self.pareto, "explanations": self.explanations, "curve": self.curve, "search": self.search,
             "infeasible": self.infeasible, "all_options": self.all_options,
+            "deployment_decision": self.deployment_decision,
         }  # fmt: skip
 
 
@@ -356,6 +362,17 @@ def _explain_prices(res: PlanResult, scn: Scenario, cat: Catalog) -> None:
                                  "data": {"stale_gpus": stale, "price_data_errors": errors}})  # fmt: skip
 
 
+def _explain_deployment(res: PlanResult, scn: Scenario, cat: Catalog) -> None:
+    """The Deployment Decision Tree for the recommendation (``plan.deployment``): a JSON key and an explanation."""
+    from scaleright.plan.deployment import decide
+
+    d = decide(res, scn, cat)
+    res.deployment_decision = d
+    if d is not None:
+        res.explanations.append({"topic": "deployment_decision", "title": "Deployment Decision Tree",
+                                 "text": d["text"], "data": d})  # fmt: skip
+
+
 def _pareto(opts: list[dict], key: str = "time_h") -> list[dict]:
     """Options not beaten on both ``key`` (time, or TPOT for serving) and cost, sorted by ``key``."""
     front, best_cost = [], math.inf
@@ -502,6 +519,7 @@ def _plan_training(scn, spec, cat, cal, progress) -> PlanResult:
     )  # fmt: skip
     explain_training(res, scn, spec, cat, per_gpu_cands)
     _explain_prices(res, scn, cat)
+    _explain_deployment(res, scn, cat)
     return res
 
 
@@ -556,6 +574,8 @@ def _size_by_simulation(scn, spec, cat, cal, options_all, skipped, rate, hours_m
     inf = scn.inference
     if not inf.ttft_slo_s:  # without a TTFT limit a finite trial cannot tell a growing queue from a long one
         return 0
+    if inf.batch_job is not None:  # a batch job is costed by its throughput (plan.serving.batch_run)
+        return 0
     n = 0
     while n < MAX_SIMULATED and options_all:
         o = min(options_all, key=lambda x: (x["cost_usd"], x["tpot_s"]))
@@ -595,12 +615,23 @@ def _size_by_simulation(scn, spec, cat, cal, options_all, skipped, rate, hours_m
 
 def _plan_inference(scn, spec, cat, cal, progress) -> PlanResult:
     from scaleright.plan.explain import explain_inference
-    from scaleright.plan.serving import peak_rate, trace_rate
+    from scaleright.plan.serving import (
+        batch_costs,
+        batch_explanation,
+        batch_run,
+        peak_rate,
+        serverless_explanation,
+        serverless_service,
+        trace_rate,
+    )
 
     inf = scn.inference
     p = scn.pricing
+    bj = inf.batch_job  # an occasional job: costed per run (plan.serving.batch_run), not per day of service
     if inf.arrival == "trace":
         rate = trace_rate(inf.trace)
+    elif bj is not None:
+        rate = bj.requests_per_run / (bj.run_within_h * 3600)
     else:
         rate = inf.requests_per_s if inf.requests_per_s is not None else inf.requests_per_day / (p.hours_per_day * 3600)
     peak = peak_rate(inf, rate)  # what the fleet must carry (diurnal: the daily peak)
@@ -627,22 +658,35 @@ def _plan_inference(scn, spec, cat, cal, progress) -> PlanResult:
             evaluated[g.id].append(c)
             if not c.fits:
                 continue
-            pricings, why = _pricings(scn, g, cat, c.gpus)
+            run = batch_run(inf, p, c) if bj is not None else None
+            # owned hardware doing a batch job is used only for its runs: its TCO is spread over those hours
+            pscn = scn if run is None else scn.model_copy(update={"pricing": p.model_copy(
+                update={"hours_per_day": run["use_hours_per_day"]})})  # fmt: skip
+            pricings, why = _pricings(pscn, g, cat, c.gpus)
             if not pricings:
                 skipped.append({"gpu": g.id, "reason": f"no {p.mode} price: {why}"})
                 break
             pr = pricings[0]  # serving is priced per hour of service: the cheapest kind per GPU-hour
             price, src = float(np.asarray(pr.rate)), pr.src
+            if run is not None and pr.kind == "spot":  # a batch run on spot: preempted replicas restart
+                run = batch_run(inf, p, c, spot=True, gpus_per_node=system.gpus_per_node)
             usd_h = c.gpus * price
-            cost_month = usd_h * hours_month
+            paid_h = hours_month if run is None else run["run_h"] * run["runs_per_month"]
+            cost_month = usd_h * paid_h
             out_tps = rate * inf.output_len
-            kwh, co2 = _energy(scn, g, c.gpus, hours_month)
+            kwh, co2 = _energy(scn, g, c.gpus, paid_h)
+            batch = None if run is None else batch_costs(
+                run, gpus=c.gpus, usd_per_gpu_hour=price,
+                output_tokens_per_run=run["requests_per_run"] * inf.output_len,
+                serverless_usd_per_gpu_hour=p.serverless_usd_per_gpu_hour)  # fmt: skip
             options_all.append({
                 "gpu": g.id, "gpus": c.gpus, "layout": {"tp": c.tp, "pp": 1, "replicas": c.replicas,
                                                         "batch_per_replica": c.batch_per_replica},
-                "time_h": hours_month, "service_hours_per_month": hours_month, "cost_usd": cost_month,
+                "time_h": hours_month if run is None else run["run_h"], "service_hours_per_month": paid_h,
+                "cost_usd": cost_month,
                 "cost_per_1m_tokens_usd": float(econ.inference_cost_usd_per_1m_tokens(
-                    tokens_per_s=out_tps, usd_per_hour=usd_h, utilisation=1.0)),
+                    tokens_per_s=out_tps, usd_per_hour=usd_h, utilisation=1.0)) if batch is None
+                    else batch["usd_per_1m_output_tokens"],
                 "energy_kwh": float(kwh), "co2e_kg": float(co2), "price_usd_per_gpu_hour": price,
                 "price_source": src, "usd_per_hour": usd_h, "ttft_s": c.ttft_s, "tpot_s": c.tpot_s,
                 "e2e_latency_s": c.e2e_latency_s, "utilisation": c.utilisation,
@@ -650,7 +694,8 @@ def _plan_inference(scn, spec, cat, cal, progress) -> PlanResult:
                 "gpu_memory_gb": g.memory_gb, "memory_gb_per_gpu": sum(c.memory_breakdown_gb.values()),
                 "memory_breakdown_gb": c.memory_breakdown_gb, "precision_note": _infer_precision_note(g, inf.precision),
                 "sizing": "steady-state",
-            } | pr.offer | ({"true_cost_usd_per_gpu_hour": price} if pr.kind == "own" else {}))  # fmt: skip
+            } | pr.offer | ({"true_cost_usd_per_gpu_hour": price} if pr.kind == "own" else {})
+              | ({"batch_job": batch} if batch is not None else {}))  # fmt: skip
         if not any(c.fits for c in evaluated[g.id]) and evaluated[g.id]:
             skipped.append({"gpu": g.id, "reason": evaluated[g.id][-1].reason})
     n_sim = _size_by_simulation(scn, spec, cat, cal, options_all, skipped, rate, hours_month)
@@ -684,6 +729,16 @@ def _plan_inference(scn, spec, cat, cal, progress) -> PlanResult:
                 "gpu_types": len(gpus_allowed), "layouts_per_s": n_eval / wall if wall > 0 else None,
                 "limits": SEARCH_LIMITS, "precision_notes": _precision_notes(options), "simulated": n_sim},
     )  # fmt: skip
-    explain_inference(res, scn, spec, cat, evaluated, rate, cal=cal)
+    # a batch job's hardware is used for its runs only: the Capex vs Opex explanation weighs that use
+    use = (rec or {}).get("batch_job", {}).get("use_hours_per_day")
+    xscn = scn if use is None else scn.model_copy(update={"pricing": p.model_copy(update={"hours_per_day": use})})
+    explain_inference(res, xscn, spec, cat, evaluated, rate, cal=cal)
+    if rec is not None and "batch_job" in rec:
+        res.explanations.append(batch_explanation(rec))
+    sls = serverless_service(scn, rec, rate) if rec is not None else None
+    if rec is not None and sls is not None:
+        rec["serverless"] = sls
+        res.explanations.append(serverless_explanation(sls))
     _explain_prices(res, scn, cat)
+    _explain_deployment(res, scn, cat)
     return res

@@ -2,7 +2,8 @@
 
 Input is ``PlanResult.as_dict()`` (``planner.py``; explanation ``data`` from ``explain.py``). Sections: a two-sentence
 summary; the recommendation (or the binding constraint and the closest option); the best option per GPU type; the
-scenario and the defaults it used; charts — scaling curve (training), cost vs time Pareto front, memory per GPU
+Deployment Decision Tree (each branch, the number that decides it and what flips it); the scenario and the defaults
+it used; charts — scaling curve (training), cost vs time Pareto front, memory per GPU
 (training), rent vs buy, a radar per GPU type (a chart with one point or one polygon is replaced by a sentence
 saying so); the explanations; tables of the Pareto front, the skipped GPU types and the price sources. Markers carry
 their numbers as hover text (SVG ``<title>``); each GPU type has its own colour and marker shape.
@@ -421,6 +422,23 @@ def _tables(result: dict, training: bool) -> list[str]:
     return out
 
 
+def _decision(result: dict) -> list[str]:
+    """The Deployment Decision Tree (``plan.deployment``): the decision, then each of the seed's branches with the
+    number that decides it and what would flip it."""
+    d = result.get("deployment_decision")
+    if not d:
+        return []
+    out = ["<h2>Deployment Decision Tree</h2>", f"<p><b>Decision</b>: {_e(d.get('text'))}</p>"]
+    rows = [[b.get("branch"), b.get("seed_rule"), "yes" if b.get("applies") else "no", b.get("because"),
+             b.get("flips_when")] for b in d.get("branches") or []]  # fmt: skip
+    if rows:
+        out.append(ch.table(["branch", "seed rule", "applies", "because", "flips when"], rows))
+        out.append('<p class="note">Seed: <i>Multi-GPU vs Single-GPU Scaling Economics: The 2026 Guide</i>, '
+                   '"Operational decision tree"; hours and months are this scenario\'s break-even, not the '
+                   "seed's rules of thumb.</p>")  # fmt: skip
+    return out
+
+
 def render_html(result: dict) -> str:
     """The report for ``PlanResult.as_dict()`` as one HTML string."""
     s, rec, inf = result["scenario"], result.get("recommendation"), result.get("infeasible") or {}
@@ -437,7 +455,7 @@ def render_html(result: dict) -> str:
         out.append(f'<div class="bad"><p><b>No option meets the constraints.</b> Binding constraint: '
                    f'<b>{_e(inf.get("binding", DASH))}</b>. {_e(inf.get("message", ""))}</p>'
                    + (f"<h3>Closest option</h3>{_cards(focus, training)}" if focus else "") + "</div>")  # fmt: skip
-    out += [*_best_per_gpu(result, training), "<h2>Scenario</h2>", _scenario(s)]
+    out += [*_best_per_gpu(result, training), *_decision(result), "<h2>Scenario</h2>", _scenario(s)]
     out += _charts(result, focus, styles, training) + _tables(result, training)
     out.append(f"<footer>scaleright {_e(scaleright.__version__)} · every number comes from the model/catalog; "
                "sources: <code>scaleright catalog ... --json</code></footer>")

@@ -18,7 +18,7 @@ from scaleright.limits import LIMITS, bounds, text_bounds
 from scaleright.textfile import _short, path_problem, read_text
 from scaleright.userdata import load_yaml, validation_line
 
-__all__ = ["Scenario", "Training", "Inference", "Constraints", "Pricing", "MonthlyJob", "load_scenario",
+__all__ = ["Scenario", "Training", "Inference", "BatchJob", "Constraints", "Pricing", "MonthlyJob", "load_scenario",
            "PRICING_MODES"]
 
 # a rent kind of ``catalog.prices.KINDS``, ``own`` (buy: total cost of ownership) or ``cheapest`` (every kind the
@@ -140,9 +140,23 @@ class Tier(_Strict):
     escalate: _Fraction = Field(ge=0, le=1)  # share of this tier's requests sent on to the next tier
 
 
+class BatchJob(_Strict):
+    """An occasional inference job (``inference.batch_job``), costed per run and per month of runs
+    (``economics.batch``) instead of as a service kept up every day."""
+
+    requests_per_run: _PerDay = Field(gt=0)  # requests (documents, prompts) one run processes
+    runs_per_month: Annotated[float, Field(gt=0, le=24 * 31)]  # e.g. 1 for a monthly job, 4.35 for a weekly one
+    # a run must finish within this: the fleet is sized to carry requests_per_run over run_within_h (x headroom)
+    run_within_h: _Hours = Field(24.0, gt=0)
+    # paid start-up per run (provisioning, engine start, loading the weights); None: the weights of a replica read
+    # at pricing.checkpoint_write_gb_per_s (network storage), with no provisioning time (give it if you know it)
+    startup_s: _Seconds | None = Field(None, ge=0)
+
+
 class Inference(_Strict):
     """What to serve. Give ``requests_per_s`` or ``requests_per_day`` (or, with ``arrival: trace``, a trace whose
-    mean rate is taken). Fleets are sized with the serving simulator (``plan.serving``)."""
+    mean rate is taken), or ``batch_job`` for an occasional job run a few times a month. Fleets are sized with the
+    serving simulator (``plan.serving``)."""
 
     requests_per_s: _PerS | None = Field(None, gt=0)  # mean arrival rate (diurnal: the daily mean; peak above it)
     requests_per_day: _PerDay | None = Field(None, gt=0)  # converted to a rate over ``Pricing.hours_per_day`` hours
@@ -172,9 +186,19 @@ class Inference(_Strict):
     services: list[PooledService] | None = Field(None, min_length=2, max_length=8)
     # smaller models tried first, smallest first (the scenario's model is the last tier): the routing lever
     tiers: list[Tier] | None = Field(None, min_length=1, max_length=3)
+    # an occasional job instead of a service: costed per run (economics.batch), never as hours_per_day every day
+    batch_job: BatchJob | None = None
 
     @model_validator(mode="after")
     def _rate(self) -> Inference:
+        if self.batch_job is not None:
+            given = [k for k in ("requests_per_s", "requests_per_day", "trace", "services", "tiers")
+                     if getattr(self, k) is not None]  # fmt: skip
+            if given or self.arrival != "constant":
+                what = f"inference.{given[0]}" if given else f"arrival {self.arrival!r}"
+                raise ValueError(f"inference.batch_job sets the load (requests_per_run over run_within_h); "
+                                 f"{what} describes a service: give one or the other")  # fmt: skip
+            return self
         if self.services is not None:
             total = sum(x.share for x in self.services)
             if abs(total - 1) > 1e-6:
@@ -195,7 +219,8 @@ class Inference(_Strict):
         if self.trace is not None:
             raise ValueError("inference.trace applies to arrival 'trace'")
         if (self.requests_per_s is None) == (self.requests_per_day is None):
-            raise ValueError("give exactly one of inference.requests_per_s and inference.requests_per_day")
+            raise ValueError("give exactly one of inference.requests_per_s, inference.requests_per_day and "
+                             "inference.batch_job")
         return self
 
 
@@ -277,6 +302,15 @@ class Pricing(_Strict):
     cost_of_capital_per_year: _Fraction = Field(0.0, ge=0)
     depreciation_years: _Years = Field(4.0, gt=0)  # accounting life of owned hardware
     resale_fraction: _Fraction = Field(0.2, ge=0, le=1)  # resale value at the end of the horizon, of purchase
+    # the Deployment Decision Tree (economics.decision): "on-premises" when the data may not leave your own
+    # hardware (compliance), which rules renting out whatever it costs
+    data_sensitivity: Literal["none", "on-premises"] = "none"
+    # a serverless endpoint's price per GPU-hour of worker time (billed per second, cold starts included), to weigh
+    # against a batch job or an always-on service; None: serverless is not priced (no catalog rows for it)
+    serverless_usd_per_gpu_hour: _UsdPerHour | None = None
+    # how long a serverless worker stays warm after its last request (economics.batch); an assumption, not a cited
+    # figure: set your endpoint's
+    serverless_idle_timeout_s: _Seconds = Field(60.0, ge=0)
 
     @model_validator(mode="after")
     def _hybrid_profile(self) -> Pricing:
@@ -315,6 +349,9 @@ class Scenario(_Strict):
                 raise ValueError("task 'inference' needs an 'inference' section")
             if self.training is not None:
                 raise ValueError("task 'inference' takes no 'training' section")
+            if self.inference.batch_job is not None and "hours_per_day" in self.pricing.model_fields_set:
+                raise ValueError("pricing.hours_per_day: a batch job's use is its runs (inference.batch_job."
+                                 "runs_per_month x the run's hours); omit hours_per_day")  # fmt: skip
         else:
             if self.training is None:
                 raise ValueError(f"task {self.task!r} needs a 'training' section")
@@ -336,6 +373,8 @@ class Scenario(_Strict):
                     out[key] = val
 
         walk(self, "")
+        if self.inference is not None and self.inference.batch_job is not None:
+            out.pop("pricing.hours_per_day", None)  # a batch job's use is its runs, not this field
         return out
 
 

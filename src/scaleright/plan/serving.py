@@ -24,6 +24,10 @@ simulated peak fleet carried, against the peak count all day; cold starts and sc
 the fewest replicas whose simulation meets every service's p99 SLOs), routing (``inference.tiers``: a cascade of
 smaller models, each tier's pool sized by simulation, the whole cascade then simulated end to end; it saves only
 if every request's p99s, measured from its first arrival, meet the SLOs).
+
+Costs by schedule (``economics.batch``): an occasional job (``inference.batch_job``) is paid per run, start-up plus
+requests / the fleet's sustained throughput (``batch_run``, ``batch_costs``), against the same fleet always on and
+serverless; a service is weighed against a serverless endpoint over its load curve (``serverless_service``).
 """
 
 from __future__ import annotations
@@ -33,13 +37,153 @@ from typing import Any
 
 from scaleright.errors import InputError
 
-__all__ = ["MAX_SIMULATED", "TRIAL_REQUESTS", "levers", "simulate_option"]
+__all__ = ["MAX_SIMULATED", "TRIAL_REQUESTS", "batch_run", "batch_costs", "batch_explanation", "levers",
+           "serverless_service", "serverless_explanation", "simulate_option"]
 
 MAX_SIMULATED = 8  # (gpu, tp) candidates simulated per plan
 MAX_VERIFIED_REPLICAS = 32  # fleets above this are sized from the single-replica capacity, not simulated whole
 TRIAL_REQUESTS = 400  # requests per capacity trial
 DEFAULT_TPOT_P99_MS = 1_000.0  # when the scenario sets no TPOT SLO
 _CACHE: dict[tuple, tuple[float, Any]] = {}
+
+
+def batch_run(inf, pricing, cand, *, spot: bool = False, gpus_per_node: int = 8) -> dict:
+    """An occasional job (``inference.batch_job``) on a steady-state candidate ``cand`` (``economics.batch``): the
+    fleet works through the run at its capacity (every replica at its largest SLO-meeting batch) after a paid
+    start-up, the scenario's ``startup_s`` or else a replica's weights read from network storage at
+    ``pricing.checkpoint_write_gb_per_s`` (provisioning not counted). ``use_hours_per_day`` is the month's paid
+    hours per day, the use an owned fleet would see.
+
+    On spot (``spot``) each replica is preempted independently at ``pricing.spot_preemptions_per_hour`` per instance
+    (``ceil(tp / gpus_per_node)`` instances a replica); finished requests are kept (results written as they
+    complete), so a preemption loses the requests in flight (at most one request's end-to-end latency of work, the
+    checkpoint interval with a free checkpoint) and costs a restart (start-up again plus
+    ``pricing.spot_reprovision_s``): Daly's expected time (``economics.spot``) of the replica's share of the work."""
+    from scaleright.plan import economics as econ
+    from scaleright.plan.economics._units import DAYS_PER_MONTH, HOURS_PER_DAY, SECONDS_PER_HOUR
+
+    bj = inf.batch_job
+    weights_gb = cand.memory_breakdown_gb.get("weights", 0.0) * cand.tp
+    if bj.startup_s is not None:
+        startup_s, why = float(bj.startup_s), "inference.batch_job.startup_s"
+    else:
+        startup_s = weights_gb / pricing.checkpoint_write_gb_per_s
+        why = (f"{weights_gb:.3g} GB of weights per replica read at {pricing.checkpoint_write_gb_per_s:.3g} GB/s "
+               "(pricing.checkpoint_write_gb_per_s); provisioning not counted")  # fmt: skip
+    work_h = bj.requests_per_run / cand.capacity_requests_per_s / SECONDS_PER_HOUR
+    preempt: dict | None = None
+    if spot and pricing.spot_preemptions_per_hour > 0:
+        rate = pricing.spot_preemptions_per_hour * math.ceil(cand.tp / gpus_per_node)
+        restart_h = (startup_s + pricing.spot_reprovision_s) / SECONDS_PER_HOUR
+        in_flight_h = min(cand.e2e_latency_s / SECONDS_PER_HOUR, work_h)
+        expected = float(econ.spot_expected_time_h(solve_time_h=work_h, mtbf_h=1.0 / rate, checkpoint_write_h=0.0,
+                                                    restart_h=restart_h, interval_h=in_flight_h))  # fmt: skip
+        preempt = {"preemption_free_work_h": work_h, "expected_work_h": expected, "preemptions_per_hour": rate,
+                   "expected_preemptions_per_replica": expected * rate, "restart_s": restart_h * SECONDS_PER_HOUR,
+                   "lost_per_preemption_s": in_flight_h * SECONDS_PER_HOUR}  # fmt: skip
+        work_h = expected
+    run_h = work_h + startup_s / SECONDS_PER_HOUR
+    return {"requests_per_run": bj.requests_per_run, "runs_per_month": bj.runs_per_month,
+            "run_within_h": bj.run_within_h, "work_h": work_h, "startup_s": startup_s, "startup_source": why,
+            "run_h": run_h, "busy_share": (preempt or {}).get("preemption_free_work_h", work_h) / run_h,
+            "use_hours_per_day": min(HOURS_PER_DAY, run_h * bj.runs_per_month / DAYS_PER_MONTH),
+            "spot": preempt}  # fmt: skip
+
+
+def batch_costs(run: dict, *, gpus: int, usd_per_gpu_hour: float, output_tokens_per_run: float,
+                serverless_usd_per_gpu_hour: float | None) -> dict:  # fmt: skip
+    """``run`` (``batch_run``) priced: per run, per month, the same fleet always on and its idle cost, and a
+    serverless endpoint (one cold start per worker per run) when ``serverless_usd_per_gpu_hour`` is given."""
+    from scaleright.plan import economics as econ
+    from scaleright.plan.economics._units import TOKENS_PER_MILLION
+
+    c = econ.batch_costs_usd(gpus=gpus, usd_per_gpu_hour=usd_per_gpu_hour, work_h=run["work_h"],
+                             startup_s=run["startup_s"], runs_per_month=run["runs_per_month"])  # fmt: skip
+    out = run | {k: float(v) for k, v in c.items()}
+    out["usd_per_1m_output_tokens"] = out["usd_per_run"] * TOKENS_PER_MILLION / output_tokens_per_run
+    if serverless_usd_per_gpu_hour is None:
+        out |= {"serverless_usd_per_run": None, "serverless_usd_per_month": None,
+                "serverless_note": "not priced: give pricing.serverless_usd_per_gpu_hour"}  # fmt: skip
+    else:
+        per_run = float(econ.serverless_cost_usd(gpus=gpus, serverless_usd_per_gpu_hour=serverless_usd_per_gpu_hour,
+                                                 work_h=run["work_h"], cold_starts=1, cold_start_s=run["startup_s"]))
+        out |= {"serverless_usd_per_run": per_run, "serverless_usd_per_month": per_run * run["runs_per_month"],
+                "serverless_note": "one cold start per worker per run, billed; same workers and throughput"}
+    return out
+
+
+def batch_explanation(rec: dict) -> dict:
+    """The "Batch job vs service" explanation of a recommendation carrying ``batch_job`` (``batch_costs``)."""
+    from scaleright.plan.report import format_usd
+
+    b = rec["batch_job"]
+    runs = b["runs_per_month"]
+    text = (f"One run of {b['requests_per_run']:,.0f} requests takes {b['run_h']:.3g} h on {rec['gpus']} x "
+            f"{rec['gpu']} ({b['work_h']:.3g} h of work at {rec['capacity_requests_per_s']:.3g} req/s + "
+            f"{b['startup_s']:.0f} s start-up: {b['startup_source']}) and costs {format_usd(b['usd_per_run'])}; "
+            f"{runs:g} run(s) a month cost {format_usd(b['usd_per_month'])}. Kept up all month as a service the "
+            f"same fleet costs {format_usd(b['always_on_usd_per_month'])}, {format_usd(b['idle_usd_per_month'])} of "
+            f"it idle ({b['always_on_over_batch']:.3g}x the runs).")  # fmt: skip
+    sp = b.get("spot")
+    if sp:
+        text += (f" On spot each replica expects {sp['expected_preemptions_per_replica']:.2g} preemption(s) a run "
+                 f"({sp['preemptions_per_hour']:.2g} an hour), each a {sp['restart_s']:.0f} s restart and up to "
+                 f"{sp['lost_per_preemption_s']:.0f} s of requests in flight lost: {sp['expected_work_h']:.3g} h of "
+                 f"work expected against {sp['preemption_free_work_h']:.3g} h (Daly 2006).")  # fmt: skip
+    if b["serverless_usd_per_run"] is not None:
+        text += (f" A serverless endpoint (cold start billed) would cost {format_usd(b['serverless_usd_per_run'])} "
+                 f"a run, {format_usd(b['serverless_usd_per_month'])} a month.")  # fmt: skip
+    else:
+        text += " Serverless not priced (give pricing.serverless_usd_per_gpu_hour)."
+    return {"topic": "batch_job", "title": "Batch job vs service", "text": text, "data": b}
+
+
+def serverless_service(scn, rec: dict, rate: float) -> dict | None:
+    """The recommended always-on service against a serverless endpoint of the same workers (``economics.batch.
+    serverless_service_gpu_hours``): the load by hour (diurnal) or flat over ``pricing.hours_per_day``, one worker
+    per replica of the recommended layout at its capacity, a cold start loading a replica's weights from network
+    storage (as ``batch_run``), None without ``pricing.serverless_usd_per_gpu_hour``."""
+    from scaleright.plan import economics as econ
+    from scaleright.plan.economics._units import DAYS_PER_MONTH
+
+    p, inf = scn.pricing, scn.inference
+    if p.serverless_usd_per_gpu_hour is None or inf.batch_job is not None:
+        return None
+    lay = rec["layout"]
+    tp = lay["tp"]
+    cap = rec["capacity_requests_per_s"] / lay["replicas"]
+    cold_s = rec["memory_breakdown_gb"].get("weights", 0.0) * tp / p.checkpoint_write_gb_per_s
+    if inf.arrival == "diurnal":
+        rates = [rate * (1 + inf.diurnal_amplitude * math.sin(2 * math.pi * (h + 0.5) / 24)) for h in range(24)]
+        slot = p.hours_per_day / 24
+    else:
+        rates, slot = [rate], p.hours_per_day
+    day = econ.serverless_service_gpu_hours(rate_per_s=rates, slot_h=slot, capacity_per_worker_per_s=cap,
+                                            gpus_per_worker=tp, cold_start_s=cold_s,
+                                            idle_timeout_s=p.serverless_idle_timeout_s,
+                                            service_s=rec["e2e_latency_s"], headroom=inf.headroom)  # fmt: skip
+    month = {k: v * DAYS_PER_MONTH for k, v in day.items()}
+    usd = month["gpu_h"] * p.serverless_usd_per_gpu_hour
+    return {"serverless_usd_per_month": usd, "always_on_usd_per_month": rec["cost_usd"],
+            "serverless_gpu_hours_per_month": month["gpu_h"], "cold_starts_per_month": month["cold_starts"],
+            "cold_start_gpu_hours_per_month": month["cold_start_gpu_h"], "cold_start_s": cold_s,
+            "idle_timeout_s": p.serverless_idle_timeout_s,
+            "serverless_usd_per_gpu_hour": p.serverless_usd_per_gpu_hour,
+            "always_on_gpu_hours_per_month": rec["gpus"] * rec["service_hours_per_month"]}  # fmt: skip
+
+
+def serverless_explanation(s: dict) -> dict:
+    """The "Serverless vs always-on" explanation of ``serverless_service``'s numbers."""
+    from scaleright.plan.report import format_usd
+
+    cheaper = "serverless" if s["serverless_usd_per_month"] < s["always_on_usd_per_month"] else "always-on"
+    text = (f"Serverless at ${s['serverless_usd_per_gpu_hour']:g}/GPU-hour bills "
+            f"{s['serverless_gpu_hours_per_month']:,.0f} GPU-hours a month ({s['cold_starts_per_month']:,.0f} cold "
+            f"starts of {s['cold_start_s']:.0f} s, idle timeout {s['idle_timeout_s']:g} s): "
+            f"{format_usd(s['serverless_usd_per_month'])} against {format_usd(s['always_on_usd_per_month'])} "
+            f"always on ({s['always_on_gpu_hours_per_month']:,.0f} GPU-hours): {cheaper} is cheaper. A request "
+            "that meets a cold worker waits the cold start too.")  # fmt: skip
+    return {"topic": "serverless", "title": "Serverless vs always-on", "text": text, "data": s}
 
 
 def _slos(inf) -> tuple[float, float]:

@@ -12,6 +12,8 @@ per module:
 - ``hybrid``            own a baseline, rent the bursts of a demand profile; the cheapest baseline
 - ``spot``              expected time of a preempted job with checkpoints (Daly 2006)
 - ``fleet``             GPUs avoided by higher utilisation and longer service life
+- ``decision``          the Deployment Decision Tree: rent / buy / hybrid / on-prem / multi-provider, with numbers
+- ``batch``             an occasional job per run against an always-on service (idle cost) and serverless
 
 User errors raise ``scaleright.errors.InputError`` naming the field and what is allowed. "Never" (no break-even,
 no parity) is ``inf``, for the explanation layer to put into words.
@@ -19,8 +21,15 @@ no parity) is ``inf``, for the explanation layer to put into words.
 
 from __future__ import annotations
 
+from scaleright.plan.economics.batch import (
+    batch_costs_usd,
+    batch_run_h,
+    serverless_cost_usd,
+    serverless_service_gpu_hours,
+)
+from scaleright.plan.economics.decision import deployment_decision
 from scaleright.plan.economics.energy import co2e_kg, electricity_cost_usd, energy_kwh
-from scaleright.plan.economics.fleet import fleet_reduction_fraction
+from scaleright.plan.economics.fleet import fleet_reduction_fraction, gpus_needed
 from scaleright.plan.economics.hybrid import cheapest_baseline, hybrid_costs_usd, owned_and_rented_gpu_hours
 from scaleright.plan.economics.job import cost_per_job_usd, job_time_h, scaling_efficiency
 from scaleright.plan.economics.ownership import (
@@ -94,7 +103,15 @@ __all__ = [
     "optimal_checkpoint_interval_h",
     "spot_expected_time_h",
     "spot_expected_preemptions",
+    # batch jobs vs services
+    "batch_run_h",
+    "batch_costs_usd",
+    "serverless_cost_usd",
+    "serverless_service_gpu_hours",
+    # the Deployment Decision Tree
+    "deployment_decision",
     # curve and fleet
     "utilisation_curve",
     "fleet_reduction_fraction",
+    "gpus_needed",
 ]

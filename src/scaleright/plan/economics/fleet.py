@@ -9,6 +9,10 @@ to 60 % can reduce GPU needs by 93 %"). For a fixed amount of work, the GPUs in 
 
 The article's inputs give 1 - (0.2 x 1) / (0.6 x 3) = 8/9 = 88.9%, not the 93% it prints (utilisation alone:
 66.7%); the tests pin 88.9% and say so.
+
+In whole GPUs, the fleet that does ``busy_gpu_hours_per_day`` of work at a utilisation ``u`` is
+
+    gpus_needed = ceil(busy_gpu_hours_per_day / (24 x u))
 """
 
 from __future__ import annotations
@@ -16,9 +20,20 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from scaleright.plan.economics._units import HOURS_PER_DAY
 from scaleright.plan.economics._validate import checked, out
 
-__all__ = ["fleet_reduction_fraction"]
+__all__ = ["fleet_reduction_fraction", "gpus_needed"]
+
+_WHOLE = 1e-9  # 480 / (24 x 0.6) must not round up past 33.33 for a float hair, nor 480 / (24 x 0.2) past 100
+
+
+def gpus_needed(*, busy_gpu_hours_per_day: ArrayLike, utilisation: ArrayLike) -> float | NDArray[np.float64]:
+    """Whole GPUs that do ``busy_gpu_hours_per_day`` of work at ``utilisation`` (0 < u <= 1):
+    ``ceil(busy / (24 x u))`` (module docstring)."""
+    w = checked("busy_gpu_hours_per_day", busy_gpu_hours_per_day, ge=0)
+    u = checked("utilisation", utilisation, gt=0, le=1)
+    return out(np.ceil(w / (HOURS_PER_DAY * u) - _WHOLE))
 
 
 def fleet_reduction_fraction(
