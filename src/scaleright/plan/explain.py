@@ -20,6 +20,7 @@ import numpy as np
 
 from scaleright.estimate.comm import system_of
 from scaleright.estimate.layout import RECOMPUTE, layout_text
+from scaleright.fmt import number as fmt_number
 from scaleright.plan import economics as econ
 from scaleright.plan.report import format_usd  # one money format for the terminal, JSON texts and the HTML report
 from scaleright.plan.search import family
@@ -120,13 +121,13 @@ def _capex_text(c: dict) -> str:
             f"never (rent at or below the owned running cost, ${running:.2f}/GPU-hour)"
             if c["rent_usd_per_gpu_hour"] <= running else "never (not even 24 h/day repays the capital)")  # fmt: skip
     months = c.get("break_even_months", math.inf)
-    pay = (f"; at {h:g} h/day owning pays back after {months:.1f} months" if math.isfinite(months) else
-           f"; at {h:g} h/day owning never pays back")  # fmt: skip
+    pay = (f"; at {fmt_number(h)} h/day owning pays back after {months:.1f} months" if math.isfinite(months) else
+           f"; at {fmt_number(h)} h/day owning never pays back")  # fmt: skip
     o = c.get("ownership_inputs") or {}
     parts = (f" True cost counts ops ${o['ops_overhead_usd_per_gpu_hour']:g}/GPU-hour, host "
              f"${o['server_share_usd_per_gpu']:,.0f}/GPU, facility ${o['facility_upgrade_usd']:,.0f}, capital "
              f"{o['cost_of_capital_per_year']:.0%}/year." if o else "")  # fmt: skip
-    return (f"Owning {c['gpus']} x {c['gpu']} at {h:g} h/day over {c['horizon_months']:g} months costs "
+    return (f"Owning {c['gpus']} x {c['gpu']} at {fmt_number(h)} h/day over {c['horizon_months']:g} months costs "
             f"${c['owned_usd_per_gpu_hour']:.2f} per GPU-hour against ${c['rent_usd_per_gpu_hour']:.2f} to rent: "
             f"{verdict}. Break-even: {be_s}{pay}.{parts}")  # fmt: skip
 
