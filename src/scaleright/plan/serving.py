@@ -7,7 +7,10 @@ Sizing, per GPU type × tensor-parallel layout:
    simulated (a finite trial cannot tell a queue that grows without bound from a long one without a limit);
 2. replicas: R = ⌈peak rate · (1 + headroom) / capacity⌉, then fewer while a simulation of R − 1 replicas behind a
    least-outstanding router at peak · (1 + headroom) still meets both p99 SLOs (a fleet multiplexes its load; at
-   most three steps down). A trace is replayed on the fleet instead, at (1 + headroom) times its arrival rate.
+   most three steps down, and never below ⌈peak · (1 + headroom) / saturated rate⌉: past the rate a replica
+   completes under a permanent backlog, ``serve.simulate.saturated_rate``, its queue grows without bound, which
+   a short trial under a generous TTFT limit would not see). A trace is replayed on the fleet instead, at
+   (1 + headroom) times its arrival rate.
    Fleets of more than ``MAX_VERIFIED_REPLICAS`` are not simulated whole: R single-replica capacities, said so.
 The peak is the rate for ``constant`` arrivals and rate · (1 + amplitude) for ``diurnal`` ones.
 
@@ -40,6 +43,7 @@ MAX_VERIFIED_REPLICAS = 32  # fleets above this are sized from the single-replic
 TRIAL_REQUESTS = 400  # requests per capacity trial
 DEFAULT_TPOT_P99_MS = 1_000.0  # when the scenario sets no TPOT SLO
 _CACHE: dict[tuple, tuple[float, Any]] = {}
+_SAT: dict[tuple, float] = {}
 
 
 def _slos(inf) -> tuple[float, float]:
@@ -72,9 +76,28 @@ def replica_capacity(spec, inf, gpu, system, tp: int, cal, max_num_seqs: int, **
     key = (repr(spec), ttft, tpot, tuple(sorted((k, _key(v)) for k, v in kw.items())))
     hit = _CACHE.get(key)
     if hit is None:
+        sat = saturated(spec, inf, gpu, system, tp, cal, max_num_seqs, **over)
         best, res, _ = capacity(spec, slo_ttft_p99_ms=ttft, slo_tpot_p99_ms=tpot, requests=TRIAL_REQUESTS,
-                                rel_tol=0.05, **kw)  # fmt: skip
+                                rel_tol=0.05, saturated=sat, **kw)  # fmt: skip
         hit = _CACHE[key] = (best, res)
+    return hit
+
+
+def saturated(spec, inf, gpu, system, tp: int, cal, max_num_seqs: int, **over) -> float:
+    """Requests/s one replica completes under a permanent backlog (``serve.simulate.saturated_rate``; 0 when a
+    request is longer than its KV cache): no fleet of R replicas carries more than R times it. Cached per
+    process."""
+    from scaleright.serve.simulate import build_model, saturated_rate
+
+    kw = _kw(inf, gpu, system, tp, cal, max_num_seqs, **over)
+    key = ("saturated", repr(spec), tuple(sorted((k, _key(v)) for k, v in kw.items())))
+    hit = _SAT.get(key)
+    if hit is None:
+        names = ("gpu", "system", "tp", "precision", "kv_precision", "engine", "cal", "max_num_seqs",
+                 "max_num_batched_tokens")
+        model = build_model(spec, **{k: kw[k] for k in names})
+        rate, res = saturated_rate(spec, model=model, clients=max_num_seqs, **kw)
+        hit = _SAT[key] = 0.0 if res.rejected else rate
     return hit
 
 
@@ -129,6 +152,7 @@ def simulate_option(spec, inf, gpu, system, tp: int, cal, *, rate: float, max_ba
     over.setdefault("max_num_seqs", seqs)
     seqs = over.pop("max_num_seqs")
     cap1, at_cap = replica_capacity(spec, inf, gpu, system, tp, cal, seqs, **over)
+    sat1 = saturated(spec, inf, gpu, system, tp, cal, seqs, **over)
     if cap1 <= 0:
         return {"fits": False, "reason": "even 1/1024 request/s misses the p99 SLOs on one replica"}
     target = peak_rate(inf, rate) * (1 + inf.headroom)
@@ -150,8 +174,11 @@ def simulate_option(spec, inf, gpu, system, tp: int, cal, *, rate: float, max_ba
             good, res = _fleet_ok(spec, inf, gpu, system, tp, cal, seqs, n, target, trace, **over)
         if not good:
             return {"fits": False, "reason": f"{n} replicas still miss the p99 SLOs", "replica_capacity": cap1}
+        # never below the replicas whose saturated rates carry the target: a short trial at a generous TTFT limit
+        # can pass an overloaded fleet whose queue has not yet grown past it
+        floor = math.ceil(target / sat1 - 1e-9) if trace is None and sat1 > 0 else 1
         for _ in range(3):
-            if n == 1:
+            if n <= max(1, floor):
                 break
             ok, r2 = _fleet_ok(spec, inf, gpu, system, tp, cal, seqs, n - 1, target, trace, **over)
             if not ok:

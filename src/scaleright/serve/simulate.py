@@ -10,8 +10,9 @@ The engine profile's frontend latency (HTTP, tokenisation) is added to each requ
 for an open-loop stream that equals delaying every arrival by it; closed-loop clients send their next request
 without it.
 
-``capacity`` brackets the rate by doubling (or halving) from 1 request/s and bisects to ``rel_tol``, every trial
-with the same seed and request count, so the SLO test is a deterministic function of the rate.
+``capacity`` brackets the rate by doubling (or halving) from 1 request/s, never above the rate the layout completes
+under a permanent backlog (``saturated_rate``), and bisects to ``rel_tol``, every trial with the same seed and
+request count, so the SLO test is a deterministic function of the rate.
 """
 
 from __future__ import annotations
@@ -40,11 +41,15 @@ from scaleright.serve.router import make_router
 from scaleright.serve.speculative import SpeculativeModel
 from scaleright.workload.spec import TransformerSpec
 
-__all__ = ["MAX_REQUESTS", "SimulationResult", "build_model", "capacity", "kv_blocks_per_replica", "simulate"]
+__all__ = ["MAX_REQUESTS", "SimulationResult", "build_model", "capacity", "kv_blocks_per_replica", "saturated_rate",
+           "simulate"]
 
 MAX_REQUESTS = 10_000_000  # requests per simulation: 10**7 keeps one run under minutes and its records in memory
 SLO_SPANS = 20  # a capacity trial's arrivals span at least this many TTFT limits (``capacity``)
 MAX_TRIAL_REQUESTS = 200_000
+SATURATION_WAVES = 8  # ``saturated_rate``: requests per closed-loop client
+WAIT_BOUND_MEANS = 10.0  # ``capacity``: a TTFT limit beyond this many mean waits near saturation cannot bind
+MIN_RATE = 1 / 1024  # requests/s: ``capacity`` gives up below it
 
 
 @dataclass(frozen=True)
@@ -327,16 +332,41 @@ def _result(fleet: Cluster, env: Environment, *, model, gpus, tp, pp, ep, engine
     return res
 
 
+def saturated_rate(spec: TransformerSpec, *, model: IterationModel | SpeculativeModel, clients: int,
+                   waves: int = SATURATION_WAVES, **kw) -> tuple[float, SimulationResult]:  # fmt: skip
+    """(requests/s the layout completes under a permanent backlog, the simulation): ``clients`` closed-loop
+    clients (``max_num_seqs`` per replica: every batch slot refilled the moment it frees, as a queue that never
+    empties does), ``waves · clients`` requests, counted between the ``clients``-th completion and the
+    ``clients``-th from last (the ramp-up of the first batch and the drain of the last left out). No open-loop
+    stream above this rate is stable: its queue, and every request's wait, grows without bound."""
+    n = waves * clients
+    r = simulate(spec, concurrency=clients, requests=n, model=model, **kw)
+    fin = np.sort(r.records["finish_s"])
+    if fin.size == n and n > 2 * clients and fin[n - clients - 1] > fin[clients - 1]:
+        return (n - 2 * clients) / float(fin[n - clients - 1] - fin[clients - 1]), r
+    return r.requests_per_s, r
+
+
 def capacity(spec: TransformerSpec, *, slo_ttft_p99_ms: float, slo_tpot_p99_ms: float, requests: int = 1000,
-             rel_tol: float = 0.02, max_trials: int = 40,
+             rel_tol: float = 0.02, max_trials: int = 40, saturated: float | None = None,
              **kw) -> tuple[float, SimulationResult | None, list]:  # fmt: skip
     """(highest rate/s with p99 TTFT and p99 TPOT within their limits, the simulation at that rate, the trials
-    as (rate, passed)). Rate 0 and None when even 1/1024 request/s misses the limits.
+    as (rate, passed)). Rate 0 and None when even 1/1024 request/s misses the limits, or a request is longer than
+    the KV cache.
+
+    The search doubles from 1 request/s (or halves) and bisects, never above the saturated rate
+    (``saturated_rate``): past it the queue grows without bound, so no rate above it is sustained under any TTFT
+    limit, and the search stops there — the result when the TTFT limit is so generous that only throughput binds.
 
     Each trial runs ``requests`` requests, or more: enough for its arrivals to span ``SLO_SPANS`` times the TTFT
     limit (at most ``MAX_TRIAL_REQUESTS``). A short burst of requests drains within a generous TTFT limit at any
     rate; over a span of many limits, a rate x % above what the fleet serves builds a backlog whose wait grows to
-    about x % of the span, so the trial fails once the overload passes ~1/SLO_SPANS."""
+    about x % of the span, so the trial fails once the overload passes ~1/SLO_SPANS. For Poisson and gamma arrivals
+    the limit used for that span is at most ``WAIT_BOUND_MEANS`` mean waits of a queue at ``1 − rel_tol`` of the
+    saturated rate (Kingman: W ≈ (1 + c_a²)/2 · ρ/(1 − ρ) / μ, c_a² = 1 / burstiness): a longer limit cannot bind
+    below the saturated rate to within the search's tolerance, and would only lengthen every trial (a one-day TTFT
+    limit once ran 200,000 requests per trial). ``saturated``: the saturated rate when the caller has it
+    (``saturated_rate`` with the same arguments), else it is simulated here."""
     for name, v in (("slo_ttft_p99_ms", slo_ttft_p99_ms), ("slo_tpot_p99_ms", slo_tpot_p99_ms)):
         if not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
             raise InputError(f"{name}={v!r} must be a finite positive number of milliseconds")
@@ -347,9 +377,21 @@ def capacity(spec: TransformerSpec, *, slo_ttft_p99_ms: float, slo_tpot_p99_ms: 
     model = build_model(spec, **{k: kw[k] for k in names if k in kw})
     trials: list[tuple[float, bool]] = []
     cache: dict[float, SimulationResult] = {}
+    replicas = max(1, kw.get("gpus", 1) // (kw.get("tp", 1) * kw.get("pp", 1)))
+    if saturated is None:
+        saturated, sat = saturated_rate(spec, model=model, clients=kw.get("max_num_seqs", 256) * replicas, **kw)
+        if sat.rejected:
+            return 0.0, None, trials
+    ceiling = saturated
+    if not (math.isfinite(ceiling) and ceiling > 0):
+        return 0.0, None, trials
+    ttft_span_s = slo_ttft_p99_ms / 1e3
+    if kw.get("arrival", "poisson") in ("poisson", "gamma"):
+        ca2 = 1.0 / kw.get("burstiness", 1.0) if kw.get("arrival") == "gamma" else 1.0
+        ttft_span_s = min(ttft_span_s, WAIT_BOUND_MEANS * (1 + ca2) / 2 / (rel_tol * ceiling))
 
     def ok(rate: float) -> bool:
-        n = max(requests, min(MAX_TRIAL_REQUESTS, math.ceil(rate * SLO_SPANS * slo_ttft_p99_ms / 1e3)))
+        n = max(requests, min(MAX_TRIAL_REQUESTS, math.ceil(rate * SLO_SPANS * ttft_span_s)))
         r = simulate(spec, rate=rate, requests=n, model=model, **kw)
         cache[rate] = r
         tpot = r.tpot_ms["p99"]  # NaN when no request decodes (one output token each)
@@ -357,15 +399,21 @@ def capacity(spec: TransformerSpec, *, slo_ttft_p99_ms: float, slo_tpot_p99_ms: 
         trials.append((rate, good))
         return good
 
-    lo, hi = 0.0, 1.0
+    lo, hi = 0.0, min(1.0, ceiling)
     if ok(hi):
-        while len(trials) < max_trials and ok(hi * 2):
-            hi *= 2
-        lo, hi = hi, hi * 2
+        while hi < ceiling:
+            if len(trials) >= max_trials:
+                return hi, cache[hi], trials
+            if not ok(min(hi * 2, ceiling)):
+                break
+            hi = min(hi * 2, ceiling)
+        else:
+            return hi, cache[hi], trials  # the saturated rate passes: throughput binds, not the limits
+        lo, hi = hi, min(hi * 2, ceiling)
     else:
-        while len(trials) < 11 and not ok(hi / 2):
+        while hi / 2 >= MIN_RATE and len(trials) < max_trials and not ok(hi / 2):
             hi /= 2
-        if len(trials) >= 11:
+        if hi / 2 < MIN_RATE or (len(trials) >= max_trials and not trials[-1][1]):
             return 0.0, None, trials
         lo = hi / 2
     while hi - lo > rel_tol * lo and len(trials) < max_trials:
