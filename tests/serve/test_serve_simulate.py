@@ -183,3 +183,20 @@ def test_a_one_day_ttft_limit_gives_the_capacity_of_a_two_minute_one_in_short_tr
     under = [simulate(llama_8b, gpu=h100, input_len=1024, output_len=256, rate=0.9 * sat, requests=n).ttft_ms["p99"]
              for n in (1000, 4000)]  # fmt: skip
     assert over[1] > 2 * over[0] and under[1] < 2 * under[0]
+
+
+def test_a_fitted_engine_profile_object_runs_as_its_name_does_plus_its_frontend_latency(run):
+    """``engine`` takes an ``EngineProfile`` (a fitted one, ``benchmarks/serve_accuracy.py``'s held-out folds): the
+    same factors give the same run, and a frontend latency delays every TTFT and end-to-end time by exactly it."""
+    import dataclasses
+
+    from scaleright.estimate.engines import get_engine
+
+    named = run(rate=8, requests=200, engine="vllm")
+    same = run(rate=8, requests=200, engine=get_engine("vllm"))
+    slow = run(rate=8, requests=200, engine=dataclasses.replace(get_engine("vllm"), frontend_latency_s=0.010))
+    assert same.as_dict() == named.as_dict()
+    for stat in ("mean", "p50", "p99"):
+        assert slow.ttft_ms[stat] == pytest.approx(named.ttft_ms[stat] + 10.0, abs=1e-9)
+        assert slow.e2e_ms[stat] == pytest.approx(named.e2e_ms[stat] + 10.0, abs=1e-9)
+    assert slow.tpot_ms == named.tpot_ms and slow.engine == "vllm"

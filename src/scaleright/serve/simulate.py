@@ -27,7 +27,7 @@ import numpy as np
 from scaleright.errors import InputError
 from scaleright.estimate.calibration import DEFAULT_CALIBRATION, Calibration
 from scaleright.estimate.comm import Cluster as Network
-from scaleright.estimate.engines import get_engine
+from scaleright.estimate.engines import EngineProfile, get_engine
 from scaleright.estimate.iteration import IterationModel, serving_layout
 from scaleright.estimate.memory import GB, inference_memory_arrays
 from scaleright.limits import check_limit
@@ -108,7 +108,8 @@ def kv_blocks_per_replica(spec: TransformerSpec, model: IterationModel | Specula
 
 
 def build_model(spec: TransformerSpec, *, gpu, system=None, cluster: Network | None = None, tp: int = 1, pp: int = 1,
-                ep: int = 1, precision: str = "bf16", kv_precision: str | None = None, engine: str = "vllm",
+                ep: int = 1, precision: str = "bf16", kv_precision: str | None = None,
+                engine: str | EngineProfile = "vllm",
                 cal: Calibration = DEFAULT_CALIBRATION, max_num_seqs: int = 256, max_num_batched_tokens: int = 8192,
                 speculative: tuple[float, int, float] | None = None) -> IterationModel | SpeculativeModel:  # fmt: skip
     """The iteration model of one replica; ``speculative`` = (acceptance rate, tokens proposed k, draft cost)
@@ -154,7 +155,7 @@ def simulate(
     output_samples=None,
     diurnal_period_s: float = 86_400.0,
     diurnal_amplitude: float = 0.5,
-    engine: str = "vllm",
+    engine: str | EngineProfile = "vllm",
     precision: str = "bf16",
     kv_precision: str | None = None,
     max_num_seqs: int = 256,
@@ -180,7 +181,8 @@ def simulate(
     ``duration_s`` (open loop) sets the length of the run. Lengths: ``input_dist`` / ``output_dist`` fixed,
     lognormal (mean = input_len / output_len, ``length_cv``) or empirical (``input_samples`` / ``output_samples``,
     arrays of token counts, e.g. from ``serve.lengths.read_lengths``). ``speculative``: (acceptance rate, tokens
-    proposed per step, draft cost), see ``serve.speculative``. ``system``: the network (``catalog.systems``)."""
+    proposed per step, draft cost), see ``serve.speculative``. ``system``: the network (``catalog.systems``).
+    ``engine``: a profile name or an ``EngineProfile`` (a fitted one: its frontend latency and factors apply)."""
     gpus = _int_arg("gpus", gpus, "gpus")
     for name, v in (("tp", tp), ("pp", pp), ("ep", ep)):
         _int_arg(name, v, "parallel_degree")
@@ -200,7 +202,7 @@ def simulate(
     config = SchedulerConfig(max_num_seqs, max_num_batched_tokens, prefix_cache_hit_rate, preemption)
     if not 0 <= result_cache_hit_rate < 1:
         raise InputError(f"result_cache_hit_rate={result_cache_hit_rate} must lie in [0, 1)")
-    get_engine(engine)
+    profile = engine if isinstance(engine, EngineProfile) else get_engine(engine)
     env = Environment(seed, log=log)
     rng = env.rng
     arrivals = None
@@ -273,13 +275,13 @@ def simulate(
         if was_enabled:
             gc.enable()
     fleet.close(env.now)
-    return _result(fleet, env, model=model, gpus=gpus, tp=tp, pp=pp, ep=ep, engine=engine, blocks=blocks,
+    return _result(fleet, env, model=model, gpus=gpus, tp=tp, pp=pp, ep=ep, engine=profile, blocks=blocks,
                    slo_ttft_ms=slo_ttft_ms, slo_tpot_ms=slo_tpot_ms, price=price_usd_per_gpu_hour,
                    chrome_trace=chrome_trace)  # fmt: skip
 
 
-def _result(fleet: Cluster, env: Environment, *, model, gpus, tp, pp, ep, engine, blocks, slo_ttft_ms, slo_tpot_ms,
-            price, chrome_trace) -> SimulationResult:  # fmt: skip
+def _result(fleet: Cluster, env: Environment, *, model, gpus, tp, pp, ep, engine: EngineProfile, blocks, slo_ttft_ms,
+            slo_tpot_ms, price, chrome_trace) -> SimulationResult:  # fmt: skip
     reps = fleet.replicas
     done = [r for rep in reps for r in rep.finished] + fleet.cache_hits
     done.sort(key=lambda r: r.id)
@@ -289,7 +291,7 @@ def _result(fleet: Cluster, env: Environment, *, model, gpus, tp, pp, ep, engine
     fin = np.array([r.finish_s for r in done])
     out = np.array([r.output_tokens for r in done], dtype=float)
     inp = np.array([r.input_tokens for r in done], dtype=float)
-    front = get_engine(engine).frontend_latency_s  # outside the engine: shifts every request's clock alike
+    front = engine.frontend_latency_s  # outside the engine: shifts every request's clock alike
     ttft = first - arr + front
     e2e = fin - arr + front
     multi = (out > 1) & engine_made
@@ -321,7 +323,7 @@ def _result(fleet: Cluster, env: Environment, *, model, gpus, tp, pp, ep, engine
         kv_blocks_per_replica=blocks, iterations=sum(rep.iterations for rep in reps), events=env.events_processed,
         usd_per_1m_output_tokens=usd_h / 3600 / out_tps * 1e6 if usd_h is not None and out_tps > 0 else None,
         usd_per_1m_input_tokens=usd_h / 3600 / in_tps * 1e6 if usd_h is not None and in_tps > 0 else None,
-        layout={"tp": tp, "pp": pp, "ep": ep, "replicas": len(reps), "gpus": gpus}, engine=engine,
+        layout={"tp": tp, "pp": pp, "ep": ep, "replicas": len(reps), "gpus": gpus}, engine=engine.name,
         records={"id": np.array([r.id for r in done]), "arrival_s": arr, "first_token_s": first, "finish_s": fin,
                  "input_tokens": inp, "output_tokens": out, "log": env.log},
     )  # fmt: skip
