@@ -163,7 +163,8 @@ def simulate_option(spec, inf, gpu, system, tp: int, cal, *, rate: float, max_ba
         return {"fits": True, "replicas": n, "gpus": n * tp, "replica_capacity": cap1, "batch": seqs,
                 "ttft_p99_s": at_cap.ttft_ms["p99"] / 1e3, "tpot_p99_s": at_cap.tpot_ms["p99"] / 1e3,
                 "e2e_p99_s": at_cap.e2e_ms["p99"] / 1e3, "gpu_busy_share": at_cap.gpu_utilisation,
-                "sized_at_requests_per_s": target, "fleet_simulated": False}  # fmt: skip
+                "sized_at_requests_per_s": target, "fleet_simulated": False,
+                **_charts(at_cap, inf, rate, cap1, tp, simulated="one replica at its capacity")}  # fmt: skip
     trace = _scaled_trace(inf.trace, 1 + inf.headroom) if inf.arrival == "trace" else None
     try:
         good, res = _fleet_ok(spec, inf, gpu, system, tp, cal, seqs, n, target, trace, **over)
@@ -193,7 +194,27 @@ def simulate_option(spec, inf, gpu, system, tp: int, cal, *, rate: float, max_ba
             "ttft_p99_s": res.ttft_ms["p99"] / 1e3, "tpot_p99_s": res.tpot_ms["p99"] / 1e3,
             "e2e_p99_s": res.e2e_ms["p99"] / 1e3, "gpu_busy_share": res.gpu_utilisation,
             "sized_at_requests_per_s": target if trace is None else trace_rate(inf.trace) * (1 + inf.headroom),
-            "fleet_simulated": True}
+            "fleet_simulated": True, **_charts(res, inf, rate, cap1, tp, simulated=f"the fleet of {n} replicas")}
+
+
+CHART_INTERVALS = 60  # time-series intervals kept per simulated option (its JSON stays a few kB)
+LOAD_SPAN = 2.0  # the cost-against-load steps cover loads up to this multiple of the scenario's rate
+MAX_LOAD_STEPS = 64
+
+
+def _charts(res, inf, rate: float, cap1: float, tp: int, *, simulated: str) -> dict:
+    """The report's serving charts of an option: the simulation's timeline and latency CDF (``serve.report``), and
+    the GPUs against load: k replicas carry every load up to the one whose peak · (1 + headroom) is k replica
+    capacities — the single-replica sizing of step 2 before the fleet step-down (the simulated fleet at the
+    scenario's load can sit below it); one point per step, ``MAX_LOAD_STEPS`` at most (evenly thinned)."""
+    from scaleright.serve.report import chart_data
+
+    per_replica = cap1 / ((1 + inf.headroom) * peak_rate(inf, 1.0))  # offered requests/s one replica carries
+    top = max(2, math.ceil(LOAD_SPAN * rate / per_replica - 1e-9))
+    ks = sorted({max(1, round(1 + i * (top - 1) / (MAX_LOAD_STEPS - 1))) for i in range(MAX_LOAD_STEPS)})
+    loads = [{"requests_per_s": k * per_replica, "replicas": k, "gpus": k * tp} for k in ks]
+    return {"serving_charts": chart_data(res, most=CHART_INTERVALS) | {"simulated": simulated},
+            "gpus_against_load": loads}
 
 
 def pooling(spec, inf, gpu, system, tp: int, cal, *, rate: float, max_batch: int) -> tuple[int, int]:
