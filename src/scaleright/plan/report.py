@@ -4,10 +4,13 @@ Input is ``PlanResult.as_dict()`` (``planner.py``; explanation ``data`` from ``e
 summary; the recommendation (or the binding constraint and the closest option); the best option per GPU type; the
 scenario and the defaults it used; charts — scaling curve (training), cost vs time Pareto front, memory per GPU
 (training), rent vs buy, a radar per GPU type (a chart with one point or one polygon is replaced by a sentence
-saying so); the explanations; tables of the Pareto front, the skipped GPU types and the price sources. Markers carry
-their numbers as hover text (SVG ``<title>``); each GPU type has its own colour and marker shape.
+saying so); for inference, the serving simulation of the recommended fleet (latency CDF, utilisation and queue
+over time, GPU cost against load; ``_serving_section``, charts from ``serve.report``); the explanations; tables
+of the Pareto front, the skipped GPU types and the price sources. Markers carry their numbers as hover text (SVG
+``<title>``); each GPU type has its own colour and marker shape.
 
-Every number shown is read from the result; only chart scales and the radar's normalisation are computed here.
+Every number shown is read from the result; only chart scales, the radar's normalisation and the cost-against-load
+curve (the result's GPUs at each load times the option's price and service hours) are computed here.
 All text is escaped; None, NaN and inf print as "—".
 """
 
