@@ -107,3 +107,19 @@ def test_the_plan_report_draws_the_serving_simulation_of_the_recommendation():
     section = html[html.index("<h2>Serving simulation"):html.index("<h2>Why")]
     assert section.count("<svg") == 4 and "GPU cost per month (USD) against offered load" in section
     assert "simulated fleet" in section
+
+
+def test_a_fleet_report_draws_each_pools_replicas_over_time_and_each_services_latency(tmp_path, monkeypatch,
+                                                                                      capsys):  # fmt: skip
+    from tests.serve.test_serve_cli import FLEET
+
+    f, out = tmp_path / "fleet.yaml", tmp_path / "fleet.html"
+    f.write_text(FLEET)
+    code, _, err = run_main(["serve", "simulate", "--fleet", str(f), "--report", str(out), "--json"], monkeypatch,
+                            capsys)  # fmt: skip
+    assert code == 0, err
+    html = out.read_text()
+    assert "<title>Replicas serving and billed per pool over time" in html
+    # the autoscaled pool starts at zero and scales up: its first change is a cold start, billed before serving
+    assert re.search(r"big at [0-9.]+ s: 0 serving, 1 billed", html)
+    assert html.count("<title>Latency CDF") == 2 and "<h3>chat</h3>" in html and "<h3>batch</h3>" in html

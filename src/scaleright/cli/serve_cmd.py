@@ -186,7 +186,8 @@ def simulate_cmd(
     trace_out: Path | None = typer.Option(None, "--trace-out", help="Write a Chrome trace (JSON) of the run here."),
     report: Path | None = typer.Option(None, "--report", help="Write an HTML report here: latency CDF, utilisation "
                                        "and queue over time, and (with --rate) cost against load from runs at "
-                                       "0.25-2x the rate."),
+                                       "0.25-2x the rate; with --fleet, replicas over time per pool and each "
+                                       "service's latency CDF."),
     speculative_acceptance: float | None = _SPEC_ACC, speculative_tokens: int = _SPEC_K,
     speculative_draft_cost: float = _SPEC_C,
     fleet: Path | None = typer.Option(None, "--fleet", help="YAML of pools and services (tiered routing, pooling "
@@ -202,13 +203,16 @@ def simulate_cmd(
         pairs = (("--model", model, None), ("--rate", rate, None), ("--concurrency", concurrency, None),
                  ("--trace", trace, None), ("--requests", requests, None), ("--duration-s", duration_s, None),
                  ("--gpus", gpus, 1), ("--tp", tp, 1), ("--pp", pp, 1), ("--ep", ep, 1),
-                 ("--trace-out", trace_out, None), ("--speculative-acceptance", speculative_acceptance, None),
-                 ("--report", report, None))
+                 ("--trace-out", trace_out, None), ("--speculative-acceptance", speculative_acceptance, None))
         given = [f for f, v, d in pairs if v != d]
         if given:
             raise InputError(f"--fleet FILE holds the pools and services; {', '.join(given)} "
                              f"{'does' if len(given) == 1 else 'do'} not apply (set it in the file)")  # fmt: skip
-        _fleet(fleet, seed, calibration, catalog, as_json)
+        if report is not None:
+            from scaleright.textfile import check_output_path
+
+            check_output_path("--report", report)
+        _fleet(fleet, seed, calibration, catalog, as_json, report)
         return
     if model is None:
         raise InputError("give --model (one pool) or --fleet FILE (pools and services)")
@@ -313,7 +317,8 @@ def _report(path: Path, res, spec, rate: float | None, requests: int | None, dur
     write_report(path, render_html(res, title=title, sweep=sweep, sweep_note=note))
 
 
-def _fleet(path: Path, seed: int, calibration: str | None, catalog: Path | None, as_json: bool) -> None:
+def _fleet(path: Path, seed: int, calibration: str | None, catalog: Path | None, as_json: bool,
+           report: Path | None = None) -> None:  # fmt: skip
     """``serve simulate --fleet FILE``: every pool and service of the file (``--seed`` overrides its seed when
     given as non-zero)."""
     from scaleright.estimate.calibration import load_calibration
@@ -325,6 +330,10 @@ def _fleet(path: Path, seed: int, calibration: str | None, catalog: Path | None,
         f = f.model_copy(update={"seed": seed})
     res = run_fleet(*build_fleet(f, catalog=catalog_from(catalog), cal=load_calibration(calibration),
                                  source=str(path)))  # fmt: skip
+    if report is not None:
+        from scaleright.serve.report import render_fleet_html, write_report
+
+        write_report(report, render_fleet_html(res, title=f"fleet {path.name}"))
     d = res.as_dict() | {"fleet": str(path), "seed": f.seed}
     if as_json:
         emit_json(d)

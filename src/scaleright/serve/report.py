@@ -22,7 +22,7 @@ from scaleright import fmt
 from scaleright.charts import CSS, X0, X1, Y0, Y1
 
 __all__ = ["MAX_CHART_POINTS", "chart_data", "cost_load_chart", "latency_cdf_chart", "queue_chart", "render_html",
-           "timeline_chart", "write_report"]
+           "render_fleet_html", "replicas_chart", "timeline_chart", "write_report"]
 
 MAX_CHART_POINTS = 120  # intervals per time-series chart (neighbours merged, weighted by duration)
 _LAT = (("TTFT", "ttft_ms"), ("TPOT", "tpot_ms"), ("end-to-end", "e2e_ms"))
@@ -226,6 +226,76 @@ def render_html(res, *, title: str, sweep: list[dict] | None = None, sweep_note:
             *charts_html(chart_data(res), sweep=sweep, sweep_note=sweep_note),
             f"<footer>scaleright {ch.esc(scaleright.__version__)} · every number comes from the simulation "
             "(<code>serve simulate --json</code> prints them)</footer>"]  # fmt: skip
+    return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"/>'
+            f'<meta name="viewport" content="width=device-width, initial-scale=1"/>'
+            f"<title>{ch.esc(title)}: scaleright serve</title><style>{CSS}</style></head>"
+            f"<body>{''.join(body)}</body></html>\n")  # fmt: skip
+
+
+def replicas_chart(pools: dict[str, list[list[float]]], end_s: float) -> str:
+    """Replicas serving (solid) and billed (dashed: serving plus cold-starting) per pool over time, as steps from
+    each pool's change points ``[time, serving, billed]`` to ``end_s``."""
+    pools = {k: v for k, v in pools.items() if v}
+    if not pools or not end_s > 0:
+        return _note("Replicas over time: the run has no span; nothing to draw.")
+    top = max(max(b for _, _, b in v) for v in pools.values()) or 1
+    sx, sy = ch.scale(0, end_s, X0, X1), ch.scale(0, top * 1.1, Y0, Y1)
+    out = ch.axes(sx, sy, ch.ticks(0, end_s), [t for t in ch.ticks(0, top * 1.1) if t == int(t)],
+                  "simulated time (s)", "replicas")  # fmt: skip
+    sty = ch.styles(list(pools))
+    items = []
+    for name, pts in pools.items():
+        col, shape = sty[name]
+        for j, dash in ((1, ""), (2, "5 3")):
+            line = [(sx(t), sy(p[j])) for i, p in enumerate(pts) for t in ((p[0], pts[i + 1][0]) if i + 1 < len(pts)
+                    else (p[0], end_s))]  # fmt: skip
+            out.append(ch.path(line, col, 2 if not dash else 1.5, dash))
+        out += [ch.dot(sx(t), sy(n), col, 3, shape=shape, tip=f"{name} at {fmt.number(t)} s: {fmt.number(n)} "
+                       f"serving, {fmt.number(b)} billed") for t, n, b in pts[1:]]  # fmt: skip
+        items += [(f"{name} serving", col, "line"), (f"{name} billed", col, "dash")]
+    out += ch.legend(items)
+    return ch.svg("Replicas serving and billed per pool over time", out)
+
+
+def render_fleet_html(res, *, title: str) -> str:
+    """``serve simulate --fleet FILE --report``: per service its latency CDF, per pool its replicas over time and
+    its cost, as one self-contained HTML page."""
+    from scaleright.serve.metrics import CDF_PROBABILITIES, quantile_curve
+
+    rec = res.records
+    names = rec.get("service_names") or list(res.services)
+    body = [f"<h1>{ch.esc(title)}</h1>",
+            f'<p class="note">scaleright serve simulate --fleet: {len(res.services)} service(s) on '
+            f"{len(res.pools)} pool(s) over {fmt.number(res.duration_s)} s simulated</p>", "<h2>Services</h2>",
+            ch.table(["service", "requests", "TTFT p50 ms", "TTFT p99 ms", "TPOT p99 ms", "e2e p99 ms",
+                      "goodput req/s"],
+                     [[n, s["requests"], fmt.number(s["ttft_ms"]["p50"]), fmt.number(s["ttft_ms"]["p99"]),
+                       fmt.number(s["tpot_ms"]["p99"]), fmt.number(s["e2e_ms"]["p99"]),
+                       fmt.number(s["goodput_requests_per_s"])] for n, s in res.services.items()]),
+            "<h2>Pools</h2>",
+            ch.table(["pool", "GPUs/replica", "peak replicas", "mean replicas", "GPU busy share",
+                      "USD per-second billing", "USD always-on", "USD idle"],
+                     [[n, p["gpus_per_replica"], p["peak_replicas"], fmt.number(p["mean_replicas"]),
+                       fmt.percent(p["gpu_utilisation"]), fmt.usd(p.get("usd_per_second_billing")),
+                       fmt.usd(p.get("usd_always_on")), fmt.usd(p.get("idle_usd"))] for n, p in res.pools.items()]),
+            "<h2>Charts</h2>",
+            _figure(replicas_chart({n: p["replicas_over_time"] for n, p in res.pools.items()},
+                                   float(np.nanmax(rec["finish_s"])) if np.isfinite(rec["finish_s"]).any()
+                                   else 0.0),
+                    "Each pool's replicas over time: serving (solid) and billed (dashed, cold starts included); "
+                    "hover a change for its counts.")]  # fmt: skip
+    arr, first, fin, out = rec["arrival_s"], rec["first_token_s"], rec["finish_s"], rec["output_tokens"]
+    for k, name in enumerate(names):
+        sel = (rec["service"] == k) & np.isfinite(fin)
+        multi = sel & (out > 1)
+        cdf = {"p": list(CDF_PROBABILITIES), "ttft_ms": quantile_curve((first - arr)[sel]),
+               "tpot_ms": quantile_curve(((fin - first) / np.maximum(out - 1, 1))[multi]),
+               "e2e_ms": quantile_curve((fin - arr)[sel])}  # fmt: skip
+        body.append(f"<h3>{ch.esc(name)}</h3>")
+        body.append(_figure(latency_cdf_chart(cdf), f"Latency CDF of service {name}: TTFT and end-to-end from each "
+                            "request's first arrival (an escalated request pays every tier it passes)."))
+    body.append(f"<footer>scaleright {ch.esc(scaleright.__version__)} · every number comes from the simulation "
+                "(<code>serve simulate --fleet FILE --json</code> prints them)</footer>")
     return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"/>'
             f'<meta name="viewport" content="width=device-width, initial-scale=1"/>'
             f"<title>{ch.esc(title)}: scaleright serve</title><style>{CSS}</style></head>"
