@@ -351,8 +351,9 @@ def saturated_rate(spec: TransformerSpec, *, model: IterationModel | Speculative
     clients (``max_num_seqs`` per replica: every batch slot refilled the moment it frees, as a queue that never
     empties does), ``waves · clients`` requests, counted between the ``clients``-th completion and the
     ``clients``-th from last (the ramp-up of the first batch and the drain of the last left out). No open-loop
-    stream above this rate is stable: its queue, and every request's wait, grows without bound."""
-    n = waves * clients
+    stream above this rate is stable: its queue, and every request's wait, grows without bound. Fewer waves (three
+    at least) where ``waves · clients`` would pass ``MAX_TRIAL_REQUESTS``."""
+    n = max(3, min(waves, MAX_TRIAL_REQUESTS // clients)) * clients
     r = simulate(spec, concurrency=clients, requests=n, model=model, **kw)
     fin = np.sort(r.records["finish_s"])
     if fin.size == n and n > 2 * clients and fin[n - clients - 1] > fin[clients - 1]:
