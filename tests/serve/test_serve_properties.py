@@ -52,3 +52,25 @@ def test_swap_preemption_keeps_the_same_invariants(n, seed, kv_blocks, max_seqs)
     assert len(rep.finished) + len(rep.rejected) == n
     assert rep.free == rep.total_blocks and rep.B == 0 and not rep.waiting and not rep._joining
     assert all(r.generated == r.output_tokens for r in rep.finished)
+
+
+@settings(max_examples=6, deadline=None)
+@given(input_len=st.integers(16, 2048), output_len=st.integers(2, 512), seqs=st.sampled_from([8, 64, 256]))
+def test_the_saturated_rate_stays_under_the_flop_and_weight_streaming_bounds(input_len, output_len, seqs):
+    """No replica completes requests faster than its dense bf16 peak allows for 2 · params FLOPs per prompt and
+    output token, nor than weight streaming allows: every decode iteration reads all weights from HBM once and
+    samples at most ``max_num_seqs`` tokens, so output tokens/s <= max_num_seqs · bandwidth / weight bytes.
+    ``capacity`` searches no higher than this rate."""
+    from scaleright.catalog import get_gpu
+    from scaleright.serve.simulate import build_model, saturated_rate
+    from scaleright.workload import load_model
+    from scaleright.workload.params import count_params
+
+    spec, gpu = load_model("llama-3.1-8b"), get_gpu("h100-sxm")
+    params = count_params(spec).total
+    model = build_model(spec, gpu=gpu, max_num_seqs=seqs)
+    rate, res = saturated_rate(spec, model=model, clients=seqs, waves=4, gpu=gpu, input_len=input_len,
+                               output_len=output_len, max_num_seqs=seqs)  # fmt: skip
+    flops = gpu.dense_tflops["bf16"] * 1e12 / (2 * params * (input_len + output_len))
+    stream = seqs * gpu.hbm_bandwidth_tb_per_s * 1e12 / (2 * params) / output_len  # bf16: 2 bytes a parameter
+    assert res.rejected == 0 and 0 < rate < min(flops, stream)

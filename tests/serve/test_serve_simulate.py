@@ -160,3 +160,43 @@ def test_capacity_under_a_generous_ttft_limit_stays_below_the_flop_roofline(llam
                           slo_tpot_p99_ms=1000, requests=200, rel_tol=0.1)  # fmt: skip
     roofline = h100.dense_tflops["bf16"] * 1e12 / (2 * count_params(llama_8b).total * (512 + 128))
     assert 0 < best < roofline
+
+
+def test_a_one_day_ttft_limit_gives_the_capacity_of_a_two_minute_one_in_short_trials(llama_8b, h100):
+    """With a one-day TTFT limit only throughput (and TPOT) can bind: the search stops at the saturated rate, and
+    its trials stay short (each once ran 200,000 requests: a plan took 83 s). A two-minute limit is as generous for
+    a replica whose queue waits seconds below saturation, so both give the same answer."""
+    from scaleright.serve.simulate import MAX_TRIAL_REQUESTS, build_model, saturated_rate
+
+    kw = dict(gpu=h100, input_len=1024, output_len=256, requests=300, rel_tol=0.05)
+    day, res_day, trials_day = capacity(llama_8b, slo_ttft_p99_ms=86_400_000, slo_tpot_p99_ms=1000, **kw)
+    two_min, _, trials_two = capacity(llama_8b, slo_ttft_p99_ms=120_000, slo_tpot_p99_ms=1000, **kw)
+    assert day == two_min and trials_day == trials_two
+    assert res_day is not None and res_day.requests < MAX_TRIAL_REQUESTS / 10
+    sat, _ = saturated_rate(llama_8b, model=build_model(llama_8b, gpu=h100), clients=256, gpu=h100, input_len=1024,
+                            output_len=256)  # fmt: skip
+    assert day <= sat
+    # the saturated rate is a real limit: a stream 10 % above it, run long, keeps queueing (p99 TTFT grows with
+    # the run), one 10 % below it does not
+    over = [simulate(llama_8b, gpu=h100, input_len=1024, output_len=256, rate=1.1 * sat, requests=n).ttft_ms["p99"]
+            for n in (1000, 4000)]  # fmt: skip
+    under = [simulate(llama_8b, gpu=h100, input_len=1024, output_len=256, rate=0.9 * sat, requests=n).ttft_ms["p99"]
+             for n in (1000, 4000)]  # fmt: skip
+    assert over[1] > 2 * over[0] and under[1] < 2 * under[0]
+
+
+def test_a_fitted_engine_profile_object_runs_as_its_name_does_plus_its_frontend_latency(run):
+    """``engine`` takes an ``EngineProfile`` (a fitted one, ``benchmarks/serve_accuracy.py``'s held-out folds): the
+    same factors give the same run, and a frontend latency delays every TTFT and end-to-end time by exactly it."""
+    import dataclasses
+
+    from scaleright.estimate.engines import get_engine
+
+    named = run(rate=8, requests=200, engine="vllm")
+    same = run(rate=8, requests=200, engine=get_engine("vllm"))
+    slow = run(rate=8, requests=200, engine=dataclasses.replace(get_engine("vllm"), frontend_latency_s=0.010))
+    assert same.as_dict() == named.as_dict()
+    for stat in ("mean", "p50", "p99"):
+        assert slow.ttft_ms[stat] == pytest.approx(named.ttft_ms[stat] + 10.0, abs=1e-9)
+        assert slow.e2e_ms[stat] == pytest.approx(named.e2e_ms[stat] + 10.0, abs=1e-9)
+    assert slow.tpot_ms == named.tpot_ms and slow.engine == "vllm"

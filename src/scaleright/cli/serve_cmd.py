@@ -184,6 +184,10 @@ def simulate_cmd(
     slo_tpot_ms: float | None = typer.Option(None, "--slo-tpot-ms", help="TPOT limit for goodput."),
     price_usd_per_gpu_hour: float | None = _PRICE,
     trace_out: Path | None = typer.Option(None, "--trace-out", help="Write a Chrome trace (JSON) of the run here."),
+    report: Path | None = typer.Option(None, "--report", help="Write an HTML report here: latency CDF, utilisation "
+                                       "and queue over time, and (with --rate) cost against load from runs at "
+                                       "0.25-2x the rate; with --fleet, replicas over time per pool and each "
+                                       "service's latency CDF."),
     speculative_acceptance: float | None = _SPEC_ACC, speculative_tokens: int = _SPEC_K,
     speculative_draft_cost: float = _SPEC_C,
     fleet: Path | None = typer.Option(None, "--fleet", help="YAML of pools and services (tiered routing, pooling "
@@ -204,7 +208,11 @@ def simulate_cmd(
         if given:
             raise InputError(f"--fleet FILE holds the pools and services; {', '.join(given)} "
                              f"{'does' if len(given) == 1 else 'do'} not apply (set it in the file)")  # fmt: skip
-        _fleet(fleet, seed, calibration, catalog, as_json)
+        if report is not None:
+            from scaleright.textfile import check_output_path
+
+            check_output_path("--report", report)
+        _fleet(fleet, seed, calibration, catalog, as_json, report)
         return
     if model is None:
         raise InputError("give --model (one pool) or --fleet FILE (pools and services)")
@@ -232,10 +240,12 @@ def simulate_cmd(
         raise InputError("--requests and --duration-s are alternatives; give one")
     if duration_s is not None and rate is None:
         raise InputError("--duration-s needs --rate (closed loop and traces run --requests)")
-    if trace_out is not None:
-        from scaleright.textfile import check_output_path
+    from scaleright.textfile import check_output_path
 
+    if trace_out is not None:
         check_output_path("--trace-out", trace_out)
+    if report is not None:
+        check_output_path("--report", report)
     spec, kw = _common(model, gpu, gpus, tp, pp, ep, input_len, output_len, engine, precision, kv_precision,
                        max_num_seqs, max_num_batched_tokens, prefix_cache_hit_rate, router, catalog, calibration,
                        gpu_memory_utilization)  # fmt: skip
@@ -252,22 +262,24 @@ def simulate_cmd(
     if not 0 <= diurnal_amplitude <= 1:
         raise InputError(f"--diurnal-amplitude={diurnal_amplitude} must lie in [0, 1]")
     price, price_source = _price(price_usd_per_gpu_hour, kw["gpu"], catalog)
-    res = simulate(spec, rate=rate, concurrency=concurrency, trace=trace, arrival=arrival, burstiness=burstiness,
-                   requests=requests, duration_s=duration_s,
-                   input_dist="empirical" if samples_in is not None else length_dist,
-                   output_dist="empirical" if samples_out is not None else length_dist,
-                   input_samples=samples_in, output_samples=samples_out, diurnal_period_s=diurnal_period_s,
-                   diurnal_amplitude=diurnal_amplitude, result_cache_hit_rate=result_cache_hit_rate,
-                   preemption=preemption,
-                   seed=seed, slo_ttft_ms=slo_ttft_ms, slo_tpot_ms=slo_tpot_ms,
-                   price_usd_per_gpu_hour=price, chrome_trace=trace_out is not None,
-                   speculative=_speculative(speculative_acceptance, speculative_tokens, speculative_draft_cost),
-                   **kw)  # fmt: skip
+    run_kw = dict(arrival=arrival, burstiness=burstiness, input_dist="empirical" if samples_in is not None else
+                  length_dist, output_dist="empirical" if samples_out is not None else length_dist,
+                  input_samples=samples_in, output_samples=samples_out, diurnal_period_s=diurnal_period_s,
+                  diurnal_amplitude=diurnal_amplitude, result_cache_hit_rate=result_cache_hit_rate,
+                  preemption=preemption, seed=seed, slo_ttft_ms=slo_ttft_ms, slo_tpot_ms=slo_tpot_ms,
+                  price_usd_per_gpu_hour=price,
+                  speculative=_speculative(speculative_acceptance, speculative_tokens, speculative_draft_cost),
+                  **kw)  # fmt: skip
+    res = simulate(spec, rate=rate, concurrency=concurrency, trace=trace, requests=requests, duration_s=duration_s,
+                   chrome_trace=trace_out is not None, **run_kw)  # fmt: skip
     if trace_out is not None:
         from scaleright.serve.trace import write_chrome_trace
 
         assert res.chrome_trace is not None  # chrome_trace=True above
         write_chrome_trace(trace_out, res.chrome_trace)
+    if report is not None:
+        _report(report, res, spec, rate, requests, duration_s, run_kw,
+                f"{spec.name} on {gpus} x {kw['gpu'].id} (tp={tp} pp={pp}), {engine}")  # fmt: skip
     d = res.as_dict() | {"model": spec.name, "gpu": kw["gpu"].id, "price_usd_per_gpu_hour": price,
                          "price_source": price_source, "engine_status": _engine_status(engine)}  # fmt: skip
     if as_json:
@@ -277,7 +289,36 @@ def simulate_cmd(
     _print(res, f"{spec.name} on {gpus} x {kw['gpu'].id} (tp={tp} pp={pp}, {res.replicas} replicas, {engine}), {load}")
 
 
-def _fleet(path: Path, seed: int, calibration: str | None, catalog: Path | None, as_json: bool) -> None:
+SWEEP = (0.25, 0.5, 1.0, 1.5, 2.0)  # --report's cost-against-load runs, as multiples of --rate
+SWEEP_REQUESTS = 1000  # most requests per sweep run
+
+
+def _report(path: Path, res, spec, rate: float | None, requests: int | None, duration_s: float | None, run_kw: dict,
+            title: str) -> None:  # fmt: skip
+    """``--report``: the run's charts, and with ``--rate`` cost against load from the same fleet at ``SWEEP``
+    multiples of the rate (every point, the rate itself too, a run of ``SWEEP_REQUESTS`` requests at most, same
+    seed)."""
+    from scaleright.serve.report import render_html, write_report
+    from scaleright.serve.simulate import simulate
+
+    sweep, note = None, ""
+    if rate is None:
+        note = "Cost against load: drawn for --rate runs (a closed loop or a trace sets its own load)."
+    elif run_kw.get("price_usd_per_gpu_hour") is None:
+        note = "Cost against load: no GPU price (give --price-usd-per-gpu-hour; the catalog has none for this GPU)."
+    else:
+        n = min(requests or 1000, SWEEP_REQUESTS) if duration_s is None else SWEEP_REQUESTS
+        sweep = []
+        for f in SWEEP:
+            r = simulate(spec, rate=rate * f, requests=n, **run_kw)
+            sweep.append({"requests_per_s": rate * f, "usd_per_1m_output_tokens": r.usd_per_1m_output_tokens,
+                          "ttft_p99_ms": r.ttft_ms["p99"], "gpu_utilisation": r.gpu_utilisation,
+                          "this_run": f == 1.0})  # fmt: skip
+    write_report(path, render_html(res, title=title, sweep=sweep, sweep_note=note))
+
+
+def _fleet(path: Path, seed: int, calibration: str | None, catalog: Path | None, as_json: bool,
+           report: Path | None = None) -> None:  # fmt: skip
     """``serve simulate --fleet FILE``: every pool and service of the file (``--seed`` overrides its seed when
     given as non-zero)."""
     from scaleright.estimate.calibration import load_calibration
@@ -289,6 +330,10 @@ def _fleet(path: Path, seed: int, calibration: str | None, catalog: Path | None,
         f = f.model_copy(update={"seed": seed})
     res = run_fleet(*build_fleet(f, catalog=catalog_from(catalog), cal=load_calibration(calibration),
                                  source=str(path)))  # fmt: skip
+    if report is not None:
+        from scaleright.serve.report import render_fleet_html, write_report
+
+        write_report(report, render_fleet_html(res, title=f"fleet {path.name}"))
     d = res.as_dict() | {"fleet": str(path), "seed": f.seed}
     if as_json:
         emit_json(d)

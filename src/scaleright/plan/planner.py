@@ -609,6 +609,7 @@ def _size_by_simulation(scn, spec, cat, cal, options_all, skipped, rate, hours_m
             "replica_capacity_requests_per_s": sim["replica_capacity"], "replica_capacity": sim["replica_capacity"],
             "sized_at_requests_per_s": sim["sized_at_requests_per_s"], "sizing": "simulated",
             "latency_percentile": "p99",
+            "serving_charts": sim.get("serving_charts"), "gpus_against_load": sim.get("gpus_against_load"),
         })  # fmt: skip
     return n
 

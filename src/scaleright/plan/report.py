@@ -5,10 +5,13 @@ summary; the recommendation (or the binding constraint and the closest option); 
 Deployment Decision Tree (each branch, the number that decides it and what flips it); the scenario and the defaults
 it used; charts — scaling curve (training), cost vs time Pareto front, memory per GPU
 (training), rent vs buy, a radar per GPU type (a chart with one point or one polygon is replaced by a sentence
-saying so); the explanations; tables of the Pareto front, the skipped GPU types and the price sources. Markers carry
-their numbers as hover text (SVG ``<title>``); each GPU type has its own colour and marker shape.
+saying so); for inference, the serving simulation of the recommended fleet (latency CDF, utilisation and queue
+over time, GPU cost against load; ``_serving_section``, charts from ``serve.report``); the explanations; tables
+of the Pareto front, the skipped GPU types and the price sources. Markers carry their numbers as hover text (SVG
+``<title>``); each GPU type has its own colour and marker shape.
 
-Every number shown is read from the result; only chart scales and the radar's normalisation are computed here.
+Every number shown is read from the result; only chart scales, the radar's normalisation and the cost-against-load
+curve (the result's GPUs at each load times the option's price and service hours) are computed here.
 All text is escaped; None, NaN and inf print as "—".
 """
 
@@ -353,6 +356,43 @@ def _charts(result: dict, focus: dict | None, styles: dict[str, tuple[str, str]]
     return out
 
 
+def _serving_section(result: dict, focus: dict | None) -> list[str]:
+    """Inference: the serving simulation of the recommended (or closest) fleet — latency CDF, utilisation and queue
+    over time (``serve.report``, from the option's ``serving_charts``) and monthly GPU cost against load (its
+    ``gpus_against_load`` at its price and service hours)."""
+    from scaleright.serve.report import charts_html, cost_load_chart
+
+    out = ["<h2>Serving simulation</h2>"]
+    data = (focus or {}).get("serving_charts")
+    if not data:
+        why = "no option to show" if not focus else "the option was sized by the steady-state model, not simulated " \
+            "(a scenario without inference.ttft_slo_s, or one outside the simulated cheapest options)"  # fmt: skip
+        return [*out, f'<p class="note">Serving charts: {_e(why)}.</p>']
+    assert focus is not None
+    what = "recommendation" if result.get("recommendation") else "closest option"
+    out.append(f'<p class="note">The {_e(what)} ({_e(focus.get("gpus"))} × {_e(focus.get("gpu"))}) as simulated: '
+               f'{_e(data.get("simulated", ""))} at {_num(focus.get("sized_at_requests_per_s"))} requests/s '
+               "(the peak rate with headroom).</p>")  # fmt: skip
+    out += charts_html(data)
+    price, hours = focus.get("price_usd_per_gpu_hour"), focus.get("service_hours_per_month")
+    loads = focus.get("gpus_against_load") or []
+    if _ok(price) and _ok(hours) and loads:
+        pts = [{"requests_per_s": p["requests_per_s"], "usd_per_month": p["gpus"] * price * hours,
+                "gpus": p["gpus"]} for p in loads]  # fmt: skip
+        mark = {"requests_per_s": result["scenario"].get("requests_per_s"), "label": "simulated fleet",
+                "usd_per_month": focus["gpus"] * price * hours} if _ok(focus.get("gpus")) else None  # fmt: skip
+        out.append(_figure(cost_load_chart(pts, y_key="usd_per_month", y_label="GPU cost per month (USD)", mark=mark,
+                                           tip_keys=(("gpus", "GPUs"),), steps=True),
+                           f"GPUs at each load sized as ⌈peak · (1 + headroom) / replica capacity⌉ replicas of "
+                           f"{_num(focus.get('replica_capacity'))} requests/s each, at "
+                           f"{format_usd(price)} per GPU-hour for {_num(hours)} h a month; the ring is the simulated "
+                           "fleet at the scenario's rate, which multiplexes its load and can sit below the "
+                           "step."))  # fmt: skip
+    else:
+        out.append('<p class="note">Cost against load: the option has no price or service hours.</p>')
+    return out
+
+
 def _best_per_gpu(result: dict, training: bool) -> list[str]:
     rec, opts = result.get("recommendation"), result.get("options") or []
     cols, rows = _option_rows(opts, training)
@@ -456,7 +496,8 @@ def render_html(result: dict) -> str:
                    f'<b>{_e(inf.get("binding", DASH))}</b>. {_e(inf.get("message", ""))}</p>'
                    + (f"<h3>Closest option</h3>{_cards(focus, training)}" if focus else "") + "</div>")  # fmt: skip
     out += [*_best_per_gpu(result, training), *_decision(result), "<h2>Scenario</h2>", _scenario(s)]
-    out += _charts(result, focus, styles, training) + _tables(result, training)
+    out += _charts(result, focus, styles, training) + ([] if training else _serving_section(result, focus))
+    out += _tables(result, training)
     out.append(f"<footer>scaleright {_e(scaleright.__version__)} · every number comes from the model/catalog; "
                "sources: <code>scaleright catalog ... --json</code></footer>")
     return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"/>'

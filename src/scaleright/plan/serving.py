@@ -7,7 +7,10 @@ Sizing, per GPU type × tensor-parallel layout:
    simulated (a finite trial cannot tell a queue that grows without bound from a long one without a limit);
 2. replicas: R = ⌈peak rate · (1 + headroom) / capacity⌉, then fewer while a simulation of R − 1 replicas behind a
    least-outstanding router at peak · (1 + headroom) still meets both p99 SLOs (a fleet multiplexes its load; at
-   most three steps down). A trace is replayed on the fleet instead, at (1 + headroom) times its arrival rate.
+   most three steps down, and never below ⌈peak · (1 + headroom) / saturated rate⌉: past the rate a replica
+   completes under a permanent backlog, ``serve.simulate.saturated_rate``, its queue grows without bound, which
+   a short trial under a generous TTFT limit would not see). A trace is replayed on the fleet instead, at
+   (1 + headroom) times its arrival rate.
    Fleets of more than ``MAX_VERIFIED_REPLICAS`` are not simulated whole: R single-replica capacities, said so.
 The peak is the rate for ``constant`` arrivals and rate · (1 + amplitude) for ``diurnal`` ones.
 
@@ -45,6 +48,7 @@ MAX_VERIFIED_REPLICAS = 32  # fleets above this are sized from the single-replic
 TRIAL_REQUESTS = 400  # requests per capacity trial
 DEFAULT_TPOT_P99_MS = 1_000.0  # when the scenario sets no TPOT SLO
 _CACHE: dict[tuple, tuple[float, Any]] = {}
+_SAT: dict[tuple, float] = {}
 
 
 def batch_run(inf, pricing, cand, *, spot: bool = False, gpus_per_node: int = 8) -> dict:
@@ -216,9 +220,28 @@ def replica_capacity(spec, inf, gpu, system, tp: int, cal, max_num_seqs: int, **
     key = (repr(spec), ttft, tpot, tuple(sorted((k, _key(v)) for k, v in kw.items())))
     hit = _CACHE.get(key)
     if hit is None:
+        sat = saturated(spec, inf, gpu, system, tp, cal, max_num_seqs, **over)
         best, res, _ = capacity(spec, slo_ttft_p99_ms=ttft, slo_tpot_p99_ms=tpot, requests=TRIAL_REQUESTS,
-                                rel_tol=0.05, **kw)  # fmt: skip
+                                rel_tol=0.05, saturated=sat, **kw)  # fmt: skip
         hit = _CACHE[key] = (best, res)
+    return hit
+
+
+def saturated(spec, inf, gpu, system, tp: int, cal, max_num_seqs: int, **over) -> float:
+    """Requests/s one replica completes under a permanent backlog (``serve.simulate.saturated_rate``; 0 when a
+    request is longer than its KV cache): no fleet of R replicas carries more than R times it. Cached per
+    process."""
+    from scaleright.serve.simulate import build_model, saturated_rate
+
+    kw = _kw(inf, gpu, system, tp, cal, max_num_seqs, **over)
+    key = ("saturated", repr(spec), tuple(sorted((k, _key(v)) for k, v in kw.items())))
+    hit = _SAT.get(key)
+    if hit is None:
+        names = ("gpu", "system", "tp", "precision", "kv_precision", "engine", "cal", "max_num_seqs",
+                 "max_num_batched_tokens")
+        model = build_model(spec, **{k: kw[k] for k in names})
+        rate, res = saturated_rate(spec, model=model, clients=max_num_seqs, **kw)
+        hit = _SAT[key] = 0.0 if res.rejected else rate
     return hit
 
 
@@ -273,6 +296,7 @@ def simulate_option(spec, inf, gpu, system, tp: int, cal, *, rate: float, max_ba
     over.setdefault("max_num_seqs", seqs)
     seqs = over.pop("max_num_seqs")
     cap1, at_cap = replica_capacity(spec, inf, gpu, system, tp, cal, seqs, **over)
+    sat1 = saturated(spec, inf, gpu, system, tp, cal, seqs, **over)
     if cap1 <= 0:
         return {"fits": False, "reason": "even 1/1024 request/s misses the p99 SLOs on one replica"}
     target = peak_rate(inf, rate) * (1 + inf.headroom)
@@ -283,7 +307,8 @@ def simulate_option(spec, inf, gpu, system, tp: int, cal, *, rate: float, max_ba
         return {"fits": True, "replicas": n, "gpus": n * tp, "replica_capacity": cap1, "batch": seqs,
                 "ttft_p99_s": at_cap.ttft_ms["p99"] / 1e3, "tpot_p99_s": at_cap.tpot_ms["p99"] / 1e3,
                 "e2e_p99_s": at_cap.e2e_ms["p99"] / 1e3, "gpu_busy_share": at_cap.gpu_utilisation,
-                "sized_at_requests_per_s": target, "fleet_simulated": False}  # fmt: skip
+                "sized_at_requests_per_s": target, "fleet_simulated": False,
+                **_charts(at_cap, inf, rate, cap1, tp, simulated="one replica at its capacity")}  # fmt: skip
     trace = _scaled_trace(inf.trace, 1 + inf.headroom) if inf.arrival == "trace" else None
     try:
         good, res = _fleet_ok(spec, inf, gpu, system, tp, cal, seqs, n, target, trace, **over)
@@ -294,8 +319,11 @@ def simulate_option(spec, inf, gpu, system, tp: int, cal, *, rate: float, max_ba
             good, res = _fleet_ok(spec, inf, gpu, system, tp, cal, seqs, n, target, trace, **over)
         if not good:
             return {"fits": False, "reason": f"{n} replicas still miss the p99 SLOs", "replica_capacity": cap1}
+        # never below the replicas whose saturated rates carry the target: a short trial at a generous TTFT limit
+        # can pass an overloaded fleet whose queue has not yet grown past it
+        floor = math.ceil(target / sat1 - 1e-9) if trace is None and sat1 > 0 else 1
         for _ in range(3):
-            if n == 1:
+            if n <= max(1, floor):
                 break
             ok, r2 = _fleet_ok(spec, inf, gpu, system, tp, cal, seqs, n - 1, target, trace, **over)
             if not ok:
@@ -310,7 +338,27 @@ def simulate_option(spec, inf, gpu, system, tp: int, cal, *, rate: float, max_ba
             "ttft_p99_s": res.ttft_ms["p99"] / 1e3, "tpot_p99_s": res.tpot_ms["p99"] / 1e3,
             "e2e_p99_s": res.e2e_ms["p99"] / 1e3, "gpu_busy_share": res.gpu_utilisation,
             "sized_at_requests_per_s": target if trace is None else trace_rate(inf.trace) * (1 + inf.headroom),
-            "fleet_simulated": True}
+            "fleet_simulated": True, **_charts(res, inf, rate, cap1, tp, simulated=f"the fleet of {n} replicas")}
+
+
+CHART_INTERVALS = 60  # time-series intervals kept per simulated option (its JSON stays a few kB)
+LOAD_SPAN = 2.0  # the cost-against-load steps cover loads up to this multiple of the scenario's rate
+MAX_LOAD_STEPS = 64
+
+
+def _charts(res, inf, rate: float, cap1: float, tp: int, *, simulated: str) -> dict:
+    """The report's serving charts of an option: the simulation's timeline and latency CDF (``serve.report``), and
+    the GPUs against load: k replicas carry every load up to the one whose peak · (1 + headroom) is k replica
+    capacities — the single-replica sizing of step 2 before the fleet step-down (the simulated fleet at the
+    scenario's load can sit below it); one point per step, ``MAX_LOAD_STEPS`` at most (evenly thinned)."""
+    from scaleright.serve.report import chart_data
+
+    per_replica = cap1 / ((1 + inf.headroom) * peak_rate(inf, 1.0))  # offered requests/s one replica carries
+    top = max(2, math.ceil(LOAD_SPAN * rate / per_replica - 1e-9))
+    ks = sorted({max(1, round(1 + i * (top - 1) / (MAX_LOAD_STEPS - 1))) for i in range(MAX_LOAD_STEPS)})
+    loads = [{"requests_per_s": k * per_replica, "replicas": k, "gpus": k * tp} for k in ks]
+    return {"serving_charts": chart_data(res, most=CHART_INTERVALS) | {"simulated": simulated},
+            "gpus_against_load": loads}
 
 
 def pooling(spec, inf, gpu, system, tp: int, cal, *, rate: float, max_batch: int) -> tuple[int, int]:

@@ -447,7 +447,13 @@ class Fleet:
             usd_always_on=usd_on if priced else None, idle_usd=idle if priced else None,
             peak_gpus=sum(max(p.peak_billed, 0) * p.spec.gpus_per_replica for p in self.pools.values()),
             events=env.events_processed,
-            records={"first_token_s": self.first, "finish_s": self.finish, "tiers": self.tier_done},
+            records={"first_token_s": self.first, "finish_s": self.finish, "tiers": self.tier_done,
+                     "arrival_s": np.concatenate([np.asarray(s.arrival_s, dtype=float) for s in self.services])
+                     if self.services else np.zeros(0),
+                     "output_tokens": np.concatenate([np.asarray(s.output_tokens, dtype=float)
+                                                      for s in self.services]) if self.services else np.zeros(0),
+                     "service": np.asarray(self.job_service, dtype=np.int64),
+                     "service_names": [s.name for s in self.services]},
         )  # fmt: skip
 
 

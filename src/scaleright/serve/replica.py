@@ -481,6 +481,17 @@ class Replica:
             self._wake = True  # arrivals or other ends at this instant come first
             env.schedule(now, _SCHED, self._step)
 
+    def integrals(self, now: float) -> tuple[float, float, float, float]:
+        """(∫ busy dt, ∫ used KV blocks dt, ∫ waiting requests dt, ∫ requests in system dt) from 0 to ``now``,
+        the iteration in flight counted up to ``now`` (at its starting block count)."""
+        self._tick(now)
+        busy, kv = self.busy_s, self.kv_block_s
+        if self._run is not None:
+            dt = now - self._run[0]
+            busy += dt
+            kv += (self.total_blocks - self.free) * dt
+        return busy, kv, self.queue_s, self.system_s
+
     def close(self, now: float) -> None:
         """Bring the time integrals up to ``now`` (end of the simulation)."""
         self._tick(now)

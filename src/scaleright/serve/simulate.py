@@ -10,8 +10,9 @@ The engine profile's frontend latency (HTTP, tokenisation) is added to each requ
 for an open-loop stream that equals delaying every arrival by it; closed-loop clients send their next request
 without it.
 
-``capacity`` brackets the rate by doubling (or halving) from 1 request/s and bisects to ``rel_tol``, every trial
-with the same seed and request count, so the SLO test is a deterministic function of the rate.
+``capacity`` brackets the rate by doubling (or halving) from 1 request/s, never above the rate the layout completes
+under a permanent backlog (``saturated_rate``), and bisects to ``rel_tol``, every trial with the same seed and
+request count, so the SLO test is a deterministic function of the rate.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import numpy as np
 from scaleright.errors import InputError
 from scaleright.estimate.calibration import DEFAULT_CALIBRATION, Calibration
 from scaleright.estimate.comm import Cluster as Network
-from scaleright.estimate.engines import get_engine
+from scaleright.estimate.engines import EngineProfile, get_engine
 from scaleright.estimate.iteration import IterationModel, serving_layout
 from scaleright.estimate.memory import GB, inference_memory_arrays
 from scaleright.limits import check_limit
@@ -34,17 +35,21 @@ from scaleright.serve.arrivals import arrival_times, read_trace
 from scaleright.serve.cluster import Cluster
 from scaleright.serve.kernel import Environment
 from scaleright.serve.lengths import draw_lengths
-from scaleright.serve.metrics import meets_slos, summary, weighted_summary
+from scaleright.serve.metrics import TIMELINE_POINTS, Timeline, meets_slos, summary, weighted_summary
 from scaleright.serve.replica import BLOCK_TOKENS, SchedulerConfig
 from scaleright.serve.router import make_router
 from scaleright.serve.speculative import SpeculativeModel
 from scaleright.workload.spec import TransformerSpec
 
-__all__ = ["MAX_REQUESTS", "SimulationResult", "build_model", "capacity", "kv_blocks_per_replica", "simulate"]
+__all__ = ["MAX_REQUESTS", "SimulationResult", "build_model", "capacity", "kv_blocks_per_replica", "saturated_rate",
+           "simulate"]
 
 MAX_REQUESTS = 10_000_000  # requests per simulation: 10**7 keeps one run under minutes and its records in memory
 SLO_SPANS = 20  # a capacity trial's arrivals span at least this many TTFT limits (``capacity``)
 MAX_TRIAL_REQUESTS = 200_000
+SATURATION_WAVES = 8  # ``saturated_rate``: requests per closed-loop client
+WAIT_BOUND_MEANS = 10.0  # ``capacity``: a TTFT limit beyond this many mean waits near saturation cannot bind
+MIN_RATE = 1 / 1024  # requests/s: ``capacity`` gives up below it
 
 
 @dataclass(frozen=True)
@@ -79,9 +84,12 @@ class SimulationResult:
     engine: str
     records: dict = field(default_factory=dict, repr=False, compare=False)  # per-request arrays (not in as_dict)
     chrome_trace: dict | None = field(default=None, repr=False, compare=False)
+    # fleet time series per sampling interval (``metrics.Timeline.series``; not in as_dict)
+    timeline: dict = field(default_factory=dict, repr=False, compare=False)
 
     def as_dict(self) -> dict:
-        return {k: getattr(self, k) for k in self.__dataclass_fields__ if k not in ("records", "chrome_trace")}
+        return {k: getattr(self, k) for k in self.__dataclass_fields__
+                if k not in ("records", "chrome_trace", "timeline")}  # fmt: skip
 
 
 def kv_blocks_per_replica(spec: TransformerSpec, model: IterationModel | SpeculativeModel, *, gpu, tp: int, pp: int,
@@ -103,7 +111,8 @@ def kv_blocks_per_replica(spec: TransformerSpec, model: IterationModel | Specula
 
 
 def build_model(spec: TransformerSpec, *, gpu, system=None, cluster: Network | None = None, tp: int = 1, pp: int = 1,
-                ep: int = 1, precision: str = "bf16", kv_precision: str | None = None, engine: str = "vllm",
+                ep: int = 1, precision: str = "bf16", kv_precision: str | None = None,
+                engine: str | EngineProfile = "vllm",
                 cal: Calibration = DEFAULT_CALIBRATION, max_num_seqs: int = 256, max_num_batched_tokens: int = 8192,
                 speculative: tuple[float, int, float] | None = None) -> IterationModel | SpeculativeModel:  # fmt: skip
     """The iteration model of one replica; ``speculative`` = (acceptance rate, tokens proposed k, draft cost)
@@ -149,7 +158,7 @@ def simulate(
     output_samples=None,
     diurnal_period_s: float = 86_400.0,
     diurnal_amplitude: float = 0.5,
-    engine: str = "vllm",
+    engine: str | EngineProfile = "vllm",
     precision: str = "bf16",
     kv_precision: str | None = None,
     max_num_seqs: int = 256,
@@ -175,7 +184,8 @@ def simulate(
     ``duration_s`` (open loop) sets the length of the run. Lengths: ``input_dist`` / ``output_dist`` fixed,
     lognormal (mean = input_len / output_len, ``length_cv``) or empirical (``input_samples`` / ``output_samples``,
     arrays of token counts, e.g. from ``serve.lengths.read_lengths``). ``speculative``: (acceptance rate, tokens
-    proposed per step, draft cost), see ``serve.speculative``. ``system``: the network (``catalog.systems``)."""
+    proposed per step, draft cost), see ``serve.speculative``. ``system``: the network (``catalog.systems``).
+    ``engine``: a profile name or an ``EngineProfile`` (a fitted one: its frontend latency and factors apply)."""
     gpus = _int_arg("gpus", gpus, "gpus")
     for name, v in (("tp", tp), ("pp", pp), ("ep", ep)):
         _int_arg(name, v, "parallel_degree")
@@ -195,7 +205,7 @@ def simulate(
     config = SchedulerConfig(max_num_seqs, max_num_batched_tokens, prefix_cache_hit_rate, preemption)
     if not 0 <= result_cache_hit_rate < 1:
         raise InputError(f"result_cache_hit_rate={result_cache_hit_rate} must lie in [0, 1)")
-    get_engine(engine)
+    profile = engine if isinstance(engine, EngineProfile) else get_engine(engine)
     env = Environment(seed, log=log)
     rng = env.rng
     arrivals = None
@@ -258,6 +268,11 @@ def simulate(
     fleet = Cluster(env, model, config, replicas=replicas, kv_blocks=blocks, router=make_router(router),
                     input_tokens=np.asarray(inputs), output_tokens=np.asarray(outputs), arrival_s=arrivals,
                     concurrency=concurrency, trace=chrome_trace, result_cached=cached)  # fmt: skip
+    # a few hundred samples of the fleet's integrals, spaced over the arrivals (``metrics.Timeline``)
+    last = float(arrivals[-1]) if arrivals is not None and len(arrivals) else 0.0
+    timeline = Timeline(env, lambda: fleet.replicas,
+                        lambda: fleet.issued >= fleet.n and not any(r.in_system for r in fleet.replicas),
+                        dt_s=last / TIMELINE_POINTS if last > 0 else 1e-3)  # fmt: skip
     # The run allocates one object per request and keeps them all: the cyclic garbage collector would rescan that
     # growing heap again and again (runs 2x slower at 10**5 requests); nothing in the loop forms cycles.
     was_enabled = gc.isenabled()
@@ -268,13 +283,13 @@ def simulate(
         if was_enabled:
             gc.enable()
     fleet.close(env.now)
-    return _result(fleet, env, model=model, gpus=gpus, tp=tp, pp=pp, ep=ep, engine=engine, blocks=blocks,
+    return _result(fleet, env, model=model, gpus=gpus, tp=tp, pp=pp, ep=ep, engine=profile, blocks=blocks,
                    slo_ttft_ms=slo_ttft_ms, slo_tpot_ms=slo_tpot_ms, price=price_usd_per_gpu_hour,
-                   chrome_trace=chrome_trace)  # fmt: skip
+                   chrome_trace=chrome_trace, timeline=timeline)  # fmt: skip
 
 
-def _result(fleet: Cluster, env: Environment, *, model, gpus, tp, pp, ep, engine, blocks, slo_ttft_ms, slo_tpot_ms,
-            price, chrome_trace) -> SimulationResult:  # fmt: skip
+def _result(fleet: Cluster, env: Environment, *, model, gpus, tp, pp, ep, engine: EngineProfile, blocks, slo_ttft_ms,
+            slo_tpot_ms, price, chrome_trace, timeline: Timeline) -> SimulationResult:  # fmt: skip
     reps = fleet.replicas
     done = [r for rep in reps for r in rep.finished] + fleet.cache_hits
     done.sort(key=lambda r: r.id)
@@ -284,7 +299,7 @@ def _result(fleet: Cluster, env: Environment, *, model, gpus, tp, pp, ep, engine
     fin = np.array([r.finish_s for r in done])
     out = np.array([r.output_tokens for r in done], dtype=float)
     inp = np.array([r.input_tokens for r in done], dtype=float)
-    front = get_engine(engine).frontend_latency_s  # outside the engine: shifts every request's clock alike
+    front = engine.frontend_latency_s  # outside the engine: shifts every request's clock alike
     ttft = first - arr + front
     e2e = fin - arr + front
     multi = (out > 1) & engine_made
@@ -313,12 +328,15 @@ def _result(fleet: Cluster, env: Environment, *, model, gpus, tp, pp, ep, engine
         swapped_kv_tokens=sum(rep.swapped_tokens for rep in reps), result_cache_hits=len(fleet.cache_hits),
         requests=len(done),
         rejected=sum(len(rep.rejected) for rep in reps), duration_s=span, replicas=len(reps),
-        kv_blocks_per_replica=blocks, iterations=sum(rep.iterations for rep in reps), events=env.events_processed,
+        kv_blocks_per_replica=blocks, iterations=sum(rep.iterations for rep in reps),
+        events=env.events_processed - timeline.samples,
         usd_per_1m_output_tokens=usd_h / 3600 / out_tps * 1e6 if usd_h is not None and out_tps > 0 else None,
         usd_per_1m_input_tokens=usd_h / 3600 / in_tps * 1e6 if usd_h is not None and in_tps > 0 else None,
-        layout={"tp": tp, "pp": pp, "ep": ep, "replicas": len(reps), "gpus": gpus}, engine=engine,
+        layout={"tp": tp, "pp": pp, "ep": ep, "replicas": len(reps), "gpus": gpus}, engine=engine.name,
         records={"id": np.array([r.id for r in done]), "arrival_s": arr, "first_token_s": first, "finish_s": fin,
-                 "input_tokens": inp, "output_tokens": out, "log": env.log},
+                 "input_tokens": inp, "output_tokens": out, "log": env.log, "ttft_s": ttft, "tpot_s": tpot,
+                 "e2e_s": e2e},
+        timeline=timeline.series(blocks),
     )  # fmt: skip
     if chrome_trace:
         from scaleright.serve.trace import chrome_trace_events
@@ -327,16 +345,42 @@ def _result(fleet: Cluster, env: Environment, *, model, gpus, tp, pp, ep, engine
     return res
 
 
+def saturated_rate(spec: TransformerSpec, *, model: IterationModel | SpeculativeModel, clients: int,
+                   waves: int = SATURATION_WAVES, **kw) -> tuple[float, SimulationResult]:  # fmt: skip
+    """(requests/s the layout completes under a permanent backlog, the simulation): ``clients`` closed-loop
+    clients (``max_num_seqs`` per replica: every batch slot refilled the moment it frees, as a queue that never
+    empties does), ``waves · clients`` requests, counted between the ``clients``-th completion and the
+    ``clients``-th from last (the ramp-up of the first batch and the drain of the last left out). No open-loop
+    stream above this rate is stable: its queue, and every request's wait, grows without bound. Fewer waves (three
+    at least) where ``waves · clients`` would pass ``MAX_TRIAL_REQUESTS``."""
+    n = max(3, min(waves, MAX_TRIAL_REQUESTS // clients)) * clients
+    r = simulate(spec, concurrency=clients, requests=n, model=model, **kw)
+    fin = np.sort(r.records["finish_s"])
+    if fin.size == n and n > 2 * clients and fin[n - clients - 1] > fin[clients - 1]:
+        return (n - 2 * clients) / float(fin[n - clients - 1] - fin[clients - 1]), r
+    return r.requests_per_s, r
+
+
 def capacity(spec: TransformerSpec, *, slo_ttft_p99_ms: float, slo_tpot_p99_ms: float, requests: int = 1000,
-             rel_tol: float = 0.02, max_trials: int = 40,
+             rel_tol: float = 0.02, max_trials: int = 40, saturated: float | None = None,
              **kw) -> tuple[float, SimulationResult | None, list]:  # fmt: skip
     """(highest rate/s with p99 TTFT and p99 TPOT within their limits, the simulation at that rate, the trials
-    as (rate, passed)). Rate 0 and None when even 1/1024 request/s misses the limits.
+    as (rate, passed)). Rate 0 and None when even 1/1024 request/s misses the limits, or a request is longer than
+    the KV cache.
+
+    The search doubles from 1 request/s (or halves) and bisects, never above the saturated rate
+    (``saturated_rate``): past it the queue grows without bound, so no rate above it is sustained under any TTFT
+    limit, and the search stops there — the result when the TTFT limit is so generous that only throughput binds.
 
     Each trial runs ``requests`` requests, or more: enough for its arrivals to span ``SLO_SPANS`` times the TTFT
     limit (at most ``MAX_TRIAL_REQUESTS``). A short burst of requests drains within a generous TTFT limit at any
     rate; over a span of many limits, a rate x % above what the fleet serves builds a backlog whose wait grows to
-    about x % of the span, so the trial fails once the overload passes ~1/SLO_SPANS."""
+    about x % of the span, so the trial fails once the overload passes ~1/SLO_SPANS. For Poisson and gamma arrivals
+    the limit used for that span is at most ``WAIT_BOUND_MEANS`` mean waits of a queue at ``1 − rel_tol`` of the
+    saturated rate (Kingman: W ≈ (1 + c_a²)/2 · ρ/(1 − ρ) / μ, c_a² = 1 / burstiness): a longer limit cannot bind
+    below the saturated rate to within the search's tolerance, and would only lengthen every trial (a one-day TTFT
+    limit once ran 200,000 requests per trial). ``saturated``: the saturated rate when the caller has it
+    (``saturated_rate`` with the same arguments), else it is simulated here."""
     for name, v in (("slo_ttft_p99_ms", slo_ttft_p99_ms), ("slo_tpot_p99_ms", slo_tpot_p99_ms)):
         if not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
             raise InputError(f"{name}={v!r} must be a finite positive number of milliseconds")
@@ -347,9 +391,21 @@ def capacity(spec: TransformerSpec, *, slo_ttft_p99_ms: float, slo_tpot_p99_ms: 
     model = build_model(spec, **{k: kw[k] for k in names if k in kw})
     trials: list[tuple[float, bool]] = []
     cache: dict[float, SimulationResult] = {}
+    replicas = max(1, kw.get("gpus", 1) // (kw.get("tp", 1) * kw.get("pp", 1)))
+    if saturated is None:
+        saturated, sat = saturated_rate(spec, model=model, clients=kw.get("max_num_seqs", 256) * replicas, **kw)
+        if sat.rejected:
+            return 0.0, None, trials
+    ceiling = saturated
+    if not (math.isfinite(ceiling) and ceiling > 0):
+        return 0.0, None, trials
+    ttft_span_s = slo_ttft_p99_ms / 1e3
+    if kw.get("arrival", "poisson") in ("poisson", "gamma"):
+        ca2 = 1.0 / kw.get("burstiness", 1.0) if kw.get("arrival") == "gamma" else 1.0
+        ttft_span_s = min(ttft_span_s, WAIT_BOUND_MEANS * (1 + ca2) / 2 / (rel_tol * ceiling))
 
     def ok(rate: float) -> bool:
-        n = max(requests, min(MAX_TRIAL_REQUESTS, math.ceil(rate * SLO_SPANS * slo_ttft_p99_ms / 1e3)))
+        n = max(requests, min(MAX_TRIAL_REQUESTS, math.ceil(rate * SLO_SPANS * ttft_span_s)))
         r = simulate(spec, rate=rate, requests=n, model=model, **kw)
         cache[rate] = r
         tpot = r.tpot_ms["p99"]  # NaN when no request decodes (one output token each)
@@ -357,15 +413,21 @@ def capacity(spec: TransformerSpec, *, slo_ttft_p99_ms: float, slo_tpot_p99_ms: 
         trials.append((rate, good))
         return good
 
-    lo, hi = 0.0, 1.0
+    lo, hi = 0.0, min(1.0, ceiling)
     if ok(hi):
-        while len(trials) < max_trials and ok(hi * 2):
-            hi *= 2
-        lo, hi = hi, hi * 2
+        while hi < ceiling:
+            if len(trials) >= max_trials:
+                return hi, cache[hi], trials
+            if not ok(min(hi * 2, ceiling)):
+                break
+            hi = min(hi * 2, ceiling)
+        else:
+            return hi, cache[hi], trials  # the saturated rate passes: throughput binds, not the limits
+        lo, hi = hi, min(hi * 2, ceiling)
     else:
-        while len(trials) < 11 and not ok(hi / 2):
+        while hi / 2 >= MIN_RATE and len(trials) < max_trials and not ok(hi / 2):
             hi /= 2
-        if len(trials) >= 11:
+        if hi / 2 < MIN_RATE or (len(trials) >= max_trials and not trials[-1][1]):
             return 0.0, None, trials
         lo = hi / 2
     while hi - lo > rel_tol * lo and len(trials) < max_trials:
