@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from scaleright.estimate.layout import Layout
-from scaleright.estimate.memory import GB, activation_bytes_per_layer, model_state_bytes
+from scaleright.estimate.memory import GB, activation_bytes_per_layer, memory_profile, model_state_bytes
 from scaleright.workload import TransformerSpec, count_params
 from validation.files import Skipped, SkipRow, cell_int, read_rows
 from validation.models import gpt_spec
@@ -162,14 +162,16 @@ def load_bloom_cases(directory: Path | str | None = None) -> list[MemoryCase]:
         except SkipRow:
             continue
         assumptions = tc.assumptions
+        states: str | None
         if "fp32 grad accumulation" in row["precision"]:
-            states = "deepspeed-bf16"
+            states = None  # the megatron-2021 profile's: BF16_Optimizer (deepspeed-bf16) for bf16 under ZeRO-1
         else:
             states = str(fw["states"])
             assumptions += ("precision not stated: DeepSpeed's ZeRO fp16 optimizer (BF16_Optimizer rows say so)",)
+        shown = states or memory_profile(str(fw["framework"]), zero=tc.layout.zero, precision=tc.precision).states
         out.append(MemoryCase(
             source="train_measured.csv", line=line, group="BLOOM-176B sweeps (A100)",
-            label=f"{tc.label} [{'OOM' if oom else 'ran'}; {states}]", spec=tc.spec, layout=tc.layout,
+            label=f"{tc.label} [{'OOM' if oom else 'ran'}; {shown}]", spec=tc.spec, layout=tc.layout,
             seq_len=tc.seq_len, precision=tc.precision,
             measured_gb=float("nan") if oom else float(m.group(1)) * GIB / GB,
             unit_note="nvidia-smi snapshot, MiB shown as 'GB': read as GiB", assumptions=assumptions,

@@ -272,7 +272,7 @@ def memory_cmd(
         else:
             used = ("no framework (the ZeRO paper's accounting; --framework picks one)", states or "zero",
                     cross_entropy or "fused", attention != "materialized")
-        memory_accounting = {"framework": fw.name if fw else None, "states": used[1], "cross_entropy": used[2],
+        memory_accounting = {"framework": fw.name if fw else "none", "states": used[1], "cross_entropy": used[2],
                              "attention": "flash" if used[3] else "materialized",
                              "cuda_context_gb": mem.details.get("cuda_context_gb")}  # fmt: skip
         accounting_line = (f"{used[0]}: states {used[1]}, {used[2]} cross-entropy, "
