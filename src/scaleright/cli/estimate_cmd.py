@@ -135,11 +135,12 @@ def _pp_fits(gpus: int, pp: int, layers: int | None = None) -> None:
         raise InputError(f"pp({pp}) > num_hidden_layers({layers}): each stage needs at least one layer")
 
 
-# Training-only options of ``estimate memory`` and their defaults: with --task inference a different value is an
-# error rather than silently ignored.
-_TRAINING_ONLY = {"cp": 1, "ep": 1, "zero": 0, "micro_batch": 1, "global_batch": None, "recompute": "none",
-                  "sequence_parallel": False, "optimizer": "adamw", "states": None,
-                  "cross_entropy": None, "framework": None, "attention": None}  # fmt: skip
+# Training-only options of ``estimate memory`` and the values that change nothing (the default, or what no
+# --framework means): with --task inference any other value is an error rather than silently ignored.
+_TRAINING_ONLY = {"cp": (1,), "ep": (1,), "zero": (0,), "micro_batch": (1,), "global_batch": (None,),
+                  "recompute": ("none",), "sequence_parallel": (False,), "optimizer": ("adamw",),
+                  "states": (None, "zero"), "cross_entropy": (None, "fused"), "framework": (None,),
+                  "attention": (None,)}  # fmt: skip
 
 
 def _dp(gpus: int, tp: int, pp: int, cp: int) -> int:
@@ -234,10 +235,10 @@ def memory_cmd(
              "states": states, "cross_entropy": cross_entropy, "framework": framework,
              "attention": attention}  # fmt: skip
     if task == "inference":
-        for k, default in _TRAINING_ONLY.items():
-            if given[k] != default:
+        for k, inert in _TRAINING_ONLY.items():
+            if given[k] not in inert:
                 flag = "--" + k.replace("_", "-")
-                shown = flag if isinstance(default, bool) else f"{flag}={given[k]}"
+                shown = flag if isinstance(inert[0], bool) else f"{flag}={given[k]}"
                 raise InputError(f"{shown} applies to training; --task inference does not use it (drop it)")
     else:
         for flag, v, default in (("--batch", batch, 1), ("--kv-precision", kv_precision, None)):
