@@ -7,10 +7,13 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 import validation as ref
 from scaleright.cli.main import app
+from scaleright.errors import LayoutError
 from scaleright.estimate.framework import FRAMEWORKS
 from scaleright.estimate.layout import Layout
 from scaleright.estimate.memory import memory_profile, training_memory
@@ -131,3 +134,31 @@ def test_estimate_memory_refuses_bad_framework_flags_in_one_line(monkeypatch, ca
     code, _out, err = run_main(["estimate", "memory", "--model", "llama-3.1-8b", *args], monkeypatch, capsys)
     assert code == 2
     assert "Traceback" not in err and len(err.strip().splitlines()) == 1 and args[-1] in err, err
+
+
+FAST = settings(max_examples=40, deadline=None)
+
+
+@FAST
+@given(data=st.data(), seq=st.integers(2, 16384), mb=st.integers(1, 4), tp=st.sampled_from([1, 2, 4]),
+       zero=st.sampled_from([0, 1, 2, 3]), name=st.sampled_from(list(FRAMEWORKS)),
+       rc=st.sampled_from(["none", "full"]))  # fmt: skip
+def test_property_memory_counters_nest_and_materialised_attention_never_needs_less(
+        shipped_names, load_spec, data, seq, mb, tp, zero, name, rc):  # fmt: skip
+    """For every preset: allocated <= reserved <= total, the reserve is non-negative, and storing the s×s scores
+    (materialized) never needs less memory than flash attention on the same layout, once a query has two keys
+    (the softmax keeps 2 B per key and head, flash attention's log-sum-exp 4 B per query and head). Not for
+    selective recompute, which drops the materialised scores but keeps flash attention's log-sum-exp."""
+    spec = load_spec(data.draw(st.sampled_from(shipped_names)))
+    if spec.heads % tp or (spec.kv_heads % tp and tp % spec.kv_heads):
+        tp = 1
+    lay = Layout(tp=tp, dp=4, zero=zero, micro_batch=mb, recompute=rc)
+    try:
+        lay.validate(spec)
+    except LayoutError:
+        return
+    m = {attn: training_memory(spec, layout=lay, seq_len=seq, framework=FRAMEWORKS[name].with_overrides(
+        attention=attn)) for attn in ("flash", "materialized")}  # fmt: skip
+    for b in m.values():
+        assert 0 <= b.allocated_gb <= b.reserved_gb <= b.total_gb
+    assert m["materialized"].total_gb >= m["flash"].total_gb * (1 - 1e-12)
