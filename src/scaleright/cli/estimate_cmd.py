@@ -209,7 +209,7 @@ def memory_cmd(
         STATE_FORMATS,
         TASKS,
         inference_memory,
-        memory_profile,
+        resolve_profile,
         training_memory,
     )
     from scaleright.workload.precision import KV_PRECISIONS, STORAGE_PRECISIONS, TRAIN_PRECISIONS
@@ -266,19 +266,8 @@ def memory_cmd(
                                          flash_attention=None if attention is None else attention == "flash")
         mem = training_memory(spec, layout=layout, seq_len=seq_len, task=task, gpu_memory_gb=g.memory_gb,
                               **memory_kw)  # fmt: skip
-        if fw is not None:
-            prof = memory_profile(fw, zero=zero, precision=precision)
-            used = (f"framework {prof.framework}", states or prof.states, cross_entropy or prof.cross_entropy,
-                    prof.flash_attention)
-        else:
-            used = ("no framework (the ZeRO paper's accounting; --framework picks one)", states or "zero",
-                    cross_entropy or "fused", attention != "materialized")
-        memory_accounting = {"framework": fw.name if fw else "none", "states": used[1], "cross_entropy": used[2],
-                             "attention": "flash" if used[3] else "materialized",
-                             "cuda_context_gb": mem.details.get("cuda_context_gb")}  # fmt: skip
-        accounting_line = (f"{used[0]}: states {used[1]}, {used[2]} cross-entropy, "
-                           f"{'flash attention' if used[3] else 'materialized attention (s x s scores stored)'}, "
-                           f"CUDA context {mem.details.get('cuda_context_gb', 0.0):g} GB")  # fmt: skip
+        prof = resolve_profile(fw, zero=zero, precision=precision, states=states, cross_entropy=cross_entropy,
+                               flash_attention=memory_kw["flash_attention"])  # fmt: skip
         caption = (f"{spec.name} {task}, {precision}, {optimizer}, tp={tp} pp={pp} dp={dp} cp={cp} zero={zero}, "
                    f"micro-batch {micro_batch} x {seq_len} tokens, recompute {recompute}")  # fmt: skip
     hints = []
@@ -294,13 +283,13 @@ def memory_cmd(
         "calibration": MEMORY_CALIBRATION_RECORD, "fit_hints": [h.as_dict() for h in hints],
     }  # fmt: skip
     if task != "inference":
-        out["memory_accounting"] = memory_accounting
+        out["memory_accounting"] = prof.as_dict()
     if as_json:
         emit_json(out)
         return
     _memory_table(f"Memory per GPU on {g.id}", mem.as_dict(), mem.total_gb, g.memory_gb, caption)
     if task != "inference":
-        console.print(esc(accounting_line))
+        console.print(esc(prof.summary()))
     if hints:
         console.print("would fit with: " + esc("; ".join(f"{h.change} ({h.total_gb:.1f} GB)" for h in hints)))
     elif task != "inference" and mem.fits is False:

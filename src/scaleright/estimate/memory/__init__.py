@@ -27,7 +27,7 @@ from scaleright.estimate.memory.adapters import LORA_TARGETS, LoraConfig, lora_p
 from scaleright.estimate.memory.breakdown import GB, MemoryBreakdown
 from scaleright.estimate.memory.inference import inference_memory, inference_memory_arrays, kv_cache_bytes
 from scaleright.estimate.memory.overheads import Overheads, allocator_reserve_bytes, nccl_buffer_bytes
-from scaleright.estimate.memory.profiles import MemoryProfile, memory_profile
+from scaleright.estimate.memory.profiles import MemoryProfile, memory_profile, resolve_profile
 from scaleright.estimate.memory.states import (
     OPTIMIZERS,
     STATE_FORMATS,
@@ -47,6 +47,7 @@ __all__ = [
     "Overheads",
     "MemoryProfile",
     "memory_profile",
+    "resolve_profile",
     "MemoryBreakdown",
     "optimizer_bytes_per_param",
     "model_state_bytes",

@@ -27,12 +27,13 @@ explicitly instead (``training_memory(states=, cross_entropy=, flash_attention=,
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, replace
+from typing import Any
 
 from scaleright.estimate.framework import FRAMEWORKS, Framework, framework_of
 from scaleright.estimate.memory.overheads import EAGER_LOADING_RUNTIME_GB, Overheads
 
-__all__ = ["MemoryProfile", "memory_profile"]
+__all__ = ["NO_FRAMEWORK", "MemoryProfile", "memory_profile", "resolve_profile"]
 
 
 @dataclass(frozen=True)
@@ -50,9 +51,23 @@ class MemoryProfile:
         return Overheads(runtime_gb=self.runtime_gb)
 
     def summary(self) -> str:
-        attn = "flash attention" if self.flash_attention else "materialized attention (s×s scores stored)"
-        return (f"{self.framework}: states {self.states}, {self.cross_entropy} cross-entropy, {attn}, CUDA context "
+        attn = "flash attention" if self.flash_attention else "materialized attention (s x s scores through HBM)"
+        name = "no framework (the ZeRO paper's accounting)" if self.framework == NO_FRAMEWORK else self.framework
+        return (f"{name}: states {self.states}, {self.cross_entropy} cross-entropy, {attn}, CUDA context "
                 f"{self.runtime_gb:g} GB")
+
+    def as_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["attention"] = "flash" if d.pop("flash_attention") else "materialized"
+        d["cuda_context_gb"] = d.pop("runtime_gb")
+        return d
+
+
+# Without a framework: the ZeRO paper's accounting (Rajbhandari et al. 2020: 16-bit weights and gradients, K = 12),
+# Megatron's fused loss, flash attention, a lazily loading CUDA stack
+NO_FRAMEWORK = "none"
+_PAPER = MemoryProfile(framework=NO_FRAMEWORK, states="zero", cross_entropy="fused", flash_attention=True,
+                       runtime_gb=Overheads().runtime_gb)  # fmt: skip
 
 
 def _preset(fw: Framework) -> str:
@@ -82,3 +97,14 @@ def memory_profile(framework: Framework | str, *, zero: int = 0, precision: str 
         states, ce = "fsdp2", "eager"
     return MemoryProfile(framework=fw.name, states=states, cross_entropy=ce,
                          flash_attention=fw.attention == "flash", runtime_gb=runtime)  # fmt: skip
+
+
+def resolve_profile(
+    framework: Framework | str | None, *, zero: int = 0, precision: str = "bf16", states: str | None = None,
+    cross_entropy: str | None = None, flash_attention: bool | None = None,
+) -> MemoryProfile:
+    """The memory inputs a run uses: ``framework``'s (``memory_profile``; None: the ZeRO paper's accounting) with
+    every field given explicitly taking precedence."""
+    base = _PAPER if framework is None else memory_profile(framework, zero=zero, precision=precision)
+    given: dict[str, Any] = {"states": states, "cross_entropy": cross_entropy, "flash_attention": flash_attention}
+    return replace(base, **{k: v for k, v in given.items() if v is not None})

@@ -19,7 +19,7 @@ from scaleright.estimate.memory.activations import (
 from scaleright.estimate.memory.adapters import LoraConfig, lora_param_count
 from scaleright.estimate.memory.breakdown import GB, MemoryBreakdown, _breakdown, fold_overheads, overhead_details
 from scaleright.estimate.memory.overheads import Overheads, allocator_reserve_bytes, nccl_buffer_bytes
-from scaleright.estimate.memory.profiles import memory_profile
+from scaleright.estimate.memory.profiles import resolve_profile
 from scaleright.estimate.memory.states import (
     _end_params,
     _stage_params,
@@ -218,20 +218,13 @@ def _parts_for(
     """``_training_parts`` with the framework's memory inputs filled in where not given, one profile per ZeRO stage
     present in ``zero`` (the state format of ``megatron-2021`` and ``deepspeed`` depends on it)."""
     z = np.asarray(zero)
-    if framework is None:
-        return _training_parts(
-            spec, zero=zero, precision=precision, states=states or "zero", cross_entropy=cross_entropy or "fused",
-            flash_attention=True if flash_attention is None else flash_attention,
-            overheads=overheads or Overheads(), **kw,
-        )  # fmt: skip
     out: dict[str, np.ndarray] | None = None
-    for stage in np.unique(z):
-        prof = memory_profile(framework, zero=int(stage), precision=precision)
+    for stage in np.unique(z) if framework is not None else (0,):
+        prof = resolve_profile(framework, zero=int(stage), precision=precision, states=states,
+                               cross_entropy=cross_entropy, flash_attention=flash_attention)  # fmt: skip
         parts = _training_parts(
-            spec, zero=zero, precision=precision, states=states or prof.states,
-            cross_entropy=cross_entropy or prof.cross_entropy,
-            flash_attention=prof.flash_attention if flash_attention is None else flash_attention,
-            overheads=overheads or prof.overheads, **kw,
+            spec, zero=zero, precision=precision, states=prof.states, cross_entropy=prof.cross_entropy,
+            flash_attention=prof.flash_attention, overheads=overheads or prof.overheads, **kw,
         )  # fmt: skip
         out = parts if out is None else {k: np.where(z == stage, v, out[k]) for k, v in parts.items()}
     assert out is not None
