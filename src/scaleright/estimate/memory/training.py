@@ -229,6 +229,8 @@ def _parts_for(
         out = parts if out is None else {k: np.where(z == stage, v, out[k]) for k, v in parts.items()}
     assert out is not None
     return out
+
+
 def training_memory(
     spec: TransformerSpec,
     *,
