@@ -73,6 +73,21 @@ def test_cross_entropy_bytes_per_logit_fused_eager_compiled(llama_8b):
     assert (acts["fused"] - acts["compiled"]) * 1e9 == pytest.approx(2 * logits, rel=1e-9)
 
 
+def test_deepspeed_pipeline_engine_keeps_the_stage_output_of_every_micro_batch_in_flight(gpt3_175b):
+    """DeepSpeed's PipelineEngine holds each in-flight micro-batch's stage output (s·b·h, 16-bit, replicated over tp
+    without sequence parallelism) until its backward, and one received-gradient buffer: on the first of 12 stages
+    with 16 micro-batches, 12 + 1 of them beyond what Megatron's own schedule keeps; none without a pipeline."""
+    s, b, h = 2048, 2, 12288
+    lay = Layout(tp=8, pp=12, dp=1, micro_batch=b, global_batch=16 * b, recompute="full")
+    acts = {st_: training_memory(gpt3_175b, layout=lay, seq_len=s, states=st_, framework="megatron-2021").activations
+            for st_ in ("megatron", "deepspeed-bf16")}  # fmt: skip
+    assert (acts["deepspeed-bf16"] - acts["megatron"]) * 1e9 == pytest.approx((12 + 1) * s * b * h * 2, rel=1e-9)
+    flat = Layout(tp=8, pp=1, dp=12, micro_batch=b, recompute="full")
+    one = {st_: training_memory(gpt3_175b, layout=flat, seq_len=s, states=st_).activations
+           for st_ in ("megatron", "deepspeed-bf16")}  # fmt: skip
+    assert one["deepspeed-bf16"] == pytest.approx(one["megatron"], rel=1e-12)
+
+
 @pytest.mark.parametrize("name", list(FRAMEWORKS))
 def test_every_preset_maps_its_attention_and_explicit_fields_win(llama_8b, name):
     fw = FRAMEWORKS[name]

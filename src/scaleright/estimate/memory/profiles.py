@@ -47,6 +47,16 @@ class MemoryProfile:
     runtime_gb: float
 
     @property
+    def pipeline_outputs(self) -> bool:
+        """The pipeline keeps each in-flight micro-batch's stage output until its backward, and a received-gradient
+        buffer: DeepSpeed's ``PipelineEngine`` (``runtime/pipe/engine.py``: ``_exec_forward_pass`` stores
+        ``pipe_buffers['outputs'][buffer_id]``, ``_exec_backward_pass`` releases it; ``grad_layer`` receives the
+        gradient), which every run with DeepSpeed's optimizer states and pp > 1 uses (Megatron-DeepSpeed builds its
+        model as a ``PipelineModule``). Megatron-LM's own schedule frees the output's data once sent
+        (``deallocate_output_tensor``)."""
+        return self.states in ("deepspeed-fp16", "deepspeed-bf16")
+
+    @property
     def overheads(self) -> Overheads:
         return Overheads(runtime_gb=self.runtime_gb)
 

@@ -62,6 +62,7 @@ def _training_parts(
     cross_entropy: str,
     etp: ArrayLike | None = None,
     dp_shard: ArrayLike | None = None,
+    pipeline_outputs: bool = False,
 ) -> dict[str, np.ndarray]:
     """``training_memory_arrays`` with the overhead split into its three terms (one code for both APIs)."""
     if task not in TASKS or task == "inference":
@@ -103,7 +104,15 @@ def _training_parts(
         recompute=recompute, flash_attention=flash_attention, bytes_per_value=bpv,
     )  # fmt: skip
     layers_stage = np.ceil(spec.layers / np.asarray(pp, dtype=float))
-    first = per_layer * layers_stage * _inflight_microbatches(pp, virtual_stages, n_micro)
+    inflight = _inflight_microbatches(pp, virtual_stages, n_micro)
+    first = per_layer * layers_stage * inflight
+    if pipeline_outputs:
+        # DeepSpeed's PipelineEngine keeps each in-flight micro-batch's stage output until its backward, plus one
+        # received-gradient buffer (profiles.MemoryProfile.pipeline_outputs): s·b·h 16-bit values each
+        out_b = (np.asarray(seq_len, dtype=float) / np.asarray(cp, dtype=float) * np.asarray(micro_batch, dtype=float)
+                 * spec.hidden * bpv / np.where(np.asarray(sequence_parallel, dtype=bool), np.asarray(tp, dtype=float),
+                                                1.0))  # fmt: skip
+        first = first + np.where(np.asarray(pp) > 1, (inflight + 1) * out_b, 0.0)
     rc = _recompute_code(recompute)
     if np.any(rc > 0):
         # Recomputation rebuilds one layer at a time during backward: full recompute that layer's activations,
@@ -224,7 +233,8 @@ def _parts_for(
                                cross_entropy=cross_entropy, flash_attention=flash_attention)  # fmt: skip
         parts = _training_parts(
             spec, zero=zero, precision=precision, states=prof.states, cross_entropy=prof.cross_entropy,
-            flash_attention=prof.flash_attention, overheads=overheads or prof.overheads, **kw,
+            flash_attention=prof.flash_attention, overheads=overheads or prof.overheads,
+            pipeline_outputs=prof.pipeline_outputs, **kw,
         )  # fmt: skip
         out = parts if out is None else {k: np.where(z == stage, v, out[k]) for k, v in parts.items()}
     assert out is not None
