@@ -52,9 +52,11 @@ class MemoryProfile:
         buffer: DeepSpeed's ``PipelineEngine`` (``runtime/pipe/engine.py``: ``_exec_forward_pass`` stores
         ``pipe_buffers['outputs'][buffer_id]``, ``_exec_backward_pass`` releases it; ``grad_layer`` receives the
         gradient), which every run with DeepSpeed's optimizer states and pp > 1 uses (Megatron-DeepSpeed builds its
-        model as a ``PipelineModule``). Megatron-LM's own schedule frees the output's data once sent
+        model as a ``PipelineModule``), and ``torch.distributed.pipelining`` under FSDP2 (torchtitan:
+        ``_PipelineStageBase.forward_one_chunk`` caches ``(output_tuple, inputs)`` in ``fwd_cache`` until the
+        chunk's backward). Megatron-LM's own schedule frees the output's data once sent
         (``deallocate_output_tensor``)."""
-        return self.states in ("deepspeed-fp16", "deepspeed-bf16")
+        return self.states in ("deepspeed-fp16", "deepspeed-bf16", "fsdp2")
 
     @property
     def overheads(self) -> Overheads:

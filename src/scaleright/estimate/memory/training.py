@@ -107,12 +107,15 @@ def _training_parts(
     inflight = _inflight_microbatches(pp, virtual_stages, n_micro)
     first = per_layer * layers_stage * inflight
     if pipeline_outputs:
-        # DeepSpeed's PipelineEngine keeps each in-flight micro-batch's stage output until its backward, plus one
-        # received-gradient buffer (profiles.MemoryProfile.pipeline_outputs): s·b·h 16-bit values each
+        # DeepSpeed's PipelineEngine and torch.distributed.pipelining keep each in-flight micro-batch's stage output
+        # until its backward, plus one received-gradient buffer (profiles.MemoryProfile.pipeline_outputs): s·b·h
+        # 16-bit values each (over tp under sequence parallelism)
         out_b = (np.asarray(seq_len, dtype=float) / np.asarray(cp, dtype=float) * np.asarray(micro_batch, dtype=float)
                  * spec.hidden * bpv / np.where(np.asarray(sequence_parallel, dtype=bool), np.asarray(tp, dtype=float),
                                                 1.0))  # fmt: skip
-        first = first + np.where(np.asarray(pp) > 1, (inflight + 1) * out_b, 0.0)
+        # (interleaved: each of the v chunks of a rank sends its own output, so v times the in-flight count)
+        chunks = inflight * np.asarray(virtual_stages, dtype=float)
+        first = first + np.where(np.asarray(pp) > 1, (chunks + 1) * out_b, 0.0)
     rc = _recompute_code(recompute)
     if np.any(rc > 0):
         # Recomputation rebuilds one layer at a time during backward: full recompute that layer's activations,
