@@ -132,7 +132,8 @@ def test_estimate_memory_prints_and_reports_the_framework_accounting():
     assert r.exit_code == 0, r.output
     acc = json.loads(r.stdout)["memory_accounting"]
     assert acc == {"framework": "megatron-2021", "states": "deepspeed-bf16", "cross_entropy": "fused",
-                   "attention": "materialized", "cuda_context_gb": 2.0}  # fmt: skip
+                   "attention": "materialized", "cuda_context_gb": 2.0,
+                   "pipeline_keeps_stage_outputs": True}  # fmt: skip
     r = runner.invoke(app, [*base, "--framework", "megatron-2021", "--attention", "flash", "--states", "megatron",
                             "--json"])  # fmt: skip
     acc = json.loads(r.stdout)["memory_accounting"]

@@ -23,6 +23,9 @@ explicitly instead (``training_memory(states=, cross_entropy=, flash_attention=,
   master (``fsdp2`` states), the transformers loss is ``eager``.
 - ``llm-foundry``: Composer FSDP keeps fp32 sharded parameters (``fsdp2`` states); its pretraining YAMLs use
   flash-attn's fused cross entropy (``loss_fn: fused_crossentropy``): ``fused``.
+
+Under pipeline parallelism DeepSpeed's ``PipelineEngine`` and ``torch.distributed.pipelining`` keep each in-flight
+micro-batch's stage output until its backward, Megatron's schedule does not (``MemoryProfile.pipeline_outputs``).
 """
 
 from __future__ import annotations
@@ -65,13 +68,15 @@ class MemoryProfile:
     def summary(self) -> str:
         attn = "flash attention" if self.flash_attention else "materialized attention (s x s scores through HBM)"
         name = "no framework (the ZeRO paper's accounting)" if self.framework == NO_FRAMEWORK else self.framework
+        pipe = ", pipeline keeps stage outputs" if self.pipeline_outputs else ""
         return (f"{name}: states {self.states}, {self.cross_entropy} cross-entropy, {attn}, CUDA context "
-                f"{self.runtime_gb:g} GB")
+                f"{self.runtime_gb:g} GB{pipe}")
 
     def as_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["attention"] = "flash" if d.pop("flash_attention") else "materialized"
         d["cuda_context_gb"] = d.pop("runtime_gb")
+        d["pipeline_keeps_stage_outputs"] = self.pipeline_outputs
         return d
 
 
