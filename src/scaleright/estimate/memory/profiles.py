@@ -68,7 +68,7 @@ class MemoryProfile:
     def summary(self) -> str:
         attn = "flash attention" if self.flash_attention else "materialized attention (s x s scores through HBM)"
         name = "no framework (the ZeRO paper's accounting)" if self.framework == NO_FRAMEWORK else self.framework
-        pipe = ", pipeline keeps stage outputs" if self.pipeline_outputs else ""
+        pipe = ", pipeline stages keep their outputs until backward (pp > 1)" if self.pipeline_outputs else ""
         return (f"{name}: states {self.states}, {self.cross_entropy} cross-entropy, {attn}, CUDA context "
                 f"{self.runtime_gb:g} GB{pipe}")
 
