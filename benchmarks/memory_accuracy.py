@@ -9,9 +9,11 @@ Measured peaks, each compared with what its source's counter measures (``validat
   process holds: reserved memory, CUDA context, NCCL buffers) of layouts that ran, and the layouts that went out of
   memory ("Mem=OOM"), whose verdict (``fits``) the model must get right; a layout that ran must fit.
 
-Every case states the framework behaviour it assumes (``validation.memory_cases.FRAMEWORKS``); nothing is fitted
-to these rows. Formula rows (ZeRO model states, Korthikanti et al. activation bytes, BLOOM checkpoint size) are
-exact checks of the model's own formulas and are printed apart. Errors are predicted / published − 1.
+Every case carries the framework its run used (``validation.memory_cases.FRAMEWORKS``: torchtitan rows ``fsdp2``,
+BLOOM rows ``megatron-2021`` with DeepSpeed's ZeRO-1 states), whose memory inputs ``estimate.memory.profiles``
+supplies, printed per source; nothing is fitted to these rows. Formula rows (ZeRO model states, Korthikanti et al.
+activation bytes, BLOOM checkpoint size) are exact checks of the model's own formulas and are printed apart.
+Errors are predicted / published − 1.
 
 The last line: ``median_pct=<median |error| over every measured row, %> oom_verdicts_right=<K>/<N>`` (N: the rows
 that went out of memory; the layouts that ran are counted on the line before).
@@ -66,7 +68,17 @@ def measured_rows() -> dict[str, list[float]]:
         if s.reason.startswith("no training row"):
             print(f"  {s.line:4d}  skipped: {s.reason}")
     print("  units: " + "; ".join(sorted({c.unit_note for c in cases})))
+    print("  frameworks: " + _frameworks(cases))
     return dict(sources)
+
+
+def _frameworks(cases: list[MemoryCase]) -> str:
+    """The framework profiles and row-level overrides the cases ran with, counted."""
+    counts: dict[str, int] = defaultdict(int)
+    for c in cases:
+        extra = [f"{k} {v}" for k, v in (("states", c.states), ("cross-entropy", c.cross_entropy)) if v]
+        counts[c.framework + (f" ({', '.join(extra)})" if extra else "")] += 1
+    return "; ".join(f"{k}: {n} rows" for k, n in sorted(counts.items()))
 
 
 def _source(c: MemoryCase) -> str:
@@ -99,6 +111,7 @@ def bloom_rows() -> tuple[list[float], list[MemoryCase], list[bool], list[bool]]
         verdict = "fits   " if m.fits else "REFUSED"
         print(f"  {c.line:4d} {c.measured_gb:8.1f}G {pred:8.1f}G {100 * e:+6.1f}% {verdict}  {c.label[:90]}  "
               f"[{split}]")  # fmt: skip
+    print("  frameworks: " + _frameworks(cases))
     return errs, cases, oom_right, ran_fit
 
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from scaleright.estimate.layout import Layout
-from scaleright.estimate.memory import GB, activation_bytes_per_layer, model_state_bytes
+from scaleright.estimate.memory import GB, activation_bytes_per_layer, memory_profile, model_state_bytes
 from scaleright.workload import TransformerSpec, count_params
 from validation.files import Skipped, SkipRow, cell_int, read_rows
 from validation.models import gpt_spec
@@ -28,17 +28,30 @@ __all__ = ["FRAMEWORKS", "GIB", "FormulaRow", "MemoryCase", "load_bloom_cases", 
 
 GIB = 2.0**30
 
-# The framework behaviour each source's runs had, as memory-model inputs (``estimate.memory``): who keeps the model
-# states (``states``), the loss implementation (``cross_entropy``), whether attention is a fused flash kernel, and
-# torchtitan's "selective" checkpointing, which is per-op (``op-selective``).
+# The framework behaviour each source's runs had: the ``estimate.framework`` preset (whose memory inputs
+# ``estimate.memory.profiles`` reads) and what a row states beyond it.
 FRAMEWORKS = {
     # torchtitan (Dec 2024 - 2025): FSDP2 with MixedPrecisionPolicy(bf16, reduce fp32), F.cross_entropy on
-    # pred.float(), SDPA flash attention, activation_checkpoint.selective_ac_option = "op" (llama3 configs)
-    "torchtitan": dict(states="fsdp2", cross_entropy="eager", flash_attention=True, selective="op-selective"),
+    # pred.float() (eager in 2024: train.py "TODO: compiling loss function causes CUDA errors, turning off for now";
+    # compiled with the model in 2025, torchtitan/components/loss.py), SDPA flash attention,
+    # activation_checkpoint.selective_ac_option = "op" (llama3 configs)
+    "torchtitan": dict(framework="fsdp2", selective="op-selective", loss_compiled_from_year=2025),
     # Megatron-DeepSpeed as BLOOM ran it (2022): DeepSpeed ZeRO-1 (fp16 optimizer, or BF16_Optimizer with fp32
-    # gradient accumulation where the row says so), Megatron's vocab-parallel cross entropy, materialised softmax
-    "bloom": dict(states="deepspeed-fp16", cross_entropy="fused", flash_attention=False, selective="selective"),
+    # gradient accumulation where the row says so), Megatron's vocab-parallel cross entropy, materialised softmax,
+    # a CUDA 11 stack without lazy module loading
+    "bloom": dict(framework="megatron-2021", states="deepspeed-fp16"),
 }
+
+
+def _torchtitan_year(source: str) -> int:
+    """The year of a torchtitan / torchao measurement: the benchmark file's YYYYMM, or 2025 for torchao's MX formats
+    README (its B200 table ran torchtitan 6fc499f6, 2025)."""
+    m = re.search(r"_(20\d\d)\d\d_", source)
+    if m:
+        return int(m.group(1))
+    if "mx_formats" in source:
+        return 2025
+    raise SkipRow(f"no date for torchtitan source {source!r}")
 
 
 @dataclass(frozen=True)
@@ -59,9 +72,9 @@ class MemoryCase:
     counter: str = "reserved"  # "reserved" (torch.cuda.max_memory_reserved) or "device" (nvidia-smi)
     outcome: str = "ran"  # "ran" or "oom"
     gpu_memory_gb: float | None = None  # the GPU's memory, for the fits verdict
-    states: str = "zero"
-    cross_entropy: str = "fused"
-    flash_attention: bool = True
+    framework: str = "fsdp2"  # the estimate.framework preset the run used
+    states: str | None = None  # None: the framework's (estimate.memory.profiles)
+    cross_entropy: str | None = None
 
 
 @dataclass(frozen=True)
@@ -115,14 +128,18 @@ def _memory_case(line: int, row: dict[str, str], train: list[TrainCase], notes: 
     layout = match.layout
     assumptions = match.assumptions
     if layout.recompute == "selective":
-        layout = layout.replace(recompute=fw["selective"])
+        layout = layout.replace(recompute=str(fw["selective"]))
         assumptions += ("torchtitan's selective AC is per-op (selective_ac_option = 'op'): op-selective",)
+    compiled = "compile" in method or "torch.compile" in notes[match.line]
+    cross_entropy = None
+    if compiled and _torchtitan_year(row["source"]) >= int(fw["loss_compiled_from_year"]):
+        cross_entropy = "compiled"
+        assumptions += ("torch.compile in 2025 torchtitan compiles the loss too: compiled cross-entropy",)
     return MemoryCase(
         source="memory_measured.csv", line=line, group=row["table"], label=f"{match.label} [{method}]",
         spec=match.spec, layout=layout, seq_len=match.seq_len, precision=match.precision,
         measured_gb=float(val) * GIB / GB, unit_note=unit_note, assumptions=assumptions, counter="reserved",
-        gpu_memory_gb=match.gpu.memory_gb, states=str(fw["states"]), cross_entropy=str(fw["cross_entropy"]),
-        flash_attention=bool(fw["flash_attention"]),
+        gpu_memory_gb=match.gpu.memory_gb, framework=str(fw["framework"]), cross_entropy=cross_entropy,
     )  # fmt: skip
 
 
@@ -145,19 +162,21 @@ def load_bloom_cases(directory: Path | str | None = None) -> list[MemoryCase]:
         except SkipRow:
             continue
         assumptions = tc.assumptions
+        states: str | None
         if "fp32 grad accumulation" in row["precision"]:
-            states = "deepspeed-bf16"
+            states = None  # the megatron-2021 profile's: BF16_Optimizer (deepspeed-bf16) for bf16 under ZeRO-1
         else:
             states = str(fw["states"])
             assumptions += ("precision not stated: DeepSpeed's ZeRO fp16 optimizer (BF16_Optimizer rows say so)",)
+        shown = states or memory_profile(str(fw["framework"]), zero=tc.layout.zero, precision=tc.precision).states
         out.append(MemoryCase(
             source="train_measured.csv", line=line, group="BLOOM-176B sweeps (A100)",
-            label=f"{tc.label} [{'OOM' if oom else 'ran'}; {states}]", spec=tc.spec, layout=tc.layout,
+            label=f"{tc.label} [{'OOM' if oom else 'ran'}; {shown}]", spec=tc.spec, layout=tc.layout,
             seq_len=tc.seq_len, precision=tc.precision,
             measured_gb=float("nan") if oom else float(m.group(1)) * GIB / GB,
             unit_note="nvidia-smi snapshot, MiB shown as 'GB': read as GiB", assumptions=assumptions,
-            counter="device", outcome="oom" if oom else "ran", gpu_memory_gb=tc.gpu.memory_gb, states=states,
-            cross_entropy=str(fw["cross_entropy"]), flash_attention=bool(fw["flash_attention"]),
+            counter="device", outcome="oom" if oom else "ran", gpu_memory_gb=tc.gpu.memory_gb,
+            framework=str(fw["framework"]), states=states,
         ))  # fmt: skip
     return out
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -134,11 +135,12 @@ def _pp_fits(gpus: int, pp: int, layers: int | None = None) -> None:
         raise InputError(f"pp({pp}) > num_hidden_layers({layers}): each stage needs at least one layer")
 
 
-# Training-only options of ``estimate memory`` and their defaults: with --task inference a different value is an
-# error rather than silently ignored.
-_TRAINING_ONLY = {"cp": 1, "ep": 1, "zero": 0, "micro_batch": 1, "global_batch": None, "recompute": "none",
-                  "sequence_parallel": False, "optimizer": "adamw", "states": "zero",
-                  "cross_entropy": "fused"}  # fmt: skip
+# Training-only options of ``estimate memory`` and the values that change nothing (the default, or what no
+# --framework means): with --task inference any other value is an error rather than silently ignored.
+_TRAINING_ONLY = {"cp": (1,), "ep": (1,), "zero": (0,), "micro_batch": (1,), "global_batch": (None,),
+                  "recompute": ("none",), "sequence_parallel": (False,), "optimizer": ("adamw",),
+                  "states": (None, "zero"), "cross_entropy": (None, "fused"), "framework": (None,),
+                  "attention": (None,)}  # fmt: skip
 
 
 def _dp(gpus: int, tp: int, pp: int, cp: int) -> int:
@@ -178,26 +180,48 @@ def memory_cmd(
     lora_rank: int = LoraOpt,
     lora_targets: str = LoraTargetsOpt,
     optimizer: str = OptimOpt,
-    states: str = typer.Option("zero", "--states", help="Who keeps the model states: zero (the ZeRO paper's 2 + 2 + "
-                               "12 B), megatron (fp32 main grads), deepspeed-fp16, deepspeed-bf16 (fp32 grad "
-                               "accumulation) or fsdp2 (fp32 sharded params); training only."),
-    cross_entropy: str = typer.Option("fused", "--cross-entropy", help="Loss transient: fused (Megatron's "
-                                      "vocab-parallel loss, 6 B per logit) or eager (PyTorch F.cross_entropy on "
-                                      "fp32 logits, 12 B); training only."),
+    framework: str | None = typer.Option(
+        None, "--framework", help="Training framework whose memory behaviour to assume: megatron-2021, megatron-core, "
+        "deepspeed, fsdp2, accelerate or llm-foundry (sets --states, --cross-entropy, --attention and the CUDA "
+        "context; scaleright.estimate.memory.profiles). Default: none, the ZeRO paper's accounting; training only."),
+    attention: str | None = typer.Option(
+        None, "--attention", help="Override the framework: flash or materialized (the s x s scores stored for "
+        "backward); training only."),
+    states: str | None = typer.Option(None, "--states", help="Who keeps the model states: zero (the ZeRO paper's 2 "
+                                      "+ 2 + 12 B; the default without --framework), megatron (fp32 main grads), "
+                                      "deepspeed-fp16, deepspeed-bf16 (fp32 grad accumulation) or fsdp2 (fp32 "
+                                      "sharded params); overrides the framework's; training only."),
+    cross_entropy: str | None = typer.Option(None, "--cross-entropy", help="Loss transient: fused (Megatron's "
+                                             "vocab-parallel loss, 6 B per logit; the default without "
+                                             "--framework), eager (PyTorch F.cross_entropy on fp32 logits, 12 B) "
+                                             "or compiled (the same under torch.compile, 4 B); overrides the "
+                                             "framework's; training only."),
     catalog: Path | None = CatalogOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """Memory per GPU by component (weights, gradients, optimizer, gathered ZeRO-3 buffers, activations, KV cache,
     overhead: allocator reserve, CUDA context, NCCL buffers)."""
     from scaleright.estimate.calibration import MEMORY_CALIBRATION_RECORD
+    from scaleright.estimate.framework import ATTENTION_KINDS, FRAMEWORKS
     from scaleright.estimate.layout import Layout
-    from scaleright.estimate.memory import CROSS_ENTROPY, STATE_FORMATS, TASKS, inference_memory, training_memory
+    from scaleright.estimate.memory import (
+        CROSS_ENTROPY,
+        STATE_FORMATS,
+        TASKS,
+        inference_memory,
+        resolve_profile,
+        training_memory,
+    )
     from scaleright.workload.precision import KV_PRECISIONS, STORAGE_PRECISIONS, TRAIN_PRECISIONS
 
     check_choice("--task", task, TASKS)
     check_choice("--precision", precision, STORAGE_PRECISIONS if task == "inference" else TRAIN_PRECISIONS)
-    check_choice("--states", states, tuple(STATE_FORMATS))
-    check_choice("--cross-entropy", cross_entropy, tuple(CROSS_ENTROPY))
+    for flag, value, allowed in (("--states", states, tuple(STATE_FORMATS)),
+                                 ("--cross-entropy", cross_entropy, tuple(CROSS_ENTROPY)),
+                                 ("--framework", framework, tuple(FRAMEWORKS)),
+                                 ("--attention", attention, ATTENTION_KINDS)):  # fmt: skip
+        if value is not None:
+            check_choice(flag, value, allowed)
     _check_optimizer(optimizer)
     _bounded("gpus", gpus=gpus)
     _bounded("parallel_degree", tp=tp, pp=pp, cp=cp, ep=ep)
@@ -208,12 +232,13 @@ def memory_cmd(
     _zero_recompute(zero, recompute)
     given = {"cp": cp, "ep": ep, "zero": zero, "micro_batch": micro_batch, "global_batch": global_batch,
              "recompute": recompute, "sequence_parallel": sequence_parallel, "optimizer": optimizer,
-             "states": states, "cross_entropy": cross_entropy}  # fmt: skip
+             "states": states, "cross_entropy": cross_entropy, "framework": framework,
+             "attention": attention}  # fmt: skip
     if task == "inference":
-        for k, default in _TRAINING_ONLY.items():
-            if given[k] != default:
+        for k, inert in _TRAINING_ONLY.items():
+            if given[k] not in inert:
                 flag = "--" + k.replace("_", "-")
-                shown = flag if isinstance(default, bool) else f"{flag}={given[k]}"
+                shown = flag if isinstance(inert[0], bool) else f"{flag}={given[k]}"
                 raise InputError(f"{shown} applies to training; --task inference does not use it (drop it)")
     else:
         for flag, v, default in (("--batch", batch, 1), ("--kv-precision", kv_precision, None)):
@@ -235,29 +260,36 @@ def memory_cmd(
         layout = Layout(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, zero=zero, micro_batch=micro_batch,
                         global_batch=global_batch, recompute=recompute, sequence_parallel=sequence_parallel)
         layout.validate(spec, gpus=gpus)
-        mem = training_memory(spec, layout=layout, seq_len=seq_len, precision=precision, optimizer=optimizer,
-                              task=task, lora=lora, gpu_memory_gb=g.memory_gb, states=states,
-                              cross_entropy=cross_entropy)  # fmt: skip
+        fw = _framework(framework, attention=attention) if framework is not None else None
+        memory_kw: dict[str, Any] = dict(precision=precision, optimizer=optimizer, lora=lora, framework=fw,
+                                         states=states, cross_entropy=cross_entropy,
+                                         flash_attention=None if attention is None else attention == "flash")
+        mem = training_memory(spec, layout=layout, seq_len=seq_len, task=task, gpu_memory_gb=g.memory_gb,
+                              **memory_kw)  # fmt: skip
+        prof = resolve_profile(fw, zero=zero, precision=precision, states=states, cross_entropy=cross_entropy,
+                               flash_attention=memory_kw["flash_attention"])  # fmt: skip
         caption = (f"{spec.name} {task}, {precision}, {optimizer}, tp={tp} pp={pp} dp={dp} cp={cp} zero={zero}, "
-                   f"micro-batch {micro_batch} x {seq_len} tokens, recompute {recompute}, states {states}, "
-                   f"{cross_entropy} cross-entropy")  # fmt: skip
+                   f"micro-batch {micro_batch} x {seq_len} tokens, recompute {recompute}")  # fmt: skip
     hints = []
     if task != "inference" and mem.fits is False:  # the smallest single changes that make it fit, each computed
         from scaleright.estimate.memory.hints import fit_hints
 
         hints = fit_hints(spec, layout=layout, seq_len=seq_len, gpu=g, task=task,
-                          gpus_catalog=list(catalog_from(catalog).gpus.values()), precision=precision,
-                          optimizer=optimizer, lora=lora, states=states, cross_entropy=cross_entropy)  # fmt: skip
+                          gpus_catalog=list(catalog_from(catalog).gpus.values()), **memory_kw)  # fmt: skip
     out = {
         "fits": mem.fits, "total_gb": mem.total_gb, "gpu_memory_gb": g.memory_gb, "headroom_gb": mem.headroom_gb,
         "allocated_gb": mem.allocated_gb, "reserved_gb": mem.reserved_gb,
         "memory_breakdown_gb": mem.as_dict(), "model": spec.name, "gpu": g.id, "task": task, **mem.details,
         "calibration": MEMORY_CALIBRATION_RECORD, "fit_hints": [h.as_dict() for h in hints],
     }  # fmt: skip
+    if task != "inference":
+        out["memory_accounting"] = prof.as_dict()
     if as_json:
         emit_json(out)
         return
     _memory_table(f"Memory per GPU on {g.id}", mem.as_dict(), mem.total_gb, g.memory_gb, caption)
+    if task != "inference":
+        console.print(esc(prof.summary()))
     if hints:
         console.print("would fit with: " + esc("; ".join(f"{h.change} ({h.total_gb:.1f} GB)" for h in hints)))
     elif task != "inference" and mem.fits is False:

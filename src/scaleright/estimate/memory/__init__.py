@@ -9,6 +9,7 @@ One module per concept:
 - ``adapters``: LoRA / QLoRA adapters;
 - ``inference``: weights at storage precision, the KV cache, one step's workspace;
 - ``overheads``: the CUDA context, library workspaces, communicator buffers and the caching allocator's reserve;
+- ``profiles``: what each training framework keeps (state format, loss, attention, CUDA stack);
 - ``training``: the training footprint assembled from the above; ``breakdown``: the result type.
 
 Every function accepts numpy arrays for the layout axes and broadcasts, so the planner evaluates many layouts in
@@ -26,6 +27,7 @@ from scaleright.estimate.memory.adapters import LORA_TARGETS, LoraConfig, lora_p
 from scaleright.estimate.memory.breakdown import GB, MemoryBreakdown
 from scaleright.estimate.memory.inference import inference_memory, inference_memory_arrays, kv_cache_bytes
 from scaleright.estimate.memory.overheads import Overheads, allocator_reserve_bytes, nccl_buffer_bytes
+from scaleright.estimate.memory.profiles import MemoryProfile, memory_profile, resolve_profile
 from scaleright.estimate.memory.states import (
     OPTIMIZERS,
     STATE_FORMATS,
@@ -43,6 +45,9 @@ __all__ = [
     "LORA_TARGETS",
     "LoraConfig",
     "Overheads",
+    "MemoryProfile",
+    "memory_profile",
+    "resolve_profile",
     "MemoryBreakdown",
     "optimizer_bytes_per_param",
     "model_state_bytes",

@@ -15,16 +15,21 @@ Terms and their basis (``Overheads``):
 
 - Allocator reserve: GMLake (Guo et al., ASPLOS 2024, "GMLake: Efficient and Transparent GPU Memory
   Defragmentation for Large-scale DNN Training with Virtual Memory Stitching", abstract) cut the PyTorch caching
-  allocator's fragmentation (1 − allocated / reserved) by 15 % on average (up to 33 %) across eight LLM training
-  workloads with recomputation and ZeRO on A100-80GB, so at least that share of PyTorch's reserved memory was not
-  allocated. We take f = 0.15 over the allocations that come and go (activations, gathered buffers, the loss
-  transient): reserve = dynamic · f / (1 − f). Persistent states, allocated once, are not counted as fragmenting.
-  Not fitted to the reference rows.
+  allocator's fragmentation (1 − allocated / reserved) by 15 % on average (up to 33 %; 9.2 GB on average, up to
+  25 GB) across eight LLM training workloads with recomputation and ZeRO on A100-80GB, so at least that share of
+  PyTorch's reserved memory was not allocated. Fragmentation needs allocations that come and go: a block freed and
+  then split for a smaller request keeps its segment from being released. We take f = 0.15 over the dynamic
+  allocations (activations, gathered buffers, the loss transient, and the gradients a framework frees and
+  re-allocates every step, ``states.StateFormat.dynamic_grad_b``): reserve = dynamic · f / (1 − f). Tensors
+  allocated once (weights, optimizer states, contiguous gradient buffers) leave no holes. This reserve is also what
+  must fit: when ``cudaMalloc`` fails the allocator frees its unsplit cached segments and retries, but memory
+  trapped in split segments stays. Not fitted to the reference rows.
 - CUDA context: the driver's per-process state and the loaded kernel images, outside the allocator. "0.5–2 GB
   depending on the GPU, CUDA and PyTorch version" for PyTorch's preloaded kernels (S. Bekman, Machine Learning
   Engineering, "Preloaded CUDA kernels memory usage"); CUDA 11.7+ lazy module loading (``CUDA_MODULE_LOADING=LAZY``,
   which recent PyTorch releases set by default) loads kernels on first use and sits at the low end. Default
-  0.5 GB; a stack without lazy loading (CUDA < 11.7, as in 2022) holds more, which ``runtime_gb`` can say.
+  0.5 GB; a stack without lazy loading (CUDA < 11.7, as in 2021-22) loads every kernel image at start and sits at
+  the top, ``EAGER_LOADING_RUNTIME_GB`` = 2 GB (the ``megatron-2021`` profile, ``profiles``).
 - NCCL buffers: per communicator and channel, one receive buffer per peer connection and protocol: Simple
   ``NCCL_BUFFSIZE`` = 4 MiB (NCCL docs, environment variables), LL128 4,915,200 B and LL 524,288 B (NCCL source
   defaults ``DEFAULT_LL128_BUFFSIZE`` / ``DEFAULT_LL_BUFFSIZE``), about 9.6 MB; with 8 channels and ring plus tree
@@ -41,9 +46,12 @@ from numpy.typing import ArrayLike, NDArray
 
 from scaleright.errors import InputError
 
-__all__ = ["Overheads", "allocator_reserve_bytes", "nccl_buffer_bytes"]
+__all__ = ["EAGER_LOADING_RUNTIME_GB", "Overheads", "allocator_reserve_bytes", "nccl_buffer_bytes"]
 
 GB = 1e9
+# CUDA context with every kernel image loaded at start (no lazy module loading, CUDA < 11.7): the top of the cited
+# 0.5-2 GB range (module docstring)
+EAGER_LOADING_RUNTIME_GB = 2.0
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,19 @@ Frameworks do not all keep the paper's 2 + 2 + K (``STATE_FORMATS``, selected wi
   the sharded parameters in fp32, which are the optimizer's master weights, and fp32 sharded gradients:
   (4 + 4 + K − 4)/d; the 16-bit copies exist only while gathered (``gathered_buffer_bytes``).
 
+Which gradients are re-allocated every step (``StateFormat.dynamic_grad_b``) matters to the caching allocator
+(``overheads``): autograd's ``param.grad`` tensors that the framework frees after the reduction or at
+``zero_grad(set_to_none=True)`` come and go like activations, while a contiguous buffer allocated once does not:
+
+- ``zero`` / ``deepspeed-fp16``: DeepSpeed's ZeRO-1/2 optimizer drops each 16-bit ``param.grad`` once it is reduced
+  (``stage_1_and_2.py``, ``reduce_ready_partitions_and_remove_grads``): all 16-bit gradients are dynamic;
+- ``deepspeed-bf16``: ``BF16_Optimizer`` accumulates the 16-bit ``param.grad`` into its persistent fp32 buffer and
+  clears the 16-bit ones every step (``clear_lp_grads``): 2 of its 6 B are dynamic;
+- ``megatron``: the fp32 ``main_grad`` lives in one contiguous grad buffer allocated at start (Megatron DDP
+  ``use_contiguous_buffers_in_local_ddp``, Megatron-Core ``ParamAndGradBuffer``): none is dynamic;
+- ``fsdp2``: the sharded fp32 gradients are created by each step's reduce-scatter and set to None by
+  ``zero_grad`` (torchtitan calls ``optimizers.zero_grad()`` every step, ``set_to_none`` by default): all dynamic.
+
 ZeRO-3 / FSDP working buffers are not model states: they are transient copies of whole layers, gathered for
 compute and freed after it, and reported apart (``gathered_buffer_bytes``), so that the sharded states read as the
 paper's figures.
@@ -66,15 +79,22 @@ class StateFormat:
     fp32_weights: bool  # the persistent weights are the fp32 master copy (the optimizer keeps no other)
     reduce_b: float  # bytes per element of an unsharded gradient on its way to the reduce-scatter (ZeRO-3 / FSDP)
     optimizer_extra_b: float = 0.0  # optimizer-side buffers sharded with its states (DeepSpeed's fp32 gradients)
+    dynamic_grad_b: float = 0.0  # of grad_b, the bytes re-allocated every step (module docstring)
+
+    @property
+    def dynamic_grad_share(self) -> float:
+        """Share of the persistent gradient bytes that are freed and re-allocated every step."""
+        return self.dynamic_grad_b / self.grad_b if self.grad_b else 0.0
 
 
 STATE_FORMATS = {
-    "zero": StateFormat(weight_b=2.0, grad_b=2.0, fp32_weights=False, reduce_b=2.0),
+    "zero": StateFormat(weight_b=2.0, grad_b=2.0, fp32_weights=False, reduce_b=2.0, dynamic_grad_b=2.0),
     "megatron": StateFormat(weight_b=2.0, grad_b=4.0, fp32_weights=False, reduce_b=4.0),
-    "deepspeed-fp16": StateFormat(weight_b=2.0, grad_b=2.0, fp32_weights=False, reduce_b=2.0, optimizer_extra_b=4.0),
-    "deepspeed-bf16": StateFormat(weight_b=2.0, grad_b=6.0, fp32_weights=False, reduce_b=2.0),
+    "deepspeed-fp16": StateFormat(weight_b=2.0, grad_b=2.0, fp32_weights=False, reduce_b=2.0, optimizer_extra_b=4.0,
+                                  dynamic_grad_b=2.0),
+    "deepspeed-bf16": StateFormat(weight_b=2.0, grad_b=6.0, fp32_weights=False, reduce_b=2.0, dynamic_grad_b=2.0),
     # the bf16 gradient of a layer, then its fp32 copy for the reduce-scatter (reduce_dtype=fp32)
-    "fsdp2": StateFormat(weight_b=4.0, grad_b=4.0, fp32_weights=True, reduce_b=2.0 + 4.0),
+    "fsdp2": StateFormat(weight_b=4.0, grad_b=4.0, fp32_weights=True, reduce_b=2.0 + 4.0, dynamic_grad_b=4.0),
 }
 
 

@@ -8,6 +8,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from scaleright.errors import InputError
+from scaleright.estimate.framework import Framework
 from scaleright.estimate.layout import Layout
 from scaleright.estimate.memory.activations import (
     _inflight_microbatches,
@@ -18,12 +19,14 @@ from scaleright.estimate.memory.activations import (
 from scaleright.estimate.memory.adapters import LoraConfig, lora_param_count
 from scaleright.estimate.memory.breakdown import GB, MemoryBreakdown, _breakdown, fold_overheads, overhead_details
 from scaleright.estimate.memory.overheads import Overheads, allocator_reserve_bytes, nccl_buffer_bytes
+from scaleright.estimate.memory.profiles import resolve_profile
 from scaleright.estimate.memory.states import (
     _end_params,
     _stage_params,
     gathered_buffer_bytes,
     model_state_bytes,
     optimizer_bytes_per_param,
+    state_format,
 )
 from scaleright.workload.params import count_params
 from scaleright.workload.precision import bytes_per_element
@@ -59,6 +62,7 @@ def _training_parts(
     cross_entropy: str,
     etp: ArrayLike | None = None,
     dp_shard: ArrayLike | None = None,
+    pipeline_outputs: bool = False,
 ) -> dict[str, np.ndarray]:
     """``training_memory_arrays`` with the overhead split into its three terms (one code for both APIs)."""
     if task not in TASKS or task == "inference":
@@ -100,7 +104,18 @@ def _training_parts(
         recompute=recompute, flash_attention=flash_attention, bytes_per_value=bpv,
     )  # fmt: skip
     layers_stage = np.ceil(spec.layers / np.asarray(pp, dtype=float))
-    first = per_layer * layers_stage * _inflight_microbatches(pp, virtual_stages, n_micro)
+    inflight = _inflight_microbatches(pp, virtual_stages, n_micro)
+    first = per_layer * layers_stage * inflight
+    if pipeline_outputs:
+        # DeepSpeed's PipelineEngine and torch.distributed.pipelining keep each in-flight micro-batch's stage output
+        # until its backward, plus one received-gradient buffer (profiles.MemoryProfile.pipeline_outputs): s·b·h
+        # 16-bit values each (over tp under sequence parallelism)
+        out_b = (np.asarray(seq_len, dtype=float) / np.asarray(cp, dtype=float) * np.asarray(micro_batch, dtype=float)
+                 * spec.hidden * bpv / np.where(np.asarray(sequence_parallel, dtype=bool), np.asarray(tp, dtype=float),
+                                                1.0))  # fmt: skip
+        # (interleaved: each of the v chunks of a rank sends its own output, so v times the in-flight count)
+        chunks = inflight * np.asarray(virtual_stages, dtype=float)
+        first = first + np.where(np.asarray(pp) > 1, (chunks + 1) * out_b, 0.0)
     rc = _recompute_code(recompute)
     if np.any(rc > 0):
         # Recomputation rebuilds one layer at a time during backward: full recompute that layer's activations,
@@ -133,7 +148,9 @@ def _training_parts(
     gathered = gathered_buffer_bytes(spec, tp=tp, pp=pp, ep=ep, etp=etp, zero=zero, n_micro=n_micro,
                                      precision=precision, states=states, counts=c,
                                      frozen_bytes_per_param=frozen_b)  # fmt: skip
-    reserve = allocator_reserve_bytes(acts + gathered, overheads)
+    # gradients the framework frees and re-allocates every step fragment like activations (states.StateFormat)
+    dyn_grads = grads if task in ("lora", "qlora") else grads * state_format(states).dynamic_grad_share
+    reserve = allocator_reserve_bytes(acts + gathered + dyn_grads, overheads)
     nccl = nccl_buffer_bytes(overheads, tp=tp, pp=pp, dp=dp, cp=cp, ep=ep)
     shape = np.broadcast(weights, grads, opt, acts, gathered, reserve, nccl).shape
     zeros = np.zeros(shape)
@@ -169,12 +186,13 @@ def training_memory_arrays(
     optimizer: str = "adamw",
     task: str = "pretrain",
     lora: LoraConfig | None = None,
-    flash_attention: bool = True,
-    overheads: Overheads = Overheads(),
-    states: str = "zero",
-    cross_entropy: str = "fused",
+    flash_attention: bool | None = None,
+    overheads: Overheads | None = None,
+    states: str | None = None,
+    cross_entropy: str | None = None,
     etp: ArrayLike | None = None,
     dp_shard: ArrayLike | None = None,
+    framework: Framework | str | None = None,
 ) -> dict[str, np.ndarray]:
     """Per-GPU training memory in bytes by component, broadcast over the layout arrays (``etp``: expert tensor
     parallel, None: tp; ``dp_shard``: the ZeRO shard group, None: dp·cp).
@@ -183,14 +201,49 @@ def training_memory_arrays(
     ``states.STATE_FORMATS``); ``gathered``, ZeRO-3 / FSDP's transient unsharded layers and gradients;
     ``activations`` (with the loss transient, ``cross_entropy``: ``activations.CROSS_ENTROPY``); ``kv_cache``
     (0); ``overhead``: allocator reserve, CUDA context and NCCL buffers (``overheads``). Their sum is what
-    nvidia-smi would show, the memory the GPU must have."""
-    parts = _training_parts(
-        spec, seq_len=seq_len, tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, zero=zero, micro_batch=micro_batch,
-        n_micro=n_micro, recompute=recompute, sequence_parallel=sequence_parallel, virtual_stages=virtual_stages,
-        precision=precision, optimizer=optimizer, task=task, lora=lora, flash_attention=flash_attention,
-        overheads=overheads, states=states, cross_entropy=cross_entropy, etp=etp, dp_shard=dp_shard,
-    )  # fmt: skip
-    return fold_overheads(parts)
+    nvidia-smi would show, the memory the GPU must have.
+
+    ``framework`` (a ``estimate.framework`` preset or ``Framework``) supplies ``states``, ``cross_entropy``,
+    ``flash_attention`` and the CUDA context of ``overheads`` where they are None (``profiles.memory_profile``,
+    per ZeRO stage); without one they are the ZeRO paper's accounting: ``zero`` states, ``fused`` loss, flash
+    attention, ``Overheads()``."""
+    return fold_overheads(_parts_for(
+        spec, framework, states=states, cross_entropy=cross_entropy, flash_attention=flash_attention,
+        overheads=overheads, zero=zero, precision=precision, seq_len=seq_len, tp=tp, pp=pp, dp=dp, cp=cp, ep=ep,
+        micro_batch=micro_batch, n_micro=n_micro, recompute=recompute, sequence_parallel=sequence_parallel,
+        virtual_stages=virtual_stages, optimizer=optimizer, task=task, lora=lora, etp=etp, dp_shard=dp_shard,
+    ))  # fmt: skip
+
+
+def _parts_for(
+    spec: TransformerSpec,
+    framework: Framework | str | None,
+    *,
+    states: str | None,
+    cross_entropy: str | None,
+    flash_attention: bool | None,
+    overheads: Overheads | None,
+    zero: ArrayLike,
+    precision: str,
+    **kw: Any,
+) -> dict[str, np.ndarray]:
+    """``_training_parts`` with the framework's memory inputs filled in where not given, one profile per ZeRO stage
+    present in ``zero`` (the state format of ``megatron-2021`` and ``deepspeed`` depends on it)."""
+    z = np.asarray(zero)
+    out: dict[str, np.ndarray] | None = None
+    for stage in np.unique(z) if framework is not None else (0,):
+        prof = resolve_profile(framework, zero=int(stage), precision=precision, states=states,
+                               cross_entropy=cross_entropy, flash_attention=flash_attention)  # fmt: skip
+        parts = _training_parts(
+            spec, zero=zero, precision=precision, states=prof.states, cross_entropy=prof.cross_entropy,
+            flash_attention=prof.flash_attention, overheads=overheads or prof.overheads,
+            pipeline_outputs=prof.pipeline_outputs, **kw,
+        )  # fmt: skip
+        out = parts if out is None else {k: np.where(z == stage, v, out[k]) for k, v in parts.items()}
+    assert out is not None
+    return out
+
+
 def training_memory(
     spec: TransformerSpec,
     *,
@@ -200,20 +253,21 @@ def training_memory(
     optimizer: str = "adamw",
     task: str = "pretrain",
     lora: LoraConfig | None = None,
-    flash_attention: bool = True,
-    overheads: Overheads = Overheads(),
+    flash_attention: bool | None = None,
+    overheads: Overheads | None = None,
     gpu_memory_gb: float | None = None,
-    states: str = "zero",
-    cross_entropy: str = "fused",
+    states: str | None = None,
+    cross_entropy: str | None = None,
+    framework: Framework | str | None = None,
 ) -> MemoryBreakdown:
     """Training memory per GPU for one validated ``layout``: the arrays of ``training_memory_arrays`` read as
     floats, with the overhead's terms in ``details`` (``allocator_reserve_gb``, ``cuda_context_gb``,
-    ``nccl_buffers_gb``)."""
+    ``nccl_buffers_gb``); ``framework`` as in ``training_memory_arrays``."""
     layout.validate(spec)
     if seq_len < 1:
         raise InputError(f"seq_len={seq_len} must be a positive integer")
-    parts = _training_parts(
-        spec, seq_len=seq_len, tp=layout.tp, pp=layout.pp, dp=layout.dp, cp=layout.cp, ep=layout.ep,
+    parts = _parts_for(
+        spec, framework, seq_len=seq_len, tp=layout.tp, pp=layout.pp, dp=layout.dp, cp=layout.cp, ep=layout.ep,
         zero=layout.zero, micro_batch=layout.micro_batch, n_micro=layout.grad_accum, recompute=layout.recompute,
         sequence_parallel=layout.sequence_parallel, virtual_stages=layout.virtual_stages, precision=precision,
         optimizer=optimizer, task=task, lora=lora, flash_attention=flash_attention, overheads=overheads,
