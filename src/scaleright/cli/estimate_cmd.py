@@ -20,6 +20,7 @@ from scaleright.cli.common import (
 )
 from scaleright.errors import InputError
 from scaleright.limits import LIMITS, check_limit
+from scaleright.results import result_json
 
 estimate_app = typer.Typer(help="Estimate memory, training speed or inference latency/throughput for one setup.",
                            no_args_is_help=True)  # fmt: skip
@@ -255,7 +256,7 @@ def memory_cmd(
         "calibration": MEMORY_CALIBRATION_RECORD, "fit_hints": [h.as_dict() for h in hints],
     }  # fmt: skip
     if as_json:
-        emit_json(out)
+        emit_json(result_json("memory", out))  # validated: every key of the schema, nothing else
         return
     _memory_table(f"Memory per GPU on {g.id}", mem.as_dict(), mem.total_gb, g.memory_gb, caption)
     if hints:
@@ -379,7 +380,7 @@ def train_cmd(
     )  # fmt: skip
     d = est.as_dict()
     if as_json:
-        emit_json(d | {"model": spec.name, "calibration": prof.record()})
+        emit_json(result_json("train", d | {"model": spec.name, "calibration": prof.record()}))
         return
     head = f"{spec.name} {task} on {gpus} x {g.id}: {layout.text()}"
     console.print(f"[bold]{esc(head)}[/bold]")
@@ -462,8 +463,8 @@ def infer_cmd(
     d = est.as_dict()
     arch = arch_factors(g)
     if as_json:
-        emit_json(d | {"model": spec.name, "gpu": g.id, "calibrated": arch.calibrated,
-                       "calibration_note": arch.note, "calibration": prof.record()})  # fmt: skip
+        emit_json(result_json("infer", d | {"model": spec.name, "gpu": g.id, "calibrated": arch.calibrated,
+                                            "calibration_note": arch.note, "calibration": prof.record()}))  # fmt: skip
         return
     lay = est.layout
     idle = f" ({lay['idle_gpus']} GPU(s) idle: no faster layout uses them)" if lay.get("idle_gpus") else ""

@@ -21,6 +21,7 @@ from scaleright.cli import (
     estimate_cmd,
     export_cmd,
     plan_cmd,
+    schema_cmd,
     serve_cmd,
 )
 from scaleright.cli.common import visible
@@ -74,7 +75,8 @@ def _root(
 
 
 # Command-group modules, each with ``register(app: typer.Typer) -> None``.
-_GROUPS = (catalog_cmd, estimate_cmd, plan_cmd, export_cmd, serve_cmd, bench_cmd, calibrate_cmd, dashboard_cmd)
+_GROUPS = (catalog_cmd, estimate_cmd, plan_cmd, export_cmd, serve_cmd, bench_cmd, calibrate_cmd, dashboard_cmd,
+           schema_cmd)
 for _group in _GROUPS:
     _group.register(app)
 

@@ -23,6 +23,7 @@ from scaleright.cli.common import (
 )
 from scaleright.errors import InputError
 from scaleright.fmt import ms, number, percent, usd
+from scaleright.results import result_json
 
 
 def register(app: typer.Typer) -> None:
@@ -101,7 +102,7 @@ def plan_cmd(
     if export is not None:
         _export(d, export, inputs=[scenario, *catalog_files(catalog)], quiet=as_json)
     if as_json:
-        emit_json(d)
+        emit_json(result_json("plan", d))  # validated: every key of the schema, nothing else
         return
     _print(d)
     console.print(esc(prof.line()), style="dim")

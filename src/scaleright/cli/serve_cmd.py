@@ -13,6 +13,7 @@ import typer
 
 from scaleright.cli.common import CatalogOpt, JsonOpt, catalog_from, check_choice, console, emit_json, table
 from scaleright.errors import InputError
+from scaleright.results import result_json
 
 serve_app = typer.Typer(help="Simulate serving under real traffic: latency percentiles, throughput, capacity.",
                         no_args_is_help=True)  # fmt: skip
@@ -271,7 +272,7 @@ def simulate_cmd(
     d = res.as_dict() | {"model": spec.name, "gpu": kw["gpu"].id, "price_usd_per_gpu_hour": price,
                          "price_source": price_source, "engine_status": _engine_status(engine)}  # fmt: skip
     if as_json:
-        emit_json(d)
+        emit_json(result_json("simulate", d))  # validated: every key of the schema, nothing else
         return
     load = f"{rate} req/s {arrival}" if rate else (f"{concurrency} clients" if concurrency else f"trace {trace}")
     _print(res, f"{spec.name} on {gpus} x {kw['gpu'].id} (tp={tp} pp={pp}, {res.replicas} replicas, {engine}), {load}")

@@ -1,0 +1,48 @@
+"""``scaleright estimate memory --json``: memory per GPU by component for one layout, and what would make it fit."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from scaleright.results.common import MemoryBreakdownGb, OptReal, Part, Real, Result
+
+__all__ = ["MemoryResult", "FitHint", "MemoryCalibration"]
+
+
+class FitHint(Part):
+    """One single change under which the layout fits (``estimate.memory.hints``)."""
+
+    change: str  # the CLI flags that make the change, e.g. "--gpus 2 --tp 2"
+    total_gb: Real  # memory per GPU after the change
+    gpu: str
+    gpus: int
+
+
+class MemoryCalibration(Part):
+    """The memory model has no fitted parameters; the record says so (``MEMORY_CALIBRATION_RECORD``)."""
+
+    name: str
+    source: str
+
+
+class MemoryResult(Result):
+    """Memory per GPU (GB = 1e9 bytes) of one training or inference setup on one GPU type."""
+
+    NAME = "memory"
+
+    fits: bool | None  # None without a GPU memory to compare with
+    total_gb: Real  # what must fit: allocated + allocator reserve + CUDA context + NCCL buffers
+    gpu_memory_gb: OptReal
+    headroom_gb: OptReal
+    allocated_gb: Real  # torch.cuda.max_memory_allocated at the peak
+    reserved_gb: Real  # torch.cuda.max_memory_reserved at the peak
+    memory_breakdown_gb: MemoryBreakdownGb
+    model: str
+    gpu: str
+    task: Literal["pretrain", "full-finetune", "lora", "qlora", "inference"]
+    allocator_reserve_gb: Real
+    cuda_context_gb: Real
+    nccl_buffers_gb: Real
+    trainable_params: OptReal = None  # LoRA / QLoRA only: the adapters' parameters
+    calibration: MemoryCalibration
+    fit_hints: list[FitHint]  # empty when it fits or no single change does
