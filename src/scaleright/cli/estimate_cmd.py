@@ -20,7 +20,6 @@ from scaleright.cli.common import (
 )
 from scaleright.errors import InputError
 from scaleright.limits import LIMITS, check_limit
-from scaleright.results import result_json
 
 estimate_app = typer.Typer(help="Estimate memory, training speed or inference latency/throughput for one setup.",
                            no_args_is_help=True)  # fmt: skip
@@ -193,6 +192,7 @@ def memory_cmd(
     from scaleright.estimate.calibration import MEMORY_CALIBRATION_RECORD
     from scaleright.estimate.layout import Layout
     from scaleright.estimate.memory import CROSS_ENTROPY, STATE_FORMATS, TASKS, inference_memory, training_memory
+    from scaleright.results.memory import MemoryResult
     from scaleright.workload.precision import KV_PRECISIONS, STORAGE_PRECISIONS, TRAIN_PRECISIONS
 
     check_choice("--task", task, TASKS)
@@ -249,14 +249,8 @@ def memory_cmd(
         hints = fit_hints(spec, layout=layout, seq_len=seq_len, gpu=g, task=task,
                           gpus_catalog=list(catalog_from(catalog).gpus.values()), precision=precision,
                           optimizer=optimizer, lora=lora, states=states, cross_entropy=cross_entropy)  # fmt: skip
-    out = {
-        "fits": mem.fits, "total_gb": mem.total_gb, "gpu_memory_gb": g.memory_gb, "headroom_gb": mem.headroom_gb,
-        "allocated_gb": mem.allocated_gb, "reserved_gb": mem.reserved_gb,
-        "memory_breakdown_gb": mem.as_dict(), "model": spec.name, "gpu": g.id, "task": task, **mem.details,
-        "calibration": MEMORY_CALIBRATION_RECORD, "fit_hints": [h.as_dict() for h in hints],
-    }  # fmt: skip
-    if as_json:
-        emit_json(result_json("memory", out))  # validated: every key of the schema, nothing else
+    if as_json:  # validated: the schema's keys (scaleright schema memory), nothing else
+        emit_json(MemoryResult.of(mem, model=spec.name, gpu=g, task=task, hints=hints).to_dict())
         return
     _memory_table(f"Memory per GPU on {g.id}", mem.as_dict(), mem.total_gb, g.memory_gb, caption)
     if hints:
@@ -339,6 +333,7 @@ def train_cmd(
     from scaleright.estimate.framework import ATTENTION_KINDS, CP_VARIANTS, FRAMEWORKS, PIPELINE_SCHEDULES
     from scaleright.estimate.layout import Layout
     from scaleright.estimate.train import estimate_train
+    from scaleright.results.train import TrainResult
     from scaleright.workload.precision import TRAIN_PRECISIONS
 
     check_choice("--precision", precision, TRAIN_PRECISIONS)
@@ -378,9 +373,8 @@ def train_cmd(
         system=_system(g, system, gpus_per_node, inter_node_gbps_per_gpu), precision=precision, task=task, lora=lora,
         optimizer=optimizer, tokens=tokens, cal=cal, framework=fw,
     )  # fmt: skip
-    d = est.as_dict()
     if as_json:
-        emit_json(result_json("train", d | {"model": spec.name, "calibration": prof.record()}))
+        emit_json(TrainResult.of(est, model=spec.name, calibration=prof.record()).to_dict())  # validated
         return
     head = f"{spec.name} {task} on {gpus} x {g.id}: {layout.text()}"
     console.print(f"[bold]{esc(head)}[/bold]")
@@ -427,6 +421,7 @@ def infer_cmd(
     """TTFT, TPOT, end-to-end latency and throughput for serving; replicas vs tensor parallel."""
     from scaleright.estimate.calibration import arch_factors
     from scaleright.estimate.infer import estimate_infer
+    from scaleright.results.infer import InferResult
     from scaleright.workload.precision import KV_PRECISIONS, STORAGE_PRECISIONS
 
     check_choice("--precision", precision, STORAGE_PRECISIONS)
@@ -460,11 +455,9 @@ def infer_cmd(
         system=_system(g, system, gpus_per_node, None), precision=precision, kv_precision=kv_precision,
         cal=cal,
     )  # fmt: skip
-    d = est.as_dict()
     arch = arch_factors(g)
     if as_json:
-        emit_json(result_json("infer", d | {"model": spec.name, "gpu": g.id, "calibrated": arch.calibrated,
-                                            "calibration_note": arch.note, "calibration": prof.record()}))  # fmt: skip
+        emit_json(InferResult.of(est, model=spec.name, gpu=g, calibration=prof.record()).to_dict())  # validated
         return
     lay = est.layout
     idle = f" ({lay['idle_gpus']} GPU(s) idle: no faster layout uses them)" if lay.get("idle_gpus") else ""

@@ -23,7 +23,6 @@ from scaleright.cli.common import (
 )
 from scaleright.errors import InputError
 from scaleright.fmt import ms, number, percent, usd
-from scaleright.results import result_json
 
 
 def register(app: typer.Typer) -> None:
@@ -67,6 +66,7 @@ def plan_cmd(
     """Search every allowed GPU type, count and parallel layout; recommend one option and say why."""
     from scaleright.plan.planner import plan
     from scaleright.plan.scenario import load_scenario
+    from scaleright.results.plan import PlanResult
     from scaleright.textfile import is_regular_file, refuse_input_as_output
 
     if html is not None:
@@ -94,7 +94,8 @@ def plan_cmd(
         res = plan(scn, catalog=cat, cal=cal, progress=prog)
     finally:
         prog.close()
-    d = res.as_dict() | {"calibration": prof.record()}  # which profile produced every number of the plan
+    # validated (scaleright schema plan); the calibration record says which profile produced every number
+    d = PlanResult.of(res, calibration=prof.record()).to_dict()
     if html is not None:
         from scaleright.plan.report import write_html
 
@@ -102,7 +103,7 @@ def plan_cmd(
     if export is not None:
         _export(d, export, inputs=[scenario, *catalog_files(catalog)], quiet=as_json)
     if as_json:
-        emit_json(result_json("plan", d))  # validated: every key of the schema, nothing else
+        emit_json(d)
         return
     _print(d)
     console.print(esc(prof.line()), style="dim")

@@ -13,7 +13,6 @@ import typer
 
 from scaleright.cli.common import CatalogOpt, JsonOpt, catalog_from, check_choice, console, emit_json, table
 from scaleright.errors import InputError
-from scaleright.results import result_json
 
 serve_app = typer.Typer(help="Simulate serving under real traffic: latency percentiles, throughput, capacity.",
                         no_args_is_help=True)  # fmt: skip
@@ -193,6 +192,7 @@ def simulate_cmd(
     calibration: str | None = _CAL, catalog: Path | None = CatalogOpt, as_json: bool = JsonOpt,
 ) -> None:  # fmt: skip
     """Latency percentiles (TTFT, TPOT, ITL, end-to-end), throughput and utilisation under a request stream."""
+    from scaleright.results.simulate import SimulateResult
     from scaleright.serve.arrivals import ARRIVALS
     from scaleright.serve.simulate import simulate
 
@@ -269,10 +269,10 @@ def simulate_cmd(
 
         assert res.chrome_trace is not None  # chrome_trace=True above
         write_chrome_trace(trace_out, res.chrome_trace)
-    d = res.as_dict() | {"model": spec.name, "gpu": kw["gpu"].id, "price_usd_per_gpu_hour": price,
-                         "price_source": price_source, "engine_status": _engine_status(engine)}  # fmt: skip
+    typed = SimulateResult.of(res, model=spec.name, gpu=kw["gpu"].id, price_usd_per_gpu_hour=price,
+                              price_source=price_source, engine_status=_engine_status(engine))  # validated
     if as_json:
-        emit_json(result_json("simulate", d))  # validated: every key of the schema, nothing else
+        emit_json(typed.to_dict())
         return
     load = f"{rate} req/s {arrival}" if rate else (f"{concurrency} clients" if concurrency else f"trace {trace}")
     _print(res, f"{spec.name} on {gpus} x {kw['gpu'].id} (tp={tp} pp={pp}, {res.replicas} replicas, {engine}), {load}")

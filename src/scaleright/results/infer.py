@@ -3,7 +3,13 @@ replicas-vs-tensor-parallel alternatives."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from scaleright.results.common import CalibrationRecord, MemoryBreakdownGb, Part, Real, Result
+
+if TYPE_CHECKING:
+    from scaleright.catalog import Accelerator
+    from scaleright.estimate.infer import InferEstimate
 
 __all__ = ["InferResult", "InferLayout", "InferAlternative"]
 
@@ -50,3 +56,13 @@ class InferResult(Result):
     calibrated: bool
     calibration_note: str
     calibration: CalibrationRecord
+
+    @classmethod
+    def of(cls, est: InferEstimate, *, model: str, gpu: Accelerator, calibration: dict[str, Any]) -> InferResult:
+        """The result of ``est`` for ``model`` on ``gpu``: whether its architecture has measured ceilings, and the
+        calibration record (``Profile.record()``) behind it."""
+        from scaleright.estimate.calibration import arch_factors
+
+        arch = arch_factors(gpu)
+        return cls.from_dict(est.as_dict() | {"model": model, "gpu": gpu.id, "calibrated": arch.calibrated,
+                                              "calibration_note": arch.note, "calibration": calibration})  # fmt: skip

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Literal
 
 from scaleright.results.common import MemoryBreakdownGb, OptReal, Part, Real, Result
+
+if TYPE_CHECKING:
+    from scaleright.catalog import Accelerator
+    from scaleright.estimate.memory import MemoryBreakdown
+    from scaleright.estimate.memory.hints import FitHint as Hint
 
 __all__ = ["MemoryResult", "FitHint", "MemoryCalibration"]
 
@@ -46,3 +52,17 @@ class MemoryResult(Result):
     trainable_params: OptReal = None  # LoRA / QLoRA only: the adapters' parameters
     calibration: MemoryCalibration
     fit_hints: list[FitHint]  # empty when it fits or no single change does
+
+    @classmethod
+    def of(cls, mem: MemoryBreakdown, *, model: str, gpu: Accelerator, task: str,
+           hints: Sequence[Hint] = ()) -> MemoryResult:  # fmt: skip
+        """The result of ``mem`` (``estimate.memory``, computed with ``gpu_memory_gb=gpu.memory_gb``) for
+        ``model`` on ``gpu``, with the single changes that would make it fit (``estimate.memory.hints``)."""
+        from scaleright.estimate.calibration import MEMORY_CALIBRATION_RECORD
+
+        return cls.from_dict({
+            "fits": mem.fits, "total_gb": mem.total_gb, "gpu_memory_gb": gpu.memory_gb, "headroom_gb": mem.headroom_gb,
+            "allocated_gb": mem.allocated_gb, "reserved_gb": mem.reserved_gb,
+            "memory_breakdown_gb": mem.as_dict(), "model": model, "gpu": gpu.id, "task": task, **mem.details,
+            "calibration": MEMORY_CALIBRATION_RECORD, "fit_hints": [h.as_dict() for h in hints],
+        })  # fmt: skip

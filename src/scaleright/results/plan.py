@@ -7,13 +7,16 @@ keys. Explanations hold per-topic chart data (``plan.explain``), an open-ended m
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import ConfigDict
 
 from scaleright.plan.scenario import Constraints, Inference, Pricing, Training
 from scaleright.results.common import CalibrationRecord, MemoryBreakdownGb, OptReal, Part, Real, Result, TimeBreakdownS
 from scaleright.results.train import Recompute
+
+if TYPE_CHECKING:
+    from scaleright.plan import planner
 
 __all__ = ["PlanResult", "PlanScenario", "TrainingOption", "ServingOption", "PriceOffer", "Explanation",
            "CurvePoint", "PlanSearch", "Infeasible"]  # fmt: skip
@@ -250,3 +253,8 @@ class PlanResult(Result):
     infeasible: Infeasible | None
     all_options: list[Option]  # the best option per GPU type and count
     calibration: CalibrationRecord
+
+    @classmethod
+    def of(cls, res: planner.PlanResult, *, calibration: dict[str, Any]) -> PlanResult:
+        """The result of the planner's ``res``, with the calibration record (``Profile.record()``) behind it."""
+        return cls.from_dict(res.as_dict() | {"calibration": calibration})

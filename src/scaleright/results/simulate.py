@@ -3,7 +3,12 @@ request stream (``serve.simulate.SimulationResult``; latencies in ms)."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from scaleright.results.common import OptReal, Part, Real, Result
+
+if TYPE_CHECKING:
+    from scaleright.serve.simulate import SimulationResult
 
 __all__ = ["SimulateResult", "Percentiles", "SimulateLayout"]
 
@@ -59,3 +64,11 @@ class SimulateResult(Result):
     price_usd_per_gpu_hour: OptReal
     price_source: str | None
     engine_status: str  # the engine profile's status: fitted, or a scenario without measured rows
+
+    @classmethod
+    def of(cls, res: SimulationResult, *, model: str, gpu: str, price_usd_per_gpu_hour: float | None,
+           price_source: str | None, engine_status: str) -> SimulateResult:  # fmt: skip
+        """The result of ``res`` for ``model`` on ``gpu``, with the price its costs use and where it came from."""
+        return cls.from_dict(res.as_dict() | {"model": model, "gpu": gpu,
+                                              "price_usd_per_gpu_hour": price_usd_per_gpu_hour,
+                                              "price_source": price_source, "engine_status": engine_status})

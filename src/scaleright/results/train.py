@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from scaleright.results.common import (
     CalibrationRecord,
@@ -14,6 +14,9 @@ from scaleright.results.common import (
     Result,
     TimeBreakdownS,
 )
+
+if TYPE_CHECKING:
+    from scaleright.estimate.train import TrainEstimate
 
 __all__ = ["TrainResult", "TrainLayout"]
 
@@ -67,3 +70,8 @@ class TrainResult(Result):
     layout: TrainLayout
     model: str
     calibration: CalibrationRecord
+
+    @classmethod
+    def of(cls, est: TrainEstimate, *, model: str, calibration: dict[str, Any]) -> TrainResult:
+        """The result of ``est`` for ``model``, with the calibration record (``Profile.record()``) behind it."""
+        return cls.from_dict(est.as_dict() | {"model": model, "calibration": calibration})
