@@ -117,15 +117,9 @@ def _speculative(acceptance: float | None, k: int, cost: float) -> tuple[float, 
 
 def _price(given: float | None, gpu, catalog: Path | None) -> tuple[float | None, str | None]:
     """The GPU price for cost per 1M tokens: the flag, else the catalog's on-demand price (None when it has none)."""
-    if given is not None:
-        return given, "--price-usd-per-gpu-hour"
-    from scaleright.catalog import find_price
+    from scaleright.api import simulation_price
 
-    try:
-        row = find_price(gpu.id, "on-demand", catalog=catalog_from(catalog))
-    except InputError:
-        return None, None
-    return row.usd, f"catalog on-demand: {row.provider or 'unnamed provider'} {row.date or ''}".strip()
+    return simulation_price(given, gpu, catalog_from(catalog), field="--price-usd-per-gpu-hour")
 
 
 def _engine_status(engine: str) -> str:
