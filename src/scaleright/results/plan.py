@@ -7,9 +7,9 @@ keys. Explanations hold per-topic chart data (``plan.explain``), an open-ended m
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import ConfigDict
+from pydantic import ConfigDict, Discriminator, Tag
 
 from scaleright.plan.scenario import Constraints, Inference, Pricing, Training
 from scaleright.results.common import CalibrationRecord, MemoryBreakdownGb, OptReal, Part, Real, Result, TimeBreakdownS
@@ -190,7 +190,13 @@ class ServingOption(PriceOffer, _ServingCore):
     latency_percentile: str | None = None
 
 
-Option = TrainingOption | ServingOption
+def _option_kind(v: object) -> str:
+    """A serving option says how it was sized; a training option never does (the tag that picks the model)."""
+    return "serving" if ("sizing" in v if isinstance(v, dict) else isinstance(v, ServingOption)) else "training"
+
+
+Option = Annotated[Annotated[TrainingOption, Tag("training")] | Annotated[ServingOption, Tag("serving")],
+                   Discriminator(_option_kind)]
 
 
 class Explanation(Part):
