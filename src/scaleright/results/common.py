@@ -12,7 +12,7 @@ from JSON null is NaN. ``OptReal`` is a number that may also be absent in meanin
 from __future__ import annotations
 
 import math
-from typing import Annotated, Any, ClassVar, Self
+from typing import Annotated, Any, Self
 
 from pydantic import BaseModel, ConfigDict, PlainSerializer, PlainValidator, WithJsonSchema
 
@@ -72,8 +72,6 @@ class Part(BaseModel):
 class Result(Part):
     """A top-level result. ``to_dict()`` is the JSON the CLI prints with ``--json`` (``scaleright schema NAME``
     prints ``json_schema()``)."""
-
-    NAME: ClassVar[str] = ""
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON object (plain dicts, lists, numbers, strings; non-finite numbers as None), keys as declared and

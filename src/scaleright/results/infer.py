@@ -35,8 +35,6 @@ class InferAlternative(Part):
 class InferResult(Result):
     """Serving ``model`` on all the GPUs together (``estimate.infer.InferEstimate``)."""
 
-    NAME = "infer"
-
     fits: bool
     reason: str | None
     layout: InferLayout

@@ -34,8 +34,6 @@ class MemoryCalibration(Part):
 class MemoryResult(Result):
     """Memory per GPU (GB = 1e9 bytes) of one training or inference setup on one GPU type."""
 
-    NAME = "memory"
-
     fits: bool | None  # None without a GPU memory to compare with
     total_gb: Real  # what must fit: allocated + allocator reserve + CUDA context + NCCL buffers
     gpu_memory_gb: OptReal

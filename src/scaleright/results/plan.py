@@ -247,7 +247,8 @@ class Infeasible(Part):
 
 
 class PlanResult(Result):
-    NAME = "plan"
+    """A plan: the recommendation (None when nothing meets the constraints; ``infeasible`` then says why), the
+    options behind it and the explanations."""
 
     scenario: PlanScenario
     recommendation: Option | None

@@ -31,7 +31,7 @@ class SimulateLayout(Part):
 
 
 class SimulateResult(Result):
-    NAME = "simulate"
+    """One pool of replicas serving a request stream, as simulated (``serve.simulate.simulate``)."""
 
     ttft_ms: Percentiles
     tpot_ms: Percentiles

@@ -44,8 +44,6 @@ class TrainLayout(Part):
 class TrainResult(Result):
     """One training layout on ``gpus`` GPUs of one type (``estimate.train.TrainEstimate``)."""
 
-    NAME = "train"
-
     fits: bool
     reason: str | None  # why it does not fit
     memory_gb_per_gpu: Real
