@@ -80,6 +80,27 @@ def _count(field: str, value: int | None, kind: str) -> None:
     check_limit(field, value, kind)
 
 
+def _layout(layout: Layout | None, spec: TransformerSpec) -> Layout:
+    """``layout`` (default: one GPU) checked against ``spec`` and the bounds of ``scaleright.limits``."""
+    from scaleright.estimate.layout import Layout
+    from scaleright.limits import check_limit
+
+    lay = layout if layout is not None else Layout()
+    lay.validate(spec)
+    for name in ("tp", "pp", "dp", "cp", "ep", "etp", "dp_shard", "virtual_stages"):
+        v = getattr(lay, name)
+        if v is not None:
+            check_limit(f"layout.{name}", v, "parallel_degree")
+    check_limit("layout.micro_batch", lay.micro_batch, "micro_batch")
+    if lay.global_batch is not None:
+        check_limit("layout.global_batch", lay.global_batch, "global_batch")
+    check_limit("layout.gpus", lay.gpus, "gpus")  # tp x pp x dp x cp
+    if lay.sequence_parallel and lay.tp == 1:
+        raise InputError("layout.sequence_parallel splits activations over tensor parallelism; it needs tp > 1 "
+                         "(got tp=1)")
+    return lay
+
+
 def _profile(calibration: str | None):
     """The calibration profile: None or ``default`` (built-in), a profile name, or a JSON file path."""
     from scaleright.cli.common import profile_from
@@ -110,7 +131,7 @@ def estimate_memory(
     _count("seq_len", seq_len, "seq_len")
     _count("batch", batch, "batch")
     spec, g, cat = _resolve(model, gpu, catalog)
-    lay = layout if layout is not None else Layout()
+    lay = _layout(layout, spec)
     if task == "inference":
         given = [k for k in ("dp", "cp", "ep", "zero", "micro_batch", "global_batch", "recompute",
                              "sequence_parallel", "virtual_stages") if getattr(lay, k) != getattr(Layout(), k)]
@@ -127,7 +148,6 @@ def estimate_memory(
             raise InputError(f"{name}={v} applies to task 'inference'; task {task!r} does not use it")
     if lora is not None and task not in ("lora", "qlora"):
         raise InputError(f"lora applies to task lora or qlora; task {task!r} does not use it")
-    lay.validate(spec)
     kw: dict[str, Any] = dict(seq_len=seq_len, precision=precision, optimizer=optimizer, task=task, lora=lora,
                               states=states, cross_entropy=cross_entropy)  # fmt: skip
     mem = training_memory(spec, layout=lay, gpu_memory_gb=g.memory_gb, **kw)
@@ -152,7 +172,6 @@ def estimate_train(
     built-in system id or a ``System``; default the GPU's). ``calibration``: a profile name or JSON path (None:
     the built-in defaults).
     """
-    from scaleright.estimate.layout import Layout
     from scaleright.estimate.train import estimate_train as _estimate
     from scaleright.limits import check_limit
     from scaleright.results.train import TrainResult
@@ -167,8 +186,7 @@ def estimate_train(
         check_limit("tokens", tokens, "tokens")
     prof = _profile(calibration)
     spec, g, _ = _resolve(model, gpu, catalog)
-    lay = layout if layout is not None else Layout()
-    lay.validate(spec)
+    lay = _layout(layout, spec)
     est = _estimate(spec, gpu=g, layout=lay, seq_len=seq_len, system=system, precision=precision, task=task,
                     lora=lora, optimizer=optimizer, tokens=tokens, cal=prof.calibration, framework=framework)
     return TrainResult.of(est, model=spec.name, calibration=prof.record())
