@@ -16,8 +16,10 @@ def register(app: typer.Typer) -> None:
 def schema_cmd(
     name: str = typer.Argument(..., help="memory, train, infer, plan or simulate."),
 ) -> None:
-    """Print the JSON Schema (draft 2020-12) of what `--json` prints for a result: memory and train and infer
-    (scaleright estimate ...), plan (scaleright plan), simulate (scaleright serve simulate, one pool)."""
+    """Print the JSON Schema of a result's --json: memory, train, infer, plan or simulate.
+
+    memory, train, infer: `scaleright estimate ...`; plan: `scaleright plan`; simulate: `scaleright serve simulate`
+    (one pool). Draft 2020-12; every object admits only its declared keys."""
     from scaleright.results import RESULTS, result_model
 
     check_choice("NAME", name, tuple(RESULTS))
