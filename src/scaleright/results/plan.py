@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from scaleright.plan import planner
 
 __all__ = ["PlanResult", "PlanScenario", "TrainingOption", "ServingOption", "PriceOffer", "Explanation",
-           "CurvePoint", "PlanSearch", "Infeasible"]  # fmt: skip
+           "CurvePoint", "TrainingSearch", "ServingSearch", "Infeasible"]  # fmt: skip
 
 
 class PlanScenario(Part):
@@ -224,18 +224,39 @@ class Skipped(Part):
     reason: str
 
 
-class PlanSearch(Part):
+class TrainingSearch(Part):
+    """What a training plan's search covered, and how fast it ran."""
+
     layouts_evaluated: int
     layouts_fit: int
     wall_s: Real
-    cpu_s: OptReal = None  # training
+    cpu_s: Real
     gpu_types: int
-    skipped: list[Skipped]
+    skipped: list[Skipped]  # GPU types with no fitting layout or no price, and why
     layouts_per_s: OptReal
     limits: dict[str, str]  # search axis -> the values searched, in words (plan.search.SEARCH_LIMITS)
     precision_notes: list[str]
-    simulated: int | None = None  # serving: options re-sized by simulation
     price_data_errors: list[str]
+
+
+class ServingSearch(Part):
+    """What a serving plan's search covered: ``simulated`` options were re-sized by the serving simulator."""
+
+    layouts_evaluated: int
+    layouts_fit: int
+    wall_s: Real
+    skipped: list[Skipped]
+    gpu_types: int
+    layouts_per_s: OptReal
+    limits: dict[str, str]
+    precision_notes: list[str]
+    simulated: int
+    price_data_errors: list[str]
+
+
+PlanSearch = Annotated[Annotated[TrainingSearch, Tag("training")] | Annotated[ServingSearch, Tag("serving")],
+                       Discriminator(lambda v: "serving" if ("simulated" in v if isinstance(v, dict)
+                                                             else isinstance(v, ServingSearch)) else "training")]
 
 
 class Infeasible(Part):
