@@ -199,3 +199,20 @@ def test_an_integer_stays_an_integer_and_a_boolean_is_not_a_number(outputs):
     doc["gpus"] = 8.0  # a float is not a count
     with pytest.raises(ValidationError):
         result_model("train").from_dict(doc)
+
+
+@pytest.mark.parametrize("scenario", ["spot-training-preemptions", "chat-service-8b"])
+def test_validating_keeps_the_bytes_the_planner_printed_before(scenario):
+    """``--json`` used to print the planner's dict (non-finite numbers as null); through the model it prints the
+    same bytes: the same keys in the same order, an int still an int."""
+    from scaleright.cli.common import _clean
+    from scaleright.estimate.calibration import load_profile
+    from scaleright.plan.planner import plan
+    from scaleright.plan.scenario import load_scenario
+    from scaleright.results.plan import PlanResult
+
+    res = plan(load_scenario(ROOT / "examples" / f"{scenario}.yaml"))
+    record = load_profile(None).record()
+    before = json.dumps(_clean(res.as_dict() | {"calibration": record}), indent=2, allow_nan=False)
+    after = json.dumps(PlanResult.of(res, calibration=record).to_dict(), indent=2, allow_nan=False)
+    assert after == before
