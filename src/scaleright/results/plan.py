@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import ConfigDict, Discriminator, Tag
+from pydantic import Discriminator, Tag
 
 from scaleright.plan.scenario import Constraints, Inference, Pricing, Training
 from scaleright.results.common import CalibrationRecord, MemoryBreakdownGb, OptReal, Part, Real, Result, TimeBreakdownS
@@ -25,8 +25,6 @@ __all__ = ["PlanResult", "PlanScenario", "TrainingOption", "ServingOption", "Pri
 class PlanScenario(Part):
     """The scenario as validated (``plan.scenario.Scenario``: every field, defaults filled in) and what the planner
     derived from it. The sections are the scenario's own models."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=False)  # the sections read dates from JSON text
 
     name: str
     model: str
