@@ -135,8 +135,14 @@ def test_a_plan_result_to_dict_is_the_plans_json(monkeypatch, capsys):
      ["estimate", "memory", "--model", "llama-3.1-8b", "--seq-len", "0"], "--seq-len"),
     (lambda: scaleright.simulate("llama-3.1-8b", rate=1.0, engine="no-such-engine"),
      ["serve", "simulate", "--model", "llama-3.1-8b", "--rate", "1", "--engine", "no-such-engine"], "--engine"),
+    (lambda: scaleright.estimate_infer("llama-3.1-8b", gpus=4, pp=3, input_len=8, output_len=8),
+     ["estimate", "infer", "--model", "llama-3.1-8b", "--gpus", "4", "--pp", "3", "--input-len", "8",
+      "--output-len", "8"], None),
+    (lambda: scaleright.estimate_infer("llama-3.1-8b", gpus=64, pp=64, input_len=8, output_len=8),
+     ["estimate", "infer", "--model", "llama-3.1-8b", "--gpus", "64", "--pp", "64", "--input-len", "8",
+      "--output-len", "8"], None),
 ], ids=["get_gpu", "gpu", "model", "layout-train", "layout-memory", "calibration", "scenario", "precision",
-        "seq_len", "engine"])  # fmt: skip
+        "seq_len", "engine", "pp-divides", "pp-layers"])  # fmt: skip
 def test_an_api_error_is_the_clis_message(call, args, flag, monkeypatch, capsys):
     """The same line; where the CLI names its flag (``--seq-len``) the API names the argument (``seq_len``)."""
     with pytest.raises(scaleright.InputError) as err:

@@ -217,8 +217,12 @@ def estimate_infer(
         _count("batch", batch, "batch")
     elif batch != "max":
         raise InputError(f"batch={batch!r} must be a positive integer or 'max'")
+    if gpus % pp:  # (the CLI's estimate_cmd._pp_fits, which belongs with estimate.infer)
+        raise InputError(f"pp({pp}) does not divide gpus({gpus})")
     prof = _profile(calibration)
     spec, g, _ = _resolve(model, gpu, catalog)
+    if pp > spec.layers:
+        raise InputError(f"pp({pp}) > num_hidden_layers({spec.layers}): each stage needs at least one layer")
     est = _estimate(spec, gpu=g, gpus=gpus, tp=tp, pp=pp, input_len=input_len, output_len=output_len, batch=batch,
                     system=system, precision=precision, kv_precision=kv_precision, cal=prof.calibration)
     return InferResult.of(est, model=spec.name, gpu=g, calibration=prof.record())
