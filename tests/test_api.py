@@ -175,14 +175,20 @@ def test_a_scenario_error_names_the_field_as_the_cli_does(tmp_path, monkeypatch,
     (lambda: scaleright.estimate_infer("llama-3.1-8b", input_len=8, output_len=8, batch="all"),
      r"^batch='all' must be a positive integer or 'max'$"),
     (lambda: scaleright.simulate("llama-3.1-8b", rate=1.0, rps=2.0), r"^simulate: unknown option 'rps'; known: "),
+    (lambda: scaleright.simulate("llama-3.1-8b", rate=1.0, slo_ttft_ms=-1.0),
+     r"^slo_ttft_ms=-1.0 must be a finite positive number$"),
+    (lambda: scaleright.simulate("llama-3.1-8b", rate=1.0, burstiness=0.0),
+     r"^burstiness=0.0 must be a finite positive number$"),
+    (lambda: scaleright.simulate("llama-3.1-8b", rate=1.0, router="random"),
+     r"^router='random' not allowed; allowed: "),
     (lambda: scaleright.estimate_train("llama-3.1-8b", layout=scaleright.Layout(sequence_parallel=True)),
      r"^layout\.sequence_parallel splits activations over tensor parallelism; it needs tp > 1 \(got tp=1\)$"),
     (lambda: scaleright.estimate_memory("llama-3.1-8b", layout=scaleright.Layout(dp=2**21)),
      r"^layout\.dp must be <= 1,048,576 \(.*\); got 2097152$"),
     (lambda: scaleright.estimate_train("llama-3.1-8b", layout=scaleright.Layout(dp=2**10, cp=2**11)),
      r"^layout\.gpus must be <= 1,048,576 \(.*\); got 2097152$"),
-], ids=["tokens", "inference-layout", "training-batch", "infer-batch", "option", "sequence-parallel", "dp-bound",
-        "gpus-bound"])  # fmt: skip
+], ids=["tokens", "inference-layout", "training-batch", "infer-batch", "option", "slo", "burstiness", "router",
+        "sequence-parallel", "dp-bound", "gpus-bound"])  # fmt: skip
 def test_api_arguments_are_checked_by_name(call, match):
     with pytest.raises(scaleright.InputError, match=match):
         call()

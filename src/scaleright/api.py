@@ -248,9 +248,19 @@ def simulate(
     if unknown:
         raise InputError(f"simulate: unknown option {unknown[0]!r}; known: {', '.join(sorted(known))}")
     from scaleright.estimate.engines import engine_names
+    from scaleright.serve.router import ROUTERS
 
-    engine = options.get("engine", inspect.signature(_simulate).parameters["engine"].default)
+    defaults = inspect.signature(_simulate).parameters
+    engine = options.get("engine", defaults["engine"].default)
     _choice("engine", engine, engine_names())
+    _choice("router", options.get("router", defaults["router"].default), tuple(ROUTERS))
+    given = {"price_usd_per_gpu_hour": price_usd_per_gpu_hour} | options
+    for name in ("burstiness", "duration_s", "slo_ttft_ms", "slo_tpot_ms", "price_usd_per_gpu_hour",
+                 "diurnal_period_s"):  # what the simulator leaves to its callers (the CLI checks its flags)
+        v = given.get(name)
+        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not (math.isfinite(v)
+                                                                                           and v > 0)):
+            raise InputError(f"{name}={v!r} must be a finite positive number")
     prof = _profile(calibration)
     spec, g, cat = _resolve(model, gpu, catalog)
     price, source = simulation_price(price_usd_per_gpu_hour, g, cat)
