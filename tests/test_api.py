@@ -108,6 +108,7 @@ def test_a_plan_result_to_dict_is_the_plans_json(monkeypatch, capsys):
     result = scaleright.plan_scenario(scenario)
     cli = _cli_json(["plan", str(scenario)], monkeypatch, capsys)
     assert result.recommendation == scaleright.PlanResult.model_validate(cli).recommendation
+    assert scaleright.plan_scenario(scaleright.load_scenario(scenario)).recommendation == result.recommendation
     api = result.to_dict()
     for d in (api, cli):  # the search's own timing differs run to run
         for k in ("wall_s", "cpu_s", "layouts_per_s"):
