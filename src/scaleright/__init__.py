@@ -6,11 +6,13 @@ The Python API the CLI is built on, importable from the top level (loaded on fir
 stays cheap)::
 
     import scaleright as sr
-    spec, gpu = sr.load_model("llama-3.1-8b"), sr.get_gpu("h100-sxm")
-    est = sr.estimate_train(spec, gpu=gpu, layout=sr.Layout(dp=8, zero=3, global_batch=64), seq_len=4096)
+    est = sr.estimate_train("llama-3.1-8b", gpu="h100-sxm", layout=sr.Layout(dp=8, zero=3, global_batch=64))
+    est.mfu, est.tokens_per_s, est.to_dict()  # a typed TrainResult; to_dict() is `estimate train --json`
 
+``estimate_memory``, ``estimate_train``, ``estimate_infer``, ``simulate`` and ``plan_scenario`` return the typed
+results of ``scaleright.results`` (pydantic models; ``scaleright schema NAME`` prints their JSON Schema).
 ``docs/api.md`` has a worked example (a test runs it). Bad input raises ``InputError`` (a ``ScalerightError``)
-with the same one-line message the CLI prints.
+with one line naming the argument and what is allowed.
 """
 
 from __future__ import annotations
@@ -28,22 +30,28 @@ _API: dict[str, tuple[str, str]] = {
     "Catalog": ("scaleright.catalog", "Catalog"),
     "get_gpu": ("scaleright.catalog", "get_gpu"),
     "load_model": ("scaleright.workload", "load_model"),
-    # estimates (one layout)
+    # inputs of one estimate
     "Layout": ("scaleright.estimate.layout", "Layout"),
+    "LoraConfig": ("scaleright.estimate.memory", "LoraConfig"),
     "Framework": ("scaleright.estimate.framework", "Framework"),
     "framework_of": ("scaleright.estimate.framework", "framework_of"),
-    "estimate_memory": ("scaleright.estimate.memory", "training_memory"),
-    "estimate_inference_memory": ("scaleright.estimate.memory", "inference_memory"),
-    "estimate_train": ("scaleright.estimate.train", "estimate_train"),
-    "estimate_infer": ("scaleright.estimate.infer", "estimate_infer"),
     "load_calibration": ("scaleright.estimate.calibration", "load_calibration"),
-    # plans, serving, launch configs
+    # one question, one typed result (scaleright.api; ``result.to_dict()`` is the command's --json)
+    "estimate_memory": ("scaleright.api", "estimate_memory"),
+    "estimate_train": ("scaleright.api", "estimate_train"),
+    "estimate_infer": ("scaleright.api", "estimate_infer"),
+    "simulate": ("scaleright.api", "simulate"),
+    # (``scaleright.plan`` is the package; the planner is ``plan_scenario``)
+    "plan_scenario": ("scaleright.api", "plan_scenario"),
     "parse_scenario": ("scaleright.plan.scenario", "parse_scenario"),
     "load_scenario": ("scaleright.plan.scenario", "load_scenario"),
-    # (``scaleright.plan`` is the package; the planner function is ``plan_scenario``)
-    "plan_scenario": ("scaleright.plan.planner", "plan"),
-    "simulate": ("scaleright.serve.simulate", "simulate"),
     "export_plan": ("scaleright.export", "export_plan"),
+    # the result models (``scaleright schema NAME`` prints their JSON Schema)
+    "MemoryResult": ("scaleright.results.memory", "MemoryResult"),
+    "TrainResult": ("scaleright.results.train", "TrainResult"),
+    "InferResult": ("scaleright.results.infer", "InferResult"),
+    "SimulateResult": ("scaleright.results.simulate", "SimulateResult"),
+    "PlanResult": ("scaleright.results.plan", "PlanResult"),
 }
 
 __all__ = ["ScalerightError", "InputError", "__version__", *_API]

@@ -212,6 +212,7 @@ def memory_cmd(
         resolve_profile,
         training_memory,
     )
+    from scaleright.results.memory import MemoryResult
     from scaleright.workload.precision import KV_PRECISIONS, STORAGE_PRECISIONS, TRAIN_PRECISIONS
 
     check_choice("--task", task, TASKS)
@@ -276,16 +277,9 @@ def memory_cmd(
 
         hints = fit_hints(spec, layout=layout, seq_len=seq_len, gpu=g, task=task,
                           gpus_catalog=list(catalog_from(catalog).gpus.values()), **memory_kw)  # fmt: skip
-    out = {
-        "fits": mem.fits, "total_gb": mem.total_gb, "gpu_memory_gb": g.memory_gb, "headroom_gb": mem.headroom_gb,
-        "allocated_gb": mem.allocated_gb, "reserved_gb": mem.reserved_gb,
-        "memory_breakdown_gb": mem.as_dict(), "model": spec.name, "gpu": g.id, "task": task, **mem.details,
-        "calibration": MEMORY_CALIBRATION_RECORD, "fit_hints": [h.as_dict() for h in hints],
-    }  # fmt: skip
-    if task != "inference":
-        out["memory_accounting"] = prof.as_dict()
-    if as_json:
-        emit_json(out)
+    if as_json:  # validated: the schema's keys (scaleright schema memory), nothing else
+        emit_json(MemoryResult.of(mem, model=spec.name, gpu=g, task=task, hints=hints,
+                                  accounting=prof if task != "inference" else None).to_dict())  # fmt: skip
         return
     _memory_table(f"Memory per GPU on {g.id}", mem.as_dict(), mem.total_gb, g.memory_gb, caption)
     if task != "inference":
@@ -370,6 +364,7 @@ def train_cmd(
     from scaleright.estimate.framework import ATTENTION_KINDS, CP_VARIANTS, FRAMEWORKS, PIPELINE_SCHEDULES
     from scaleright.estimate.layout import Layout
     from scaleright.estimate.train import estimate_train
+    from scaleright.results.train import TrainResult
     from scaleright.workload.precision import TRAIN_PRECISIONS
 
     check_choice("--precision", precision, TRAIN_PRECISIONS)
@@ -409,9 +404,8 @@ def train_cmd(
         system=_system(g, system, gpus_per_node, inter_node_gbps_per_gpu), precision=precision, task=task, lora=lora,
         optimizer=optimizer, tokens=tokens, cal=cal, framework=fw,
     )  # fmt: skip
-    d = est.as_dict()
     if as_json:
-        emit_json(d | {"model": spec.name, "calibration": prof.record()})
+        emit_json(TrainResult.of(est, model=spec.name, calibration=prof.record()).to_dict())  # validated
         return
     head = f"{spec.name} {task} on {gpus} x {g.id}: {layout.text()}"
     console.print(f"[bold]{esc(head)}[/bold]")
@@ -458,6 +452,7 @@ def infer_cmd(
     """TTFT, TPOT, end-to-end latency and throughput for serving; replicas vs tensor parallel."""
     from scaleright.estimate.calibration import arch_factors
     from scaleright.estimate.infer import estimate_infer
+    from scaleright.results.infer import InferResult
     from scaleright.workload.precision import KV_PRECISIONS, STORAGE_PRECISIONS
 
     check_choice("--precision", precision, STORAGE_PRECISIONS)
@@ -491,11 +486,9 @@ def infer_cmd(
         system=_system(g, system, gpus_per_node, None), precision=precision, kv_precision=kv_precision,
         cal=cal,
     )  # fmt: skip
-    d = est.as_dict()
     arch = arch_factors(g)
     if as_json:
-        emit_json(d | {"model": spec.name, "gpu": g.id, "calibrated": arch.calibrated,
-                       "calibration_note": arch.note, "calibration": prof.record()})  # fmt: skip
+        emit_json(InferResult.of(est, model=spec.name, gpu=g, calibration=prof.record()).to_dict())  # validated
         return
     lay = est.layout
     idle = f" ({lay['idle_gpus']} GPU(s) idle: no faster layout uses them)" if lay.get("idle_gpus") else ""

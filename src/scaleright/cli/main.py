@@ -22,6 +22,7 @@ from scaleright.cli import (
     export_cmd,
     plan_cmd,
     prices_cmd,
+    schema_cmd,
     serve_cmd,
 )
 from scaleright.cli.common import visible
@@ -76,7 +77,7 @@ def _root(
 
 # Command-group modules, each with ``register(app: typer.Typer) -> None``.
 _GROUPS = (catalog_cmd, estimate_cmd, plan_cmd, export_cmd, serve_cmd, bench_cmd, calibrate_cmd, dashboard_cmd,
-           prices_cmd)
+           prices_cmd, schema_cmd)
 for _group in _GROUPS:
     _group.register(app)
 

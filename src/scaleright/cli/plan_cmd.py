@@ -66,6 +66,7 @@ def plan_cmd(
     """Search every allowed GPU type, count and parallel layout; recommend one option and say why."""
     from scaleright.plan.planner import plan
     from scaleright.plan.scenario import load_scenario
+    from scaleright.results.plan import PlanResult
     from scaleright.textfile import is_regular_file, refuse_input_as_output
 
     if html is not None:
@@ -93,7 +94,8 @@ def plan_cmd(
         res = plan(scn, catalog=cat, cal=cal, progress=prog)
     finally:
         prog.close()
-    d = res.as_dict() | {"calibration": prof.record()}  # which profile produced every number of the plan
+    # validated (scaleright schema plan); the calibration record says which profile produced every number
+    d = PlanResult.of(res, calibration=prof.record()).to_dict()
     if html is not None:
         from scaleright.plan.report import write_html
 

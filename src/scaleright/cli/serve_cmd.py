@@ -117,15 +117,9 @@ def _speculative(acceptance: float | None, k: int, cost: float) -> tuple[float, 
 
 def _price(given: float | None, gpu, catalog: Path | None) -> tuple[float | None, str | None]:
     """The GPU price for cost per 1M tokens: the flag, else the catalog's on-demand price (None when it has none)."""
-    if given is not None:
-        return given, "--price-usd-per-gpu-hour"
-    from scaleright.catalog import find_price
+    from scaleright.api import simulation_price
 
-    try:
-        row = find_price(gpu.id, "on-demand", catalog=catalog_from(catalog))
-    except InputError:
-        return None, None
-    return row.usd, f"catalog on-demand: {row.provider or 'unnamed provider'} {row.date or ''}".strip()
+    return simulation_price(given, gpu, catalog_from(catalog), field="--price-usd-per-gpu-hour")
 
 
 def _engine_status(engine: str) -> str:
@@ -196,6 +190,7 @@ def simulate_cmd(
     calibration: str | None = _CAL, catalog: Path | None = CatalogOpt, as_json: bool = JsonOpt,
 ) -> None:  # fmt: skip
     """Latency percentiles (TTFT, TPOT, ITL, end-to-end), throughput and utilisation under a request stream."""
+    from scaleright.results.simulate import SimulateResult
     from scaleright.serve.arrivals import ARRIVALS
     from scaleright.serve.simulate import simulate
 
@@ -280,10 +275,10 @@ def simulate_cmd(
     if report is not None:
         _report(report, res, spec, rate, requests, duration_s, run_kw,
                 f"{spec.name} on {gpus} x {kw['gpu'].id} (tp={tp} pp={pp}), {engine}")  # fmt: skip
-    d = res.as_dict() | {"model": spec.name, "gpu": kw["gpu"].id, "price_usd_per_gpu_hour": price,
-                         "price_source": price_source, "engine_status": _engine_status(engine)}  # fmt: skip
+    typed = SimulateResult.of(res, model=spec.name, gpu=kw["gpu"].id, price_usd_per_gpu_hour=price,
+                              price_source=price_source, engine_status=_engine_status(engine))  # validated
     if as_json:
-        emit_json(d)
+        emit_json(typed.to_dict())
         return
     load = f"{rate} req/s {arrival}" if rate else (f"{concurrency} clients" if concurrency else f"trace {trace}")
     _print(res, f"{spec.name} on {gpus} x {kw['gpu'].id} (tp={tp} pp={pp}, {res.replicas} replicas, {engine}), {load}")

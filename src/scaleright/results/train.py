@@ -1,0 +1,75 @@
+"""``scaleright estimate train --json``: step time, throughput, MFU, memory and scaling of one training layout."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Literal
+
+from scaleright.results.common import (
+    CalibrationRecord,
+    FrameworkRecord,
+    MemoryBreakdownGb,
+    OptReal,
+    Part,
+    Real,
+    Result,
+    TimeBreakdownS,
+)
+
+if TYPE_CHECKING:
+    from scaleright.estimate.train import TrainEstimate
+
+__all__ = ["TrainResult", "TrainLayout"]
+
+Recompute = Literal["none", "selective", "full", "op-selective"]
+
+
+class TrainLayout(Part):
+    """The parallel layout (``estimate.layout.Layout``; ``etp`` and ``dp_shard`` resolved to their values)."""
+
+    tp: int
+    pp: int
+    dp: int
+    cp: int
+    ep: int
+    zero: int
+    micro_batch: int
+    global_batch: int | None  # None: dp x micro_batch
+    recompute: Recompute
+    sequence_parallel: bool
+    virtual_stages: int
+    etp: int
+    dp_shard: int
+
+
+class TrainResult(Result):
+    """One training layout on ``gpus`` GPUs of one type (``estimate.train.TrainEstimate``)."""
+
+    fits: bool
+    reason: str | None  # why it does not fit
+    memory_gb_per_gpu: Real
+    memory_breakdown_gb: MemoryBreakdownGb
+    step_time_s: Real
+    time_breakdown_s: TimeBreakdownS
+    tokens_per_s: Real
+    tokens_per_s_per_gpu: Real
+    model_tflops_per_gpu: Real
+    hardware_tflops_per_gpu: Real
+    mfu: Real  # model FLOPs utilisation, a fraction
+    hfu: Real  # hardware FLOPs utilisation (recompute counted), a fraction
+    scaling_efficiency: OptReal  # speedup / (gpus / base_gpus)
+    train_time_h: OptReal  # with tokens
+    gpu_hours: OptReal  # with tokens
+    gpus: int
+    gpu: str
+    base_gpus: int | None  # the smallest count that fits with the same model-parallel group
+    calibrated: bool  # the GPU's architecture has measured GEMM / HBM ceilings
+    calibration_note: str
+    framework: FrameworkRecord
+    layout: TrainLayout
+    model: str
+    calibration: CalibrationRecord
+
+    @classmethod
+    def of(cls, est: TrainEstimate, *, model: str, calibration: dict[str, Any]) -> TrainResult:
+        """The result of ``est`` for ``model``, with the calibration record (``Profile.record()``) behind it."""
+        return cls.from_dict(est.as_dict() | {"model": model, "calibration": calibration})
