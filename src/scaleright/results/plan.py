@@ -177,6 +177,50 @@ class _ServingCore(_Common):
     sizing: Literal["steady-state", "simulated"]
 
 
+class BatchJobSpot(Part):
+    """A batch job on spot: its expected preemptions and what each costs (Daly 2006; ``economics.batch``)."""
+
+    preemption_free_work_h: Real
+    expected_work_h: Real
+    preemptions_per_hour: Real
+    expected_preemptions_per_replica: Real
+    restart_s: Real
+    lost_per_preemption_s: Real
+
+
+class BatchJob(Part):
+    """An occasional inference job costed per run (``inference.batch_job``; ``plan.serving``, ``economics.batch``):
+    start-up plus the requests at the fleet's sustained throughput, against the same fleet always on and serverless."""
+
+    requests_per_run: Real
+    runs_per_month: Real
+    run_within_h: Real
+    work_h: Real
+    startup_s: Real
+    startup_source: str
+    run_h: Real
+    busy_share: Real
+    use_hours_per_day: Real
+    spot: BatchJobSpot | None  # null unless the job runs on spot
+    usd_per_run: Real
+    usd_per_month: Real
+    always_on_usd_per_month: Real
+    idle_usd_per_month: Real
+    always_on_over_batch: Real
+    usd_per_1m_output_tokens: Real
+    serverless_usd_per_run: OptReal
+    serverless_usd_per_month: OptReal
+    serverless_note: str
+
+
+class GpusAtLoad(Part):
+    """A step of the GPUs-against-load curve: ``replicas`` carry every load up to ``requests_per_s``."""
+
+    requests_per_s: Real
+    replicas: int
+    gpus: int
+
+
 class ServingOption(PriceOffer, _ServingCore):
     """A serving fleet of one GPU type and TP size, sized for the peak rate; ``sizing`` simulated adds the
     simulation's figures (latencies then at ``latency_percentile``)."""
@@ -186,6 +230,10 @@ class ServingOption(PriceOffer, _ServingCore):
     replica_capacity: OptReal = None
     sized_at_requests_per_s: OptReal = None
     latency_percentile: str | None = None
+    serving_charts: dict[str, Any] | None = None  # simulated: the report's chart data (serve.report.chart_data)
+    gpus_against_load: list[GpusAtLoad] | None = None  # simulated: the fleet size against offered load
+    batch_job: BatchJob | None = None  # inference.batch_job: the job costed per run
+    serverless: dict[str, Any] | None = None  # pricing.serverless_usd_per_gpu_hour: vs always-on
 
 
 def _option_kind(v: object) -> str:
@@ -265,6 +313,27 @@ class Infeasible(Part):
     message: str
 
 
+class DecisionBranch(Part):
+    """One branch of the seeds' Deployment Decision Tree: whether it applies, why, and what would flip it."""
+
+    branch: str  # rent, buy, hybrid, on-prem, multi-provider
+    seed_rule: str  # the seed's rule, quoted
+    applies: bool
+    because: str
+    flips_when: str
+    numbers: dict[str, Any]  # the figures that decide the branch; keys differ per branch
+
+
+class DeploymentDecision(Part):
+    """The Deployment Decision Tree, computed (``plan.deployment``, ``economics.decision``); ``decision`` None
+    (with the reason in ``text``) where it cannot be computed, e.g. no purchase price."""
+
+    decision: str | None
+    text: str
+    branches: list[DecisionBranch]
+    numbers: dict[str, Any]
+
+
 class PlanResult(Result):
     """A plan: the recommendation (None when nothing meets the constraints; ``infeasible`` then says why), the
     options behind it and the explanations."""
@@ -278,6 +347,7 @@ class PlanResult(Result):
     search: PlanSearch
     infeasible: Infeasible | None
     all_options: list[Option]  # the best option per GPU type and count
+    deployment_decision: DeploymentDecision | None
     calibration: CalibrationRecord
 
     @classmethod

@@ -98,7 +98,9 @@ def deployment_decision(
                         " (not even 24 h/day repays the capital)"))
                    + f": owning costs {_usd(owned_usd_per_gpu_hour)} per GPU-hour of use at {h:.3g} h/day against "
                      f"{_usd(rent_usd_per_gpu_hour)} to rent",
-        "flips_when": (f"use reaches {_h(be_h)}, or the rent rises above {_usd(owned_usd_per_gpu_hour)}/GPU-hour"
+        "flips_when": (f"use falls below {_h(be_h)}, or the rent falls below {_usd(owned_usd_per_gpu_hour)}/GPU-hour"
+                       if pays else
+                       f"use reaches {_h(be_h)}, or the rent rises above {_usd(owned_usd_per_gpu_hour)}/GPU-hour"
                        if math.isfinite(be_h) else
                        f"the rent rises above {_usd(full_use)}/GPU-hour (owning's true cost at 24 h/day), and then "
                        "use reaches the break-even"),
@@ -163,7 +165,7 @@ def deployment_decision(
         decision = "on-prem"
 
     mp: dict = {"branch": "multi-provider", "seed_rule": "Regional diversity & cost arbitrage: Multi-cloud",
-                "applies": False, "numbers": {}}  # fmt: skip
+                "applies": False, "because": "", "flips_when": "", "numbers": {}}  # every branch's key order
     if home_rent_usd_per_gpu_hour is None or away_rent_usd_per_gpu_hour is None:
         mp["because"] = "not weighed: give pricing.data_provider and data_gb (where the data lives and its size)"
         mp["flips_when"] = "the data lives at one provider and another rents the GPU for less than the egress"
