@@ -18,7 +18,6 @@ from pydantic import BaseModel, ConfigDict, Field
 from scaleright.errors import CatalogFileError, InputError, UnknownNameError
 from scaleright.limits import bounds
 from scaleright.textfile import _short, path_problem, read_text
-from scaleright.userdata import load_json
 
 if TYPE_CHECKING:
     from importlib.resources.abc import Traversable
@@ -53,6 +52,8 @@ class ModelEntry(BaseModel):
 
 def parse_config_json(path: Path | Traversable) -> dict[str, Any]:
     """A config.json as a dict; ``CatalogFileError`` naming the file and the JSON error position."""
+    from scaleright.userdata import load_json
+
     data = load_json(read_text(path), str(path))
     if not isinstance(data, dict):
         raise CatalogFileError(f"{path}: expected a JSON object at the top level, got {type(data).__name__}")
