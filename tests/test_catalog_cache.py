@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 import scaleright.catalog.store as store
+import scaleright.catalog.systems as systems
 from scaleright.catalog import Catalog
 from scaleright.catalog.cache import CACHE_ENV, KEEP, NO_CACHE_ENV
 
@@ -22,6 +23,7 @@ HEADER = "gpu_id,kind,usd,usd_low,usd_high,unit,provider,sku,date,source,notes\n
 def _fresh() -> None:
     store._load.cache_clear()
     store._builtin.cache_clear()
+    systems._builtin.cache_clear()
 
 
 @pytest.fixture
@@ -131,8 +133,26 @@ def test_old_entries_are_pruned_and_foreign_files_left_alone(cache, tmp_path):
     assert f"catalog-{0:064x}.json" not in left  # the oldest went
 
 
+def test_the_built_in_systems_are_cached_too(cache, monkeypatch):
+    first = systems.list_systems()
+    assert len(list(cache.glob("catalog-*.json"))) == 1
+    _fresh()
+    hit = systems.list_systems()
+    monkeypatch.setenv(NO_CACHE_ENV, "1")
+    _fresh()
+    parsed = systems.list_systems()
+    assert hit == parsed == first
+    assert [s.model_fields_set for s in hit] == [s.model_fields_set for s in parsed]
+    (f,) = cache.glob("catalog-*.json")
+    f.write_text(json.dumps({"format": 1, "key": f.stem.removeprefix("catalog-"), "entries": [{"id": 5}]}))
+    monkeypatch.delenv(NO_CACHE_ENV)
+    _fresh()
+    assert systems.list_systems() == parsed  # an entry that fails validation is ignored
+
+
 def test_a_cache_hit_parses_no_yaml(cache):
-    code = "import sys; from scaleright.catalog import Catalog; Catalog.load(); print('yaml' in sys.modules)"
+    code = ("import sys; from scaleright.catalog import Catalog; from scaleright.catalog.systems import list_systems; "
+            "Catalog.load(); list_systems(); print('yaml' in sys.modules)")
     env = {**os.environ, CACHE_ENV: str(cache)}
     runs = [subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
             for _ in range(2)]  # fmt: skip

@@ -1,4 +1,5 @@
-"""The validated entries of a catalog directory, cached on disk by the content hash of its files.
+"""The validated entries of a catalog directory (and of the built-in ``systems.yaml``), cached on disk by the content
+hash of their files.
 
 Parsing the catalog's YAML (and importing the YAML library) is most of what loading it costs; the validated entries,
 written as JSON, read back in a few milliseconds. The key is a SHA-256 over the bytes of every catalog file of the
@@ -22,14 +23,20 @@ import json
 import os
 import sys
 import tempfile
+from collections.abc import Callable
 from importlib.resources import files
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
     from importlib.resources.abc import Traversable
 
-__all__ = ["CACHE_ENV", "KEEP", "NO_CACHE_ENV", "cache_dir", "layer_key", "read_layer", "write_layer"]
+    from pydantic import BaseModel
+
+M = TypeVar("M", bound="BaseModel")
+
+__all__ = ["CACHE_ENV", "KEEP", "NO_CACHE_ENV", "cache_dir", "cached_entries", "layer_key", "read_layer",
+           "write_layer"]
 
 CACHE_ENV = "SCALERIGHT_CACHE_DIR"
 NO_CACHE_ENV = "SCALERIGHT_NO_CACHE"
@@ -37,8 +44,8 @@ KEEP = 16  # cache files kept (several checkouts or user catalogs on one machine
 FORMAT = 1
 
 # The code whose behaviour is baked into a cached layer: the validators and the loader.
-_CODE = ("catalog/gpus.py", "catalog/models.py", "catalog/prices.py", "catalog/store.py", "catalog/cache.py",
-         "limits.py", "userdata.py", "workload/spec.py")  # fmt: skip
+_CODE = ("catalog/gpus.py", "catalog/models.py", "catalog/prices.py", "catalog/store.py", "catalog/systems.py",
+         "catalog/cache.py", "limits.py", "userdata.py", "workload/spec.py")  # fmt: skip
 
 
 def cache_dir() -> Path | None:
@@ -116,44 +123,93 @@ def _revalidate(data: dict[str, Any], *, user: bool) -> dict[str, Any]:
     return {"gpus": gpus, "models": models, "prices": prices, "configs": configs}
 
 
-def read_layer(key: str | None, *, user: bool) -> dict[str, Any] | None:
-    """The cached entries under ``key`` (``gpus``, ``models``, ``prices``, ``configs``), or None when absent,
-    unreadable or invalid."""
+def _read_raw(key: str | None) -> dict[str, Any] | None:
+    """The cache file of ``key`` as a dict, or None when absent, unreadable, corrupt or of another key."""
     directory = cache_dir()
     if key is None or directory is None:
         return None
     try:
         raw = json.loads(_file(directory, key).read_bytes())
-        if not isinstance(raw, dict) or raw.get("format") != FORMAT or raw.get("key") != key:
-            return None
+    except (OSError, ValueError, RecursionError):
+        return None
+    if not isinstance(raw, dict) or raw.get("format") != FORMAT or raw.get("key") != key:
+        return None
+    return raw
+
+
+def read_layer(key: str | None, *, user: bool) -> dict[str, Any] | None:
+    """The cached entries under ``key`` (``gpus``, ``models``, ``prices``, ``configs``), or None when absent,
+    unreadable or invalid."""
+    raw = _read_raw(key)
+    if raw is None:
+        return None
+    try:
         return _revalidate(raw, user=user)
-    except (OSError, ValueError, TypeError, KeyError, AttributeError, RecursionError):  # ValidationError: ValueError
+    except (ValueError, TypeError, KeyError, AttributeError, RecursionError):  # ValidationError is a ValueError
         return None
 
 
 def write_layer(key: str | None, layer: dict[str, Any], *, user: bool) -> Path | None:
     """Write ``layer``'s entries under ``key`` if they read back identical; the file, or None if not written."""
-    directory = cache_dir()
-    if key is None or directory is None:
+    if key is None or cache_dir() is None:
         return None
     data = {
-        "format": FORMAT,
-        "key": key,
         "gpus": [_dump(g) for g in layer["gpus"].values()],
         "models": [_dump(m) for m in layer["models"].values()],
         "prices": [[label, _dump(r)] for label, r in layer["prices"]],
         "configs": layer["configs"],
     }
+
+    def same(back: dict[str, Any]) -> bool:
+        return (all(_same(back[k][n], v) for k in ("gpus", "models") for n, v in layer[k].items())
+                and list(back["gpus"]) == list(layer["gpus"]) and list(back["models"]) == list(layer["models"])
+                and len(back["prices"]) == len(layer["prices"])
+                and all(a[0] == b[0] and _same(a[1], b[1]) for a, b in zip(back["prices"], layer["prices"],
+                                                                           strict=True))
+                and back["configs"] == layer["configs"])  # fmt: skip
+
+    return _write_raw(key, data, lambda d: same(_revalidate(d, user=user)))
+
+
+def cached_entries(tag: str, path: Traversable, model: type[M], build: Callable[[], tuple[M, ...]]) -> tuple[M, ...]:
+    """``build()`` (the validated entries of the one file ``path``, of pydantic ``model``), or the same entries from
+    the cache when ``path``'s bytes and the code are unchanged; written on a miss (same guarantees as a layer)."""
+    try:
+        data = path.read_bytes()
+        h = hashlib.sha256(_code_digest())
+        h.update(f"{tag}:{len(data)}:".encode())
+        h.update(data)
+        key: str | None = h.hexdigest()
+    except (OSError, UnicodeError):
+        key = None
+    raw = _read_raw(key)
+    if raw is not None:
+        try:
+            return tuple(model.model_validate(e) for e in raw["entries"])
+        except (ValueError, TypeError, KeyError, AttributeError, RecursionError):
+            pass
+    out = build()
+
+    def same(d: dict[str, Any]) -> bool:
+        back = [model.model_validate(e) for e in d["entries"]]
+        return len(back) == len(out) and all(_same(a, b) for a, b in zip(back, out, strict=True))
+
+    if key is not None and cache_dir() is not None:
+        _write_raw(key, {"entries": [_dump(e) for e in out]}, same)
+    return out
+
+
+def _write_raw(key: str, data: dict[str, Any], reads_back: Callable[[dict[str, Any]], bool]) -> Path | None:
+    """Write ``data`` as the cache file of ``key`` (atomically) if ``reads_back`` confirms the JSON round trip."""
+    directory = cache_dir()
+    if directory is None:
+        return None
+    data = {"format": FORMAT, "key": key, **data}
     try:
         text = json.dumps(data, allow_nan=False, separators=(",", ":"))
-        back = _revalidate(json.loads(text), user=user)
+        if not reads_back(json.loads(text)):
+            return None
     except (ValueError, TypeError, KeyError, AttributeError, RecursionError):
-        return None
-    if not (all(_same(back[k][n], v) for k in ("gpus", "models") for n, v in layer[k].items())
-            and list(back["gpus"]) == list(layer["gpus"]) and list(back["models"]) == list(layer["models"])
-            and len(back["prices"]) == len(layer["prices"])
-            and all(a[0] == b[0] and _same(a[1], b[1]) for a, b in zip(back["prices"], layer["prices"], strict=True))
-            and back["configs"] == layer["configs"]):  # fmt: skip
         return None
     target = _file(directory, key)
     tmp: str | None = None
