@@ -1,11 +1,12 @@
 """The on-disk catalog cache (``scaleright.catalog.cache``): a hit gives the catalog the files give, an edited file
-is never answered from a stale entry, a corrupt or unwritable cache costs only the speed-up, and a hit parses no YAML.
+is never answered from a stale entry, a corrupt, foreign or unwritable cache costs only the speed-up, and a hit
+parses no YAML and builds no validator.
 The reference for "the catalog the files give" is the loader with the cache off (``SCALERIGHT_NO_CACHE=1``)."""
 
 from __future__ import annotations
 
-import json
 import os
+import pickle
 import subprocess
 import sys
 from pathlib import Path
@@ -15,7 +16,7 @@ import pytest
 import scaleright.catalog.store as store
 import scaleright.catalog.systems as systems
 from scaleright.catalog import Catalog
-from scaleright.catalog.cache import CACHE_ENV, KEEP, NO_CACHE_ENV
+from scaleright.catalog.cache import CACHE_ENV, FORMAT, KEEP, NO_CACHE_ENV
 
 HEADER = "gpu_id,kind,usd,usd_low,usd_high,unit,provider,sku,date,source,notes\n"
 
@@ -63,7 +64,7 @@ def _user_dir(d: Path, usd: str = "2.5") -> Path:
 
 def test_a_cache_hit_is_the_catalog_the_files_give(cache, monkeypatch):
     Catalog.load()  # writes the built-in layer
-    assert len(list(cache.glob("catalog-*.json"))) == 1
+    assert len(list(cache.glob("catalog-*.pickle"))) == 1
     _fresh()
     hit = Catalog.load()
     _same_catalog(hit, _uncached(monkeypatch))
@@ -72,7 +73,7 @@ def test_a_cache_hit_is_the_catalog_the_files_give(cache, monkeypatch):
 def test_a_user_layer_is_cached_and_an_edit_is_never_answered_from_the_old_entry(cache, tmp_path, monkeypatch):
     user = _user_dir(tmp_path / "cat", usd="2.5")
     first = Catalog.load(user)
-    assert len(list(cache.glob("catalog-*.json"))) == 2  # built-in and user layers
+    assert len(list(cache.glob("catalog-*.pickle"))) == 2  # built-in and user layers
     _user_dir(user, usd="3.75")
     _fresh()
     edited = Catalog.load(user)
@@ -82,22 +83,29 @@ def test_a_user_layer_is_cached_and_an_edit_is_never_answered_from_the_old_entry
     _same_catalog(edited, _uncached(monkeypatch, user))
 
 
-@pytest.mark.parametrize("junk", [b"", b"{not json", b'{"format": 1, "key": "other"}', b"\xff\xfe\x00"])
+def _truncated(b: bytes) -> bytes:
+    return b[: len(b) // 2]
+
+
+@pytest.mark.parametrize("junk", [lambda b: b"", _truncated, lambda b: b"\xff\xfe\x00" + b[3:],
+                                  lambda b: pickle.dumps({"format": FORMAT, "key": "another key", "entries": {}}),
+                                  lambda b: b"{not a pickle"])  # fmt: skip
 def test_a_corrupt_cache_file_is_ignored_and_rewritten(cache, monkeypatch, junk):
     Catalog.load()
-    (f,) = cache.glob("catalog-*.json")
-    f.write_bytes(junk)
+    (f,) = cache.glob("catalog-*.pickle")
+    f.write_bytes(junk(f.read_bytes()))
     _fresh()
     _same_catalog(Catalog.load(), _uncached(monkeypatch))
-    assert json.loads(f.read_bytes())["format"] == 1  # rewritten
+    assert pickle.loads(f.read_bytes())["format"] == FORMAT  # rewritten
 
 
-def test_an_entry_that_fails_validation_is_ignored(cache, monkeypatch):
+def test_entries_of_the_wrong_kind_are_ignored(cache, monkeypatch):
     Catalog.load()
-    (f,) = cache.glob("catalog-*.json")
-    data = json.loads(f.read_bytes())
-    data["gpus"][0]["memory_gb"] = -1  # what the validators refuse
-    f.write_text(json.dumps(data))
+    (f,) = cache.glob("catalog-*.pickle")
+    data = pickle.loads(f.read_bytes())
+    gid = next(iter(data["entries"]["gpus"]))
+    data["entries"]["gpus"][gid] = {"id": gid, "memory_gb": -1}  # a dict, not a validated Accelerator
+    f.write_bytes(pickle.dumps(data))
     _fresh()
     _same_catalog(Catalog.load(), _uncached(monkeypatch))
 
@@ -122,20 +130,20 @@ def test_the_cache_can_be_turned_off(cache, monkeypatch):
 def test_old_entries_are_pruned_and_foreign_files_left_alone(cache, tmp_path):
     cache.mkdir()
     for i in range(KEEP + 3):
-        p = cache / f"catalog-{i:064x}.json"
+        p = cache / f"catalog-{i:064x}.pickle"
         p.write_text("{}")
         os.utime(p, ns=(i * 10**9, i * 10**9))
-    mine = cache / "catalog-notes.json"
+    mine = cache / "catalog-notes.pickle"
     mine.write_text("keep me")
     Catalog.load()
-    left = sorted(p.name for p in cache.glob("catalog-*.json"))
-    assert "catalog-notes.json" in left and len(left) == KEEP + 1
-    assert f"catalog-{0:064x}.json" not in left  # the oldest went
+    left = sorted(p.name for p in cache.glob("catalog-*.pickle"))
+    assert "catalog-notes.pickle" in left and len(left) == KEEP + 1
+    assert f"catalog-{0:064x}.pickle" not in left  # the oldest went
 
 
 def test_the_built_in_systems_are_cached_too(cache, monkeypatch):
     first = systems.list_systems()
-    assert len(list(cache.glob("catalog-*.json"))) == 1
+    assert len(list(cache.glob("catalog-*.pickle"))) == 1
     _fresh()
     hit = systems.list_systems()
     monkeypatch.setenv(NO_CACHE_ENV, "1")
@@ -143,16 +151,17 @@ def test_the_built_in_systems_are_cached_too(cache, monkeypatch):
     parsed = systems.list_systems()
     assert hit == parsed == first
     assert [s.model_fields_set for s in hit] == [s.model_fields_set for s in parsed]
-    (f,) = cache.glob("catalog-*.json")
-    f.write_text(json.dumps({"format": 1, "key": f.stem.removeprefix("catalog-"), "entries": [{"id": 5}]}))
+    (f,) = cache.glob("catalog-*.pickle")
+    f.write_bytes(pickle.dumps({"format": FORMAT, "key": f.stem.removeprefix("catalog-"), "entries": ({"id": 5},)}))
     monkeypatch.delenv(NO_CACHE_ENV)
     _fresh()
-    assert systems.list_systems() == parsed  # an entry that fails validation is ignored
+    assert systems.list_systems() == parsed  # entries that are not Systems are ignored
 
 
-def test_a_cache_hit_parses_no_yaml(cache):
+def test_a_cache_hit_parses_no_yaml_and_builds_no_validator(cache):
     code = ("import sys; from scaleright.catalog import Catalog; from scaleright.catalog.systems import list_systems; "
-            "Catalog.load(); list_systems(); print('yaml' in sys.modules)")
+            "from scaleright.catalog.gpus import Accelerator; Catalog.load(); list_systems(); "
+            "print('yaml' in sys.modules or Accelerator.__pydantic_complete__)")
     env = {**os.environ, CACHE_ENV: str(cache)}
     runs = [subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
             for _ in range(2)]  # fmt: skip

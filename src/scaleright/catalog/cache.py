@@ -1,26 +1,28 @@
 """The validated entries of a catalog directory (and of the built-in ``systems.yaml``), cached on disk by the content
 hash of their files.
 
-Parsing the catalog's YAML (and importing the YAML library) is most of what loading it costs; the validated entries,
-written as JSON, read back in a few milliseconds. The key is a SHA-256 over the bytes of every catalog file of the
-directory (``gpus.yaml``, ``models.yaml``, ``prices.csv``, ``models/*.json``), the source of the modules that
-validate them, and the versions of scaleright, Python and pydantic: an edited file or an upgraded package gets a new
-key, never a stale entry. Only a layer that validated completely is written; a read-back entry is validated again
-by the same pydantic models (cheap: no YAML), and must come back with the same fields set, else it is not written.
-An unreadable, corrupt or foreign cache file is ignored (the catalog is parsed from its files and the entry
-rewritten); a cache directory that cannot be written costs the speed-up, never the command.
+Parsing the catalog's YAML (and importing the YAML library), validating it and building the validators is most of
+what loading it costs; the validated entries, pickled, read back in a millisecond (the catalog's pydantic models
+build their validators only when something is validated: ``defer_build``). The key is a SHA-256 over the bytes of
+every catalog file of the directory (``gpus.yaml``, ``models.yaml``, ``prices.csv``, ``models/*.json``), the source of
+the modules that validate them, and the versions of scaleright, Python and pydantic: an edited file, edited code or
+an upgraded package gets a new key, never a stale entry. Only entries that validated completely are written, and
+only when they unpickle equal, with the same fields set. A cache file that cannot be read, does not unpickle, or
+holds anything but the expected entries is ignored (the catalog is parsed from its files and the file rewritten);
+a cache directory that cannot be written costs the speed-up, never the command. The cache directory is trusted as
+Python trusts its ``__pycache__`` (bytecode is code too): it is the user's own.
 
 Location: ``$SCALERIGHT_CACHE_DIR`` if set, else ``platformdirs.user_cache_dir("scaleright")``; files are
-``catalog-<key>.json``, written atomically (a temporary file renamed over the target), the newest ``KEEP`` kept.
+``catalog-<key>.pickle``, written atomically (a temporary file renamed over the target), the newest ``KEEP`` kept.
 ``SCALERIGHT_NO_CACHE=1`` turns the cache off (reads and writes).
 """
 
 from __future__ import annotations
 
-import datetime
+import functools
 import hashlib
-import json
 import os
+import pickle
 import sys
 import tempfile
 from collections.abc import Callable
@@ -41,7 +43,7 @@ __all__ = ["CACHE_ENV", "KEEP", "NO_CACHE_ENV", "cache_dir", "cached_entries", "
 CACHE_ENV = "SCALERIGHT_CACHE_DIR"
 NO_CACHE_ENV = "SCALERIGHT_NO_CACHE"
 KEEP = 16  # cache files kept (several checkouts or user catalogs on one machine each have their own)
-FORMAT = 1
+FORMAT = 2  # 1: JSON, re-validated on read
 
 # The code whose behaviour is baked into a cached layer: the validators and the loader.
 _CODE = ("catalog/gpus.py", "catalog/models.py", "catalog/prices.py", "catalog/store.py", "catalog/systems.py",
@@ -60,6 +62,7 @@ def cache_dir() -> Path | None:
     return Path(platformdirs.user_cache_dir("scaleright"))
 
 
+@functools.lru_cache(maxsize=1)
 def _code_digest() -> bytes:
     import pydantic
 
@@ -95,85 +98,59 @@ def layer_key(root: Traversable, names: list[str], *, user: bool) -> str | None:
 
 
 def _file(directory: Path, key: str) -> Path:
-    return directory / f"catalog-{key}.json"
+    return directory / f"catalog-{key}.pickle"
 
 
-def _dump(model: Any) -> Any:
-    return model.model_dump(mode="json", exclude_unset=True)
-
-
-def _same(a: Any, b: Any) -> bool:
-    """Equal values and the same fields given, recursively (a nested model's ``model_fields_set`` too)."""
-    return bool(a == b) and _dump(a) == _dump(b)
-
-
-def _revalidate(data: dict[str, Any], *, user: bool) -> dict[str, Any]:
-    from scaleright.catalog.gpus import Accelerator
-    from scaleright.catalog.models import ModelEntry
-    from scaleright.catalog.prices import PriceRow
-
-    context = {"today": datetime.datetime.now(datetime.UTC).date()} if user else None
-    gpus = {g["id"]: Accelerator.model_validate(g) for g in data["gpus"]}
-    models = {m["name"]: ModelEntry.model_validate(m) for m in data["models"]}
-    prices = [(str(label), PriceRow.model_validate(r, context=context)) for label, r in data["prices"]]
-    configs = data["configs"]
-    if not isinstance(configs, dict) or set(configs) != set(models) or not all(
-            isinstance(c, dict) for c in configs.values()):  # fmt: skip
-        raise ValueError("cache: configs do not match the models")
-    return {"gpus": gpus, "models": models, "prices": prices, "configs": configs}
-
-
-def _read_raw(key: str | None) -> dict[str, Any] | None:
-    """The cache file of ``key`` as a dict, or None when absent, unreadable, corrupt or of another key."""
+def _read(key: str | None) -> Any:
+    """The entries cached under ``key``, or None when absent, unreadable, corrupt or of another key."""
     directory = cache_dir()
     if key is None or directory is None:
         return None
     try:
-        raw = json.loads(_file(directory, key).read_bytes())
-    except (OSError, ValueError, RecursionError):
+        raw = pickle.loads(_file(directory, key).read_bytes())
+    except Exception:  # a damaged pickle raises almost anything; the cache is then ignored
         return None
     if not isinstance(raw, dict) or raw.get("format") != FORMAT or raw.get("key") != key:
         return None
-    return raw
+    return raw.get("entries")
+
+
+def _all(items: Any, kind: type) -> bool:
+    return all(isinstance(x, kind) for x in items)
+
+
+def _is_layer(d: Any) -> bool:
+    from scaleright.catalog.gpus import Accelerator
+    from scaleright.catalog.models import ModelEntry
+    from scaleright.catalog.prices import PriceRow
+
+    return (isinstance(d, dict) and set(d) == {"gpus", "models", "prices", "configs"}
+            and isinstance(d["gpus"], dict) and _all(d["gpus"].values(), Accelerator)
+            and all(k == g.id for k, g in d["gpus"].items())
+            and isinstance(d["models"], dict) and _all(d["models"].values(), ModelEntry)
+            and all(k == m.name for k, m in d["models"].items())
+            and isinstance(d["prices"], list) and all(isinstance(p, tuple) and len(p) == 2 and isinstance(p[0], str)
+                                                      and isinstance(p[1], PriceRow) for p in d["prices"])
+            and isinstance(d["configs"], dict) and set(d["configs"]) == set(d["models"])
+            and _all(d["configs"].values(), dict))  # fmt: skip
 
 
 def read_layer(key: str | None, *, user: bool) -> dict[str, Any] | None:
-    """The cached entries under ``key`` (``gpus``, ``models``, ``prices``, ``configs``), or None when absent,
-    unreadable or invalid."""
-    raw = _read_raw(key)
-    if raw is None:
-        return None
-    try:
-        return _revalidate(raw, user=user)
-    except (ValueError, TypeError, KeyError, AttributeError, RecursionError):  # ValidationError is a ValueError
-        return None
+    """The cached entries of a catalog directory under ``key`` (``gpus``, ``models``, ``prices``, ``configs``), or
+    None. (``user``: part of the key; kept for symmetry with ``write_layer``.)"""
+    entries = _read(key)
+    return entries if _is_layer(entries) else None
 
 
 def write_layer(key: str | None, layer: dict[str, Any], *, user: bool) -> Path | None:
-    """Write ``layer``'s entries under ``key`` if they read back identical; the file, or None if not written."""
-    if key is None or cache_dir() is None:
-        return None
-    data = {
-        "gpus": [_dump(g) for g in layer["gpus"].values()],
-        "models": [_dump(m) for m in layer["models"].values()],
-        "prices": [[label, _dump(r)] for label, r in layer["prices"]],
-        "configs": layer["configs"],
-    }
-
-    def same(back: dict[str, Any]) -> bool:
-        return (all(_same(back[k][n], v) for k in ("gpus", "models") for n, v in layer[k].items())
-                and list(back["gpus"]) == list(layer["gpus"]) and list(back["models"]) == list(layer["models"])
-                and len(back["prices"]) == len(layer["prices"])
-                and all(a[0] == b[0] and _same(a[1], b[1]) for a, b in zip(back["prices"], layer["prices"],
-                                                                           strict=True))
-                and back["configs"] == layer["configs"])  # fmt: skip
-
-    return _write_raw(key, data, lambda d: same(_revalidate(d, user=user)))
+    """Cache ``layer``'s entries under ``key``; the file, or None if not written."""
+    entries = {k: layer[k] for k in ("gpus", "models", "prices", "configs")}
+    return _write(key, entries, _is_layer)
 
 
 def cached_entries(tag: str, path: Traversable, model: type[M], build: Callable[[], tuple[M, ...]]) -> tuple[M, ...]:
     """``build()`` (the validated entries of the one file ``path``, of pydantic ``model``), or the same entries from
-    the cache when ``path``'s bytes and the code are unchanged; written on a miss (same guarantees as a layer)."""
+    the cache when ``path``'s bytes and the code are unchanged; written on a miss."""
     try:
         data = path.read_bytes()
         h = hashlib.sha256(_code_digest())
@@ -182,42 +159,48 @@ def cached_entries(tag: str, path: Traversable, model: type[M], build: Callable[
         key: str | None = h.hexdigest()
     except (OSError, UnicodeError):
         key = None
-    raw = _read_raw(key)
-    if raw is not None:
-        try:
-            return tuple(model.model_validate(e) for e in raw["entries"])
-        except (ValueError, TypeError, KeyError, AttributeError, RecursionError):
-            pass
+
+    def ok(e: Any) -> bool:
+        return isinstance(e, tuple) and _all(e, model)
+
+    hit = _read(key)
+    if ok(hit):
+        return hit  # type: ignore[no-any-return]
     out = build()
-
-    def same(d: dict[str, Any]) -> bool:
-        back = [model.model_validate(e) for e in d["entries"]]
-        return len(back) == len(out) and all(_same(a, b) for a, b in zip(back, out, strict=True))
-
-    if key is not None and cache_dir() is not None:
-        _write_raw(key, {"entries": [_dump(e) for e in out]}, same)
+    _write(key, out, ok)
     return out
 
 
-def _write_raw(key: str, data: dict[str, Any], reads_back: Callable[[dict[str, Any]], bool]) -> Path | None:
-    """Write ``data`` as the cache file of ``key`` (atomically) if ``reads_back`` confirms the JSON round trip."""
+def _fields_set(o: Any) -> Any:
+    """Every value of ``o`` with, for each pydantic model in it, the fields it was given (compared on write)."""
+    if hasattr(o, "model_fields_set"):
+        return (type(o).__name__, sorted(o.model_fields_set), {k: _fields_set(v) for k, v in o.__dict__.items()})
+    if isinstance(o, dict):
+        return {k: _fields_set(v) for k, v in o.items()}
+    if isinstance(o, (list, tuple)):
+        return [_fields_set(v) for v in o]
+    return o
+
+
+def _write(key: str | None, entries: Any, ok: Callable[[Any], bool]) -> Path | None:
+    """Pickle ``entries`` as the cache file of ``key`` (atomically), if they unpickle equal with the same fields."""
     directory = cache_dir()
-    if directory is None:
+    if key is None or directory is None:
         return None
-    data = {"format": FORMAT, "key": key, **data}
     try:
-        text = json.dumps(data, allow_nan=False, separators=(",", ":"))
-        if not reads_back(json.loads(text)):
+        blob = pickle.dumps({"format": FORMAT, "key": key, "entries": entries}, protocol=pickle.HIGHEST_PROTOCOL)
+        back = pickle.loads(blob)["entries"]
+        if not (ok(back) and back == entries and _fields_set(back) == _fields_set(entries)):
             return None
-    except (ValueError, TypeError, KeyError, AttributeError, RecursionError):
+    except Exception:  # anything that does not pickle is simply not cached
         return None
     target = _file(directory, key)
     tmp: str | None = None
     try:
         directory.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=".catalog-", suffix=".tmp", dir=directory)
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(blob)
         os.replace(tmp, target)
         tmp = None
         _prune(directory)
@@ -235,8 +218,8 @@ def _write_raw(key: str, data: dict[str, Any], reads_back: Callable[[dict[str, A
 def _prune(directory: Path) -> None:
     """Keep the ``KEEP`` most recently written cache files; remove only files this module names."""
     found = []
-    for p in directory.glob("catalog-*.json"):
-        stem = p.name.removeprefix("catalog-").removesuffix(".json")
+    for p in directory.glob("catalog-*.pickle"):
+        stem = p.name.removeprefix("catalog-").removesuffix(".pickle")
         if len(stem) == 64 and all(c in "0123456789abcdef" for c in stem):
             try:
                 found.append((p.stat().st_mtime_ns, p))

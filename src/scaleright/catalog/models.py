@@ -33,7 +33,7 @@ _Billions = Annotated[float, *bounds("billions")]  # a parameter count in billio
 class ModelEntry(BaseModel):
     """One catalog model. Unknown keys are an error."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False, defer_build=True)
 
     name: str = Field(pattern=r"^[a-z0-9][a-z0-9.\-]*$")  # catalog name, e.g. "llama-3.1-70b"
     aliases: list[str] = []  # other names, e.g. the Hugging Face repo id

@@ -49,7 +49,7 @@ FABRIC_OF_KIND = {
 class Tier(BaseModel):
     """One fabric level of a system. Unknown keys are an error."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False, defer_build=True)
 
     kind: TierKind
     domain_gpus: int | None = Field(default=None, ge=1)  # GPUs one domain of this tier joins; None: unbounded
@@ -90,7 +90,7 @@ class Tier(BaseModel):
 class System(BaseModel):
     """A machine type: host size and network tiers, innermost first. Unknown keys are an error."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False, defer_build=True)
 
     id: str = Field(pattern=r"^[a-z0-9][a-z0-9.\-]*$")
     name: str
