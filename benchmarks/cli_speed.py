@@ -4,8 +4,9 @@ Each command runs ``--repeat`` times (at least 5) as a fresh process, ``python -
 /dev/null; the median wall time is reported, with the median CPU time (user + system) of the child, which a shared
 machine's load inflates less. The workload is the same for both tools where both can express it: Llama-2 7B on
 8 H100 SXM, ZeRO-3, full recomputation, micro-batch 1, sequence 4096 (train); Llama-2 7B on one H100 SXM, prompt
-512, 128 generated tokens, batch 1 (infer). ``plan`` runs ``examples/full-finetune-13b.yaml --json`` (a search over
-every catalog GPU; llm-analysis has no planner).
+512, 128 generated tokens, batch 1 (infer). Both print JSON (``--json`` here; llm-analysis's fire CLI prints its
+summary dict as JSON); scaleright's tables cost the import of rich on top. ``plan`` runs
+``examples/full-finetune-13b.yaml --json`` (a search over every catalog GPU; llm-analysis has no planner).
 
 Both tools run as an installed package does: compiled bytecode present (``PYTHONDONTWRITEBYTECODE`` is removed and
 ``PYTHONPYCACHEPREFIX`` points at a scratch directory; the first, unmeasured run of each command writes it), and
@@ -40,8 +41,8 @@ TRAIN = ["--model", "llama-2-7b", "--gpu", "h100-sxm", "--gpus", "8", "--zero", 
 INFER = ["--model", "llama-2-7b", "--gpu", "h100-sxm", "--input-len", "512", "--output-len", "128", "--batch", "1"]
 SCALERIGHT = {
     "help": ["--help"],
-    "estimate train": ["estimate", "train", *TRAIN],
-    "estimate infer": ["estimate", "infer", *INFER],
+    "estimate train": ["estimate", "train", *TRAIN, "--json"],
+    "estimate infer": ["estimate", "infer", *INFER, "--json"],
     "plan": ["plan", str(ROOT / "examples" / "full-finetune-13b.yaml"), "--json"],
 }
 LLM_ANALYSIS = {

@@ -198,3 +198,41 @@ def test_bench_infer_shows_progress_and_what_it_stored(tmp_path, monkeypatch, ru
     assert "warnings" in data and all("prefill_time_s_cv" in r for r in data["runs"])
     assert "bench infer: batch 1 (1 of 2)" in err and "bench infer: batch 2 (2 of 2)" in err
     assert f"stored run ids 1, 2 in {db}" in err
+
+
+# ---- the scaling report of stored runs -----------------------------------------------------------------------------
+
+
+def _report_text(db) -> str:
+    from rich.console import Console
+
+    from scaleright.bench import RunStore, scaling_report
+    from scaleright.bench.report import render_table
+
+    console = Console(record=True, width=200)
+    console.print(render_table(scaling_report(RunStore(db).list(kind="train"))))
+    return console.export_text()
+
+
+def test_the_report_gives_no_efficiency_for_one_world_size(tmp_path, make_run):
+    from scaleright.bench import RunStore
+
+    db = tmp_path / "runs.sqlite"
+    RunStore(db).add(**make_run(0, world_size=1))
+    text = _report_text(db)
+    assert "100%" not in text and "1.00x" not in text
+    assert "one world size: speedup and efficiency need two or more" in text
+
+
+def test_the_report_marks_a_world_size_whose_ranks_shared_the_cores(tmp_path, make_run):
+    from scaleright.bench import RunStore
+
+    db = tmp_path / "runs.sqlite"
+    store = RunStore(db)
+    store.add(**make_run(0, world_size=1, tokens_per_s=1000.0))
+    shared = make_run(0, world_size=4, tokens_per_s=2000.0)
+    shared["metrics"]["shared_hardware"] = "4 ranks on 2 usable CPU cores"
+    store.add(**shared)
+    text = _report_text(db)
+    assert "50%" in text  # 2000 / 1000 / (4 / 1)
+    assert "4 *" in text and "* N=4: 4 ranks on 2 usable CPU cores; its ranks time-shared the hardware" in text
