@@ -23,7 +23,8 @@ FpOpt = typer.Option(None, "--fingerprint", help="Hardware fingerprint of the ru
                      "runs of several machines).")  # fmt: skip
 
 
-calibrate_app = typer.Typer()  # its help: calibrate_cmd's docstring
+calibrate_app = typer.Typer(short_help="Fit a calibration profile to the stored runs of one machine; list, show or "
+                            "delete saved profiles.")  # its full help: calibrate_cmd's docstring
 
 
 def register(app: typer.Typer) -> None:
@@ -299,8 +300,10 @@ def show_cmd(
 
 @calibrate_app.command("delete")
 def delete_cmd(name: str = typer.Argument(..., help="Profile name (calibrate list).")) -> None:
-    """Delete a saved profile. Only a file `scaleright calibrate` wrote in the calibration directory is removed:
-    a name, not a path; a regular file (not a link) that loads as a profile with provenance."""
+    """Delete a saved profile: only a file `scaleright calibrate` wrote.
+
+    NAME is a profile name, not a path; the file must be a regular file (not a link) in the calibration directory
+    that loads as a profile with the provenance calibrate writes. Anything else is refused and left alone."""
     from scaleright.errors import InputError
     from scaleright.estimate.calibration import calibration_dir, profile_path
 
