@@ -22,9 +22,14 @@ def flag_set() -> dict[str, list[str]]:
     def walk(cmd, path: list[str]) -> None:
         sub = getattr(cmd, "commands", None)
         if sub:
+            if path and cmd.params:  # a group that also runs on its own (``calibrate``: fit, or list/show/delete)
+                out[" ".join(path)] = params(cmd)
             for name, c in sorted(sub.items()):
                 walk(c, [*path, name])
             return
+        out[" ".join(path)] = params(cmd)
+
+    def params(cmd) -> list[str]:
         items = []
         for p in cmd.params:
             if getattr(p, "param_type_name", "") != "option":
@@ -34,7 +39,7 @@ def flag_set() -> dict[str, list[str]]:
             else:
                 shown = p.display_type(None) if hasattr(p, "display_type") else f"<{p.type.name}>"  # typer 0.2x / older
                 items.append(f"{sorted(p.opts)[0]} {shown}")
-        out[" ".join(path)] = items
+        return items
 
     walk(typer.main.get_command(app), [])
     return out

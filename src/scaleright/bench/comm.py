@@ -19,10 +19,12 @@ from scaleright.bench.db import RunStore
 from scaleright.bench.errors import BenchRunError
 from scaleright.bench.fingerprint import hardware_info, software_info
 from scaleright.bench.launch import REMOTE, Launch, run_ranks, worker_config
-from scaleright.bench.stats import elementwise_max, summarize
+from scaleright.bench.progress import Reporter
+from scaleright.bench.resources import oversubscription
+from scaleright.bench.stats import SPREAD_CV_LIMIT, coefficient_of_variation, elementwise_max, summarize
 from scaleright.bench.validate import validated
 
-__all__ = ["run_comm_bench", "comm_launch", "comm_rows"]
+__all__ = ["run_comm_bench", "comm_launch", "comm_rows", "comm_warnings"]
 
 WORKER = "scaleright.bench.comm_worker"
 
@@ -42,25 +44,32 @@ def comm_rows(ranks: list[dict]) -> list[dict[str, Any]]:
         t = stats["time_s_median"]
         algbw = algbw_gb_per_s(size_bytes=row["size_bytes"], time_s=t)
         rows.append({"op": row["op"], "size_bytes": row["size_bytes"], "world_size": n, **stats,
+                     "time_s_cv": coefficient_of_variation(times),
                      "algbw_gb_per_s": algbw, "busbw_gb_per_s": algbw * bus_factor(row["op"], n)})
     return rows
 
 
 def run_comm_bench(config: CommBenchConfig | dict, *, store: RunStore | None = None,
-                   on_run: Callable[[dict], None] | None = None) -> dict[str, Any]:
-    """Run the sweep; returns ``{"sweep_id", "runs": [{"run_id", "world_size", "status", "rows": [...]}]}``."""
+                   on_run: Callable[[dict], None] | None = None, progress: Reporter | None = None) -> dict[str, Any]:
+    """Run the sweep; returns ``{"sweep_id", "runs": [{"run_id", "world_size", "status", "rows": [...],
+    "shared_hardware"}], "warnings": [...]}``: ``shared_hardware`` says why the ranks time-shared CPU cores or GPUs
+    (None when they did not, ``bench/resources.py``); ``warnings`` has one line per world size whose ranks shared
+    hardware or whose timed calls disagree (coefficient of variation above ``SPREAD_CV_LIMIT``) in some rows."""
     cfg = validated(CommBenchConfig, config, what="comm config")
     check_torch()
     sweep_id = uuid.uuid4().hex[:12]
     model = {"dtype": cfg.dtype, "ops": [o.value for o in cfg.ops], "sizes_bytes": list(cfg.sizes_bytes)}
     runs: list[dict[str, Any]] = []
     try:
-        for nproc in cfg.nproc:
+        for i, nproc in enumerate(cfg.nproc):
             launch = comm_launch(cfg, nproc)
+            if progress is not None:
+                progress.phase(f"world_size={launch.world_size} ({i + 1} of {len(cfg.nproc)})")
             layout = {"world_size": launch.world_size, "nproc_per_node": nproc, "nnodes": cfg.launch.nnodes,
                       "warmup": cfg.warmup, "iters": cfg.iters}
             try:
-                ranks = run_ranks(launch, worker_config(cfg, nproc))
+                ranks = run_ranks(launch, worker_config(cfg, nproc),
+                                  on_progress=progress.tick if progress is not None else None)  # fmt: skip
             except BenchRunError as exc:
                 run_id = None
                 if store is not None:
@@ -81,12 +90,33 @@ def run_comm_bench(config: CommBenchConfig | dict, *, store: RunStore | None = N
                 run_id = store.add(kind="comm", model=model, layout=layout, metrics=metrics, sweep_id=sweep_id,
                                    hardware=hardware_info(r0["cuda_devices"]),
                                    software=software_info(backend=r0["backend"]))
+            shared = oversubscription(ranks_per_node=nproc, device_type=r0["device_type"],
+                                      gpus_per_node=len(r0.get("cuda_devices") or []))  # fmt: skip
             run = {"run_id": run_id, "world_size": launch.world_size, "status": "ok", "backend": r0["backend"],
-                   "rows": metrics["rows"]}
+                   "rows": metrics["rows"], "shared_hardware": shared}
             runs.append(run)
             if on_run is not None:
                 on_run(run)
     except (BenchRunError, KeyboardInterrupt) as exc:  # the sweep so far travels with the error
         exc.result = {"sweep_id": sweep_id, "runs": runs}  # type: ignore[union-attr]
         raise
-    return {"sweep_id": sweep_id, "runs": runs}
+    return {"sweep_id": sweep_id, "runs": runs, "warnings": comm_warnings(runs, iters=cfg.iters)}
+
+
+def comm_warnings(runs: list[dict[str, Any]], *, iters: int) -> list[str]:
+    """Per ok run: one line if its ranks shared hardware, one if some rows' timed calls disagree."""
+    out = []
+    for r in runs:
+        if r["status"] != "ok":
+            continue
+        if r.get("shared_hardware"):
+            out.append(f"world_size={r['world_size']}: {r['shared_hardware']}: the ranks time-shared the hardware, so "
+                       "its times and bandwidths are not the interconnect's")  # fmt: skip
+        spread = [row for row in r["rows"] if (row.get("time_s_cv") or 0.0) > SPREAD_CV_LIMIT]
+        if spread:
+            worst = max(spread, key=lambda row: row["time_s_cv"])
+            out.append(f"world_size={r['world_size']}: in {len(spread)} of {len(r['rows'])} (op, size) rows the "
+                       f"{iters} timed calls disagree (coefficient of variation above {SPREAD_CV_LIMIT:.0%}; worst "
+                       f"{worst['op']} {worst['size_bytes']:,} B at {worst['time_s_cv']:.0%}); their medians are "
+                       "uncertain")  # fmt: skip
+    return out

@@ -21,15 +21,18 @@ from scaleright.bench._torch import require_torch
 from scaleright.bench.config import InferBenchConfig
 from scaleright.bench.db import RunStore
 from scaleright.bench.fingerprint import hardware_info, software_info
-from scaleright.bench.stats import summarize
+from scaleright.bench.progress import Reporter
+from scaleright.bench.stats import coefficient_of_variation, spread_warning, summarize
 from scaleright.bench.validate import validated
 
-__all__ = ["run_infer_bench"]
+__all__ = ["infer_warnings", "run_infer_bench"]
 
 
 def run_infer_bench(config: InferBenchConfig | dict, *, store: RunStore | None = None,
-                    on_run: Callable[[dict], None] | None = None) -> dict[str, Any]:
-    """Run the sweep; returns ``{"sweep_id", "runs": [{"run_id", "batch_size", metrics...}]}``."""
+                    on_run: Callable[[dict], None] | None = None, progress: Reporter | None = None) -> dict[str, Any]:
+    """Run the sweep; returns ``{"sweep_id", "runs": [{"run_id", "batch_size", metrics...}], "warnings": [...]}``,
+    ``warnings`` one line per batch size whose timed repetitions of prefill or decode disagree (coefficient of
+    variation above ``SPREAD_CV_LIMIT``, ``bench/stats.py``). ``progress`` reports each batch size and repetition."""
     cfg = validated(InferBenchConfig, config, what="infer config")
     torch = require_torch()
     from scaleright.bench.model import GPT
@@ -44,16 +47,27 @@ def run_infer_bench(config: InferBenchConfig | dict, *, store: RunStore | None =
     sweep_id = uuid.uuid4().hex[:12]
     runs: list[dict[str, Any]] = []
     try:
-        _sweep(cfg, model, device, dtype, sync, name, sweep_id, runs, store, on_run)
+        _sweep(cfg, model, device, dtype, sync, name, sweep_id, runs, store, on_run, progress)
     except KeyboardInterrupt as exc:
         exc.result = {"sweep_id": sweep_id, "runs": runs}  # type: ignore[attr-defined]
         raise
-    return {"sweep_id": sweep_id, "runs": runs}
+    return {"sweep_id": sweep_id, "runs": runs, "warnings": infer_warnings(runs, repeats=cfg.repeats)}
+
+
+def infer_warnings(runs: list[dict[str, Any]], *, repeats: int) -> list[str]:
+    """One line per batch size and phase (prefill, decode) whose repetitions disagree."""
+    out = []
+    for r in runs:
+        for phase in ("prefill", "decode"):
+            w = spread_warning(r.get(f"{phase}_time_s_cv"), repeats, f"batch {r['batch_size']} {phase} time")
+            if w is not None:
+                out.append(w)
+    return out
 
 
 def _sweep(cfg: InferBenchConfig, model: Any, device: Any, dtype: Any, sync: Callable[[], None], name: str,
            sweep_id: str, runs: list[dict[str, Any]], store: RunStore | None,
-           on_run: Callable[[dict], None] | None) -> None:
+           on_run: Callable[[dict], None] | None, progress: Reporter | None = None) -> None:
     """Measure every batch size, appending each finished run to ``runs``."""
     import torch
 
@@ -61,11 +75,17 @@ def _sweep(cfg: InferBenchConfig, model: Any, device: Any, dtype: Any, sync: Cal
     from scaleright.bench.model import KVCache
 
     spec = cfg.model
-    for b in cfg.batch_sizes:
+    total = cfg.warmup + cfg.repeats
+    for i, b in enumerate(cfg.batch_sizes):
+        if progress is not None:
+            progress.phase(f"batch {b} ({i + 1} of {len(cfg.batch_sizes)}), {cfg.warmup} warm-up + {cfg.repeats} "
+                           f"timed repetitions of prefill {cfg.prompt_len} + decode {cfg.gen_len} tokens")  # fmt: skip
         mem = PeakMemory(device)
         mem.start()
         prefill, decode = [], []
-        for rep in range(cfg.warmup + cfg.repeats):
+        for rep in range(total):
+            if progress is not None:  # between repetitions, outside the timed region
+                progress.tick(f"repetition {rep + 1} of {total}{' (warm-up)' if rep < cfg.warmup else ''}")
             with torch.inference_mode():
                 prompt = torch.randint(0, spec.vocab, (b, cfg.prompt_len), device=device)
                 cache = KVCache(spec, b, device=device, dtype=dtype)
@@ -82,6 +102,8 @@ def _sweep(cfg: InferBenchConfig, model: Any, device: Any, dtype: Any, sync: Cal
                 prefill.append(t1 - t0)
                 decode.append(t2 - t1)
         metrics: dict[str, Any] = {**summarize(prefill, "prefill_time_s"), **summarize(decode, "decode_time_s")}
+        metrics["prefill_time_s_cv"] = coefficient_of_variation(prefill)
+        metrics["decode_time_s_cv"] = coefficient_of_variation(decode)
         metrics["prefill_tokens_per_s"] = b * cfg.prompt_len / metrics["prefill_time_s_median"]
         metrics["decode_tokens_per_s"] = b * cfg.gen_len / metrics["decode_time_s_median"]
         metrics["time_per_output_token_s"] = metrics["decode_time_s_median"] / cfg.gen_len

@@ -39,6 +39,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final, Literal
@@ -57,7 +58,7 @@ from scaleright.bench.lifeline import (
     pid_alive,
     sweep_stale,
 )
-from scaleright.bench.progress import read_progress
+from scaleright.bench.progress import least_advanced, read_progress
 from scaleright.bench.rank import DIR_ENV
 
 __all__ = ["Launch", "torchrun_command", "rank_configs", "job_env", "worker_config", "run_ranks", "diagnose",
@@ -165,8 +166,10 @@ class _Watch:
     died_at: dict[int, float] | None = None  # rank -> wall time its process was first seen gone
 
 
-def _supervise(proc: subprocess.Popen, run_dir: Path, launch: Launch) -> _Watch:
-    """Wait for torchrun, applying the progress timeout and the done grace (module doc)."""
+def _supervise(proc: subprocess.Popen, run_dir: Path, launch: Launch,
+               on_progress: Callable[[str | None], None] | None = None) -> _Watch:
+    """Wait for torchrun, applying the progress timeout and the done grace (module doc); ``on_progress`` gets the
+    least-advanced rank's beacon (``rank R: label``) at every poll."""
     timeout_s, expected = launch.spec.timeout_s, launch.nproc_per_node
     start = time.monotonic()
     seen: dict[int, tuple[object, float]] = {}  # rank -> (seq, monotonic time that seq was first seen)
@@ -180,6 +183,8 @@ def _supervise(proc: subprocess.Popen, run_dir: Path, launch: Launch) -> _Watch:
             pass
         now = time.monotonic()
         beacons = read_progress(run_dir)
+        if on_progress is not None:
+            on_progress(least_advanced(beacons) if beacons else "starting the ranks")
         for r, b in beacons.items():
             if r not in seen or seen[r][0] != b.get("seq"):
                 seen[r] = (b.get("seq"), now)
@@ -200,8 +205,10 @@ def _supervise(proc: subprocess.Popen, run_dir: Path, launch: Launch) -> _Watch:
             return _Watch(timed_out=True, died_at=died_at)
 
 
-def run_ranks(launch: Launch, config: dict) -> list[dict] | Literal["remote"]:
+def run_ranks(launch: Launch, config: dict, *,
+              on_progress: Callable[[str | None], None] | None = None) -> list[dict] | Literal["remote"]:
     """Run the job; return the per-rank results (sorted by rank), or ``REMOTE`` on a node without rank 0.
+    ``on_progress``: called while it runs with the least-advanced rank's beacon (``bench/progress.py``).
 
     Raises ``BenchRunError`` naming the failed rank and the cause. On any other exception (``KeyboardInterrupt``
     from Ctrl-C) every process of the job is stopped before it propagates. The run directory is removed either way.
@@ -220,7 +227,7 @@ def run_ranks(launch: Launch, config: dict) -> list[dict] | Literal["remote"]:
                                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
             try:
                 (run_dir / TORCHRUN_PID_FILE).write_text(str(proc.pid))
-                watch = _supervise(proc, run_dir, launch)
+                watch = _supervise(proc, run_dir, launch, on_progress)
             except BaseException:  # Ctrl-C in the parent: leave no rank behind
                 _stop(proc, run_dir)
                 raise

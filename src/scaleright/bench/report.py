@@ -99,7 +99,9 @@ def scaling_report(runs: list[dict], *, price_usd_per_gpu_hour: float | None = N
                          "tokens_per_s": tps[n],
                          "step_time_s_median": float(np.median([r["metrics"]["step_time_s_median"] for r in by_n[n]])),
                          "peak_memory_gb": _peak(by_n[n]),
-                         **curve[n], "job_time_h": hours, "job_cost_usd": cost})
+                         **curve[n], "job_time_h": hours, "job_cost_usd": cost,
+                         "shared_hardware": next((r["metrics"]["shared_hardware"] for r in by_n[n]
+                                                  if r["metrics"].get("shared_hardware")), None)})  # fmt: skip
         out.append({"key": json.loads(key), "job_tokens": job_tokens,
                     "price_usd_per_gpu_hour": price_usd_per_gpu_hour, "rows": rows})
     return out
@@ -114,14 +116,20 @@ def render_table(groups: list[dict]):
     for g in groups:
         price = g["price_usd_per_gpu_hour"]
         title = f"{group_label(g)}\njob = {g['job_tokens']:.3g} tokens" + (f", ${price}/GPU-h" if price else "")
-        t = Table(title=title, title_justify="left")
+        one = len(g["rows"]) < 2  # one world size: no scaling to report
+        shared = [r for r in g["rows"] if r.get("shared_hardware")]
+        notes = (["one world size: speedup and efficiency need two or more (bench train --nproc 1,2)"] if one else [])
+        notes += [f"* N={r['world_size']}: {r['shared_hardware']}; its ranks time-shared the hardware, so its "
+                  "scaling figures are not meaningful" for r in shared]  # fmt: skip
+        t = Table(title=title, title_justify="left", caption="\n".join(notes) or None, caption_justify="left")
         for col in ("N ranks", "runs", "tokens/s", "step s", "speedup", "eff.", "job h", "job USD"):
             t.add_column(col, justify="right")
         for r in g["rows"]:
             cost = "-" if r["job_cost_usd"] is None else f"{r['job_cost_usd']:,.2f}"
-            t.add_row(str(r["world_size"]), str(r["runs"]), f"{r['tokens_per_s']:,.0f}",
-                      f"{r['step_time_s_median']:.4g}", f"{r['speedup']:.2f}x", f"{r['scaling_efficiency']:.0%}",
-                      f"{r['job_time_h']:,.2f}", cost)
+            mark = " *" if r.get("shared_hardware") else ""
+            t.add_row(f"{r['world_size']}{mark}", str(r["runs"]), f"{r['tokens_per_s']:,.0f}",
+                      f"{r['step_time_s_median']:.4g}", "—" if one else f"{r['speedup']:.2f}x",
+                      "—" if one else f"{r['scaling_efficiency']:.0%}", f"{r['job_time_h']:,.2f}", cost)
         tables.append(t)
     return Group(*tables)
 
@@ -192,6 +200,9 @@ def render_html(groups: list[dict]) -> str:
                  fmt.usd(r["job_cost_usd"]), fmt.number(r.get("peak_memory_gb")),
                  ", ".join(str(x) for x in r["run_ids"])] for r in g["rows"]]  # fmt: skip
         body.append(f"<h2>group {i + 1}: {ch.esc(group_label(g))}</h2>{ch.table(cols, rows)}")
+        body += [f'<p class="note">N={r["world_size"]}: {ch.esc(r["shared_hardware"])}; its ranks time-shared the '
+                 "hardware, so its scaling figures are not meaningful.</p>" for r in g["rows"]
+                 if r.get("shared_hardware")]  # fmt: skip
     note = ('<p class="note">efficiency = speedup / (N / N<sub>base</sub>); job cost = N × price per GPU-hour '
             '× job hours (seed guide "Single GPU vs Multi-GPU Server").</p>')
     return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"/><title>scaleright scaling report</title>'

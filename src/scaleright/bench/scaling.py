@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from scaleright.errors import InputError
 from scaleright.plan import economics as econ
 
-__all__ = ["speedup", "scaling_efficiency", "job_time_h", "job_cost_usd", "scaling_curve"]
+__all__ = ["speedup", "scaling_efficiency", "job_time_h", "job_cost_usd", "scaling_curve", "scaling_line"]
 
 
 def _positive(**values: float) -> None:
@@ -59,3 +59,18 @@ def scaling_curve(tokens_per_s: Mapping[int, float]) -> dict[int, dict[str, floa
         s = speedup(throughput=tokens_per_s[n], base_throughput=tokens_per_s[base])
         out[n] = {"speedup": s, "scaling_efficiency": scaling_efficiency(speedup=s, world_size=n, base_world_size=base)}
     return out
+
+
+def scaling_line(curve: Mapping[int, Mapping[str, float]], shared: Mapping[int, str] | None = None) -> str:
+    """The terminal line of a sweep's scaling: efficiency per world size against the smallest, each world size
+    whose ranks shared their hardware (``shared``: world size -> why, ``bench/resources.py``) marked as not
+    meaningful. One world size has no scaling to report: the line says so instead of printing 100 %."""
+    shared = shared or {}
+    if len(curve) < 2:
+        only = ", ".join(f"N={n}" for n in curve) or "none"
+        return f"scaling efficiency: needs two or more world sizes (measured: {only}); e.g. --nproc 1,2"
+    parts = []
+    for n, c in curve.items():
+        mark = f" (not meaningful: {shared[n]})" if n in shared else ""
+        parts.append(f"N={n}: {c['scaling_efficiency']:.0%}{mark}")
+    return f"scaling efficiency (speedup / (N / N_base)): {', '.join(parts)}"

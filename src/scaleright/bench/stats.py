@@ -2,6 +2,10 @@
 
 Percentiles use numpy's default linear interpolation (``numpy.percentile``, method="linear"). The median, not the
 mean, is the headline number, after nanoGPT ``bench.py`` and the "report median and spread" habit of STYLE.md.
+
+Agreement of repetitions: the coefficient of variation, sample standard deviation (n - 1) over the mean. Above
+``SPREAD_CV_LIMIT`` (10 %) the repetitions disagree more than run-to-run noise on an idle machine explains (a loaded
+or throttled machine, a background job, too few warm-up steps) and the harness warns; the median is still reported.
 """
 
 from __future__ import annotations
@@ -10,7 +14,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-__all__ = ["summarize", "elementwise_max"]
+__all__ = ["SPREAD_CV_LIMIT", "coefficient_of_variation", "elementwise_max", "spread_warning", "summarize"]
+
+SPREAD_CV_LIMIT = 0.10  # repetitions whose coefficient of variation is above this disagree (module doc)
 
 
 def summarize(values: Sequence[float], prefix: str) -> dict[str, float]:
@@ -32,3 +38,20 @@ def elementwise_max(per_rank: Sequence[Sequence[float]]) -> list[float]:
     """Per repetition, the slowest rank's time: a synchronous step is as slow as its slowest rank."""
     assert per_rank and all(len(r) == len(per_rank[0]) for r in per_rank), "ranks timed different step counts"
     return [float(x) for x in np.max(np.asarray(per_rank, dtype=float), axis=0)]
+
+
+def coefficient_of_variation(values: Sequence[float]) -> float | None:
+    """Sample standard deviation (n - 1) / mean; None for fewer than two values or a mean that is not positive."""
+    a = np.asarray(values, dtype=float)
+    if a.size < 2 or not a.mean() > 0:
+        return None
+    return float(a.std(ddof=1) / a.mean())
+
+
+def spread_warning(cv: float | None, repetitions: int, what: str, *, limit: float = SPREAD_CV_LIMIT) -> str | None:
+    """A one-line warning when ``repetitions`` of ``what`` whose coefficient of variation is ``cv`` disagree beyond
+    ``limit``, else None."""
+    if cv is None or cv <= limit:
+        return None
+    return (f"{what}: the {repetitions} repetitions disagree (coefficient of variation {cv:.0%}, above "
+            f"{limit:.0%}); the median is reported, but it is uncertain: is the machine busy or throttled?")

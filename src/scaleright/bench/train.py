@@ -23,12 +23,14 @@ from scaleright.bench.db import RunStore
 from scaleright.bench.errors import BenchRunError
 from scaleright.bench.fingerprint import hardware_info, software_info
 from scaleright.bench.launch import REMOTE, Launch, run_ranks, worker_config
+from scaleright.bench.progress import Reporter
+from scaleright.bench.resources import oversubscription
 from scaleright.bench.scaling import scaling_curve
-from scaleright.bench.stats import elementwise_max, summarize
+from scaleright.bench.stats import coefficient_of_variation, elementwise_max, spread_warning, summarize
 from scaleright.bench.validate import validated
 from scaleright.bench.worker import COMM_METHOD
 
-__all__ = ["run_train_bench", "train_launch", "train_metrics", "train_layout"]
+__all__ = ["run_train_bench", "train_launch", "train_metrics", "train_layout", "train_warnings"]
 
 WORKER = "scaleright.bench.worker"
 
@@ -76,6 +78,7 @@ def train_metrics(ranks: list[dict], *, micro_batch: int, seq_len: int) -> dict[
     m["peak_memory_gb_per_rank"] = per_rank
     m["peak_memory_method"] = ranks[0]["peak_memory_method"]
     m["steps"] = len(step)
+    m["step_time_s_cv"] = coefficient_of_variation(step)
     return m
 
 
@@ -101,11 +104,15 @@ def train_layout(cfg: TrainBenchConfig, nproc_per_node: int, rank0: dict | None)
 
 
 def run_train_bench(config: TrainBenchConfig | dict, *, store: RunStore | None = None,
-                    on_run: Callable[[dict], None] | None = None) -> dict[str, Any]:
+                    on_run: Callable[[dict], None] | None = None,
+                    progress: Reporter | None = None) -> dict[str, Any]:
     """Run the sweep; store each world size in ``store`` (if given) as it finishes.
 
-    Returns ``{"sweep_id", "runs": [...], "scaling_efficiency": {"N": eff}, "speedup": {"N": s}}``; each run has
-    ``run_id, world_size, status`` and every metric of ``train_metrics``. ``on_run`` is called per finished run.
+    Returns ``{"sweep_id", "runs": [...], "scaling_efficiency": {"N": eff}, "speedup": {"N": s}, "warnings": [...]}``;
+    each run has ``run_id, world_size, status``, every metric of ``train_metrics`` and ``shared_hardware`` (why its
+    ranks time-shared CPU cores or GPUs, ``bench/resources.py``; None when they did not). ``warnings``: one line per
+    world size whose steps disagree beyond ``SPREAD_CV_LIMIT`` or whose ranks shared their hardware. ``on_run`` is
+    called per finished run; ``progress`` reports each world size and the ranks' progress while it runs.
     Raises ``BenchRunError`` (after storing the failed run) when a world size fails.
     """
     cfg = validated(TrainBenchConfig, config, what="train config")
@@ -114,10 +121,14 @@ def run_train_bench(config: TrainBenchConfig | dict, *, store: RunStore | None =
     model = {**cfg.model.as_dict(), "preset": cfg.preset}
     runs: list[dict[str, Any]] = []
     try:
-        for nproc in cfg.nproc:
+        for i, nproc in enumerate(cfg.nproc):
             launch = train_launch(cfg, nproc)
+            if progress is not None:
+                progress.phase(f"world_size={launch.world_size} ({i + 1} of {len(cfg.nproc)}), {cfg.warmup} warm-up "
+                               f"+ {cfg.steps} timed steps")  # fmt: skip
             try:
-                ranks = run_ranks(launch, worker_config(cfg, nproc))
+                ranks = run_ranks(launch, worker_config(cfg, nproc),
+                                  on_progress=progress.tick if progress is not None else None)  # fmt: skip
             except BenchRunError as exc:
                 run_id = None
                 if store is not None:
@@ -131,6 +142,9 @@ def run_train_bench(config: TrainBenchConfig | dict, *, store: RunStore | None =
                 continue
             r0 = ranks[0]
             metrics = train_metrics(ranks, micro_batch=cfg.micro_batch, seq_len=cfg.model.seq_len)
+            metrics["shared_hardware"] = oversubscription(
+                ranks_per_node=nproc, device_type=r0["device_type"], threads_per_rank=r0.get("cpu_threads"),
+                gpus_per_node=len(r0.get("cuda_devices") or []))  # fmt: skip
             layout = train_layout(cfg, nproc, r0)
             run_id = None
             if store is not None:
@@ -150,10 +164,25 @@ def run_train_bench(config: TrainBenchConfig | dict, *, store: RunStore | None =
 
 def _sweep_result(sweep_id: str, runs: list[dict[str, Any]]) -> dict[str, Any]:
     """What ``run_train_bench`` returns for ``runs`` (scaling over the ok ones)."""
-    curve = scaling_curve({r["world_size"]: r["tokens_per_s"] for r in runs if r["status"] == "ok"})
+    ok = [r for r in runs if r["status"] == "ok"]
+    curve = scaling_curve({r["world_size"]: r["tokens_per_s"] for r in ok})
     return {
         "sweep_id": sweep_id,
         "runs": runs,
         "scaling_efficiency": {str(n): c["scaling_efficiency"] for n, c in curve.items()},
         "speedup": {str(n): c["speedup"] for n, c in curve.items()},
+        "warnings": train_warnings(ok),
     }
+
+
+def train_warnings(runs: list[dict[str, Any]]) -> list[str]:
+    """One line per ok run whose timed steps disagree (``bench/stats.py``) or whose ranks shared hardware."""
+    out = []
+    for r in runs:
+        spread = spread_warning(r.get("step_time_s_cv"), r["steps"], f"world_size={r['world_size']} step time")
+        if spread is not None:
+            out.append(spread)
+        if r.get("shared_hardware"):
+            out.append(f"world_size={r['world_size']}: {r['shared_hardware']}: the ranks time-shared the hardware, so "
+                       "its throughput, speedup and scaling efficiency are not meaningful")  # fmt: skip
+    return out

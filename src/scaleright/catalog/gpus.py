@@ -53,7 +53,7 @@ def normalize_name(name: str) -> str:
 class Accelerator(BaseModel):
     """One accelerator part and its typical node. Unknown keys are an error."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)  # .inf / nan are errors
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False, defer_build=True)  # .inf, nan: errors
 
     id: str = Field(pattern=r"^[a-z0-9][a-z0-9.\-]*$")  # canonical id, e.g. "h100-sxm"
     aliases: list[str] = []  # other names that resolve to this part (matched by ``normalize_name``)

@@ -18,7 +18,6 @@ from pydantic import BaseModel, ConfigDict, Field
 from scaleright.errors import CatalogFileError, InputError, UnknownNameError
 from scaleright.limits import bounds
 from scaleright.textfile import _short, path_problem, read_text
-from scaleright.userdata import load_json
 
 if TYPE_CHECKING:
     from importlib.resources.abc import Traversable
@@ -34,7 +33,7 @@ _Billions = Annotated[float, *bounds("billions")]  # a parameter count in billio
 class ModelEntry(BaseModel):
     """One catalog model. Unknown keys are an error."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False, defer_build=True)
 
     name: str = Field(pattern=r"^[a-z0-9][a-z0-9.\-]*$")  # catalog name, e.g. "llama-3.1-70b"
     aliases: list[str] = []  # other names, e.g. the Hugging Face repo id
@@ -53,6 +52,8 @@ class ModelEntry(BaseModel):
 
 def parse_config_json(path: Path | Traversable) -> dict[str, Any]:
     """A config.json as a dict; ``CatalogFileError`` naming the file and the JSON error position."""
+    from scaleright.userdata import load_json
+
     data = load_json(read_text(path), str(path))
     if not isinstance(data, dict):
         raise CatalogFileError(f"{path}: expected a JSON object at the top level, got {type(data).__name__}")

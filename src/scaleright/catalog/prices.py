@@ -53,7 +53,7 @@ _Usd = Annotated[float, *bounds("usd")]  # any unit; per-hour units are bounded 
 class PriceRow(BaseModel):
     """One dated price. ``usd`` or both of ``usd_low``/``usd_high`` make it usable; unknown keys are an error."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)  # .inf / nan are errors
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False, defer_build=True)  # .inf, nan: errors
 
     gpu_id: str = Field(pattern=r"^(other:)?[a-z0-9][a-z0-9.\-]*$")  # catalog GPU id, or other:<name>
     kind: Literal["on-demand", "spot", "marketplace", "reserved", "reserved-1y", "reserved-3y", "committed", "purchase"]

@@ -6,7 +6,8 @@ directory is given or ``$SCALERIGHT_CATALOG`` names one, the same files there, e
 with ``models/<file>.json``. User files pass the same schema as the built-ins. A user GPU or model whose id/name
 exists replaces the built-in one, a new one is added; user price rows replace every built-in row of the same
 (gpu_id, kind). Any malformed file, unknown key or clashing alias raises ``CatalogFileError`` with one line,
-``<file>: <field>: <what is allowed>``. Loaded catalogs are cached per directory for the life of the process.
+``<file>: <field>: <what is allowed>``. Loaded catalogs are cached per directory for the life of the process, and
+the validated entries of each directory on disk by its files' content hash (``cache``).
 """
 
 from __future__ import annotations
@@ -31,7 +32,6 @@ from scaleright.catalog.prices import PRICE_COLUMNS, PriceRow
 from scaleright.errors import CatalogFileError, InputError, UnknownNameError
 from scaleright.limits import _show
 from scaleright.textfile import _short, path_problem, read_text
-from scaleright.userdata import load_yaml
 
 if TYPE_CHECKING:
     from importlib.resources.abc import Traversable
@@ -120,6 +120,8 @@ def _validate(model: type[M], data: Any, file: object, where: str, context: dict
 
 
 def _read_yaml_list(path: Traversable) -> list[Any]:
+    from scaleright.userdata import load_yaml  # PyYAML only when a file is parsed (not on a cache hit)
+
     data = load_yaml(read_text(path), str(path))
     if data is None:
         return []
@@ -251,15 +253,25 @@ class _Layer:
     """The files of one catalog directory (built-in or user), each optional, validated."""
 
     def __init__(self, root: Traversable, *, user: bool = False):
+        from scaleright.catalog import cache
+
         if user:
             _misnamed(root)  # type: ignore[arg-type]
         gpus, models, prices = root / "gpus.yaml", root / "models.yaml", root / "prices.csv"
-        self.gpus = _by_key(_read_gpus(gpus), "id", gpus) if _present(gpus, user) else {}
-        self.models = _by_key(_read_models(models), "name", models) if _present(models, user) else {}
-        self.prices = _read_prices(prices, user=user) if _present(prices, user) else []
         self.files = {"gpus": gpus, "models": models, "prices": prices}
+        present = {k: _present(p, user) for k, p in self.files.items()}
+        key = cache.layer_key(root, [p.name for k, p in self.files.items() if present[k]], user=user)
+        hit = cache.read_layer(key, user=user)
+        if hit is not None:  # validated when it was written, validated again when read
+            self.gpus, self.models, self.prices = hit["gpus"], hit["models"], hit["prices"]
+            self.configs = hit["configs"]
+            return
+        self.gpus = _by_key(_read_gpus(gpus), "id", gpus) if present["gpus"] else {}
+        self.models = _by_key(_read_models(models), "name", models) if present["models"] else {}
+        self.prices = _read_prices(prices, user=user) if present["prices"] else []
         self.configs = {name: parse_config_json(root / "models" / m.file) for name, m in self.models.items()}
         _check_families(self.models, self.configs, models)
+        cache.write_layer(key, vars(self), user=user)
 
 
 @functools.lru_cache(maxsize=1)

@@ -18,12 +18,15 @@ from __future__ import annotations
 import functools
 import itertools
 from importlib.resources import files
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from scaleright.catalog.store import _read_yaml_list, _validate
 from scaleright.errors import InputError, UnknownNameError
+
+if TYPE_CHECKING:
+    from importlib.resources.abc import Traversable
 
 __all__ = ["FABRIC_OF_KIND", "TIER_KINDS", "System", "Tier", "list_systems", "system_for"]
 
@@ -46,7 +49,7 @@ FABRIC_OF_KIND = {
 class Tier(BaseModel):
     """One fabric level of a system. Unknown keys are an error."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False, defer_build=True)
 
     kind: TierKind
     domain_gpus: int | None = Field(default=None, ge=1)  # GPUs one domain of this tier joins; None: unbounded
@@ -87,7 +90,7 @@ class Tier(BaseModel):
 class System(BaseModel):
     """A machine type: host size and network tiers, innermost first. Unknown keys are an error."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False, defer_build=True)
 
     id: str = Field(pattern=r"^[a-z0-9][a-z0-9.\-]*$")
     name: str
@@ -122,7 +125,13 @@ class System(BaseModel):
 
 @functools.cache
 def _builtin() -> tuple[System, ...]:
+    from scaleright.catalog.cache import cached_entries
+
     path = files("scaleright.catalog") / "data" / "systems.yaml"
+    return cached_entries("systems", path, System, lambda: _parse(path))
+
+
+def _parse(path: Traversable) -> tuple[System, ...]:
     out = [_validate(System, d, path, str(d.get("id", f"entry {i + 1}")) if isinstance(d, dict) else f"entry {i + 1}")
            for i, d in enumerate(_read_yaml_list(path))]  # fmt: skip
     ids = [s.id for s in out]

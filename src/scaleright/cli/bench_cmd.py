@@ -128,6 +128,22 @@ def _interrupted(exc: KeyboardInterrupt, as_json: bool, db: str) -> typer.Exit:
     return typer.Exit(INTERRUPTED_EXIT)
 
 
+def _stored(runs: list[dict], db: Path) -> None:
+    """What the command wrote: the run ids it stored and the database file (stderr, so --json stays one object)."""
+    from scaleright.cli.common import visible
+
+    ids = [str(r["run_id"]) for r in runs if r.get("run_id") is not None]
+    what = f"run id{'s' if len(ids) != 1 else ''} {', '.join(ids)}" if ids else "no runs"
+    typer.echo(f"stored {what} in {visible(db)}", err=True)
+
+
+def _wrote(path: Path) -> None:
+    """The file a command wrote (stderr, so what it prints on stdout stays the table or the JSON)."""
+    from scaleright.cli.common import visible
+
+    typer.echo(f"wrote {visible(path)}", err=True)
+
+
 def _run_label(run: dict) -> str:
     return f"batch_size={run['batch_size']}" if "batch_size" in run else f"world_size={run.get('world_size')}"
 
@@ -216,17 +232,21 @@ def train(
         _dry_run([train_launch(cfg, n) for n in cfg.nproc], cfg, as_json)
         return
     from scaleright.bench.errors import BenchRunError
+    from scaleright.bench.progress import Reporter
 
     store = _store(db)
+    progress = Reporter("bench train")
     if as_json:
         try:
-            result = run_train_bench(cfg, store=store)
+            result = run_train_bench(cfg, store=store, progress=progress)
         except BenchRunError as exc:
             _failed_json(exc, str(store.path))
             raise
         except KeyboardInterrupt as exc:
             raise _interrupted(exc, True, str(store.path)) from None
         _echo_json({**result, "db": str(store.path)})
+        _warn(result.get("warnings", []))
+        _stored(result["runs"], store.path)
         return
     from rich.console import Console
 
@@ -245,15 +265,20 @@ def train(
             f"[{run['peak_memory_method']}], run id {run['run_id']}")
 
     try:
-        result = run_train_bench(cfg, store=store, on_run=show)
+        result = run_train_bench(cfg, store=store, on_run=show, progress=progress)
     except KeyboardInterrupt as exc:
         raise _interrupted(exc, False, str(store.path)) from None
     for run in result["runs"]:
         if run["status"] == "remote":
             console.print(f"world_size={run['world_size']}: this node's ranks finished; the node hosting global "
                           "rank 0 stores the run")
-    eff = ", ".join(f"N={n}: {e:.0%}" for n, e in result["scaling_efficiency"].items())
-    console.print(f"scaling efficiency (speedup / (N / N_base)): {eff}")
+    from scaleright.bench.scaling import scaling_line
+
+    curve = {int(n): {"scaling_efficiency": e} for n, e in result["scaling_efficiency"].items()}
+    shared = {r["world_size"]: r["shared_hardware"] for r in result["runs"] if r.get("shared_hardware")}
+    _warn(result["warnings"])
+    console.print(scaling_line(curve, shared))
+    _stored(result["runs"], store.path)
 
 
 @bench_app.command("comm")
@@ -293,9 +318,11 @@ def comm(
     if dry_run:
         _dry_run([comm_launch(cfg, n) for n in cfg.nproc], cfg, as_json)
         return
+    from scaleright.bench.progress import Reporter
+
     store = _store(db)
     try:
-        result = run_comm_bench(cfg, store=store)
+        result = run_comm_bench(cfg, store=store, progress=Reporter("bench comm"))
     except BenchRunError as exc:
         if as_json:
             _failed_json(exc, str(store.path))
@@ -304,6 +331,8 @@ def comm(
         raise _interrupted(exc, as_json, str(store.path)) from None
     if as_json:
         _echo_json({**result, "db": str(store.path)})
+        _warn(result["warnings"])
+        _stored(result["runs"], store.path)
         return
     from rich.console import Console
     from rich.table import Table
@@ -318,6 +347,8 @@ def comm(
                       f"{r['time_s_p10'] * 1e6:,.1f}", f"{r['time_s_p90'] * 1e6:,.1f}",
                       f"{r['algbw_gb_per_s']:.3f}", f"{r['busbw_gb_per_s']:.3f}")
         Console().print(t)
+    _warn(result["warnings"])
+    _stored(result["runs"], store.path)
 
 
 @bench_app.command("infer")
@@ -357,13 +388,17 @@ def infer(
         "model": spec, "preset": model, "batch_sizes": batches,
         "prompt_len": prompt_len, "gen_len": gen_len, "precision": precision.value, "device": device.value,
         "warmup": warmup, "repeats": repeats, "seed": seed}, what="infer config")
+    from scaleright.bench.progress import Reporter
+
     store = _store(db)
     try:
-        result = run_infer_bench(cfg, store=store)
+        result = run_infer_bench(cfg, store=store, progress=Reporter("bench infer"))
     except KeyboardInterrupt as exc:
         raise _interrupted(exc, as_json, str(store.path)) from None
     if as_json:
         _echo_json({**result, "db": str(store.path)})
+        _warn(result["warnings"])
+        _stored(result["runs"], store.path)
         return
     from rich.console import Console
     from rich.table import Table
@@ -376,6 +411,8 @@ def infer(
                   f"{r['decode_tokens_per_s']:,.0f}", f"{r['time_per_output_token_s'] * 1e3:.3f}",
                   f"{r['peak_memory_gb']:.3f}", str(r["run_id"]))
     Console().print(t)
+    _warn(result["warnings"])
+    _stored(result["runs"], store.path)
 
 
 @bench_app.command("serve")
@@ -450,6 +487,8 @@ def serve(
         _echo_json(out)
     else:
         _print_serve(out)
+    if run_id is not None:
+        _stored([{"run_id": run_id}], store.path)
     if stored_error is not None:
         from scaleright.errors import InputError
 
@@ -593,6 +632,7 @@ def serving_calibrate(run_ids: str | None, sim_model: str | None, gpu: str | Non
     data = {"profile": dataclasses.asdict(profile), **report}
     if out is not None:
         write_output("--out", out, json.dumps(data, indent=2, allow_nan=False) + "\n")
+        _wrote(out)
     if as_json:
         _echo_json(data)
         return
@@ -639,17 +679,13 @@ def report(
         raise InputError("no successful train runs in the database to report on; run `scaleright bench train` first")
     if html_out is not None:
         write_output("--html", html_out, render_html(groups))
+        _wrote(html_out)
     if as_json:
         emit_json(groups)
         return
     from rich.console import Console
 
-    console = Console()
-    console.print(render_table(groups))
-    if html_out is not None:
-        from scaleright.cli.common import esc
-
-        console.print(f"wrote {esc(html_out)}")
+    Console().print(render_table(groups))
 
 
 @runs_app.command("list")
@@ -719,6 +755,8 @@ def runs_export(
     _warn(damaged)
     if out is None:
         typer.echo(text, nl=False)
+    else:
+        _wrote(out)
 
 
 @runs_app.command("import")

@@ -23,8 +23,12 @@ FpOpt = typer.Option(None, "--fingerprint", help="Hardware fingerprint of the ru
                      "runs of several machines).")  # fmt: skip
 
 
+calibrate_app = typer.Typer(short_help="Fit a calibration profile to the stored runs of one machine; list, show or "
+                            "delete saved profiles.")  # its full help: calibrate_cmd's docstring
+
+
 def register(app: typer.Typer) -> None:
-    app.command("calibrate")(calibrate_cmd)
+    app.add_typer(calibrate_app, name="calibrate")
     app.command("compare")(compare_cmd)
 
 
@@ -75,7 +79,9 @@ def _pct(v: float | None) -> str:
     return "n/a" if v is None else f"{v:.1f} %"
 
 
+@calibrate_app.callback(invoke_without_command=True)
 def calibrate_cmd(
+    ctx: typer.Context,
     name: str | None = typer.Option(None, "--name", help="Name of the calibration profile to save: 1 to 100 letters, "
                                     "digits, '-' or '_' (train runs; required there, refused with --serving, "
                                     "whose fitted engine profile is written with --out)."),
@@ -101,7 +107,17 @@ def calibrate_cmd(
     refused; so is a profile whose leave-one-run-out error is worse than the defaults' on the same runs.
 
     With --serving: fit the engine profile's iteration overhead, HBM fraction and frontend latency to the stored
-    serve runs (in-sample), as `bench calibrate-serving` does; --name, --fingerprint and --force do not apply."""
+    serve runs (in-sample), as `bench calibrate-serving` does; --name, --fingerprint and --force do not apply.
+
+    Saved profiles: `calibrate list`, `calibrate show NAME`, `calibrate delete NAME`."""
+    if ctx.invoked_subcommand is not None:
+        if ctx.params != _FIT_DEFAULTS:
+            from scaleright.errors import InputError
+
+            given = next(k for k, v in ctx.params.items() if _FIT_DEFAULTS.get(k) != v)
+            raise InputError(f"--{given.replace('_', '-').removeprefix('as-')}: a fit option; not with "
+                             f"'calibrate {ctx.invoked_subcommand}' (which takes its own options after it)")
+        return
     if serving:
         from scaleright.cli.bench_cmd import serving_calibrate
 
@@ -214,3 +230,97 @@ def compare_cmd(
     console.print("peak_memory_gb on CPU is the process RSS growth, not comparable to the model's per-GPU memory",
                   style="dim")
     console.print(esc(prof.line()), style="dim")
+
+
+_FIT_DEFAULTS = {"name": None, "gpu": None, "db": None, "fingerprint": None, "catalog": None, "as_json": False,
+                 "force": False, "serving": False, "run_ids": None, "sim_model": None, "engine": None,
+                 "calibration": None, "out": None}  # fmt: skip
+
+
+# ---- saved profiles: list, show, delete -------------------------------------------------------------------------
+
+
+def _saved(path: Path) -> dict:
+    """What ``calibrate list`` shows of one profile file: its record, or why it does not load."""
+    from scaleright.errors import ScalerightError
+    from scaleright.estimate.calibration import load_profile
+
+    try:
+        prof = load_profile(str(path))
+    except ScalerightError as exc:
+        return {"name": path.stem, "path": str(path), "ok": False, "error": str(exc)}
+    rec = prof.record()
+    return {"name": path.stem, "path": str(path), "ok": True, "sha256": rec["sha256"], "provenance": rec["provenance"]}
+
+
+@calibrate_app.command("list")
+def list_cmd(as_json: bool = JsonOpt) -> None:
+    """The saved calibration profiles: name, GPU, runs, cross-validated error, date, file."""
+    from scaleright.estimate.calibration import calibration_dir
+
+    d = calibration_dir()
+    files = sorted(p for p in d.glob("*.json") if p.is_file()) if d.is_dir() else []
+    found = [_saved(p) for p in files]
+    if as_json:
+        emit_json({"directory": str(d), "profiles": found})
+        return
+    if not found:
+        console.print(f"no calibration profiles in {esc(d)} (scaleright calibrate --name NAME --gpu GPU saves one)")
+        return
+    rows = []
+    for f in found:
+        prov = f.get("provenance") or {}
+        cv = prov.get("cross_validated_median_abs_pct")
+        rows.append([f["name"], prov.get("gpu"), prov.get("runs"), _pct(cv) if f["ok"] and prov else None,
+                     str(prov.get("created_utc") or "")[:10] or None,
+                     "" if f["ok"] else f"does not load: {f['error']}"])  # fmt: skip
+    table(f"Calibration profiles in {d}", ["name", "gpu", "runs", "cv median |error|", "fitted", "note"], rows)
+
+
+@calibrate_app.command("show")
+def show_cmd(
+    name: str = typer.Argument(..., help="Profile name (calibrate list) or a profile JSON path."),
+    as_json: bool = JsonOpt,
+) -> None:
+    """One profile: its parameters against the defaults, and what it was fitted to."""
+    from scaleright.cli.common import profile_from
+    from scaleright.estimate.calibration import DEFAULT_CALIBRATION
+
+    prof = profile_from("NAME", name)
+    params, defaults = prof.calibration.as_dict(), DEFAULT_CALIBRATION.as_dict()
+    if as_json:
+        emit_json({"name": prof.name, "source": prof.source, "sha256": prof.sha256, "parameters": params,
+                   "defaults": defaults, "provenance": prof.provenance})  # fmt: skip
+        return
+    fitted = (prof.provenance or {}).get("parameters") or {}
+    table(f"Calibration '{prof.name}'", ["parameter", "value", "default", "on bound"],
+          [[k, v, defaults.get(k), (fitted.get(k) or {}).get("on_bound") or ""] for k, v in params.items()])
+    console.print(esc(prof.line()))
+
+
+@calibrate_app.command("delete")
+def delete_cmd(name: str = typer.Argument(..., help="Profile name (calibrate list).")) -> None:
+    """Delete a saved profile: only a file `scaleright calibrate` wrote.
+
+    NAME is a profile name, not a path; the file must be a regular file (not a link) in the calibration directory
+    that loads as a profile with the provenance calibrate writes. Anything else is refused and left alone."""
+    from scaleright.errors import InputError
+    from scaleright.estimate.calibration import calibration_dir, profile_path
+
+    target = profile_path(name, flag="NAME")  # refuses a path, '..', 'default' and any character outside [A-Za-z0-9_-]
+    d = calibration_dir()
+    if not target.is_symlink() and not target.exists():
+        known = sorted(p.stem for p in d.glob("*.json") if p.is_file()) if d.is_dir() else []
+        raise InputError(f"NAME={name}: no calibration profile of that name in {d}; "
+                         f"known: {', '.join(known) or 'none'}")
+    if target.is_symlink() or not target.is_file():
+        raise InputError(f"NAME={name}: {target} is not a regular file; not deleted (remove it yourself)")
+    found = _saved(target)
+    if not found["ok"] or found.get("provenance") is None:
+        why = found.get("error") or "it has no provenance, so scaleright calibrate did not write it"
+        raise InputError(f"NAME={name}: {target} is not a profile scaleright calibrate wrote ({why}); not deleted")
+    try:
+        target.unlink()
+    except OSError as exc:
+        raise InputError(f"NAME={name}: cannot delete {target} ({exc.strerror or exc})") from None
+    console.print(f"deleted calibration profile '{esc(name)}': {esc(target)}")

@@ -14,22 +14,34 @@ import os
 import re
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import typer
-from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
-from rich.text import Text
 
 from scaleright.errors import InputError
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 __all__ = ["CatalogOpt", "JsonOpt", "calibration_from", "profile_from", "catalog_files", "catalog_from", "check_choice",
            "check_output_path", "console", "emit_json", "esc", "fmt", "table", "visible", "write_output"]  # fmt: skip
 
 # Wide tables when output is piped (rich falls back to 80 columns otherwise); $COLUMNS still wins. No emoji codes:
 # ":smile:" in a user's name stays as typed.
-console = Console(width=None if sys.stdout.isatty() or os.environ.get("COLUMNS") else 160, emoji=False)
+# Made on first use: a command that prints JSON never imports rich.
+class _LazyConsole:
+    _real: Console | None = None
+
+    def __getattr__(self, name: str) -> Any:
+        if _LazyConsole._real is None:
+            from rich.console import Console
+
+            _LazyConsole._real = Console(width=None if sys.stdout.isatty() or os.environ.get("COLUMNS") else 160,
+                                         emoji=False)  # fmt: skip
+        return getattr(_LazyConsole._real, name)
+
+
+console = cast("Console", _LazyConsole())
 
 # C0 controls (newline and tab included: one field stays on one line), DEL, C1 controls, and the Unicode
 # line/paragraph separators and bidirectional overrides, which reorder or break what a terminal shows.
@@ -43,6 +55,8 @@ def visible(s: object) -> str:
 
 def esc(s: object) -> str:
     """``visible(s)`` with rich markup escaped, for interpolating a user string into a rich markup string."""
+    from rich.markup import escape
+
     return escape(visible(s))
 
 
@@ -131,6 +145,9 @@ def emit_json(obj: Any) -> None:
 
 def table(title: str, columns: list[str], rows: list[list[Any]], *, caption: str | None = None) -> None:
     """A rich table; every title, header and cell is shown as text (``visible``), never parsed as markup."""
+    from rich.table import Table
+    from rich.text import Text
+
     t = Table(title=Text(visible(title)), caption=Text(visible(caption)) if caption else None, show_lines=False)
     for c in columns:
         t.add_column(Text(visible(c)), overflow="fold")

@@ -1,7 +1,8 @@
 """The ``scaleright`` command: a thin typer layer over the Python API.
 
-Each command group lives in its own module and registers itself on ``app`` via ``register(app)``; the modules
-import their heavy dependencies (numpy models, torch) inside the commands, so ``--help`` stays fast. Errors
+Each command group lives in its own module and registers itself via ``register(app)`` (``COMMANDS`` maps each
+command to its module); ``main`` imports only the module of the command it runs, and the modules import their heavy
+dependencies (numpy models, rich, torch) inside the commands, so start-up stays fast. Errors
 rooted at ``ScalerightError`` and the argument parser's usage errors become one line on stderr and exit code 2
 (control characters in them made visible); nothing else is caught.
 """
@@ -9,22 +10,11 @@ rooted at ``ScalerightError`` and the argument parser's usage errors become one 
 from __future__ import annotations
 
 import sys
+from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 import typer
 
-from scaleright.cli import (
-    bench_cmd,
-    calibrate_cmd,
-    catalog_cmd,
-    dashboard_cmd,
-    estimate_cmd,
-    export_cmd,
-    plan_cmd,
-    prices_cmd,
-    schema_cmd,
-    serve_cmd,
-)
 from scaleright.cli.common import visible
 from scaleright.errors import InputError, ScalerightError
 
@@ -49,17 +39,54 @@ def _flags_take_no_value() -> None:
 _flags_take_no_value()
 
 
-app = typer.Typer(
-    name="scaleright",
-    help="One GPU or many? Which GPU, which layout, rent or buy? Estimates of memory, speed and cost, "
-    "a planner, and a benchmark harness to measure the truth.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-)
+# Command -> the module of ``scaleright.cli`` whose ``register(app: typer.Typer) -> None`` adds it (a module may add
+# several). ``scaleright NAME ...`` imports only NAME's module; ``--help``, no command or an unknown one imports all.
+COMMANDS = {
+    "catalog": "catalog_cmd",
+    "estimate": "estimate_cmd",
+    "plan": "plan_cmd",
+    "export": "export_cmd",
+    "serve": "serve_cmd",
+    "bench": "bench_cmd",
+    "runs": "bench_cmd",
+    "calibrate": "calibrate_cmd",
+    "compare": "calibrate_cmd",
+    "dashboard": "dashboard_cmd",
+    "prices": "prices_cmd",
+    "schema": "schema_cmd",
+}
 
 
-@app.callback(invoke_without_command=True)
+def make_app(command: str | None = None) -> typer.Typer:
+    """The ``scaleright`` app with ``command`` registered, or every command when it is None or unknown."""
+    new = typer.Typer(
+        name="scaleright",
+        help="One GPU or many? Which GPU, which layout, rent or buy? Estimates of memory, speed and cost, "
+        "a planner, and a benchmark harness to measure the truth.",
+        no_args_is_help=True,
+        add_completion=False,
+        pretty_exceptions_enable=False,
+    )
+    new.callback(invoke_without_command=True)(_root)
+    modules = [COMMANDS[command]] if command in COMMANDS else list(dict.fromkeys(COMMANDS.values()))
+    for name in modules:
+        import_module(f"scaleright.cli.{name}").register(new)
+    return new
+
+
+def __getattr__(name: str) -> Any:
+    """``app``: every command registered (built on first use, so importing this module stays cheap)."""
+    if name == "app":
+        value = globals()["app"] = make_app()
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _command_of(argv: list[str]) -> str | None:
+    """The command word of ``argv``: its first argument that is not an option (the root takes no valued option)."""
+    return next((a for a in argv if not a.startswith("-")), None)
+
+
 def _root(
     ctx: typer.Context,
     version: bool = typer.Option(False, "--version", help="Print the version and exit."),
@@ -73,13 +100,6 @@ def _root(
     if ctx.invoked_subcommand is None:
         typer.echo(ctx.get_help())
         raise typer.Exit(0)
-
-
-# Command-group modules, each with ``register(app: typer.Typer) -> None``.
-_GROUPS = (catalog_cmd, estimate_cmd, plan_cmd, export_cmd, serve_cmd, bench_cmd, calibrate_cmd, dashboard_cmd,
-           prices_cmd, schema_cmd)
-for _group in _GROUPS:
-    _group.register(app)
 
 
 # typer ships its own copy of click (0.20+) or uses click itself (older); find its exception classes either way.
@@ -123,7 +143,7 @@ def main() -> None:
     """Entry point: run the app, turning project errors and usage errors into one line and exit 2."""
     try:
         _refuse_empty_paths(sys.argv[1:])
-        rv = app(standalone_mode=False)
+        rv = make_app(_command_of(sys.argv[1:]))(standalone_mode=False)
     except ScalerightError as exc:
         typer.echo(f"error: {visible(str(exc))}", err=True)
         sys.exit(2)

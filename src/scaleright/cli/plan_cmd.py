@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
-from rich.console import Console
-from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
 from scaleright.cli.common import (
     CatalogOpt,
@@ -24,6 +23,9 @@ from scaleright.cli.common import (
 from scaleright.errors import InputError
 from scaleright.fmt import ms, number, percent, usd
 
+if TYPE_CHECKING:
+    from rich.progress import Progress, TaskID
+
 
 def register(app: typer.Typer) -> None:
     app.command("plan")(plan_cmd)
@@ -39,6 +41,9 @@ class _DelayedProgress:
 
     def __call__(self, i: int, n: int, label: str) -> None:
         if self.bar is None and time.perf_counter() - self.t0 > 1.0 and i < n:
+            from rich.console import Console
+            from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
             self.bar = Progress(TextColumn("searching {task.description}"), BarColumn(),
                                 TextColumn("{task.completed}/{task.total} GPU types"), TimeElapsedColumn(),
                                 console=Console(stderr=True, emoji=False), transient=True)  # fmt: skip
@@ -181,6 +186,8 @@ def _export(d: dict, out: Path, *, inputs: list, quiet: bool) -> None:
         except InputError as exc:
             skipped.append(f"{fmt}: {exc}")
     written = write_files(out, files, inputs=inputs)
+    from rich.console import Console
+
     out_console = Console(stderr=True) if quiet else console
     for p in written:
         out_console.print(f"wrote {esc(p)}")

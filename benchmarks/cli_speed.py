@@ -1,0 +1,123 @@
+"""How fast the ``scaleright`` command answers, side by side with llm-analysis's command line (issue #12, item 7).
+
+Each command runs ``--repeat`` times (at least 5) as a fresh process, ``python -m scaleright ...``, output to
+/dev/null; the median wall time is reported, with the median CPU time (user + system) of the child, which a shared
+machine's load inflates less. The workload is the same for both tools where both can express it: Llama-2 7B on
+8 H100 SXM, ZeRO-3, full recomputation, micro-batch 1, sequence 4096 (train); Llama-2 7B on one H100 SXM, prompt
+512, 128 generated tokens, batch 1 (infer). Both print JSON (``--json`` here; llm-analysis's fire CLI prints its
+summary dict as JSON); scaleright's tables cost the import of rich on top. ``plan`` runs
+``examples/full-finetune-13b.yaml --json`` (a search over every catalog GPU; llm-analysis has no planner).
+
+Both tools run as an installed package does: compiled bytecode present (``PYTHONDONTWRITEBYTECODE`` is removed and
+``PYTHONPYCACHEPREFIX`` points at a scratch directory; the first, unmeasured run of each command writes it), and
+scaleright's catalog cache warm (``SCALERIGHT_CACHE_DIR`` in the same scratch directory). The first runs are
+reported too, as ``cold``: no bytecode, no catalog cache. llm-analysis (PyPI ``llm-analysis`` 0.2.2, a fire CLI:
+``python -m llm_analysis.analysis train|infer``) is not a dependency; give its interpreter with
+``--llm-analysis-python`` (e.g. a venv: ``python -m venv /tmp/llmavenv && /tmp/llmavenv/bin/pip install
+llm-analysis``); without it its column is skipped.
+
+Last line: ``help_s=<median> estimate_s=<median of train and infer> plan_s=<median> llm_analysis_s=<median of its
+train and infer, or nan>`` (wall seconds). Target (issue #12): ``estimate`` and ``plan`` start in <= 0.25 s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+
+TRAIN = ["--model", "llama-2-7b", "--gpu", "h100-sxm", "--gpus", "8", "--zero", "3", "--recompute", "full",
+         "--micro-batch", "1", "--seq-len", "4096"]  # fmt: skip
+INFER = ["--model", "llama-2-7b", "--gpu", "h100-sxm", "--input-len", "512", "--output-len", "128", "--batch", "1"]
+SCALERIGHT = {
+    "help": ["--help"],
+    "estimate train": ["estimate", "train", *TRAIN, "--json"],
+    "estimate infer": ["estimate", "infer", *INFER, "--json"],
+    "plan": ["plan", str(ROOT / "examples" / "full-finetune-13b.yaml"), "--json"],
+}
+LLM_ANALYSIS = {
+    "help": ["--help"],
+    "estimate train": ["train", "--model_name", "NousResearch_Llama-2-7b-hf", "--gpu_name", "h100-sxm-80gb",
+                       "--total_num_gpus", "8", "--ds_zero", "3", "--activation_recomputation", "2",
+                       "--batch_size_per_gpu", "1", "--seq_len", "4096", "--log_level", "ERROR"],
+    "estimate infer": ["infer", "--model_name", "NousResearch_Llama-2-7b-hf", "--gpu_name", "h100-sxm-80gb",
+                       "--seq_len", "512", "--num_tokens_to_generate", "128", "--batch_size_per_gpu", "1",
+                       "--log_level", "ERROR"],
+}  # fmt: skip
+
+
+def _run(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
+    """(wall s, child CPU s) of one run; a failing command stops the benchmark with its stderr."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    proc = subprocess.run(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, check=False)
+    wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if proc.returncode != 0:
+        sys.exit(f"error: {' '.join(argv[:6])} ... exited {proc.returncode}: {proc.stderr.strip()[-300:]}")
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return wall, cpu
+
+
+def _measure(argv: list[str], env: dict[str, str], repeat: int) -> dict[str, float]:
+    cold_wall, _ = _run(argv, env)  # writes bytecode (and scaleright's catalog cache)
+    runs = [_run(argv, env) for _ in range(repeat)]
+    return {"cold": cold_wall, "wall": statistics.median(w for w, _ in runs),
+            "cpu": statistics.median(c for _, c in runs)}  # fmt: skip
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeat", type=int, default=7, help="measured runs per command (at least 5); the median counts")
+    ap.add_argument("--llm-analysis-python", default=None,
+                    help="interpreter that has llm-analysis installed (e.g. /tmp/llmavenv/bin/python)")
+    args = ap.parse_args()
+    if args.repeat < 5:
+        ap.error("--repeat: at least 5")
+    la_python = args.llm_analysis_python
+    if la_python is not None and subprocess.run([la_python, "-c", "import llm_analysis"], capture_output=True,
+                                                 check=False).returncode != 0:  # fmt: skip
+        ap.error(f"--llm-analysis-python {la_python}: cannot import llm_analysis there")
+
+    scratch = Path(tempfile.mkdtemp(prefix="cli-speed-"))
+    try:
+        env = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE", "SCALERIGHT_NO_CACHE")}
+        env |= {"PYTHONPYCACHEPREFIX": str(scratch / "pyc"), "SCALERIGHT_CACHE_DIR": str(scratch / "cache"),
+                "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT / "src"), env.get("PYTHONPATH")) if p)}
+        ours = {name: _measure([sys.executable, "-m", "scaleright", *a], env, args.repeat)
+                for name, a in SCALERIGHT.items()}  # fmt: skip
+        theirs: dict[str, dict[str, float]] = {}
+        if la_python is not None:
+            la_env = {k: v for k, v in env.items() if k != "PYTHONPATH"}
+            theirs = {name: _measure([la_python, "-m", "llm_analysis.analysis", *a], la_env, args.repeat)
+                      for name, a in LLM_ANALYSIS.items()}  # fmt: skip
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+    print(f"median of {args.repeat} runs each (fresh process; wall / CPU s; cold = first run, no bytecode or cache); "
+          f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}")
+    print(f"{'command':<16} {'scaleright wall':>15} {'cpu':>6} {'cold':>6}   {'llm-analysis wall':>17} {'cpu':>6} "
+          f"{'cold':>6}")  # fmt: skip
+    for name, r in ours.items():
+        t = theirs.get(name)
+        other = f"{t['wall']:>17.3f} {t['cpu']:>6.3f} {t['cold']:>6.3f}" if t else f"{'—':>17} {'':>6} {'':>6}"
+        print(f"{name:<16} {r['wall']:>15.3f} {r['cpu']:>6.3f} {r['cold']:>6.3f}   {other}")
+    est = statistics.median([ours["estimate train"]["wall"], ours["estimate infer"]["wall"]])
+    la = (statistics.median([theirs["estimate train"]["wall"], theirs["estimate infer"]["wall"]])
+          if theirs else float("nan"))  # fmt: skip
+    print(f"help_s={ours['help']['wall']:.3f} estimate_s={est:.3f} plan_s={ours['plan']['wall']:.3f} "
+          f"llm_analysis_s={la:.3f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,51 @@
+"""Start-up of the ``scaleright`` command (issue #12 item 7): a command imports only its own module of
+``scaleright.cli`` and, printing JSON, no rich; every name of ``COMMANDS`` is registered by the module it names.
+(Start-up time itself is measured by ``benchmarks/cli_speed.py``, never by a timed test.)"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import typer
+
+from scaleright.cli.main import COMMANDS, make_app
+
+
+def _modules_after(args: list[str], tmp_path) -> dict:
+    code = ("import sys, json; sys.argv = ['scaleright', *json.loads(sys.argv[1])]\n"
+            "from scaleright.cli.main import main\n"
+            "try:\n    main()\nexcept SystemExit as e:\n    code = e.code\n"
+            "sys.stderr.write(json.dumps({'code': code, 'modules': sorted(sys.modules)}))")  # fmt: skip
+    env = {**os.environ, "SCALERIGHT_CACHE_DIR": str(tmp_path / "cache")}
+    proc = subprocess.run([sys.executable, "-c", code, json.dumps(args)], capture_output=True, text=True, env=env,
+                          check=False)  # fmt: skip
+    return json.loads(proc.stderr.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("args, own", [
+    (["estimate", "train", "--model", "llama-3.1-8b", "--gpus", "8", "--json"], "scaleright.cli.estimate_cmd"),
+    (["plan", str(Path(__file__).parents[1] / "examples" / "full-finetune-13b.yaml"), "--json"],
+     "scaleright.cli.plan_cmd"),
+])  # fmt: skip
+def test_a_json_command_imports_its_own_module_and_no_rich(args, own, tmp_path):
+    seen = _modules_after(args, tmp_path)
+    assert seen["code"] in (0, None)
+    cli = {m for m in seen["modules"] if m.startswith("scaleright.cli.") and m.endswith("_cmd")}
+    assert cli == {own}, cli
+    assert not [m for m in seen["modules"] if m == "rich" or m.startswith("rich.")]
+
+
+@pytest.mark.parametrize("name", sorted(COMMANDS))
+def test_each_command_is_registered_by_the_module_it_names(name):
+    group = typer.main.get_command(make_app(name))
+    assert name in group.commands  # type: ignore[attr-defined]
+
+
+def test_the_full_app_has_every_command_once():
+    group = typer.main.get_command(make_app())
+    assert sorted(group.commands) == sorted(COMMANDS)  # type: ignore[attr-defined]
