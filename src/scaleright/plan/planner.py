@@ -458,6 +458,9 @@ def _plan_training(scn, spec, cat, cal, progress) -> PlanResult:
         first[1:] = a["gpus"][order][1:] != a["gpus"][order][:-1]
         js = order[first]
         n_j = a["gpus"][js].astype(int)
+        arch = arch_factors(g)  # what every option of this GPU type records (computed once, not per option)
+        same = {"framework": framework_of(tr.framework, field="training.framework").name,
+                "calibrated": arch.calibrated, "calibration_note": arch.note}
         for pr in pricings:
             price_j = np.asarray([pr.rate[counts.index(int(n))] for n in n_j], dtype=float)
             spots: list[dict | None] = [None] * len(js)
@@ -467,8 +470,8 @@ def _plan_training(scn, spec, cat, cal, progress) -> PlanResult:
                     h_j[k], spots[k] = _spot_hours(scn, a, j, int(n_j[k]), system.gpus_per_node, float(hours[j]))
             econ_j = _train_econ(scn, g, n_j, h_j, price_j, tokens)  # arrays over the counts: one call per kind
             for k, j in enumerate(js.tolist()):
-                o = _train_option(scn, g, cand, j, float(h_j[k]), float(price_j[k]), pr.src,
-                                  {key: float(v[k]) for key, v in econ_j.items()}) | pr.offer  # fmt: skip
+                o = _train_option(g, cand, j, float(h_j[k]), float(price_j[k]), pr.src,
+                                  {key: float(v[k]) for key, v in econ_j.items()}, same) | pr.offer  # fmt: skip
                 if o.get("egress_usd"):
                     o["cost_usd"] += o["egress_usd"]
                     o["cost_per_1m_tokens_usd"] = float(econ.training_cost_usd_per_1m_tokens(tokens=tokens,
@@ -527,7 +530,9 @@ def _train_econ(scn, g, gpus, hours, price, tokens) -> dict[str, np.ndarray]:
             (("cost_usd", cost), ("cost_per_1m_tokens_usd", per_1m), ("energy_kwh", kwh), ("co2e_kg", co2))}
 
 
-def _train_option(scn, g, cand, j, hours, price, src, ec: dict[str, float]) -> dict:
+def _train_option(g, cand, j, hours, price, src, ec: dict[str, float], same: dict[str, Any]) -> dict:
+    """Option ``j`` of ``cand`` as the plan's dict; ``same`` holds what every option of the GPU type records (the
+    framework behaviour the step time assumes, whether the architecture has measured ceilings)."""
     a = cand.arrays
     n = int(a["gpus"][j])
     return {
@@ -541,10 +546,7 @@ def _train_option(scn, g, cand, j, hours, price, src, ec: dict[str, float]) -> d
         "gpu_memory_gb": g.memory_gb, "time_breakdown_s": time_breakdown(a, j),
         "memory_breakdown_gb": {k: float(a[f"mem_{k}"][j]) for k in ("weights", "gradients", "optimizer",
                                                                       "gathered", "activations", "overhead")},
-        # the framework behaviour the step time assumes, and whether the GPU's architecture has measured ceilings
-        "framework": framework_of(scn.training.framework, field="training.framework").name,
-        "calibrated": arch_factors(g).calibrated, "calibration_note": arch_factors(g).note,
-    }  # fmt: skip
+    } | same  # fmt: skip
 
 
 def _size_by_simulation(scn, spec, cat, cal, options_all, skipped, rate, hours_month) -> int:

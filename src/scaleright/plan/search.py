@@ -139,6 +139,7 @@ def _state_rows(spec: TransformerSpec, counts: tuple[int, ...], gpus_per_node: i
                         for k, x in zip(("tp", "cp", "pp", "dp"), (t, c, p, d), strict=True):
                             cols[k].append(x)
     rows = {k: np.asarray(v, dtype=np.int64) for k, v in cols.items()}
+    rows["parent"] = np.arange(rows["tp"].size, dtype=np.int64)  # the structural tuple each row expands
     one = np.ones(rows["tp"].shape, dtype=np.int64)
     # ---- experts: ep divides the experts, ep·etp divides tp·cp·dp (MoE parallel folding) -----------------------
     if spec.moe:
@@ -177,18 +178,23 @@ def _state_rows(spec: TransformerSpec, counts: tuple[int, ...], gpus_per_node: i
 def train_layout_grid(spec: TransformerSpec, *, counts: list[int], gpus_per_node: int, seq_len: int,
                       global_batch: int, task: str,
                       prune: Callable[[dict[str, np.ndarray]], np.ndarray] | None = None,
-                      count_pruned: list[int] | None = None) -> LayoutArrays:  # fmt: skip
-    """All valid training layouts (module docstring), ``gpus_per_node`` being the tensor-parallel domain.
+                      count_pruned: list[int] | None = None, interleaved: bool = True) -> LayoutArrays:  # fmt: skip
+    """All valid training layouts (module docstring), ``gpus_per_node`` being the tensor-parallel domain;
+    ``interleaved=False`` (a framework without an interleaved schedule) searches no virtual stages.
 
     ``prune(rows)`` (optional) sees the layouts before micro-batch, virtual stages, recompute and sequence
     parallelism are expanded (those do not change model states) and returns which to keep; the number of valid
-    layouts it ruled out is appended to ``count_pruned``."""
+    layouts it ruled out is appended to ``count_pruned``.
+
+    Order: structural tuple, micro-batch, then the model-state axes (ep, etp, ZeRO, shard group), virtual stages,
+    recompute/SP. Consecutive layouts then share the inputs of most collectives (TP and pipeline traffic depend on
+    the micro-batch, data-parallel traffic on the ZeRO stage), which ``train._coll`` evaluates once per run."""
     frozen = task in ("lora", "qlora")
     gb = global_batch
-    rows = _state_rows(spec, tuple(counts), gpus_per_node, seq_len >= CP_FROM_SEQ_LEN, global_batch, frozen)
+    rows = dict(_state_rows(spec, tuple(counts), gpus_per_node, seq_len >= CP_FROM_SEQ_LEN, global_batch, frozen))
     # ---- the axes below do not change model states: count, then drop, the rows ``prune`` rules out -------------
     mbs = np.asarray(_divisors_upto(gb, gb), dtype=np.int64)
-    vs = np.asarray(divisors(spec.layers), dtype=np.int64)
+    vs = np.asarray(divisors(spec.layers) if interleaved else [1], dtype=np.int64)
     rc_sp = np.asarray([0, 1, 2, 3, 4], dtype=np.int64)  # (rc, sp): (0,0) (0,1) (1,1) (2,0) (2,1); tp = 1: (1,0)
     rc_of, sp_of = np.asarray([0, 0, 1, 2, 2]), np.asarray([0, 1, 1, 0, 1])
 
@@ -218,15 +224,24 @@ def train_layout_grid(spec: TransformerSpec, *, counts: list[int], gpus_per_node
             per_mb = 1 + n_v[:, None] * (m % pp_ == 0)
             pruned = int(((mb_ok(gone) * per_mb).sum(axis=1) * rc_ok(gone).sum(axis=1)).sum())
             rows = {k: v[keep] for k, v in rows.items()}
-    rows = _expand(rows, "micro_batch", mbs, mb_ok(rows))
-    rows = _expand(rows, "virtual_stages", vs, v_ok(rows))
-    rows = _expand(rows, "rc_sp", rc_sp, rc_ok(rows))
-    code = rows.pop("rc_sp")
-    rows["recompute"] = rc_of[code]
-    rows["sequence_parallel"] = (sp_of[code] == 1) & (rows["tp"] > 1)
+    # ---- micro-batch per structural tuple, then that tuple's model-state variants (rows of one parent) ---------
+    parent = rows.pop("parent")  # non-decreasing: every expansion keeps its rows' order
+    first = np.flatnonzero(np.r_[True, parent[1:] != parent[:-1]]) if parent.size else parent
+    n_var = np.diff(np.r_[first, parent.size])  # variants of each structural tuple
+    struct = {k: rows[k][first] for k in ("tp", "cp", "pp", "dp")}
+    struct["start"], struct["n_var"] = first, n_var
+    struct = _expand(struct, "micro_batch", mbs, mb_ok(struct))
+    reps = struct.pop("n_var")
+    at = np.repeat(struct.pop("start") - np.cumsum(reps) + reps, reps) + np.arange(int(reps.sum()))
+    out = {k: np.repeat(v, reps) for k, v in struct.items()} | {k: rows[k][at] for k in rows if k not in struct}
+    out = _expand(out, "virtual_stages", vs, v_ok(out))
+    out = _expand(out, "rc_sp", rc_sp, rc_ok(out))
+    code = out.pop("rc_sp")
+    out["recompute"] = rc_of[code]
+    out["sequence_parallel"] = (sp_of[code] == 1) & (out["tp"] > 1)
     if count_pruned is not None:
         count_pruned.append(pruned)
-    return LayoutArrays(**rows)
+    return LayoutArrays(**out)
 
 
 def family(tp: int, pp: int, dp: int, zero: int) -> str:
@@ -312,11 +327,10 @@ def evaluate_training(spec: TransformerSpec, *, gpu, counts: list[int], seq_len:
         return cast(np.ndarray, (w + g_ + o) / GB <= gpu.memory_gb)
 
     pruned: list[int] = []
+    interleaved = framework_of(framework).pipeline_schedule == "interleaved"  # v > 1 needs an interleaved schedule
     grid = train_layout_grid(spec, counts=counts, gpus_per_node=tp_domain(system), seq_len=seq_len,
-                             global_batch=global_batch, task=task, count_pruned=pruned,
+                             global_batch=global_batch, task=task, count_pruned=pruned, interleaved=interleaved,
                              prune=None if task in ("lora", "qlora") else states_fit)  # fmt: skip
-    if framework_of(framework).pipeline_schedule != "interleaved":  # v > 1 needs an interleaved schedule
-        grid = grid.take(grid.virtual_stages == 1)
     n_eval = len(grid) + sum(pruned)
     if len(grid) == 0:
         note = note or ("no valid layout for these GPU counts" if n_eval == 0 else None)
@@ -324,9 +338,12 @@ def evaluate_training(spec: TransformerSpec, *, gpu, counts: list[int], seq_len:
     n_micro = global_batch // (grid.dp * grid.micro_batch)
     mem = training_memory_arrays(spec, seq_len=seq_len, n_micro=n_micro, precision=prec, optimizer=optimizer,
                                  task=task, lora=lora, **grid.kwargs())  # fmt: skip
-    total = cast(np.ndarray, sum(mem.values()) / GB)
-    fit = total <= gpu.memory_gb
-    n_fit = int(fit.sum())
+    total = mem["weights"] + mem["gradients"]
+    for k in ("optimizer", "gathered", "activations", "overhead"):
+        total += mem[k]
+    total /= GB
+    fit = np.flatnonzero(total <= gpu.memory_gb)
+    n_fit = int(fit.size)
     if n_fit == 0:
         return TrainCandidates(gpu.id, prec, n_eval, 0, {}, note=note)
     sub = grid.take(fit)
@@ -342,9 +359,10 @@ def evaluate_training(spec: TransformerSpec, *, gpu, counts: list[int], seq_len:
         idx = _winners(gpus, fam, np.asarray(perf["tokens_per_s"]), sub.micro_batch)
     arrays = sub.take(idx).as_dict()
     arrays["gpus"] = gpus[idx]
-    arrays["memory_gb"] = total[fit][idx]
+    at = fit[idx]
+    arrays["memory_gb"] = total[at]
     for k in ("weights", "gradients", "optimizer", "gathered", "activations", "overhead"):
-        arrays[f"mem_{k}"] = mem[k][fit][idx] / GB
+        arrays[f"mem_{k}"] = mem[k][at] / GB
     arrays.update({k: np.asarray(v)[idx] for k, v in perf.items()})
     return TrainCandidates(gpu.id, prec, n_eval, n_fit, arrays, note=note)
 
