@@ -18,6 +18,7 @@ carry the request rate.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 from collections.abc import Callable
@@ -40,6 +41,7 @@ from scaleright.estimate.memory import (
     model_state_bytes,
     training_memory_arrays,
 )
+from scaleright.estimate.memory.offload import host_link_bytes_per_s, resident_states
 from scaleright.estimate.train import TIME_KEYS, train_step_arrays
 from scaleright.workload.spec import TransformerSpec
 
@@ -178,17 +180,21 @@ def _state_rows(spec: TransformerSpec, counts: tuple[int, ...], gpus_per_node: i
 def train_layout_grid(spec: TransformerSpec, *, counts: list[int], gpus_per_node: int, seq_len: int,
                       global_batch: int, task: str,
                       prune: Callable[[dict[str, np.ndarray]], np.ndarray] | None = None,
-                      count_pruned: list[int] | None = None, interleaved: bool = True) -> LayoutArrays:  # fmt: skip
+                      count_pruned: list[int] | None = None, interleaved: bool = True,
+                      offload: Callable[[dict[str, np.ndarray]], np.ndarray] | None = None,
+                      ) -> LayoutArrays:  # fmt: skip
     """All valid training layouts (module docstring), ``gpus_per_node`` being the tensor-parallel domain;
     ``interleaved=False`` (a framework without an interleaved schedule) searches no virtual stages.
 
     ``prune(rows)`` (optional) sees the layouts before micro-batch, virtual stages, recompute and sequence
     parallelism are expanded (those do not change model states) and returns which to keep; the number of valid
-    layouts it ruled out is appended to ``count_pruned``.
+    layouts it ruled out is appended to ``count_pruned``. ``offload(rows)`` (optional) says which of the rows
+    ``prune`` rules out fit with optimizer offload: those are kept as ``offload_optimizer`` layouts (searched only
+    where the layout cannot fit without it).
 
     Order: structural tuple, micro-batch, then the model-state axes (ep, etp, ZeRO, shard group), virtual stages,
     recompute/SP. Consecutive layouts then share the inputs of most collectives (TP and pipeline traffic depend on
-    the micro-batch, data-parallel traffic on the ZeRO stage), which ``train._coll`` evaluates once per run."""
+    the micro-batch, data-parallel traffic on the ZeRO stage), which the step model evaluates once per run."""
     frozen = task in ("lora", "qlora")
     gb = global_batch
     rows = dict(_state_rows(spec, tuple(counts), gpus_per_node, seq_len >= CP_FROM_SEQ_LEN, global_batch, frozen))
@@ -212,8 +218,12 @@ def train_layout_grid(spec: TransformerSpec, *, counts: list[int], gpus_per_node
         return ((gb // r["dp"])[:, None] % mbs[None, :]) == 0
 
     pruned = 0
+    rows["offload_optimizer"] = np.zeros(rows["tp"].shape, dtype=bool)
     if prune is not None:
         keep = prune(rows)
+        if offload is not None:
+            rows["offload_optimizer"] = offload(rows) & ~keep
+            keep = keep | rows["offload_optimizer"]
         if not keep.all():
             # the layouts each ruled-out row stood for, counted without building them: per micro-batch, plain 1F1B
             # plus every interleaved v the rule allows, times the recompute/SP variants
@@ -239,6 +249,7 @@ def train_layout_grid(spec: TransformerSpec, *, counts: list[int], gpus_per_node
     code = out.pop("rc_sp")
     out["recompute"] = rc_of[code]
     out["sequence_parallel"] = (sp_of[code] == 1) & (out["tp"] > 1)
+    out["offload_activations"] = np.zeros(out["tp"].shape, dtype=bool)
     if count_pruned is not None:
         count_pruned.append(pruned)
     return LayoutArrays(**out)
@@ -318,35 +329,61 @@ def evaluate_training(spec: TransformerSpec, *, gpu, counts: list[int], seq_len:
     prec = fallback
     lora = LoraConfig(rank=lora_rank) if task in ("lora", "qlora") else None
 
-    def states_fit(r: dict[str, np.ndarray]) -> np.ndarray:
-        """Sharded weights, gradients and optimizer states within the GPU's memory (``model_state_bytes``): they
-        do not depend on activations, so a layout whose states alone overflow cannot fit."""
+    # offload is searched where the catalog gives the part a host link, for full training (a frozen base has no
+    # optimizer states to move), and only for layouts that cannot fit without it
+    link = host_link_bytes_per_s(gpu) if task not in ("lora", "qlora") else None
+    cap = gpu.memory_gb
+
+    def states_gb(r: dict[str, np.ndarray], offload: bool) -> np.ndarray:
+        """Sharded weights, gradients and optimizer states per GPU (``model_state_bytes``), with optimizer offload
+        what stays on the GPU (``memory.offload``; the default ``zero`` state format keeps 16-bit weights)."""
         w, g_, o = model_state_bytes(spec, tp=r["tp"], pp=r["pp"], dp=r["dp"], cp=r["cp"], ep=r["ep"], etp=r["etp"],
                                      zero=r["zero"], dp_shard=r["dp_shard"], precision=prec,
                                      optimizer=optimizer)  # fmt: skip
-        return cast(np.ndarray, (w + g_ + o) / GB <= gpu.memory_gb)
+        if offload:
+            w, g_, o = resident_states(w, g_, o, True, fp32_master_weights=False)
+        return cast(np.ndarray, (w + g_ + o) / GB)
+
+    def states_fit(r: dict[str, np.ndarray]) -> np.ndarray:
+        """States within the GPU's memory: they do not depend on activations, so a layout whose states alone
+        overflow cannot fit."""
+        return states_gb(r, False) <= cap
+
+    def fits_offloaded(r: dict[str, np.ndarray]) -> np.ndarray:  # ZeRO-Offload needs ZeRO >= 1
+        return (r["zero"] >= 1) & (states_gb(r, True) <= cap)
 
     pruned: list[int] = []
     interleaved = framework_of(framework).pipeline_schedule == "interleaved"  # v > 1 needs an interleaved schedule
     grid = train_layout_grid(spec, counts=counts, gpus_per_node=tp_domain(system), seq_len=seq_len,
                              global_batch=global_batch, task=task, count_pruned=pruned, interleaved=interleaved,
-                             prune=None if task in ("lora", "qlora") else states_fit)  # fmt: skip
+                             prune=None if task in ("lora", "qlora") else states_fit,
+                             offload=None if link is None else fits_offloaded)  # fmt: skip
     n_eval = len(grid) + sum(pruned)
     if len(grid) == 0:
         note = note or ("no valid layout for these GPU counts" if n_eval == 0 else None)
         return TrainCandidates(gpu.id, prec, n_eval, 0, {}, note=note)
-    n_micro = global_batch // (grid.dp * grid.micro_batch)
-    mem = training_memory_arrays(spec, seq_len=seq_len, n_micro=n_micro, precision=prec, optimizer=optimizer,
-                                 task=task, lora=lora, **grid.kwargs())  # fmt: skip
-    total = mem["weights"] + mem["gradients"]
-    for k in ("optimizer", "gathered", "activations", "overhead"):
-        total += mem[k]
-    total /= GB
-    fit = np.flatnonzero(total <= gpu.memory_gb)
-    n_fit = int(fit.size)
+
+    def memory(g: LayoutArrays) -> tuple[dict[str, np.ndarray], np.ndarray]:
+        m = training_memory_arrays(spec, seq_len=seq_len, n_micro=global_batch // (g.dp * g.micro_batch),
+                                   precision=prec, optimizer=optimizer, task=task, lora=lora,
+                                   **g.kwargs())  # fmt: skip
+        tot = m["weights"] + m["gradients"]
+        for k in ("optimizer", "gathered", "activations", "overhead"):
+            tot += m[k]
+        tot /= GB
+        return m, tot
+
+    mem, total = memory(grid)
+    fit = total <= cap
+    parts = [(grid, mem, total, np.flatnonzero(fit))]  # (layouts, memory, GB, those that fit)
+    if link is not None and not fit.all():
+        variants, n_var = _offload_variants(grid, mem, total, fit, cap, memory)
+        parts += variants
+        n_eval += n_var
+    n_fit = sum(int(p[3].size) for p in parts)
     if n_fit == 0:
         return TrainCandidates(gpu.id, prec, n_eval, 0, {}, note=note)
-    sub = grid.take(fit)
+    sub = LayoutArrays.concat([p[0].take(p[3]) for p in parts]) if len(parts) > 1 else grid.take(parts[0][3])
     perf = train_step_arrays(spec, gpu=gpu, system=system, seq_len=seq_len, global_batch=global_batch,
                              precision=prec, task=task, lora=lora, cal=cal, tp_comm_overlap=tp_comm_overlap,
                              framework=framework, ep_comm_overlap=ep_comm_overlap, optimizer=optimizer,
@@ -359,12 +396,62 @@ def evaluate_training(spec: TransformerSpec, *, gpu, counts: list[int], seq_len:
         idx = _winners(gpus, fam, np.asarray(perf["tokens_per_s"]), sub.micro_batch)
     arrays = sub.take(idx).as_dict()
     arrays["gpus"] = gpus[idx]
-    at = fit[idx]
-    arrays["memory_gb"] = total[at]
-    for k in ("weights", "gradients", "optimizer", "gathered", "activations", "overhead"):
-        arrays[f"mem_{k}"] = mem[k][at] / GB
+    # each kept layout's memory, from the part it was evaluated in
+    ends = np.cumsum([p[3].size for p in parts])
+    part_of = np.searchsorted(ends, idx, side="right")
+    names = ("weights", "gradients", "optimizer", "gathered", "activations", "overhead")
+    arrays["memory_gb"] = np.empty(idx.size)
+    for k in names:
+        arrays[f"mem_{k}"] = np.empty(idx.size)
+    for j, (_, m, tot, ok) in enumerate(parts):
+        here = part_of == j
+        at = ok[idx[here] - (ends[j] - ok.size)]
+        arrays["memory_gb"][here] = tot[at]
+        for k in names:
+            arrays[f"mem_{k}"][here] = m[k][at] / GB
     arrays.update({k: np.asarray(v)[idx] for k, v in perf.items()})
     return TrainCandidates(gpu.id, prec, n_eval, n_fit, arrays, note=note)
+
+
+_Part = tuple[LayoutArrays, dict[str, np.ndarray], np.ndarray, np.ndarray]  # layouts, memory, GB, those that fit
+
+
+def _offload_variants(grid: LayoutArrays, mem: dict[str, np.ndarray], total: np.ndarray, fit: np.ndarray,
+                      cap: float, memory: Callable[[LayoutArrays], tuple[dict[str, np.ndarray], np.ndarray]]
+                      ) -> tuple[list[_Part], int]:  # fmt: skip
+    """The offload variants of the layouts that do not fit (``fit`` false): optimizer offload (ZeRO >= 1),
+    activation offload, and both where neither alone fits; a layout already offloading its optimizer (its states
+    fit no other way) may add activation offload. A variant's memory is evaluated only where a lower bound says
+    it could fit (its memory without what it moves off the GPU and without the overheads, which only shrink with
+    it); returns the parts (layouts, memory, GB, those that fit) and the number of variants evaluated."""
+    miss = np.flatnonzero(~fit)
+    g = grid.take(miss)
+    gb = {k: mem[k][miss] / GB for k in ("gradients", "optimizer", "activations", "overhead")}
+    base = total[miss] - gb["overhead"]
+    plain = ~g.offload_optimizer
+    out: list[_Part] = []
+    n_var, fits_one = 0, np.zeros(miss.size, dtype=bool)
+
+    def evaluate(sel: np.ndarray, opt: bool, act: bool) -> None:
+        nonlocal n_var
+        idx = np.flatnonzero(sel)
+        if idx.size == 0:
+            return
+        v = g.take(idx)
+        v = dataclasses.replace(v, offload_optimizer=v.offload_optimizer | opt,
+                                offload_activations=np.full(idx.size, act))
+        m, tot = memory(v)
+        ok = tot <= cap
+        n_var += idx.size
+        fits_one[idx[ok]] = True
+        out.append((v, m, tot, np.flatnonzero(ok)))
+
+    evaluate(plain & (g.zero >= 1) & (base - gb["gradients"] - gb["optimizer"] <= cap), True, False)
+    evaluate(plain & (base - gb["activations"] <= cap), False, True)
+    both = base - gb["gradients"] - gb["optimizer"] - gb["activations"] <= cap
+    evaluate(~fits_one & plain & (g.zero >= 1) & both, True, True)
+    evaluate(~plain & (base - gb["activations"] <= cap), True, True)  # already offloading: add activations
+    return out, n_var
 
 
 def layout_dict(arrays: dict[str, np.ndarray], i: int) -> dict:
@@ -372,7 +459,8 @@ def layout_dict(arrays: dict[str, np.ndarray], i: int) -> dict:
     d: dict[str, Any] = {k: int(arrays[k][i]) for k in ("tp", "pp", "dp", "cp", "ep", "etp", "zero", "dp_shard",
                                                         "micro_batch", "virtual_stages")}  # fmt: skip
     d["recompute"] = RECOMPUTE_NAMES[int(arrays["recompute"][i])]
-    d["sequence_parallel"] = bool(arrays["sequence_parallel"][i])
+    for k in ("sequence_parallel", "offload_optimizer", "offload_activations"):
+        d[k] = bool(arrays[k][i])
     return d
 
 

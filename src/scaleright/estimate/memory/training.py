@@ -17,6 +17,7 @@ from scaleright.estimate.memory.activations import (
 )
 from scaleright.estimate.memory.adapters import LoraConfig, lora_param_count
 from scaleright.estimate.memory.breakdown import GB, MemoryBreakdown, _breakdown, fold_overheads, overhead_details
+from scaleright.estimate.memory.offload import resident_activations, resident_states
 from scaleright.estimate.memory.overheads import Overheads, allocator_reserve_bytes, nccl_buffer_bytes
 from scaleright.estimate.memory.states import (
     _end_params,
@@ -24,6 +25,7 @@ from scaleright.estimate.memory.states import (
     gathered_buffer_bytes,
     model_state_bytes,
     optimizer_bytes_per_param,
+    state_format,
 )
 from scaleright.workload.params import count_params
 from scaleright.workload.precision import bytes_per_element
@@ -59,6 +61,8 @@ def _training_parts(
     cross_entropy: str,
     etp: ArrayLike | None = None,
     dp_shard: ArrayLike | None = None,
+    offload_optimizer: ArrayLike = False,
+    offload_activations: ArrayLike = False,
 ) -> dict[str, np.ndarray]:
     """``training_memory_arrays`` with the overhead split into its three terms (one code for both APIs)."""
     if task not in TASKS or task == "inference":
@@ -95,12 +99,19 @@ def _training_parts(
             spec, tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, zero=zero, precision=precision, optimizer=optimizer, counts=c,
             states=states, etp=etp, dp_shard=dp_shard,
         )
+    if np.any(offload_optimizer):  # ZeRO-Offload (``offload``): optimizer states and gradients in host memory
+        weights, grads, opt = resident_states(weights, grads, opt, offload_optimizer, fp32_master_weights=(
+            precision != "fp32" and state_format(states).fp32_weights))  # fmt: skip
     per_layer = activation_bytes_per_layer(
         spec, seq_len=seq_len, micro_batch=micro_batch, tp=tp, cp=cp, sequence_parallel=sequence_parallel,
         recompute=recompute, flash_attention=flash_attention, bytes_per_value=bpv,
     )  # fmt: skip
     layers_stage = np.ceil(spec.layers / np.asarray(pp, dtype=float))
     first = per_layer * layers_stage * _inflight_microbatches(pp, virtual_stages, n_micro)
+    stage_acts = per_layer * layers_stage
+    if np.any(offload_activations):  # saved activations in host memory but a double buffer (``offload``)
+        first = resident_activations(first, per_layer, offload_activations)
+        stage_acts = resident_activations(stage_acts, per_layer, offload_activations)
     rc = _recompute_code(recompute)
     if np.any(rc > 0):
         # Recomputation rebuilds one layer at a time during backward: full recompute that layer's activations,
@@ -122,7 +133,7 @@ def _training_parts(
     s_local = np.asarray(seq_len, dtype=float) / np.asarray(cp, dtype=float)
     per_logit = cross_entropy_bytes(cross_entropy, bpv)
     logits = s_local * np.asarray(micro_batch, dtype=float) * spec.vocab * per_logit / np.asarray(tp, dtype=float)
-    last = per_layer * layers_stage + logits
+    last = stage_acts + logits
     acts = np.where(np.asarray(pp) > 1, np.maximum(first, last), first + logits)
     # ZeRO-3 / FSDP working buffers: transient gathered layers and unsharded gradients, apart from the states
     frozen_b = None
@@ -175,9 +186,12 @@ def training_memory_arrays(
     cross_entropy: str = "fused",
     etp: ArrayLike | None = None,
     dp_shard: ArrayLike | None = None,
+    offload_optimizer: ArrayLike = False,
+    offload_activations: ArrayLike = False,
 ) -> dict[str, np.ndarray]:
     """Per-GPU training memory in bytes by component, broadcast over the layout arrays (``etp``: expert tensor
-    parallel, None: tp; ``dp_shard``: the ZeRO shard group, None: dp·cp).
+    parallel, None: tp; ``dp_shard``: the ZeRO shard group, None: dp·cp; ``offload_optimizer`` /
+    ``offload_activations``: what lives in host memory instead, ``memory.offload``, off by default).
 
     Keys: the sharded model states ``weights``, ``gradients``, ``optimizer`` (``states``: who keeps them, see
     ``states.STATE_FORMATS``); ``gathered``, ZeRO-3 / FSDP's transient unsharded layers and gradients;
@@ -189,6 +203,7 @@ def training_memory_arrays(
         n_micro=n_micro, recompute=recompute, sequence_parallel=sequence_parallel, virtual_stages=virtual_stages,
         precision=precision, optimizer=optimizer, task=task, lora=lora, flash_attention=flash_attention,
         overheads=overheads, states=states, cross_entropy=cross_entropy, etp=etp, dp_shard=dp_shard,
+        offload_optimizer=offload_optimizer, offload_activations=offload_activations,
     )  # fmt: skip
     return fold_overheads(parts)
 def training_memory(
@@ -218,6 +233,7 @@ def training_memory(
         sequence_parallel=layout.sequence_parallel, virtual_stages=layout.virtual_stages, precision=precision,
         optimizer=optimizer, task=task, lora=lora, flash_attention=flash_attention, overheads=overheads,
         states=states, cross_entropy=cross_entropy, etp=layout.expert_tp, dp_shard=layout.zero_shard,
+        offload_optimizer=layout.offload_optimizer, offload_activations=layout.offload_activations,
     )  # fmt: skip
     details = overhead_details(parts)
     if task in ("lora", "qlora"):
