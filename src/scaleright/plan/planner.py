@@ -430,7 +430,7 @@ def _plan_training(scn, spec, cat, cal, progress) -> PlanResult:
     t0, c0 = time.perf_counter(), time.process_time()
     gpus_allowed = _allowed_gpus(scn, cat)
     options_all, skipped, per_gpu_cands = [], [], {}
-    n_eval = n_fit = 0
+    n_eval = n_fit = n_fit_offload = 0
     for i, g in enumerate(gpus_allowed):
         if progress:
             progress(i, len(gpus_allowed), g.id)
@@ -446,6 +446,7 @@ def _plan_training(scn, spec, cat, cal, progress) -> PlanResult:
                                  framework=framework_of(tr.framework, field="training.framework"))  # fmt: skip
         n_eval += cand.n_evaluated
         n_fit += cand.n_fit
+        n_fit_offload += cand.n_fit_offload
         if cand.n_fit == 0:
             skipped.append({"gpu": g.id, "reason": cand.note or "no layout fits in memory at any allowed count"})
             continue
@@ -495,7 +496,8 @@ def _plan_training(scn, spec, cat, cal, progress) -> PlanResult:
         if cur is None or _better(o, cur, scn):
             best_per_gpu[o["gpu"]] = o
     options = sorted(best_per_gpu.values(), key=lambda o: (o["cost_usd"], o["time_h"]))
-    search = {"layouts_evaluated": n_eval, "layouts_fit": n_fit, "wall_s": wall, "cpu_s": cpu,
+    search = {"layouts_evaluated": n_eval, "layouts_fit": n_fit, "layouts_fit_offload": n_fit_offload,
+              "wall_s": wall, "cpu_s": cpu,
               "gpu_types": len(gpus_allowed),
               "skipped": skipped, "layouts_per_s": n_eval / wall if wall > 0 else None,
               "limits": SEARCH_LIMITS, "precision_notes": _precision_notes(options)}  # fmt: skip

@@ -4,7 +4,8 @@ For training, the axes are GPU count (1, 2, 4, ... below one host of the system,
 tensor parallel (divisors of the heads that the KV heads allow, dividing the scale-up domain: 8 on HGX, 72 on
 NVL72), pipeline stages (up to the layers, any count that divides the GPUs left), interleaved virtual stages,
 context parallel (long sequences), expert parallel and expert tensor parallel (MoE, with Megatron-Core's parallel
-folding), ZeRO stage, micro-batch (any divisor of the per-replica batch), recomputation and sequence parallelism.
+folding), ZeRO stage, micro-batch (any divisor of the per-replica batch), recomputation and sequence parallelism;
+then, for the layouts that do not fit, optimizer and activation offload (``estimate.memory.offload``).
 Valid layouts are enumerated, not masked out of a full ``meshgrid``: the structural tuples (count, tp, cp, pp, dp)
 come from a loop over divisors (a few thousand), then each further axis expands only the rows it is valid for
 (``numpy.nonzero`` of a rows × values mask). Memory is evaluated for all valid layouts at once, the performance
@@ -69,7 +70,10 @@ SEARCH_LIMITS = {
     "ep": f"divisors of the experts up to {EP_MAX} (MoE only), ep·etp dividing tp·cp·dp (MoE parallel folding)",
     "etp": "1 or tp (MoE only)",
     "zero": "0-3 (LoRA/QLoRA: 0 or 3), and ZeRO-3 as HSDP (sharded over the data-parallel ranks of one scale-up "
-            "domain, replicated across; dense models); no activation or optimizer offload",
+            "domain, replicated across; dense models)",
+    "offload": "optimizer offload (ZeRO-Offload, ZeRO >= 1) and activation offload, each and both, only for layouts "
+               "that do not fit without them, on parts whose host link (PCIe generation) the catalog gives; full "
+               "training only",
     "micro_batch": "any divisor of the per-replica batch (global batch / dp)",
     "recompute": "none, selective (with sequence parallelism when tp > 1), full",
     "inference": "tp in 1, 2, 4, 8, 16 inside the scale-up domain, pp = 1, batch up to 4096 sequences per replica",
@@ -300,6 +304,7 @@ class TrainCandidates:
     n_fit: int  # layouts that fit, each of which received the performance model
     arrays: dict[str, np.ndarray]  # Layout field names + gpus, step_time_s, tokens_per_s, mfu, memory_gb, t_* ...
     note: str | None = None
+    n_fit_offload: int = 0  # of n_fit, the layouts that fit only with optimizer and/or activation offload
 
     def layouts(self) -> LayoutArrays:
         """The kept layouts as a ``LayoutArrays``."""
@@ -410,7 +415,8 @@ def evaluate_training(spec: TransformerSpec, *, gpu, counts: list[int], seq_len:
         for k in names:
             arrays[f"mem_{k}"][here] = m[k][at] / GB
     arrays.update({k: np.asarray(v)[idx] for k, v in perf.items()})
-    return TrainCandidates(gpu.id, prec, n_eval, n_fit, arrays, note=note)
+    n_off = int((sub.offload_optimizer | sub.offload_activations).sum())
+    return TrainCandidates(gpu.id, prec, n_eval, n_fit, arrays, note=note, n_fit_offload=n_off)
 
 
 _Part = tuple[LayoutArrays, dict[str, np.ndarray], np.ndarray, np.ndarray]  # layouts, memory, GB, those that fit
