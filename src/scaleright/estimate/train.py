@@ -406,12 +406,21 @@ def train_step_arrays(
                              "traffic cannot be costed; allowed: offload_optimizer/offload_activations false")
         link = link_or_none
     act_mb: float | NDArray[np.float64] = 0.0
-    if off_a.any():
-        saved = activation_bytes_per_layer(spec, seq_len=s, micro_batch=b, tp=tp, cp=cp, sequence_parallel=sp,
-                                           recompute=rc, flash_attention=fw.attention == "flash",
+    if off_a.any():  # evaluated on the offloading layouts only
+        shape = np.broadcast(off_a, layers_stage, layer_fwd, layer_bwd, recomp, b, tp, cp, sp, rc).shape
+        on = np.flatnonzero(np.broadcast_to(off_a, shape))
+
+        def at(x: ArrayLike) -> NDArray[np.float64]:
+            return np.broadcast_to(np.asarray(x, dtype=float), shape).ravel()[on]
+
+        saved = activation_bytes_per_layer(spec, seq_len=at(s), micro_batch=at(b), tp=at(tp), cp=at(cp),
+                                           sequence_parallel=at(sp) > 0, recompute=at(rc).astype(int),
+                                           flash_attention=fw.attention == "flash",
                                            bytes_per_value=bpv) / link  # fmt: skip
-        act_mb = np.where(off_a, layers_stage * (np.maximum(saved - layer_fwd, 0.0)
-                                                 + np.maximum(saved - (layer_bwd + recomp), 0.0)), 0.0)  # fmt: skip
+        act = np.zeros(int(np.prod(shape)))
+        act[on] = at(layers_stage) * (np.maximum(saved - at(layer_fwd), 0.0)
+                                      + np.maximum(saved - at(layer_bwd + recomp), 0.0))  # fmt: skip
+        act_mb = act.reshape(shape)
     # ---- pipeline ------------------------------------------------------------------------------------------------
     p2p = ct["pp_p2p"]
     if fw.pipeline_schedule == "1f1b":  # one chunk per rank (estimate_train refuses virtual_stages > 1)

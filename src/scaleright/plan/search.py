@@ -279,10 +279,15 @@ def _family_code(tp: np.ndarray, pp: np.ndarray, dp: np.ndarray, zero: np.ndarra
     )  # fmt: skip
 
 
-def _winners(gpus: np.ndarray, fam: np.ndarray, tokens_per_s: np.ndarray, micro_batch: np.ndarray) -> np.ndarray:
+def _winners(gpus: np.ndarray, fam: np.ndarray, tokens_per_s: np.ndarray, micro_batch: np.ndarray,
+             counts: list[int] | None = None) -> np.ndarray:  # fmt: skip
     """Indices of the fastest layout per GPU count and per (count, family); on exact ties the larger micro-batch
-    (fewer kernel launches, which the model does not time). One pass (``np.maximum.at``), no sort of all layouts."""
-    _, count_id = np.unique(gpus, return_inverse=True)
+    (fewer kernel launches, which the model does not time). One pass (``np.maximum.at``), no sort of all layouts
+    (``counts``: the GPU counts searched, ascending, which index the counts; default: those of ``gpus``)."""
+    if counts is None:
+        _, count_id = np.unique(gpus, return_inverse=True)
+    else:
+        count_id = np.searchsorted(np.asarray(counts), gpus)
     key = count_id * 8 + fam
     best = np.full(int(key.max()) + 1, -np.inf)
     np.maximum.at(best, key, tokens_per_s)
@@ -398,7 +403,7 @@ def evaluate_training(spec: TransformerSpec, *, gpu, counts: list[int], seq_len:
         idx = np.arange(n_fit)
     else:
         fam = _family_code(sub.tp, sub.pp, sub.dp, sub.zero)
-        idx = _winners(gpus, fam, np.asarray(perf["tokens_per_s"]), sub.micro_batch)
+        idx = _winners(gpus, fam, np.asarray(perf["tokens_per_s"]), sub.micro_batch, sorted(counts))
     arrays = sub.take(idx).as_dict()
     arrays["gpus"] = gpus[idx]
     # each kept layout's memory, from the part it was evaluated in
@@ -431,10 +436,10 @@ def _offload_variants(grid: LayoutArrays, mem: dict[str, np.ndarray], total: np.
     it could fit (its memory without what it moves off the GPU and without the overheads, which only shrink with
     it); returns the parts (layouts, memory, GB, those that fit) and the number of variants evaluated."""
     miss = np.flatnonzero(~fit)
-    g = grid.take(miss)
     gb = {k: mem[k][miss] / GB for k in ("gradients", "optimizer", "activations", "overhead")}
     base = total[miss] - gb["overhead"]
-    plain = ~g.offload_optimizer
+    plain = ~grid.offload_optimizer[miss]
+    zero_ok = grid.zero[miss] >= 1
     out: list[_Part] = []
     n_var, fits_one = 0, np.zeros(miss.size, dtype=bool)
 
@@ -443,7 +448,7 @@ def _offload_variants(grid: LayoutArrays, mem: dict[str, np.ndarray], total: np.
         idx = np.flatnonzero(sel)
         if idx.size == 0:
             return
-        v = g.take(idx)
+        v = grid.take(miss[idx])
         v = dataclasses.replace(v, offload_optimizer=v.offload_optimizer | opt,
                                 offload_activations=np.full(idx.size, act))
         m, tot = memory(v)
@@ -452,10 +457,10 @@ def _offload_variants(grid: LayoutArrays, mem: dict[str, np.ndarray], total: np.
         fits_one[idx[ok]] = True
         out.append((v, m, tot, np.flatnonzero(ok)))
 
-    evaluate(plain & (g.zero >= 1) & (base - gb["gradients"] - gb["optimizer"] <= cap), True, False)
+    evaluate(plain & zero_ok & (base - gb["gradients"] - gb["optimizer"] <= cap), True, False)
     evaluate(plain & (base - gb["activations"] <= cap), False, True)
     both = base - gb["gradients"] - gb["optimizer"] - gb["activations"] <= cap
-    evaluate(~fits_one & plain & (g.zero >= 1) & both, True, True)
+    evaluate(~fits_one & plain & zero_ok & both, True, True)
     evaluate(~plain & (base - gb["activations"] <= cap), True, True)  # already offloading: add activations
     return out, n_var
 
