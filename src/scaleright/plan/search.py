@@ -443,24 +443,27 @@ def _offload_variants(grid: LayoutArrays, mem: dict[str, np.ndarray], total: np.
     out: list[_Part] = []
     n_var, fits_one = 0, np.zeros(miss.size, dtype=bool)
 
-    def evaluate(sel: np.ndarray, opt: bool, act: bool) -> None:
+    def evaluate(sel: np.ndarray, opt: bool, act: bool) -> tuple[np.ndarray, dict[str, np.ndarray], np.ndarray]:
         nonlocal n_var
         idx = np.flatnonzero(sel)
-        if idx.size == 0:
-            return
         v = grid.take(miss[idx])
         v = dataclasses.replace(v, offload_optimizer=v.offload_optimizer | opt,
                                 offload_activations=np.full(idx.size, act))
-        m, tot = memory(v)
+        m, tot = memory(v) if idx.size else ({k: np.zeros(0) for k in mem}, np.zeros(0))
         ok = tot <= cap
         n_var += idx.size
         fits_one[idx[ok]] = True
-        out.append((v, m, tot, np.flatnonzero(ok)))
+        if idx.size:
+            out.append((v, m, tot, np.flatnonzero(ok)))
+        return idx, m, tot
 
-    evaluate(plain & zero_ok & (base - gb["gradients"] - gb["optimizer"] <= cap), True, False)
-    evaluate(plain & (base - gb["activations"] <= cap), False, True)
-    both = base - gb["gradients"] - gb["optimizer"] - gb["activations"] <= cap
-    evaluate(~fits_one & plain & zero_ok & both, True, True)
+    # both: at least what either single variant left once the other's share is gone as well
+    both = base - gb["gradients"] - gb["optimizer"] - gb["activations"]
+    idx, m, tot = evaluate(plain & zero_ok & (base - gb["gradients"] - gb["optimizer"] <= cap), True, False)
+    both[idx] = np.maximum(both[idx], tot - (m["activations"] + m["overhead"]) / GB)
+    idx, m, tot = evaluate(plain & (base - gb["activations"] <= cap), False, True)
+    both[idx] = np.maximum(both[idx], tot - (m["gradients"] + m["optimizer"] + m["overhead"]) / GB)
+    evaluate(~fits_one & plain & zero_ok & (both <= cap), True, True)
     evaluate(~plain & (base - gb["activations"] <= cap), True, True)  # already offloading: add activations
     return out, n_var
 
