@@ -1,8 +1,10 @@
 """How fast the planner searches: Llama 3.1 70B full fine-tune over the whole GPU catalog.
 
 Prints layouts fully evaluated per second by the vectorised search — counting only layouts that received the
-performance model (those that fit in memory), over the search's wall time (enumeration, memory of every valid
-layout, performance model, per-count winners) — as the median of ``--repeat`` runs of ``plan()``; the end-to-end
+performance model (those that fit in memory, with optimizer and/or activation offload where a layout fits only
+with it), over the search's wall time (enumeration, memory of every valid layout and of the offload variants of
+those that do not fit, performance model, per-count winners) — as the median of ``--repeat`` runs of ``plan()``,
+and the same per CPU-second of the process (what other load on a shared machine does not inflate); the end-to-end
 wall time of ``plan()`` (search and explanations); and the same layouts evaluated one at a time by a plain Python
 loop over ``estimate.memory.training_memory`` + ``estimate.train.train_step_arrays`` (timed on a random sample and
 reported per layout), as a ratio measured in this run. Last line: ``layouts_per_s=<n> wall_s=<s> loop_ratio=<r>``
