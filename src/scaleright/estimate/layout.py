@@ -218,11 +218,6 @@ class LayoutArrays:
     def as_dict(self) -> dict[str, np.ndarray]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
-    @classmethod
-    def concat(cls, parts: list[LayoutArrays]) -> LayoutArrays:
-        """The layouts of ``parts``, one after another."""
-        return cls(**{f.name: np.concatenate([getattr(p, f.name) for p in parts]) for f in fields(cls)})
-
     def kwargs(self) -> dict[str, Any]:
         """Keyword arguments of ``train_step_arrays`` / ``training_memory_arrays`` (same names)."""
         return self.as_dict()

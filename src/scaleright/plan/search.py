@@ -411,7 +411,7 @@ def evaluate_training(spec: TransformerSpec, *, gpu, counts: list[int], seq_len:
 
     mem, total = memory(grid)
     fit = total <= cap
-    parts = [(grid, mem, total, np.flatnonzero(fit))]  # (layouts, memory, GB, those that fit)
+    parts: list[_Part] = [(grid, mem, total, np.flatnonzero(fit), np.arange(len(grid)))]
     if link is not None and not fit.all():
         variants, n_var = _offload_variants(grid, mem, total, fit, cap, memory)
         parts += variants
@@ -419,7 +419,11 @@ def evaluate_training(spec: TransformerSpec, *, gpu, counts: list[int], seq_len:
     n_fit = sum(int(p[3].size) for p in parts)
     if n_fit == 0:
         return TrainCandidates(gpu.id, prec, n_eval, 0, {}, note=note)
-    sub = LayoutArrays.concat([p[0].take(p[3]) for p in parts]) if len(parts) > 1 else grid.take(parts[0][3])
+    # the fitting layouts: grid rows (one take) with each part's offload flags
+    sub = grid.take(np.concatenate([p[4][p[3]] for p in parts]))
+    if len(parts) > 1:
+        sub = dataclasses.replace(sub, **{k: np.concatenate([getattr(p[0], k)[p[3]] for p in parts])
+                                          for k in ("offload_optimizer", "offload_activations")})  # fmt: skip
     perf = train_step_arrays(spec, gpu=gpu, system=system, seq_len=seq_len, global_batch=global_batch,
                              precision=prec, task=task, lora=lora, cal=cal, tp_comm_overlap=tp_comm_overlap,
                              framework=framework, ep_comm_overlap=ep_comm_overlap, optimizer=optimizer,
@@ -439,7 +443,7 @@ def evaluate_training(spec: TransformerSpec, *, gpu, counts: list[int], seq_len:
     arrays["memory_gb"] = np.empty(idx.size)
     for k in names:
         arrays[f"mem_{k}"] = np.empty(idx.size)
-    for j, (_, m, tot, ok) in enumerate(parts):
+    for j, (_, m, tot, ok, _rows) in enumerate(parts):
         here = part_of == j
         at = ok[idx[here] - (ends[j] - ok.size)]
         arrays["memory_gb"][here] = tot[at]
@@ -450,7 +454,8 @@ def evaluate_training(spec: TransformerSpec, *, gpu, counts: list[int], seq_len:
     return TrainCandidates(gpu.id, prec, n_eval, n_fit, arrays, note=note, n_fit_offload=n_off)
 
 
-_Part = tuple[LayoutArrays, dict[str, np.ndarray], np.ndarray, np.ndarray]  # layouts, memory, GB, those that fit
+# layouts evaluated, their memory, its GB, those that fit, the grid row of each layout
+_Part = tuple[LayoutArrays, dict[str, np.ndarray], np.ndarray, np.ndarray, np.ndarray]
 
 
 def _offload_variants(grid: LayoutArrays, mem: dict[str, np.ndarray], total: np.ndarray, fit: np.ndarray,
@@ -460,7 +465,7 @@ def _offload_variants(grid: LayoutArrays, mem: dict[str, np.ndarray], total: np.
     activation offload, and both where neither alone fits; a layout already offloading its optimizer (its states
     fit no other way) may add activation offload. A variant's memory is evaluated only where a lower bound says
     it could fit (its memory without what it moves off the GPU and without the overheads, which only shrink with
-    it); returns the parts (layouts, memory, GB, those that fit) and the number of variants evaluated."""
+    it); returns the parts (``_Part``) and the number of variants evaluated."""
     miss = np.flatnonzero(~fit)
     gb = {k: mem[k][miss] / GB for k in ("gradients", "optimizer", "activations", "overhead")}
     base = total[miss] - gb["overhead"]
@@ -480,7 +485,7 @@ def _offload_variants(grid: LayoutArrays, mem: dict[str, np.ndarray], total: np.
         n_var += idx.size
         fits_one[idx[ok]] = True
         if idx.size:
-            out.append((v, m, tot, np.flatnonzero(ok)))
+            out.append((v, m, tot, np.flatnonzero(ok), miss[idx]))
         return idx, m, tot
 
     # both: at least what either single variant left once the other's share is gone as well
