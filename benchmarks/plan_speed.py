@@ -1,8 +1,10 @@
 """How fast the planner searches: Llama 3.1 70B full fine-tune over the whole GPU catalog.
 
 Prints layouts fully evaluated per second by the vectorised search — counting only layouts that received the
-performance model (those that fit in memory), over the search's wall time (enumeration, memory of every valid
-layout, performance model, per-count winners) — as the median of ``--repeat`` runs of ``plan()``; the end-to-end
+performance model (those that fit in memory, with optimizer and/or activation offload where a layout fits only
+with it), over the search's wall time (enumeration, memory of every valid layout and of the offload variants of
+those that do not fit, performance model, per-count winners) — as the median of ``--repeat`` runs of ``plan()``,
+and the same per CPU-second of the process (what other load on a shared machine does not inflate); the end-to-end
 wall time of ``plan()`` (search and explanations); and the same layouts evaluated one at a time by a plain Python
 loop over ``estimate.memory.training_memory`` + ``estimate.train.train_step_arrays`` (timed on a random sample and
 reported per layout), as a ratio measured in this run. Last line: ``layouts_per_s=<n> wall_s=<s> loop_ratio=<r>``
@@ -60,7 +62,8 @@ def main() -> None:
     vec_rate = float(np.median(rates))
     cpu_rate = float(np.median(cpu_rates))
     print(f"gpu types: {res.search['gpu_types']}  valid layouts (memory evaluated): "
-          f"{res.search['layouts_evaluated']:,}  fit in memory and fully evaluated: {n_fit:,}")
+          f"{res.search['layouts_evaluated']:,}  fit in memory and fully evaluated: {n_fit:,} (of which "
+          f"{res.search['layouts_fit_offload']:,} fit only with optimizer and/or activation offload)")
     print(f"vectorised search: {vec_rate:,.0f} fully evaluated layouts/s (median of {args.repeat}: "
           f"{', '.join(f'{r:,.0f}' for r in rates)}); per CPU-second of this process: {cpu_rate:,.0f}; plan() "
           f"end to end: {wall:.3f} s")
@@ -77,11 +80,8 @@ def main() -> None:
     for i in idx:
         lay: Layout = grid.layout(int(i), global_batch=512)
         training_memory(spec, layout=lay, seq_len=4096, task="full-finetune")
-        train_step_arrays(spec, gpu=g, system=system, seq_len=4096, global_batch=512, tp=lay.tp, pp=lay.pp,
-                          dp=lay.dp, cp=lay.cp, ep=lay.ep, etp=lay.expert_tp, zero=lay.zero,
-                          micro_batch=lay.micro_batch, recompute=lay.recompute,
-                          sequence_parallel=lay.sequence_parallel, virtual_stages=lay.virtual_stages,
-                          task="full-finetune")
+        train_step_arrays(spec, gpu=g, system=system, seq_len=4096, global_batch=512, task="full-finetune",
+                          **lay.kwargs())
     loop_rate = len(idx) / (time.perf_counter() - t0)
     print(f"per-layout Python loop: {loop_rate:,.0f} layouts/s on a sample of {len(idx)}")
     # End to end as a user runs it: a fresh process, YAML in, JSON out.

@@ -40,9 +40,7 @@ def _spec(name: str):
 
 def _step(spec, gpu, system, lay: Layout, seq_len: int, **kw) -> dict[str, float]:
     r = train_step_arrays(spec, gpu=gpu, system=system, seq_len=seq_len, global_batch=lay.global_batch,
-                          tp=lay.tp, pp=lay.pp, dp=lay.dp, cp=lay.cp, ep=lay.ep, zero=lay.zero,
-                          micro_batch=lay.micro_batch, recompute=lay.recompute,
-                          sequence_parallel=lay.sequence_parallel, **kw)  # fmt: skip
+                          **lay.kwargs(), **kw)
     return {k: float(v) for k, v in r.items()}
 
 

@@ -51,9 +51,7 @@ def test_etp_must_divide_the_expert_ffn_and_is_for_moe_models_only():
 
 def _ep_only(spec, gpu, system, lay: Layout, seq_len: int, **kw) -> dict[str, float]:
     r = train_step_arrays(spec, gpu=gpu, system=system, seq_len=seq_len, global_batch=lay.global_batch,
-                          tp=lay.tp, pp=lay.pp, dp=lay.dp, cp=lay.cp, ep=lay.ep, etp=lay.expert_tp, zero=lay.zero,
-                          micro_batch=lay.micro_batch, sequence_parallel=lay.sequence_parallel,
-                          virtual_stages=lay.virtual_stages, **kw)  # fmt: skip
+                          **lay.kwargs(), **kw)
     return {k: float(v) for k, v in r.items()}
 
 

@@ -134,9 +134,9 @@ def test_interleaving_needs_layers_divisible_by_pp_times_v_and_micro_batches_a_m
 
 def test_the_search_limits_name_the_new_axes():
     # printed with every plan (search.limits, the CLI's "search limits:" line)
-    for key in ("gpus", "tp", "pp", "virtual_stages", "ep", "etp", "micro_batch"):
+    for key in ("gpus", "tp", "pp", "virtual_stages", "ep", "etp", "micro_batch", "offload"):
         assert key in SEARCH_LIMITS
-    assert "HSDP" in SEARCH_LIMITS["zero"] and "no activation or optimizer offload" in SEARCH_LIMITS["zero"]
+    assert "HSDP" in SEARCH_LIMITS["zero"] and "ZeRO-Offload" in SEARCH_LIMITS["offload"]
 
 
 @functools.cache

@@ -12,6 +12,10 @@ ZeRO-3 shards over all ``dp · cp`` ranks (FSDP) or, with ``dp_shard`` smaller, 
 replicates across the rest (HSDP: PyTorch FSDP2's hybrid sharding, torchtitan's ``data_parallel_shard_degree`` /
 ``data_parallel_replicate_degree``; the planner shards inside a host and replicates across hosts).
 
+Offload (``estimate.memory.offload``): ``offload_optimizer`` keeps the optimizer states, fp32 master weights and
+gradients in host memory and runs the optimizer step on the CPU (ZeRO-Offload, Ren et al. 2021; needs ZeRO >= 1);
+``offload_activations`` copies the saved activations to host memory between forward and backward.
+
 ``LayoutArrays`` is the same layout as a struct of numpy arrays (the planner's search evaluates millions at once);
 ``layout_text`` writes any layout as text, one way for every output.
 """
@@ -56,6 +60,8 @@ class Layout:
     recompute: str = "none"  # none, selective (attention core), full (each layer), op-selective (torchtitan per-op)
     sequence_parallel: bool = False  # Megatron sequence parallelism: norms/dropout split over tp
     virtual_stages: int = 1  # interleaved pipeline: model chunks per pipeline stage
+    offload_optimizer: bool = False  # ZeRO-Offload: optimizer states and step on the CPU (needs zero >= 1)
+    offload_activations: bool = False  # saved activations in host memory between forward and backward
 
     @property
     def gpus(self) -> int:
@@ -85,6 +91,13 @@ class Layout:
     def replace(self, **changes: Any) -> Layout:
         return dataclasses.replace(self, **changes)
 
+    def kwargs(self) -> dict[str, Any]:
+        """The layout keywords of ``train_step_arrays`` / ``training_memory_arrays`` (``LayoutArrays``' fields:
+        ``etp`` and ``dp_shard`` as the sizes in use, ``recompute`` by name), for one layout."""
+        d = {k: getattr(self, k) for k in _ARRAY_FIELDS}
+        d["etp"], d["dp_shard"] = self.expert_tp, self.zero_shard
+        return d
+
     def validate(self, spec: TransformerSpec | None = None, *, gpus: int | None = None) -> Layout:
         """Raise ``LayoutError`` naming the operands when this layout cannot exist; return self otherwise."""
         for name in ("tp", "pp", "dp", "cp", "ep", "etp", "dp_shard", "micro_batch", "virtual_stages"):
@@ -95,6 +108,12 @@ class Layout:
                 raise LayoutError(f"{name}={v!r} must be a positive integer")
         if self.zero not in (0, 1, 2, 3):
             raise LayoutError(f"zero={self.zero!r} must be one of 0, 1, 2, 3")
+        for name in ("offload_optimizer", "offload_activations"):
+            if not isinstance(getattr(self, name), bool):
+                raise LayoutError(f"{name}={getattr(self, name)!r} must be true or false")
+        if self.offload_optimizer and self.zero == 0:
+            raise LayoutError("offload_optimizer needs zero >= 1 (ZeRO-Offload partitions the optimizer states over "
+                              "the data-parallel ranks); got zero(0)")  # fmt: skip
         if self.recompute not in RECOMPUTE:
             raise LayoutError(f"recompute={self.recompute!r} must be one of {', '.join(RECOMPUTE)}")
         if gpus is not None and self.gpus != gpus:
@@ -156,14 +175,16 @@ class Layout:
 
 # The planner's fields, in ``Layout``'s names; ``recompute`` is an integer code there (index into RECOMPUTE).
 _ARRAY_FIELDS = ("tp", "pp", "dp", "cp", "ep", "etp", "zero", "dp_shard", "micro_batch", "recompute",
-                 "sequence_parallel", "virtual_stages")  # fmt: skip
+                 "sequence_parallel", "virtual_stages", "offload_optimizer", "offload_activations")  # fmt: skip
+_BOOL_FIELDS = ("sequence_parallel", "offload_optimizer", "offload_activations")
 
 
 @dataclass(frozen=True)
 class LayoutArrays:
     """Many layouts as one struct of equal-length numpy arrays, with ``Layout``'s field names.
 
-    ``recompute`` holds codes (0 none, 1 selective, 2 full: ``RECOMPUTE``), ``sequence_parallel`` booleans, ``etp``
+    ``recompute`` holds codes (0 none, 1 selective, 2 full: ``RECOMPUTE``), ``sequence_parallel`` and the offload
+    flags booleans, ``etp``
     the expert-tensor-parallel size in use and ``dp_shard`` the ZeRO shard group in use (never None). ``gpus`` is
     ``tp·pp·dp·cp``.
     """
@@ -180,6 +201,8 @@ class LayoutArrays:
     recompute: np.ndarray
     sequence_parallel: np.ndarray
     virtual_stages: np.ndarray
+    offload_optimizer: np.ndarray
+    offload_activations: np.ndarray
 
     @property
     def gpus(self) -> np.ndarray:
@@ -201,24 +224,23 @@ class LayoutArrays:
 
     def layout(self, i: int, *, global_batch: int | None = None) -> Layout:
         """Entry ``i`` as a ``Layout``."""
-        v = {k: int(getattr(self, k)[i]) for k in _ARRAY_FIELDS}
+        v = {k: int(getattr(self, k)[i]) for k in _ARRAY_FIELDS if k not in _BOOL_FIELDS}
         return Layout(tp=v["tp"], pp=v["pp"], dp=v["dp"], cp=v["cp"], ep=v["ep"],
                       etp=None if v["etp"] == v["tp"] else v["etp"], zero=v["zero"],
                       dp_shard=None if v["dp_shard"] == v["dp"] * v["cp"] else v["dp_shard"],
                       micro_batch=v["micro_batch"],
                       global_batch=global_batch, recompute=RECOMPUTE[v["recompute"]],
-                      sequence_parallel=bool(self.sequence_parallel[i]), virtual_stages=v["virtual_stages"])
+                      virtual_stages=v["virtual_stages"],
+                      **{k: bool(getattr(self, k)[i]) for k in _BOOL_FIELDS})  # fmt: skip
 
     @classmethod
     def of(cls, layouts: list[Layout]) -> LayoutArrays:
         """Layouts as arrays (the inverse of ``layout``)."""
         cols: dict[str, list[Any]] = {k: [] for k in _ARRAY_FIELDS}
         for lay in layouts:
-            for k in _ARRAY_FIELDS:
-                x = getattr(lay, k)
-                x = lay.expert_tp if k == "etp" else lay.zero_shard if k == "dp_shard" else x
+            for k, x in lay.kwargs().items():
                 cols[k].append(RECOMPUTE.index(x) if k == "recompute" else x)
-        return cls(**{k: np.asarray(v, dtype=bool if k == "sequence_parallel" else np.int64)
+        return cls(**{k: np.asarray(v, dtype=bool if k in _BOOL_FIELDS else np.int64)
                       for k, v in cols.items()})  # fmt: skip
 
 
@@ -255,6 +277,10 @@ def layout_text(layout: Layout | Mapping[str, Any]) -> str:
         parts.append(f"{RECOMPUTE[rc] if isinstance(rc, int) else rc} recompute")
     if d.get("sequence_parallel"):
         parts.append("SP")
+    if d.get("offload_optimizer"):
+        parts.append("optimizer offload")
+    if d.get("offload_activations"):
+        parts.append("activation offload")
     if "micro_batch" in d:
         parts.append(f"micro-batch {d['micro_batch']}")
     if "replicas" in d:  # a serving layout (the planner's inference options)

@@ -31,6 +31,14 @@ them during backward and all-gather the updated weights during the next forward;
 and layer, gathers a layer's weights (forward and backward) and reduce-scatters its gradients while the
 neighbouring layer computes: exposed = first gather + last reduce-scatter + Σ_layers max(0, comm − compute).
 
+Offload (``estimate.memory.offload``; Ren et al. 2021, ZeRO-Offload): with ``offload_optimizer`` each GPU sends
+its 16-bit gradient partition to the host every micro-batch over its host link (PCIe at the catalog's generation
+and the measured copy efficiency), overlapped with backward (the excess is exposed), the CPU runs the optimizer
+step at the host's memory bandwidth shared by the host's GPUs, and the updated 16-bit partition comes back before
+the next forward (no delayed update): the GPU's own optimizer step is gone. With ``offload_activations`` each
+layer's saved activations go down during forward and come back during backward, behind that layer's compute; what
+the copy exceeds the compute is on the critical path of every micro-batch. Both are the ``offload`` time.
+
 Every collective is timed by ``scaleright.estimate.collectives`` (measured nccl-tests bus bandwidth and latency
 per fabric, on the tiers of the ``catalog.systems.System`` its group spans, with the host's NICs shared by its GPUs
 that communicate at once): TP all-reduce over ``tp`` adjacent ranks, DP/ZeRO over ``dp·cp`` ranks ``tp`` apart,
@@ -71,11 +79,13 @@ from scaleright.estimate.memory import (
     LoraConfig,
     Overheads,
     _recompute_code,
+    activation_bytes_per_layer,
     lora_param_count,
     op_selective_recompute_fraction,
     optimizer_bytes_per_param,
     training_memory_arrays,
 )
+from scaleright.estimate.memory.offload import HOST_MEMORY_GB_PER_S, host_link_bytes_per_s
 from scaleright.workload.flops import attention_flops_per_token, train_flops_per_token
 from scaleright.workload.params import count_params
 from scaleright.workload.precision import bytes_per_element
@@ -88,7 +98,7 @@ if TYPE_CHECKING:
 __all__ = ["TrainEstimate", "train_step_arrays", "estimate_train", "peak_flops", "TIME_KEYS"]
 
 TIME_KEYS = ("compute", "recompute", "tp_comm", "cp_comm", "ep_comm", "pp_comm", "bubble", "dp_comm", "optimizer",
-             "overhead")  # fmt: skip
+             "offload", "overhead")  # fmt: skip
 
 
 def optimizer_step_bytes(optimizer: str, precision: str) -> float:
@@ -101,24 +111,58 @@ def optimizer_step_bytes(optimizer: str, precision: str) -> float:
     return 2 * states + 2 * 2.0  # + read the 16-bit gradient, write the 16-bit weight
 
 
-def _coll(kind: str, nbytes: ArrayLike, *, system: System, size: ArrayLike, stride: ArrayLike,
-          fits: CollectiveFits | None = None, where: ArrayLike = True) -> NDArray[np.float64]:
-    """``collectives.collective_time_s`` evaluated only where the group has more than one rank and ``where`` holds
-    (0 elsewhere): the planner's grids are mostly groups of one, and each layout needs only its ZeRO stage's
-    collectives."""
-    b, n, st, w = np.broadcast_arrays(np.asarray(nbytes, dtype=float), np.asarray(size, dtype=float),
-                                      np.asarray(stride, dtype=float), np.asarray(where, dtype=bool))  # fmt: skip
-    sel = (n > 1) & w
-    out = np.zeros(b.shape)
-    if sel.any():
-        bs, ns, ss = b[sel], n[sel], st[sel]
-        # runs of equal inputs (the planner's grid varies recompute, SP and virtual stages fastest) cost once each
-        new = np.ones(bs.shape, dtype=bool)
+class _Batch:
+    """The collectives of one step model, requested by name and evaluated together: ``collectives.collective_time_s``
+    once per kind over the distinct (bytes, size, stride) of all requests of that kind, only where the group has
+    more than one rank and ``where`` holds (0 elsewhere). The planner's grids are mostly groups of one, each layout
+    needs only its ZeRO stage's collectives, many layouts share one collective, and each call has a fixed cost."""
+
+    def __init__(self, system: System, fits: CollectiveFits | None) -> None:
+        self.system, self.fits = system, fits
+        # name -> (kind, shape, selected flat positions, run of each, run inputs (bytes, size, stride))
+        self.req: dict[str, tuple[str, tuple[int, ...], np.ndarray, np.ndarray, tuple[np.ndarray, ...]]] = {}
+
+    def add(self, name: str, kind: str, nbytes: ArrayLike, *, size: ArrayLike, stride: ArrayLike,
+            where: ArrayLike = True) -> None:  # fmt: skip
+        b, n, st, w = np.broadcast_arrays(np.asarray(nbytes, dtype=float), np.asarray(size, dtype=float),
+                                          np.asarray(stride, dtype=float), np.asarray(where, dtype=bool))  # fmt: skip
+        pos = np.flatnonzero((n > 1) & w)
+        bs, ns, ss = b.ravel()[pos], n.ravel()[pos], st.ravel()[pos]
+        # runs of equal inputs (the planner's grid varies recompute, SP and virtual stages fastest) once each
+        new = np.ones(pos.shape, dtype=bool)
         new[1:] = (bs[1:] != bs[:-1]) | (ns[1:] != ns[:-1]) | (ss[1:] != ss[:-1])
-        first = np.flatnonzero(new)
-        once = collective_time_s(kind, bs[first], system=system, size=ns[first], stride=ss[first], fits=fits)
-        out[sel] = once[np.cumsum(new) - 1]
-    return out
+        self.req[name] = (kind, b.shape, pos, np.cumsum(new) - 1, (bs[new], ns[new], ss[new]))
+
+    def run(self) -> dict[str, NDArray[np.float64]]:
+        out: dict[str, NDArray[np.float64]] = {}
+        for kind in dict.fromkeys(r[0] for r in self.req.values()):
+            names = [k for k, r in self.req.items() if r[0] == kind]
+            bs, ns, ss = (np.concatenate([self.req[k][4][i] for k in names]) for i in range(3))
+            t = np.zeros(bs.shape)
+            if bs.size:
+                order = np.arange(bs.size)
+                if bs.size > _SORT_FROM:
+                    # equal inputs made adjacent: sorted by a 64-bit mix of the three (a collision only leaves two
+                    # equal inputs apart, evaluated twice; the equality below compares the inputs themselves)
+                    order = np.argsort(bs.view(np.uint64) ^ (ns.view(np.uint64) * _MIX) ^ (ss.view(np.uint64) * _MIX2))
+                b_, n_, s_ = bs[order], ns[order], ss[order]
+                new = np.ones(b_.shape, dtype=bool)
+                new[1:] = (b_[1:] != b_[:-1]) | (n_[1:] != n_[:-1]) | (s_[1:] != s_[:-1])
+                once = collective_time_s(kind, b_[new], system=self.system, size=n_[new], stride=s_[new],
+                                         fits=self.fits)  # fmt: skip
+                t[order] = once[np.cumsum(new) - 1]
+            at = 0
+            for k in names:
+                _, shape, pos, run, inputs = self.req[k]
+                flat = np.zeros(int(np.prod(shape)))
+                flat[pos] = t[at:at + inputs[0].size][run]
+                out[k] = flat.reshape(shape)
+                at += inputs[0].size
+        return out
+
+
+_MIX, _MIX2 = np.uint64(0x9E3779B97F4A7C15), np.uint64(0xC2B2AE3D27D4EB4F)  # odd 64-bit mixing constants
+_SORT_FROM = 2048  # distinct runs from which ``_Batch`` sorts them to evaluate each distinct input once
 
 
 def train_step_arrays(
@@ -150,6 +194,8 @@ def train_step_arrays(
     framework: Framework | str | None = None,
     tp_comm_overlap: bool | None = None,
     ep_comm_overlap: bool = False,
+    offload_optimizer: ArrayLike = False,
+    offload_activations: ArrayLike = False,
 ) -> dict[str, np.ndarray]:
     """Time breakdown (s per optimizer step), throughput and FLOP rates, broadcast over the layout arrays.
 
@@ -165,7 +211,9 @@ def train_step_arrays(
     DeepSeek-V3's DualPipe; off by default): then a layer exposes only what its all-to-all exceeds its compute.
     ``dp_shard`` is ZeRO-3's shard group (None: ``dp·cp``; smaller: HSDP, each layer's gather and reduce-scatter
     over ``dp_shard`` ranks ``tp`` apart and an all-reduce of the reduced shard across the ``dp·cp/dp_shard``
-    replicas, ``tp·dp_shard`` apart, FSDP2's hybrid sharding, every micro-batch)."""
+    replicas, ``tp·dp_shard`` apart, FSDP2's hybrid sharding, every micro-batch). ``offload_optimizer`` /
+    ``offload_activations``: ZeRO-Offload and activation offload (module docstring); ``InputError`` when the GPU has
+    no host link in the catalog."""
     fw = framework_of(framework).with_overrides(tp_comm_overlap=tp_comm_overlap)
     system = system_of(gpu, system=system, cluster=cluster)
     fits = scaled_fits(cal)
@@ -192,6 +240,74 @@ def train_step_arrays(
 
     t = s * b / cp  # tokens per micro-batch on this GPU
     h = spec.hidden
+    layers_stage = np.ceil(spec.layers / pp)
+    # ---- every collective of the step, evaluated together (one ``collective_time_s`` call per kind) ----------
+    # dense gradients over the dp·cp group (ranks tp apart); expert gradients over the expert-data-parallel group
+    # (edp ranks, etp·ep apart); every GPU of a host communicates at once, so they share the host's NICs
+    dp_group = dp * cp
+    dense_local = (c.total - c.routed_experts_total) / (tp * pp)
+    expert_local = c.routed_experts_total / (etp * pp * ep)
+    # bytes of the local weights that ZeRO-3/FSDP gathers (for LoRA/QLoRA: the frozen base, NF4 for QLoRA)
+    w_bytes = bytes_per_element("nf4") if task == "qlora" else bpv
+    gather_dense, gather_expert = dense_local * w_bytes, expert_local * w_bytes
+    if frozen:
+        trainable = lora_param_count(spec, lora or LoraConfig()) / (tp * pp)
+        dense_local, expert_local = trainable, 0.0 * expert_local
+    grad_bytes = bpv * dense_local
+    grad_bytes_e = bpv * expert_local
+    shard = dp_group if dp_shard is None else np.asarray(dp_shard, dtype=float)  # ZeRO-3 shard group (HSDP)
+    z0, z12, z3 = zero == 0, (zero == 1) | (zero == 2), zero >= 3
+    bucket = 25 * 2**20  # PyTorch DDP's default bucket_cap_mb=25 (MiB): the last bucket cannot overlap
+    last = np.minimum(bucket, grad_bytes)
+    kv_chunk = 2 * t * (spec.kv_dim if not spec.mla else spec.heads * spec.head_dim) / tp * bpv
+    routed = t / tp * spec.moe.top_k * h * bpv if spec.moe else 0.0
+    col = _Batch(system, fits)
+    if spec.moe:
+        # each GPU dispatches its sequence-parallel share of the tokens (Megatron requires sequence parallelism
+        # for MoE with tp > 1), top_k copies of each, and receives as many back in the combine; the all-to-all
+        # buffer S of nccl-tests is n times what one GPU sends to each peer (S/n each), i.e. what it sends in all.
+        # The EP group is ep ranks etp apart (Megatron-Core's expert order: etp, ep, edp), on the tiers it spans.
+        col.add("a2a", "all_to_all", routed, size=ep, stride=etp)
+        # expert tensor parallelism: the ETP group all-gathers the dispatched tokens before the experts and
+        # reduce-scatters their outputs (the gathered buffer: etp times what one GPU received)
+        col.add("etp_ag", "all_gather", routed * etp, size=etp, stride=1)
+        col.add("etp_rs", "reduce_scatter", routed * etp, size=etp, stride=1)
+    col.add("tp_ar", "all_reduce", t * h * bpv, size=tp, stride=1)
+    if fw.cp_variant == "ring":
+        col.add("cp_ring", "p2p", kv_chunk, size=cp, stride=tp)
+    elif fw.cp_variant == "allgather":
+        col.add("cp_ag", "all_gather", kv_chunk * cp, size=cp, stride=tp)
+        col.add("cp_rs", "reduce_scatter", kv_chunk * cp, size=cp, stride=tp)
+    else:
+        qkv = t * (spec.q_dim + 2 * (spec.kv_dim if not spec.mla else spec.heads * spec.head_dim)) / tp * bpv
+        col.add("cp_qkv", "all_to_all", qkv, size=cp, stride=tp)
+        col.add("cp_out", "all_to_all", t * attn_out_width(spec) / tp * bpv, size=cp, stride=tp)
+    col.add("pp_p2p", "p2p", t * h * bpv, size=pp, stride=tp * cp * dp)
+
+    def dp_add(name: str, kind: str, dense: ArrayLike, expert: ArrayLike, where: ArrayLike,
+               size: ArrayLike = dp_group) -> None:  # fmt: skip
+        """One ``kind`` collective of the dense bytes over the dp·cp group (or ``size`` ranks of it) plus one of the
+        expert bytes over the expert-data-parallel group, for the layouts ``where`` says."""
+        col.add(name, kind, dense, size=size, stride=tp, where=where)
+        if spec.moe:
+            sel = np.asarray(where, dtype=bool) & (np.asarray(expert) > 0)  # LoRA: no expert gradients
+            col.add(name + "_e", kind, expert, size=edp, stride=etp * ep, where=sel)
+
+    dp_add("ar_dp", "all_reduce", grad_bytes, grad_bytes_e, z0)
+    col.add("last_bucket", "all_reduce", last, size=dp_group, stride=tp, where=z0)
+    dp_add("rs_dp", "reduce_scatter", grad_bytes, grad_bytes_e, z12)
+    dp_add("ag_dp", "all_gather", grad_bytes, grad_bytes_e, z12)
+    col.add("rs_last", "reduce_scatter", last, size=dp_group, stride=tp, where=z12)
+    col.add("ag_first", "all_gather", last, size=dp_group, stride=tp, where=z12)
+    dp_add("ag_layer", "all_gather", gather_dense / layers_stage, gather_expert / layers_stage, z3, size=shard)
+    dp_add("rs_layer", "reduce_scatter", grad_bytes / layers_stage, grad_bytes_e / layers_stage, z3, size=shard)
+    col.add("hsdp_ar", "all_reduce", grad_bytes / layers_stage / shard, size=dp_group / shard, stride=tp * shard,
+            where=z3 & (shard < dp_group))
+    ct = col.run()
+
+    def dp_time(name: str) -> NDArray[np.float64]:
+        return ct[name] + ct[name + "_e"] if spec.moe else ct[name]
+
     # ---- GEMMs of one layer (forward), MoE expert all-to-all -----------------------------------------------------
     attn_fwd, ffn_fwd = layer_gemm_times(spec, c, tokens=t, tp=tp, ep=ep, etp=etp, gemm=gemm)
     o_in = attn_out_width(spec)
@@ -199,19 +315,9 @@ def train_step_arrays(
     ep_comm_fwd: float | NDArray[np.float64] = 0.0
     a2a_fwd: float | NDArray[np.float64] = 0.0
     moe_frac = c.moe_layers / c.layers if spec.moe else 0.0
-    if spec.moe:
-        # each GPU dispatches its sequence-parallel share of the tokens (Megatron requires sequence parallelism
-        # for MoE with tp > 1), top_k copies of each, and receives as many back in the combine; the all-to-all
-        # buffer S of nccl-tests is n times what one GPU sends to each peer (S/n each), i.e. what it sends in all.
-        # The EP group is ep ranks etp apart (Megatron-Core's expert order: etp, ep, edp), on the tiers it spans.
-        routed = t / tp * spec.moe.top_k * h * bpv
-        a2a = _coll("all_to_all", routed, system=system, fits=fits, size=ep, stride=etp)
-        # expert tensor parallelism: the ETP group all-gathers the dispatched tokens before the experts and
-        # reduce-scatters their outputs (the gathered buffer: etp times what one GPU received)
-        etp_ag = _coll("all_gather", routed * etp, system=system, fits=fits, size=etp, stride=1)
-        etp_rs = _coll("reduce_scatter", routed * etp, system=system, fits=fits, size=etp, stride=1)
-        a2a_fwd = moe_frac * 2 * a2a  # dispatch + combine, per average layer
-        ep_comm_fwd = a2a_fwd + moe_frac * (etp_ag + etp_rs)
+    if spec.moe:  # the expert all-to-all and the ETP gather / reduce-scatter (above)
+        a2a_fwd = moe_frac * 2 * ct["a2a"]  # dispatch + combine, per average layer
+        ep_comm_fwd = a2a_fwd + moe_frac * (ct["etp_ag"] + ct["etp_rs"])
     gemm_fwd = attn_fwd + ffn_fwd
     if frozen and lora is not None:
         r = lora.rank
@@ -249,7 +355,7 @@ def train_step_arrays(
         layer_w = (c.blocks / c.layers) / tp
         elem_fwd = elem_fwd + layer_w * (bytes_per_element("nf4") + 2.0) / hbm
     # ---- tensor-parallel communication ------------------------------------------------------------------------
-    ar = _coll("all_reduce", t * h * bpv, system=system, fits=fits, size=tp, stride=1)
+    ar = ct["tp_ar"]
     host_staged = system.tiers[0].kind == "pcie-host"  # no P2P: nothing for the framework to overlap with
     hidden = cal.tp_overlap if fw.tp_comm_overlap and not host_staged else 0.0
     tp_fwd = (2 - moe_frac) * ar * (1 - hidden)  # attention and dense MLP; a MoE layer's MLP is in ep_comm
@@ -262,19 +368,14 @@ def train_step_arrays(
         exposed = np.maximum(ar - wgrad_qkv, 0.0) + np.maximum(ar - wgrad_fc1, 0.0)
         tp_bwd = np.minimum(tp_bwd, exposed)
     # ---- context parallelism (``Framework.cp_variant``) ----------------------------------------------------------
-    kv_chunk = 2 * t * (spec.kv_dim if not spec.mla else spec.heads * spec.head_dim) / tp * bpv
     if fw.cp_variant == "ring":  # K/V chunks pass cp-1 times, overlapped with the attention of the previous chunk
-        ring = (cp - 1) * _coll("p2p", kv_chunk, system=system, fits=fits, size=cp, stride=tp)
+        ring = (cp - 1) * ct["cp_ring"]
         cp_fwd = np.maximum(ring - core_fwd, 0.0)
         cp_bwd = np.maximum(2 * ring - core_bwd, 0.0)
     elif fw.cp_variant == "allgather":  # all-gather K/V before attention, reduce-scatter dK/dV after: exposed
-        cp_fwd = _coll("all_gather", kv_chunk * cp, system=system, fits=fits, size=cp, stride=tp)
-        cp_bwd = _coll("reduce_scatter", kv_chunk * cp, system=system, fits=fits, size=cp, stride=tp)
+        cp_fwd, cp_bwd = ct["cp_ag"], ct["cp_rs"]
     else:  # ulysses: all-to-all q/k/v to head-sharded full sequences and the output back; backward the same
-        qkv = t * (spec.q_dim + 2 * (spec.kv_dim if not spec.mla else spec.heads * spec.head_dim)) / tp * bpv
-        cp_fwd = (_coll("all_to_all", qkv, system=system, fits=fits, size=cp, stride=tp)
-                  + _coll("all_to_all", t * attn_out_width(spec) / tp * bpv, system=system, fits=fits, size=cp,
-                          stride=tp))  # fmt: skip
+        cp_fwd = ct["cp_qkv"] + ct["cp_out"]
         cp_bwd = cp_fwd
     # ---- one layer, one micro-batch ----------------------------------------------------------------------------
     layer_fwd = gemm_fwd + core_fwd + elem_fwd
@@ -282,7 +383,6 @@ def train_step_arrays(
     recomp = np.where(rc == 2, layer_fwd + tp_fwd + cp_fwd + ep_comm_fwd, np.where(rc == 1, core_fwd, 0.0))
     # op-selective (torchtitan per-op SAC): the matmuls whose outputs it does not save, and the elementwise work
     recomp = np.where(rc == 3, op_selective_recompute_fraction(spec) * gemm_fwd + elem_fwd, recomp)
-    layers_stage = np.ceil(spec.layers / pp)
     # output head (last stage) and its loss: a (t x h)·(h x V/tp) GEMM plus the fp32 softmax traffic
     head = gemm_time(t, h, spec.vocab / tp, **gemm) * (1 + bwd_gemm) + 3 * t * spec.vocab / tp * 4.0 / hbm
     compute_mb = layers_stage * (layer_fwd + layer_bwd) + head
@@ -295,8 +395,34 @@ def train_step_arrays(
         ep_mb = layers_stage * (ep_exposed_fwd + ep_exposed_bwd)
     else:
         ep_mb = layers_stage * 2 * ep_comm_fwd
+    # ---- activation offload: each layer's saved activations down in forward, back in backward, behind its compute --
+    off_a = np.asarray(offload_activations, dtype=bool)
+    off_o = np.asarray(offload_optimizer, dtype=bool)
+    link = 0.0
+    if off_a.any() or off_o.any():
+        link_or_none = host_link_bytes_per_s(gpu)
+        if link_or_none is None:
+            raise InputError(f"offload on {gpu.id}: the catalog gives it no host link (pcie_gen), so the host "
+                             "traffic cannot be costed; allowed: offload_optimizer/offload_activations false")
+        link = link_or_none
+    act_mb: float | NDArray[np.float64] = 0.0
+    if off_a.any():  # evaluated on the offloading layouts only
+        shape = np.broadcast(off_a, layers_stage, layer_fwd, layer_bwd, recomp, b, tp, cp, sp, rc).shape
+        on = np.flatnonzero(np.broadcast_to(off_a, shape))
+
+        def at(x: ArrayLike) -> NDArray[np.float64]:
+            return np.broadcast_to(np.asarray(x, dtype=float), shape).ravel()[on]
+
+        saved = activation_bytes_per_layer(spec, seq_len=at(s), micro_batch=at(b), tp=at(tp), cp=at(cp),
+                                           sequence_parallel=at(sp) > 0, recompute=at(rc).astype(int),
+                                           flash_attention=fw.attention == "flash",
+                                           bytes_per_value=bpv) / link  # fmt: skip
+        act = np.zeros(int(np.prod(shape)))
+        act[on] = at(layers_stage) * (np.maximum(saved - at(layer_fwd), 0.0)
+                                      + np.maximum(saved - at(layer_bwd + recomp), 0.0))  # fmt: skip
+        act_mb = act.reshape(shape)
     # ---- pipeline ------------------------------------------------------------------------------------------------
-    p2p = _coll("p2p", t * h * bpv, system=system, fits=fits, size=pp, stride=tp * cp * dp)
+    p2p = ct["pp_p2p"]
     if fw.pipeline_schedule == "1f1b":  # one chunk per rank (estimate_train refuses virtual_stages > 1)
         v = np.ones_like(v)
     # interleaving sends each micro-batch's activations across v chunk boundaries per stage, not one (Narayanan et
@@ -304,7 +430,7 @@ def train_step_arrays(
     pp_mb = np.where(pp > 1, 2 * v * p2p, 0.0)
     if fw.pp_p2p_overlap:  # the transfers run under the neighbouring chunks' compute: only their excess shows
         pp_mb = np.maximum(pp_mb - (compute_mb + recompute_mb), 0.0)
-    slot = compute_mb + recompute_mb + tp_mb + cp_mb + ep_mb + pp_mb
+    slot = compute_mb + recompute_mb + tp_mb + cp_mb + ep_mb + pp_mb + act_mb
     if fw.pipeline_schedule == "zero-bubble":
         # ZB-H1 (Qi et al. 2023): weight-gradient GEMMs (T_W) fill the bubble, (p-1)(T_F + T_B - T_W) per chunk
         w_mb = 0.0 if frozen else layers_stage * gemm_fwd
@@ -314,47 +440,15 @@ def train_step_arrays(
     # ---- data-parallel synchronisation -------------------------------------------------------------------------
     # dense gradients over the dp·cp group (ranks tp apart); expert gradients over the expert-data-parallel group
     # (edp ranks, etp·ep apart); every GPU of a host communicates at once, so they share the host's NICs
-    dp_group = dp * cp
-    dense_local = (c.total - c.routed_experts_total) / (tp * pp)
-    expert_local = c.routed_experts_total / (etp * pp * ep)
-    # bytes of the local weights that ZeRO-3/FSDP gathers (for LoRA/QLoRA: the frozen base, NF4 for QLoRA)
-    w_bytes = bytes_per_element("nf4") if task == "qlora" else bpv
-    gather_dense, gather_expert = dense_local * w_bytes, expert_local * w_bytes
-    if frozen:
-        trainable = lora_param_count(spec, lora or LoraConfig()) / (tp * pp)
-        dense_local, expert_local = trainable, 0.0 * expert_local
-    grad_bytes = bpv * dense_local
-    grad_bytes_e = bpv * expert_local
-
-    shard = dp_group if dp_shard is None else np.asarray(dp_shard, dtype=float)  # ZeRO-3 shard group (HSDP)
-
-    def dp_coll(kind: str, dense: ArrayLike, expert: ArrayLike, where: ArrayLike,
-                size: ArrayLike = dp_group) -> NDArray[np.float64]:  # fmt: skip
-        """One ``kind`` collective of the dense bytes over the dp·cp group (or ``size`` ranks of it) plus one of the
-        expert bytes over the expert-data-parallel group, for the layouts ``where`` says."""
-        t_dense = _coll(kind, dense, system=system, fits=fits, size=size, stride=tp, where=where)
-        if not spec.moe:
-            return t_dense
-        sel = np.asarray(where, dtype=bool) & (np.asarray(expert) > 0)  # LoRA: no expert gradients
-        return t_dense + _coll(kind, expert, system=system, fits=fits, size=edp, stride=etp * ep, where=sel)
-
-    z0, z12, z3 = zero == 0, (zero == 1) | (zero == 2), zero >= 3
-
     bwd_window = layers_stage * layer_bwd
     fwd_window = layers_stage * layer_fwd
-    bucket = 25 * 2**20  # PyTorch DDP's default bucket_cap_mb=25 (MiB): the last bucket cannot overlap
-    last = np.minimum(bucket, grad_bytes)
     # ZeRO-0 (DDP): gradient buckets all-reduced as backward produces them, overlapped with the rest of backward
-    ar_dp = dp_coll("all_reduce", grad_bytes, grad_bytes_e, z0)
-    last_bucket = _coll("all_reduce", last, system=system, fits=fits, size=dp_group, stride=tp, where=z0)
+    ar_dp, last_bucket = dp_time("ar_dp"), ct["last_bucket"]
     exposed_z012 = np.maximum(ar_dp - bwd_window, 0.0) + last_bucket if fw.dp_bucket_overlap else ar_dp
     # ZeRO-1/2 (Megatron distributed optimizer): reduce-scatter the gradient buckets during backward, all-gather the
     # updated weights bucket by bucket during the next forward (--overlap-param-gather); the last reduce-scatter
     # bucket and the first gather bucket cannot overlap
-    rs_dp = dp_coll("reduce_scatter", grad_bytes, grad_bytes_e, z12)
-    ag_dp = dp_coll("all_gather", grad_bytes, grad_bytes_e, z12)
-    rs_last = _coll("reduce_scatter", last, system=system, fits=fits, size=dp_group, stride=tp, where=z12)
-    ag_first = _coll("all_gather", last, system=system, fits=fits, size=dp_group, stride=tp, where=z12)
+    rs_dp, ag_dp, rs_last, ag_first = dp_time("rs_dp"), dp_time("ag_dp"), ct["rs_last"], ct["ag_first"]
     exposed_z12 = np.maximum(rs_dp - bwd_window, 0.0) + rs_last + np.maximum(ag_dp - fwd_window, 0.0) + ag_first
     if not fw.dp_bucket_overlap:
         exposed_z12 = rs_dp + ag_dp
@@ -362,12 +456,9 @@ def train_step_arrays(
     # backward) while the neighbouring layer computes (prefetch), and its gradients reduce-scattered while the
     # next layer back computes. Each layer exposes what its communication exceeds its neighbour's compute; the
     # first gather and the last reduce-scatter overlap nothing (PyTorch FSDP forward/backward prefetch).
-    ag_layer = dp_coll("all_gather", gather_dense / layers_stage, gather_expert / layers_stage, z3, size=shard)
-    # FSDP2 reduce-scatters every micro-batch's gradients (no no_sync without unsharded gradient memory)
-    rs_layer = dp_coll("reduce_scatter", grad_bytes / layers_stage, grad_bytes_e / layers_stage, z3, size=shard)
-    # HSDP: the reduced shard is then all-reduced across the replicas (dense models only)
-    rs_layer = rs_layer + _coll("all_reduce", grad_bytes / layers_stage / shard, system=system, fits=fits,
-                                size=dp_group / shard, stride=tp * shard, where=z3 & (shard < dp_group))
+    # FSDP2 reduce-scatters every micro-batch's gradients (no no_sync without unsharded gradient memory); HSDP then
+    # all-reduces the reduced shard across the replicas (dense models only)
+    ag_layer, rs_layer = dp_time("ag_layer"), dp_time("rs_layer") + ct["hsdp_ar"]
     bwd_layer = layer_bwd + recomp
     exposed_z3 = n_micro * (
         ag_layer + rs_layer
@@ -380,7 +471,14 @@ def train_step_arrays(
     dp_comm = np.where((dp_group > 1) | (edp > 1), dp_comm, 0.0)
     # ---- optimizer -----------------------------------------------------------------------------------------------
     opt_params = np.where(zero >= 1, dense_local / shard + expert_local / edp, dense_local + expert_local)
-    optimizer_s = opt_params * optimizer_step_bytes(optimizer, precision) / hbm
+    step_bytes = opt_params * optimizer_step_bytes(optimizer, precision)
+    optimizer_s = step_bytes / hbm
+    offload_s = n_micro * act_mb
+    if off_o.any():  # ZeRO-Offload: gradients down every micro-batch (behind backward), CPU step, parameters up
+        grad_down = np.maximum(bpv * opt_params / link - bwd_window, 0.0)
+        cpu_step = step_bytes / (HOST_MEMORY_GB_PER_S * 1e9 / system.gpus_per_node)
+        offload_s = offload_s + np.where(off_o, n_micro * grad_down + cpu_step + bpv * opt_params / link, 0.0)
+        optimizer_s = np.where(off_o, 0.0, optimizer_s)
     # ---- total -----------------------------------------------------------------------------------------------
     out = {
         "compute": n_micro * compute_mb,
@@ -392,6 +490,7 @@ def train_step_arrays(
         "bubble": bubble,
         "dp_comm": dp_comm,
         "optimizer": optimizer_s,
+        "offload": offload_s,
         "overhead": np.full_like(optimizer_s, cal.step_overhead_s, dtype=float),
     }
     shape = np.broadcast(*out.values()).shape
@@ -462,11 +561,7 @@ class TrainEstimate:
         }  # fmt: skip
         d["framework"] = self.framework.as_dict()
         lay = self.layout
-        d["layout"] = {k: getattr(lay, k) for k in ("tp", "pp", "dp", "cp", "ep", "zero", "micro_batch",
-                                                    "global_batch", "recompute", "sequence_parallel",
-                                                    "virtual_stages")}  # fmt: skip
-        d["layout"]["etp"] = lay.expert_tp
-        d["layout"]["dp_shard"] = lay.zero_shard
+        d["layout"] = lay.kwargs() | {"global_batch": lay.global_batch}
         return d
 
 
@@ -476,20 +571,14 @@ def _predict(
     framework: Framework, ep_comm_overlap: bool = False,
 ) -> tuple[dict[str, float], dict[str, float]]:
     gb = layout.global_batch or layout.micro_batch * layout.dp
+    lay = layout.kwargs()  # one set of layout keywords for both models
     perf = train_step_arrays(
-        spec, gpu=gpu, system=system, seq_len=seq_len, global_batch=gb, tp=layout.tp, pp=layout.pp,
-        dp=layout.dp, cp=layout.cp, ep=layout.ep, etp=layout.expert_tp, zero=layout.zero,
-        dp_shard=layout.zero_shard,
-        micro_batch=layout.micro_batch, recompute=layout.recompute, sequence_parallel=layout.sequence_parallel,
-        virtual_stages=layout.virtual_stages, precision=precision, task=task, lora=lora, optimizer=optimizer,
-        cal=cal, framework=framework, ep_comm_overlap=ep_comm_overlap,
+        spec, gpu=gpu, system=system, seq_len=seq_len, global_batch=gb, precision=precision, task=task, lora=lora,
+        optimizer=optimizer, cal=cal, framework=framework, ep_comm_overlap=ep_comm_overlap, **lay,
     )  # fmt: skip
     mem = training_memory_arrays(
-        spec, seq_len=seq_len, tp=layout.tp, pp=layout.pp, dp=layout.dp, cp=layout.cp, ep=layout.ep,
-        zero=layout.zero, micro_batch=layout.micro_batch, n_micro=layout.grad_accum, recompute=layout.recompute,
-        sequence_parallel=layout.sequence_parallel, virtual_stages=layout.virtual_stages, precision=precision,
-        optimizer=optimizer, task=task, lora=lora, overheads=overheads, etp=layout.expert_tp,
-        dp_shard=layout.zero_shard,
+        spec, seq_len=seq_len, n_micro=layout.grad_accum, precision=precision, optimizer=optimizer, task=task,
+        lora=lora, overheads=overheads, **lay,
     )  # fmt: skip
     return {k: float(v) for k, v in perf.items()}, {k: float(v) / GB for k, v in mem.items()}
 

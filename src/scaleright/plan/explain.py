@@ -41,7 +41,8 @@ def _x(topic: str, title: str, text: str, **data) -> dict:
     return {"topic": topic, "title": title, "text": text, "data": data}
 
 
-_LAYOUT_KEYS = ("tp", "pp", "dp", "cp", "ep", "etp", "zero", "dp_shard", "virtual_stages")
+_LAYOUT_KEYS = ("tp", "pp", "dp", "cp", "ep", "etp", "zero", "dp_shard", "virtual_stages", "offload_optimizer",
+                "offload_activations")
 
 
 def _at(a: dict, i: int, *extra: str) -> dict:

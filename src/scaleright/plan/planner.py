@@ -447,7 +447,7 @@ def _plan_training(scn, spec, cat, cal, progress) -> PlanResult:
     t0, c0 = time.perf_counter(), time.process_time()
     gpus_allowed = _allowed_gpus(scn, cat)
     options_all, skipped, per_gpu_cands = [], [], {}
-    n_eval = n_fit = 0
+    n_eval = n_fit = n_fit_offload = 0
     for i, g in enumerate(gpus_allowed):
         if progress:
             progress(i, len(gpus_allowed), g.id)
@@ -463,6 +463,7 @@ def _plan_training(scn, spec, cat, cal, progress) -> PlanResult:
                                  framework=framework_of(tr.framework, field="training.framework"))  # fmt: skip
         n_eval += cand.n_evaluated
         n_fit += cand.n_fit
+        n_fit_offload += cand.n_fit_offload
         if cand.n_fit == 0:
             skipped.append({"gpu": g.id, "reason": cand.note or "no layout fits in memory at any allowed count"})
             continue
@@ -475,6 +476,9 @@ def _plan_training(scn, spec, cat, cal, progress) -> PlanResult:
         first[1:] = a["gpus"][order][1:] != a["gpus"][order][:-1]
         js = order[first]
         n_j = a["gpus"][js].astype(int)
+        arch = arch_factors(g)  # what every option of this GPU type records (computed once, not per option)
+        same = {"framework": framework_of(tr.framework, field="training.framework").name,
+                "calibrated": arch.calibrated, "calibration_note": arch.note}
         for pr in pricings:
             price_j = np.asarray([pr.rate[counts.index(int(n))] for n in n_j], dtype=float)
             spots: list[dict | None] = [None] * len(js)
@@ -484,8 +488,8 @@ def _plan_training(scn, spec, cat, cal, progress) -> PlanResult:
                     h_j[k], spots[k] = _spot_hours(scn, a, j, int(n_j[k]), system.gpus_per_node, float(hours[j]))
             econ_j = _train_econ(scn, g, n_j, h_j, price_j, tokens)  # arrays over the counts: one call per kind
             for k, j in enumerate(js.tolist()):
-                o = _train_option(scn, g, cand, j, float(h_j[k]), float(price_j[k]), pr.src,
-                                  {key: float(v[k]) for key, v in econ_j.items()}) | pr.offer  # fmt: skip
+                o = _train_option(g, cand, j, float(h_j[k]), float(price_j[k]), pr.src,
+                                  {key: float(v[k]) for key, v in econ_j.items()}, same) | pr.offer  # fmt: skip
                 if o.get("egress_usd"):
                     o["cost_usd"] += o["egress_usd"]
                     o["cost_per_1m_tokens_usd"] = float(econ.training_cost_usd_per_1m_tokens(tokens=tokens,
@@ -509,7 +513,8 @@ def _plan_training(scn, spec, cat, cal, progress) -> PlanResult:
         if cur is None or _better(o, cur, scn):
             best_per_gpu[o["gpu"]] = o
     options = sorted(best_per_gpu.values(), key=lambda o: (o["cost_usd"], o["time_h"]))
-    search = {"layouts_evaluated": n_eval, "layouts_fit": n_fit, "wall_s": wall, "cpu_s": cpu,
+    search = {"layouts_evaluated": n_eval, "layouts_fit": n_fit, "layouts_fit_offload": n_fit_offload,
+              "wall_s": wall, "cpu_s": cpu,
               "gpu_types": len(gpus_allowed),
               "skipped": skipped, "layouts_per_s": n_eval / wall if wall > 0 else None,
               "limits": SEARCH_LIMITS, "precision_notes": _precision_notes(options)}  # fmt: skip
@@ -545,7 +550,9 @@ def _train_econ(scn, g, gpus, hours, price, tokens) -> dict[str, np.ndarray]:
             (("cost_usd", cost), ("cost_per_1m_tokens_usd", per_1m), ("energy_kwh", kwh), ("co2e_kg", co2))}
 
 
-def _train_option(scn, g, cand, j, hours, price, src, ec: dict[str, float]) -> dict:
+def _train_option(g, cand, j, hours, price, src, ec: dict[str, float], same: dict[str, Any]) -> dict:
+    """Option ``j`` of ``cand`` as the plan's dict; ``same`` holds what every option of the GPU type records (the
+    framework behaviour the step time assumes, whether the architecture has measured ceilings)."""
     a = cand.arrays
     n = int(a["gpus"][j])
     return {
@@ -559,10 +566,7 @@ def _train_option(scn, g, cand, j, hours, price, src, ec: dict[str, float]) -> d
         "gpu_memory_gb": g.memory_gb, "time_breakdown_s": time_breakdown(a, j),
         "memory_breakdown_gb": {k: float(a[f"mem_{k}"][j]) for k in ("weights", "gradients", "optimizer",
                                                                       "gathered", "activations", "overhead")},
-        # the framework behaviour the step time assumes, and whether the GPU's architecture has measured ceilings
-        "framework": framework_of(scn.training.framework, field="training.framework").name,
-        "calibrated": arch_factors(g).calibrated, "calibration_note": arch_factors(g).note,
-    }  # fmt: skip
+    } | same  # fmt: skip
 
 
 def _size_by_simulation(scn, spec, cat, cal, options_all, skipped, rate, hours_month) -> int:

@@ -4,7 +4,8 @@ For training, the axes are GPU count (1, 2, 4, ... below one host of the system,
 tensor parallel (divisors of the heads that the KV heads allow, dividing the scale-up domain: 8 on HGX, 72 on
 NVL72), pipeline stages (up to the layers, any count that divides the GPUs left), interleaved virtual stages,
 context parallel (long sequences), expert parallel and expert tensor parallel (MoE, with Megatron-Core's parallel
-folding), ZeRO stage, micro-batch (any divisor of the per-replica batch), recomputation and sequence parallelism.
+folding), ZeRO stage, micro-batch (any divisor of the per-replica batch), recomputation and sequence parallelism;
+then, for the layouts that do not fit, optimizer and activation offload (``estimate.memory.offload``).
 Valid layouts are enumerated, not masked out of a full ``meshgrid``: the structural tuples (count, tp, cp, pp, dp)
 come from a loop over divisors (a few thousand), then each further axis expands only the rows it is valid for
 (``numpy.nonzero`` of a rows × values mask). Memory is evaluated for all valid layouts at once, the performance
@@ -18,8 +19,11 @@ carry the request rate.
 
 from __future__ import annotations
 
+import ctypes
+import dataclasses
 import functools
 import math
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, cast
@@ -40,6 +44,7 @@ from scaleright.estimate.memory import (
     model_state_bytes,
     training_memory_arrays,
 )
+from scaleright.estimate.memory.offload import host_link_bytes_per_s, resident_states
 from scaleright.estimate.train import TIME_KEYS, train_step_arrays
 from scaleright.workload.spec import TransformerSpec
 
@@ -67,12 +72,38 @@ SEARCH_LIMITS = {
     "ep": f"divisors of the experts up to {EP_MAX} (MoE only), ep·etp dividing tp·cp·dp (MoE parallel folding)",
     "etp": "1 or tp (MoE only)",
     "zero": "0-3 (LoRA/QLoRA: 0 or 3), and ZeRO-3 as HSDP (sharded over the data-parallel ranks of one scale-up "
-            "domain, replicated across; dense models); no activation or optimizer offload",
+            "domain, replicated across; dense models)",
+    "offload": "optimizer offload (ZeRO-Offload, ZeRO >= 1) and activation offload, each and both, only for layouts "
+               "that do not fit without them, on parts whose host link (PCIe generation) the catalog gives; full "
+               "training only",
     "micro_batch": "any divisor of the per-replica batch (global batch / dp)",
     "recompute": "none, selective (with sequence parallelism when tp > 1), full",
     "inference": "tp in 1, 2, 4, 8, 16 inside the scale-up domain, pp = 1, batch up to 4096 sequences per replica",
 }
 INFER_BATCH_LIMIT = 4096
+
+
+# glibc's M_TOP_PAD: bytes the heap keeps above its top when it grows and when freed memory is trimmed
+_M_TOP_PAD = -2
+HEAP_TOP_PAD_BYTES = 128 * 2**20
+
+
+@functools.cache
+def _keep_heap_top() -> None:
+    """Let the C heap keep ``HEAP_TOP_PAD_BYTES`` free at its top (glibc ``mallopt(M_TOP_PAD)``), once per process.
+
+    The search allocates and frees tens of MB of numpy temporaries per GPU type; with glibc's default pad (128 KiB)
+    every free at the top of the heap is returned to the kernel and page-faulted back in by the next allocation,
+    which cost a third of the search's CPU time (system time) on the benchmark. Only the pad changes (no result
+    does); elsewhere (no glibc, other platforms) nothing is done."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):
+        return
+    mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
+    mallopt(_M_TOP_PAD, HEAP_TOP_PAD_BYTES)
 
 
 def gpu_counts(gpus_per_node: int, max_gpus: int) -> list[int]:
@@ -139,6 +170,7 @@ def _state_rows(spec: TransformerSpec, counts: tuple[int, ...], gpus_per_node: i
                         for k, x in zip(("tp", "cp", "pp", "dp"), (t, c, p, d), strict=True):
                             cols[k].append(x)
     rows = {k: np.asarray(v, dtype=np.int64) for k, v in cols.items()}
+    rows["parent"] = np.arange(rows["tp"].size, dtype=np.int64)  # the structural tuple each row expands
     one = np.ones(rows["tp"].shape, dtype=np.int64)
     # ---- experts: ep divides the experts, ep·etp divides tp·cp·dp (MoE parallel folding) -----------------------
     if spec.moe:
@@ -177,18 +209,27 @@ def _state_rows(spec: TransformerSpec, counts: tuple[int, ...], gpus_per_node: i
 def train_layout_grid(spec: TransformerSpec, *, counts: list[int], gpus_per_node: int, seq_len: int,
                       global_batch: int, task: str,
                       prune: Callable[[dict[str, np.ndarray]], np.ndarray] | None = None,
-                      count_pruned: list[int] | None = None) -> LayoutArrays:  # fmt: skip
-    """All valid training layouts (module docstring), ``gpus_per_node`` being the tensor-parallel domain.
+                      count_pruned: list[int] | None = None, interleaved: bool = True,
+                      offload: Callable[[dict[str, np.ndarray]], np.ndarray] | None = None,
+                      ) -> LayoutArrays:  # fmt: skip
+    """All valid training layouts (module docstring), ``gpus_per_node`` being the tensor-parallel domain;
+    ``interleaved=False`` (a framework without an interleaved schedule) searches no virtual stages.
 
     ``prune(rows)`` (optional) sees the layouts before micro-batch, virtual stages, recompute and sequence
     parallelism are expanded (those do not change model states) and returns which to keep; the number of valid
-    layouts it ruled out is appended to ``count_pruned``."""
+    layouts it ruled out is appended to ``count_pruned``. ``offload(rows)`` (optional) says which of the rows
+    ``prune`` rules out fit with optimizer offload: those are kept as ``offload_optimizer`` layouts (searched only
+    where the layout cannot fit without it).
+
+    Order: structural tuple, micro-batch, then the model-state axes (ep, etp, ZeRO, shard group), virtual stages,
+    recompute/SP. Consecutive layouts then share the inputs of most collectives (TP and pipeline traffic depend on
+    the micro-batch, data-parallel traffic on the ZeRO stage), which the step model evaluates once per run."""
     frozen = task in ("lora", "qlora")
     gb = global_batch
-    rows = _state_rows(spec, tuple(counts), gpus_per_node, seq_len >= CP_FROM_SEQ_LEN, global_batch, frozen)
+    rows = dict(_state_rows(spec, tuple(counts), gpus_per_node, seq_len >= CP_FROM_SEQ_LEN, global_batch, frozen))
     # ---- the axes below do not change model states: count, then drop, the rows ``prune`` rules out -------------
     mbs = np.asarray(_divisors_upto(gb, gb), dtype=np.int64)
-    vs = np.asarray(divisors(spec.layers), dtype=np.int64)
+    vs = np.asarray(divisors(spec.layers) if interleaved else [1], dtype=np.int64)
     rc_sp = np.asarray([0, 1, 2, 3, 4], dtype=np.int64)  # (rc, sp): (0,0) (0,1) (1,1) (2,0) (2,1); tp = 1: (1,0)
     rc_of, sp_of = np.asarray([0, 0, 1, 2, 2]), np.asarray([0, 1, 1, 0, 1])
 
@@ -206,8 +247,12 @@ def train_layout_grid(spec: TransformerSpec, *, counts: list[int], gpus_per_node
         return ((gb // r["dp"])[:, None] % mbs[None, :]) == 0
 
     pruned = 0
+    rows["offload_optimizer"] = np.zeros(rows["tp"].shape, dtype=bool)
     if prune is not None:
         keep = prune(rows)
+        if offload is not None:
+            rows["offload_optimizer"] = offload(rows) & ~keep
+            keep = keep | rows["offload_optimizer"]
         if not keep.all():
             # the layouts each ruled-out row stood for, counted without building them: per micro-batch, plain 1F1B
             # plus every interleaved v the rule allows, times the recompute/SP variants
@@ -218,15 +263,25 @@ def train_layout_grid(spec: TransformerSpec, *, counts: list[int], gpus_per_node
             per_mb = 1 + n_v[:, None] * (m % pp_ == 0)
             pruned = int(((mb_ok(gone) * per_mb).sum(axis=1) * rc_ok(gone).sum(axis=1)).sum())
             rows = {k: v[keep] for k, v in rows.items()}
-    rows = _expand(rows, "micro_batch", mbs, mb_ok(rows))
-    rows = _expand(rows, "virtual_stages", vs, v_ok(rows))
-    rows = _expand(rows, "rc_sp", rc_sp, rc_ok(rows))
-    code = rows.pop("rc_sp")
-    rows["recompute"] = rc_of[code]
-    rows["sequence_parallel"] = (sp_of[code] == 1) & (rows["tp"] > 1)
+    # ---- micro-batch per structural tuple, then that tuple's model-state variants (rows of one parent) ---------
+    parent = rows.pop("parent")  # non-decreasing: every expansion keeps its rows' order
+    first = np.flatnonzero(np.r_[True, parent[1:] != parent[:-1]]) if parent.size else parent
+    n_var = np.diff(np.r_[first, parent.size])  # variants of each structural tuple
+    struct = {k: rows[k][first] for k in ("tp", "cp", "pp", "dp")}
+    struct["start"], struct["n_var"] = first, n_var
+    struct = _expand(struct, "micro_batch", mbs, mb_ok(struct))
+    reps = struct.pop("n_var")
+    at = np.repeat(struct.pop("start") - np.cumsum(reps) + reps, reps) + np.arange(int(reps.sum()))
+    out = {k: np.repeat(v, reps) for k, v in struct.items()} | {k: rows[k][at] for k in rows if k not in struct}
+    out = _expand(out, "virtual_stages", vs, v_ok(out))
+    out = _expand(out, "rc_sp", rc_sp, rc_ok(out))
+    code = out.pop("rc_sp")
+    out["recompute"] = rc_of[code]
+    out["sequence_parallel"] = (sp_of[code] == 1) & (out["tp"] > 1)
+    out["offload_activations"] = np.zeros(out["tp"].shape, dtype=bool)
     if count_pruned is not None:
         count_pruned.append(pruned)
-    return LayoutArrays(**rows)
+    return LayoutArrays(**out)
 
 
 def family(tp: int, pp: int, dp: int, zero: int) -> str:
@@ -249,10 +304,15 @@ def _family_code(tp: np.ndarray, pp: np.ndarray, dp: np.ndarray, zero: np.ndarra
     )  # fmt: skip
 
 
-def _winners(gpus: np.ndarray, fam: np.ndarray, tokens_per_s: np.ndarray, micro_batch: np.ndarray) -> np.ndarray:
+def _winners(gpus: np.ndarray, fam: np.ndarray, tokens_per_s: np.ndarray, micro_batch: np.ndarray,
+             counts: list[int] | None = None) -> np.ndarray:  # fmt: skip
     """Indices of the fastest layout per GPU count and per (count, family); on exact ties the larger micro-batch
-    (fewer kernel launches, which the model does not time). One pass (``np.maximum.at``), no sort of all layouts."""
-    _, count_id = np.unique(gpus, return_inverse=True)
+    (fewer kernel launches, which the model does not time). One pass (``np.maximum.at``), no sort of all layouts
+    (``counts``: the GPU counts searched, ascending, which index the counts; default: those of ``gpus``)."""
+    if counts is None:
+        _, count_id = np.unique(gpus, return_inverse=True)
+    else:
+        count_id = np.searchsorted(np.asarray(counts), gpus)
     key = count_id * 8 + fam
     best = np.full(int(key.max()) + 1, -np.inf)
     np.maximum.at(best, key, tokens_per_s)
@@ -274,6 +334,7 @@ class TrainCandidates:
     n_fit: int  # layouts that fit, each of which received the performance model
     arrays: dict[str, np.ndarray]  # Layout field names + gpus, step_time_s, tokens_per_s, mfu, memory_gb, t_* ...
     note: str | None = None
+    n_fit_offload: int = 0  # of n_fit, the layouts that fit only with optimizer and/or activation offload
 
     def layouts(self) -> LayoutArrays:
         """The kept layouts as a ``LayoutArrays``."""
@@ -296,6 +357,7 @@ def evaluate_training(spec: TransformerSpec, *, gpu, counts: list[int], seq_len:
     """Evaluate every valid layout of ``spec`` on ``gpu`` in ``system`` (default: ``system_of(gpu, cluster=...)``;
     see module docstring). ``keep="winners"`` keeps the fastest layout per count and per (count, family);
     ``keep="all"`` every layout that fits."""
+    _keep_heap_top()
     system = system_of(gpu, system=system, cluster=cluster)
     fallback, note = gpu.tensor_precision(precision)  # a part without the requested rate runs its fallback
     if fallback is None:
@@ -303,33 +365,65 @@ def evaluate_training(spec: TransformerSpec, *, gpu, counts: list[int], seq_len:
     prec = fallback
     lora = LoraConfig(rank=lora_rank) if task in ("lora", "qlora") else None
 
-    def states_fit(r: dict[str, np.ndarray]) -> np.ndarray:
-        """Sharded weights, gradients and optimizer states within the GPU's memory (``model_state_bytes``): they
-        do not depend on activations, so a layout whose states alone overflow cannot fit."""
+    # offload is searched where the catalog gives the part a host link, for full training (a frozen base has no
+    # optimizer states to move), and only for layouts that cannot fit without it
+    link = host_link_bytes_per_s(gpu) if task not in ("lora", "qlora") else None
+    cap = gpu.memory_gb
+
+    def states_gb(r: dict[str, np.ndarray], offload: bool) -> np.ndarray:
+        """Sharded weights, gradients and optimizer states per GPU (``model_state_bytes``), with optimizer offload
+        what stays on the GPU (``memory.offload``; the default ``zero`` state format keeps 16-bit weights)."""
         w, g_, o = model_state_bytes(spec, tp=r["tp"], pp=r["pp"], dp=r["dp"], cp=r["cp"], ep=r["ep"], etp=r["etp"],
                                      zero=r["zero"], dp_shard=r["dp_shard"], precision=prec,
                                      optimizer=optimizer)  # fmt: skip
-        return cast(np.ndarray, (w + g_ + o) / GB <= gpu.memory_gb)
+        if offload:
+            w, g_, o = resident_states(w, g_, o, True, fp32_master_weights=False)
+        return cast(np.ndarray, (w + g_ + o) / GB)
+
+    def states_fit(r: dict[str, np.ndarray]) -> np.ndarray:
+        """States within the GPU's memory: they do not depend on activations, so a layout whose states alone
+        overflow cannot fit."""
+        return states_gb(r, False) <= cap
+
+    def fits_offloaded(r: dict[str, np.ndarray]) -> np.ndarray:  # ZeRO-Offload needs ZeRO >= 1
+        return (r["zero"] >= 1) & (states_gb(r, True) <= cap)
 
     pruned: list[int] = []
+    interleaved = framework_of(framework).pipeline_schedule == "interleaved"  # v > 1 needs an interleaved schedule
     grid = train_layout_grid(spec, counts=counts, gpus_per_node=tp_domain(system), seq_len=seq_len,
-                             global_batch=global_batch, task=task, count_pruned=pruned,
-                             prune=None if task in ("lora", "qlora") else states_fit)  # fmt: skip
-    if framework_of(framework).pipeline_schedule != "interleaved":  # v > 1 needs an interleaved schedule
-        grid = grid.take(grid.virtual_stages == 1)
+                             global_batch=global_batch, task=task, count_pruned=pruned, interleaved=interleaved,
+                             prune=None if task in ("lora", "qlora") else states_fit,
+                             offload=None if link is None else fits_offloaded)  # fmt: skip
     n_eval = len(grid) + sum(pruned)
     if len(grid) == 0:
         note = note or ("no valid layout for these GPU counts" if n_eval == 0 else None)
         return TrainCandidates(gpu.id, prec, n_eval, 0, {}, note=note)
-    n_micro = global_batch // (grid.dp * grid.micro_batch)
-    mem = training_memory_arrays(spec, seq_len=seq_len, n_micro=n_micro, precision=prec, optimizer=optimizer,
-                                 task=task, lora=lora, **grid.kwargs())  # fmt: skip
-    total = cast(np.ndarray, sum(mem.values()) / GB)
-    fit = total <= gpu.memory_gb
-    n_fit = int(fit.sum())
+
+    def memory(g: LayoutArrays) -> tuple[dict[str, np.ndarray], np.ndarray]:
+        m = training_memory_arrays(spec, seq_len=seq_len, n_micro=global_batch // (g.dp * g.micro_batch),
+                                   precision=prec, optimizer=optimizer, task=task, lora=lora,
+                                   **g.kwargs())  # fmt: skip
+        tot = m["weights"] + m["gradients"]
+        for k in ("optimizer", "gathered", "activations", "overhead"):
+            tot += m[k]
+        tot /= GB
+        return m, tot
+
+    mem, total = memory(grid)
+    fit = total <= cap
+    parts: list[_Part] = [(grid, mem, total, np.flatnonzero(fit), np.arange(len(grid)))]
+    if link is not None and not fit.all():
+        variants, n_var = _offload_variants(grid, mem, total, fit, cap, memory)
+        parts += variants
+        n_eval += n_var
+    n_fit = sum(int(p[3].size) for p in parts)
     if n_fit == 0:
         return TrainCandidates(gpu.id, prec, n_eval, 0, {}, note=note)
-    sub = grid.take(fit)
+    # the fitting layouts: grid rows (one take) with each part's offload flags
+    sub = grid.take(np.concatenate([p[4][p[3]] for p in parts]))
+    if len(parts) > 1:
+        sub = dataclasses.replace(sub, **{k: np.concatenate([getattr(p[0], k)[p[3]] for p in parts])
+                                          for k in ("offload_optimizer", "offload_activations")})  # fmt: skip
     perf = train_step_arrays(spec, gpu=gpu, system=system, seq_len=seq_len, global_batch=global_batch,
                              precision=prec, task=task, lora=lora, cal=cal, tp_comm_overlap=tp_comm_overlap,
                              framework=framework, ep_comm_overlap=ep_comm_overlap, optimizer=optimizer,
@@ -339,14 +433,70 @@ def evaluate_training(spec: TransformerSpec, *, gpu, counts: list[int], seq_len:
         idx = np.arange(n_fit)
     else:
         fam = _family_code(sub.tp, sub.pp, sub.dp, sub.zero)
-        idx = _winners(gpus, fam, np.asarray(perf["tokens_per_s"]), sub.micro_batch)
+        idx = _winners(gpus, fam, np.asarray(perf["tokens_per_s"]), sub.micro_batch, sorted(counts))
     arrays = sub.take(idx).as_dict()
     arrays["gpus"] = gpus[idx]
-    arrays["memory_gb"] = total[fit][idx]
-    for k in ("weights", "gradients", "optimizer", "gathered", "activations", "overhead"):
-        arrays[f"mem_{k}"] = mem[k][fit][idx] / GB
+    # each kept layout's memory, from the part it was evaluated in
+    ends = np.cumsum([p[3].size for p in parts])
+    part_of = np.searchsorted(ends, idx, side="right")
+    names = ("weights", "gradients", "optimizer", "gathered", "activations", "overhead")
+    arrays["memory_gb"] = np.empty(idx.size)
+    for k in names:
+        arrays[f"mem_{k}"] = np.empty(idx.size)
+    for j, (_, m, tot, ok, _rows) in enumerate(parts):
+        here = part_of == j
+        at = ok[idx[here] - (ends[j] - ok.size)]
+        arrays["memory_gb"][here] = tot[at]
+        for k in names:
+            arrays[f"mem_{k}"][here] = m[k][at] / GB
     arrays.update({k: np.asarray(v)[idx] for k, v in perf.items()})
-    return TrainCandidates(gpu.id, prec, n_eval, n_fit, arrays, note=note)
+    n_off = int((sub.offload_optimizer | sub.offload_activations).sum())
+    return TrainCandidates(gpu.id, prec, n_eval, n_fit, arrays, note=note, n_fit_offload=n_off)
+
+
+# layouts evaluated, their memory, its GB, those that fit, the grid row of each layout
+_Part = tuple[LayoutArrays, dict[str, np.ndarray], np.ndarray, np.ndarray, np.ndarray]
+
+
+def _offload_variants(grid: LayoutArrays, mem: dict[str, np.ndarray], total: np.ndarray, fit: np.ndarray,
+                      cap: float, memory: Callable[[LayoutArrays], tuple[dict[str, np.ndarray], np.ndarray]]
+                      ) -> tuple[list[_Part], int]:  # fmt: skip
+    """The offload variants of the layouts that do not fit (``fit`` false): optimizer offload (ZeRO >= 1),
+    activation offload, and both where neither alone fits; a layout already offloading its optimizer (its states
+    fit no other way) may add activation offload. A variant's memory is evaluated only where a lower bound says
+    it could fit (its memory without what it moves off the GPU and without the overheads, which only shrink with
+    it); returns the parts (``_Part``) and the number of variants evaluated."""
+    miss = np.flatnonzero(~fit)
+    gb = {k: mem[k][miss] / GB for k in ("gradients", "optimizer", "activations", "overhead")}
+    base = total[miss] - gb["overhead"]
+    plain = ~grid.offload_optimizer[miss]
+    zero_ok = grid.zero[miss] >= 1
+    out: list[_Part] = []
+    n_var, fits_one = 0, np.zeros(miss.size, dtype=bool)
+
+    def evaluate(sel: np.ndarray, opt: bool, act: bool) -> tuple[np.ndarray, dict[str, np.ndarray], np.ndarray]:
+        nonlocal n_var
+        idx = np.flatnonzero(sel)
+        v = grid.take(miss[idx])
+        v = dataclasses.replace(v, offload_optimizer=v.offload_optimizer | opt,
+                                offload_activations=np.full(idx.size, act))
+        m, tot = memory(v) if idx.size else ({k: np.zeros(0) for k in mem}, np.zeros(0))
+        ok = tot <= cap
+        n_var += idx.size
+        fits_one[idx[ok]] = True
+        if idx.size:
+            out.append((v, m, tot, np.flatnonzero(ok), miss[idx]))
+        return idx, m, tot
+
+    # both: at least what either single variant left once the other's share is gone as well
+    both = base - gb["gradients"] - gb["optimizer"] - gb["activations"]
+    idx, m, tot = evaluate(plain & zero_ok & (base - gb["gradients"] - gb["optimizer"] <= cap), True, False)
+    both[idx] = np.maximum(both[idx], tot - (m["activations"] + m["overhead"]) / GB)
+    idx, m, tot = evaluate(plain & (base - gb["activations"] <= cap), False, True)
+    both[idx] = np.maximum(both[idx], tot - (m["gradients"] + m["optimizer"] + m["overhead"]) / GB)
+    evaluate(~fits_one & plain & zero_ok & (both <= cap), True, True)
+    evaluate(~plain & (base - gb["activations"] <= cap), True, True)  # already offloading: add activations
+    return out, n_var
 
 
 def layout_dict(arrays: dict[str, np.ndarray], i: int) -> dict:
@@ -354,7 +504,8 @@ def layout_dict(arrays: dict[str, np.ndarray], i: int) -> dict:
     d: dict[str, Any] = {k: int(arrays[k][i]) for k in ("tp", "pp", "dp", "cp", "ep", "etp", "zero", "dp_shard",
                                                         "micro_batch", "virtual_stages")}  # fmt: skip
     d["recompute"] = RECOMPUTE_NAMES[int(arrays["recompute"][i])]
-    d["sequence_parallel"] = bool(arrays["sequence_parallel"][i])
+    for k in ("sequence_parallel", "offload_optimizer", "offload_activations"):
+        d[k] = bool(arrays[k][i])
     return d
 
 

@@ -134,6 +134,7 @@ class TimeBreakdownS(Part):
     bubble: Real
     dp_comm: Real
     optimizer: Real
+    offload: Real  # PCIe traffic and the CPU optimizer step of offload that compute does not hide
     overhead: Real
 
 

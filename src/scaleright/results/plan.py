@@ -54,6 +54,8 @@ class TrainingOptionLayout(Part):
     virtual_stages: int
     recompute: Recompute
     sequence_parallel: bool
+    offload_optimizer: bool  # ZeRO-Offload: optimizer states and step in host memory (estimate.memory.offload)
+    offload_activations: bool  # saved activations in host memory, a two-layer buffer on the GPU
 
 
 class ServingOptionLayout(Part):
@@ -275,6 +277,7 @@ class TrainingSearch(Part):
 
     layouts_evaluated: int
     layouts_fit: int
+    layouts_fit_offload: int  # of layouts_fit, those that fit only with optimizer and/or activation offload
     wall_s: Real
     cpu_s: Real
     gpu_types: int

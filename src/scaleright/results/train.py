@@ -31,14 +31,16 @@ class TrainLayout(Part):
     dp: int
     cp: int
     ep: int
+    etp: int
     zero: int
+    dp_shard: int
     micro_batch: int
-    global_batch: int | None  # None: dp x micro_batch
     recompute: Recompute
     sequence_parallel: bool
     virtual_stages: int
-    etp: int
-    dp_shard: int
+    offload_optimizer: bool  # ZeRO-Offload: optimizer states and step in host memory (estimate.memory.offload)
+    offload_activations: bool  # saved activations in host memory, a two-layer buffer on the GPU
+    global_batch: int | None  # None: dp x micro_batch
 
 
 class TrainResult(Result):

@@ -18,6 +18,7 @@ from scaleright.estimate.memory.activations import (
 )
 from scaleright.estimate.memory.adapters import LoraConfig, lora_param_count
 from scaleright.estimate.memory.breakdown import GB, MemoryBreakdown, _breakdown, fold_overheads, overhead_details
+from scaleright.estimate.memory.offload import resident_activations, resident_states
 from scaleright.estimate.memory.overheads import Overheads, allocator_reserve_bytes, nccl_buffer_bytes
 from scaleright.estimate.memory.profiles import resolve_profile
 from scaleright.estimate.memory.states import (
@@ -63,6 +64,8 @@ def _training_parts(
     etp: ArrayLike | None = None,
     dp_shard: ArrayLike | None = None,
     pipeline_outputs: bool = False,
+    offload_optimizer: ArrayLike = False,
+    offload_activations: ArrayLike = False,
 ) -> dict[str, np.ndarray]:
     """``training_memory_arrays`` with the overhead split into its three terms (one code for both APIs)."""
     if task not in TASKS or task == "inference":
@@ -99,6 +102,9 @@ def _training_parts(
             spec, tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, zero=zero, precision=precision, optimizer=optimizer, counts=c,
             states=states, etp=etp, dp_shard=dp_shard,
         )
+    if np.any(offload_optimizer):  # ZeRO-Offload (``offload``): optimizer states and gradients in host memory
+        weights, grads, opt = resident_states(weights, grads, opt, offload_optimizer, fp32_master_weights=(
+            precision != "fp32" and state_format(states).fp32_weights))  # fmt: skip
     per_layer = activation_bytes_per_layer(
         spec, seq_len=seq_len, micro_batch=micro_batch, tp=tp, cp=cp, sequence_parallel=sequence_parallel,
         recompute=recompute, flash_attention=flash_attention, bytes_per_value=bpv,
@@ -106,6 +112,10 @@ def _training_parts(
     layers_stage = np.ceil(spec.layers / np.asarray(pp, dtype=float))
     inflight = _inflight_microbatches(pp, virtual_stages, n_micro)
     first = per_layer * layers_stage * inflight
+    stage_acts = per_layer * layers_stage
+    if np.any(offload_activations):  # saved activations in host memory but a double buffer (``offload``)
+        first = resident_activations(first, per_layer, offload_activations)
+        stage_acts = resident_activations(stage_acts, per_layer, offload_activations)
     if pipeline_outputs:
         # DeepSpeed's PipelineEngine and torch.distributed.pipelining keep each in-flight micro-batch's stage output
         # until its backward, plus one received-gradient buffer (profiles.MemoryProfile.pipeline_outputs): s·b·h
@@ -137,7 +147,7 @@ def _training_parts(
     s_local = np.asarray(seq_len, dtype=float) / np.asarray(cp, dtype=float)
     per_logit = cross_entropy_bytes(cross_entropy, bpv)
     logits = s_local * np.asarray(micro_batch, dtype=float) * spec.vocab * per_logit / np.asarray(tp, dtype=float)
-    last = per_layer * layers_stage + logits
+    last = stage_acts + logits
     acts = np.where(np.asarray(pp) > 1, np.maximum(first, last), first + logits)
     # ZeRO-3 / FSDP working buffers: transient gathered layers and unsharded gradients, apart from the states
     frozen_b = None
@@ -193,9 +203,12 @@ def training_memory_arrays(
     etp: ArrayLike | None = None,
     dp_shard: ArrayLike | None = None,
     framework: Framework | str | None = None,
+    offload_optimizer: ArrayLike = False,
+    offload_activations: ArrayLike = False,
 ) -> dict[str, np.ndarray]:
     """Per-GPU training memory in bytes by component, broadcast over the layout arrays (``etp``: expert tensor
-    parallel, None: tp; ``dp_shard``: the ZeRO shard group, None: dp·cp).
+    parallel, None: tp; ``dp_shard``: the ZeRO shard group, None: dp·cp; ``offload_optimizer`` /
+    ``offload_activations``: what lives in host memory instead, ``memory.offload``, off by default).
 
     Keys: the sharded model states ``weights``, ``gradients``, ``optimizer`` (``states``: who keeps them, see
     ``states.STATE_FORMATS``); ``gathered``, ZeRO-3 / FSDP's transient unsharded layers and gradients;
@@ -212,6 +225,7 @@ def training_memory_arrays(
         overheads=overheads, zero=zero, precision=precision, seq_len=seq_len, tp=tp, pp=pp, dp=dp, cp=cp, ep=ep,
         micro_batch=micro_batch, n_micro=n_micro, recompute=recompute, sequence_parallel=sequence_parallel,
         virtual_stages=virtual_stages, optimizer=optimizer, task=task, lora=lora, etp=etp, dp_shard=dp_shard,
+        offload_optimizer=offload_optimizer, offload_activations=offload_activations,
     ))  # fmt: skip
 
 
@@ -272,6 +286,7 @@ def training_memory(
         sequence_parallel=layout.sequence_parallel, virtual_stages=layout.virtual_stages, precision=precision,
         optimizer=optimizer, task=task, lora=lora, flash_attention=flash_attention, overheads=overheads,
         states=states, cross_entropy=cross_entropy, etp=layout.expert_tp, dp_shard=layout.zero_shard,
+        offload_optimizer=layout.offload_optimizer, offload_activations=layout.offload_activations,
     )  # fmt: skip
     details = overhead_details(parts)
     if task in ("lora", "qlora"):
