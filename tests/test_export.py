@@ -164,3 +164,34 @@ def test_plan_export_writes_every_format_that_applies(tmp_path, monkeypatch, cap
     sky = yaml.safe_load((tmp_path / "launch" / "sky.yaml").read_text())
     assert sky["num_nodes"] * int(sky["resources"]["accelerators"].split(":")[1]) == rec["gpus"]
     assert "wrote" in err
+
+
+def test_an_offload_plan_exports_the_offload_each_launcher_names():
+    """A plan that fits only with offload must export it (an export without it runs out of memory): DeepSpeed's
+    ``zero_optimization.offload_optimizer`` (ZeRO-Offload's config, deepspeed.ai/docs/config-json), Megatron-Core's
+    ``--optimizer-cpu-offload`` and Transformer Engine's ``--cpu-offloading``, FSDP's CPU offload in Accelerate and
+    torchtitan; a format with no key for activation offload says so in a comment."""
+    plan = _train_plan(tp=1, pp=2, dp=4, virtual_stages=1, sequence_parallel=False, recompute="none",
+                       offload_optimizer=True, offload_activations=True)  # fmt: skip
+    ds = json.loads(_one(export_plan(plan, "deepspeed")))
+    assert ds["zero_optimization"]["offload_optimizer"]["device"] == "cpu"
+    assert ds["activation_checkpointing"]["cpu_checkpointing"] is True
+    assert ds["activation_checkpointing"]["partition_activations"] is True  # DeepSpeed requires the pair
+    text = _one(export_plan(plan, "megatron"))
+    f = _flags(shlex.split(text.split("MEGATRON_PARALLEL_ARGS=(", 1)[1].split(")", 1)[0], comments=True))
+    assert f["--optimizer-cpu-offload"] is True and f["--optimizer-offload-fraction"] == "1.0"
+    assert f["--cpu-offloading-num-layers"] == "39"  # llama-3.1-70b: 80 layers over pp=2, all but the last
+    flat = _train_plan(tp=1, pp=1, dp=8, zero=3, virtual_stages=1, sequence_parallel=False,
+                       offload_optimizer=True, offload_activations=True)  # fmt: skip
+    acc_text = _one(export_plan(flat, "accelerate"))
+    assert yaml.safe_load(acc_text)["fsdp_config"]["fsdp_offload_params"] is True and "save_on_cpu" in acc_text
+    tt_text = _one(export_plan(flat, "torchtitan"))
+    assert tomllib.loads(tt_text)["training"]["enable_cpu_offload"] is True and "save_on_cpu" in tt_text
+    # without offload nothing of it is written
+    plain = _train_plan(tp=1, pp=1, dp=8, zero=3, virtual_stages=1, sequence_parallel=False)
+    assert "offload_optimizer" not in json.loads(_one(export_plan(plain, "deepspeed")))["zero_optimization"]
+    assert yaml.safe_load(_one(export_plan(plain, "accelerate")))["fsdp_config"]["fsdp_offload_params"] is False
+    assert "enable_cpu_offload" not in tomllib.loads(_one(export_plan(plain, "torchtitan")))["training"]
+    with pytest.raises(InputError, match="offloads the optimizer"):  # no FSDP, no optimizer offload
+        export_plan(_train_plan(tp=1, pp=1, dp=8, zero=1, virtual_stages=1, sequence_parallel=False,
+                                offload_optimizer=True), "torchtitan")  # fmt: skip

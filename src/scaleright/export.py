@@ -153,6 +153,27 @@ def _zero(c: _Ctx) -> int:
     return c.get("zero", 0)
 
 
+def _layers_per_stage(c: _Ctx) -> int | None:
+    """The transformer layers of one pipeline stage, where the plan's model is a catalog model or a readable
+    config.json (None otherwise: the export then leaves a placeholder to fill in)."""
+    from scaleright.errors import ScalerightError
+    from scaleright.workload import load_model
+
+    try:
+        layers = load_model(c.model).layers
+    except (ScalerightError, OSError, ValueError):
+        return None
+    return -(-layers // max(1, c.get("pp")))
+
+
+def _activation_offload_note(c: _Ctx, why: str) -> str:
+    """A comment line where the plan offloads activations and the format cannot say so."""
+    if not c.lay.get("offload_activations"):
+        return ""
+    return (f"# the plan offloads saved activations to host memory ({why}): wrap the model's blocks in "
+            "torch.autograd.graph.save_on_cpu(pin_memory=True) in the training script\n")
+
+
 def _accelerate(c: _Ctx) -> dict[str, str]:
     if c.get("tp") > 1 or c.get("pp") > 1 or c.get("cp") > 1:
         raise InputError(f"--to=accelerate: Accelerate's FSDP config has no tensor, pipeline or context parallelism; "
@@ -173,13 +194,19 @@ def _accelerate(c: _Ctx) -> dict[str, str]:
             "fsdp_version": 2, "fsdp_reshard_after_forward": zero == 3,
             "fsdp_auto_wrap_policy": "TRANSFORMER_BASED_WRAP",
             "fsdp_activation_checkpointing": c.lay.get("recompute", "none") != "none",
-            "fsdp_state_dict_type": "SHARDED_STATE_DICT", "fsdp_offload_params": False,
+            # FSDP's CPU offload keeps parameters, gradients and the optimizer step in host memory: the plan's
+            # optimizer offload (ZeRO-Offload) moves less (parameters stay on the GPU), so this frees at least as much
+            "fsdp_state_dict_type": "SHARDED_STATE_DICT", "fsdp_offload_params": bool(c.lay.get("offload_optimizer")),
         }  # fmt: skip
     import yaml
 
     note = ""
     if not zero and c.lay.get("recompute", "none") != "none":
         note = f"# recompute {c.lay['recompute']}: the training script's (Accelerate's DDP config has no key for it)\n"
+    if c.lay.get("offload_optimizer") and not zero:
+        raise InputError("--to=accelerate: the plan offloads the optimizer, which Accelerate does only under FSDP "
+                         "(ZeRO >= 1); use deepspeed or megatron")
+    note += _activation_offload_note(c, "Accelerate's config has no key for it")
     return {"accelerate_config.yaml": f"# {c.header}\n{note}" + yaml.safe_dump(cfg, sort_keys=False)}
 
 
@@ -199,8 +226,14 @@ def _deepspeed(c: _Ctx) -> dict[str, str]:
     }  # fmt: skip
     if c.get("pp") > 1:
         cfg["pipeline"] = {"stages": c.get("pp")}
-    if c.lay.get("recompute", "none") != "none":
-        cfg["activation_checkpointing"] = {"partition_activations": False, "contiguous_memory_optimization": False}
+    if c.lay.get("offload_optimizer"):  # ZeRO-Offload (Ren et al. 2021): optimizer states and step on the CPU
+        cfg["zero_optimization"]["offload_optimizer"] = {"device": "cpu", "pin_memory": True}
+    if c.lay.get("recompute", "none") != "none" or c.lay.get("offload_activations"):
+        # cpu_checkpointing moves the checkpointed activations to host memory; DeepSpeed requires it to go with
+        # partition_activations (deepspeed.runtime.activation_checkpointing)
+        off = bool(c.lay.get("offload_activations"))
+        cfg["activation_checkpointing"] = {"partition_activations": off, "cpu_checkpointing": off,
+                                           "contiguous_memory_optimization": False}  # fmt: skip
     return {"ds_config.json": json.dumps(cfg, indent=2) + "\n"}
 
 
@@ -223,6 +256,11 @@ def _megatron_args(c: _Ctx) -> list[str]:
         args += ["--recompute-granularity", "selective"]
     if _zero(c) >= 1:
         args.append("--use-distributed-optimizer")
+    if c.lay.get("offload_optimizer"):  # Megatron-Core's hybrid-device optimizer: the step on the CPU
+        args += ["--optimizer-cpu-offload", "--optimizer-offload-fraction", "1.0"]
+    if c.lay.get("offload_activations"):  # Transformer Engine's activation offloading, all but the last layer
+        layers = _layers_per_stage(c)
+        args += ["--cpu-offloading", "--cpu-offloading-num-layers", str(max(1, layers - 1)) if layers else "LAYERS-1"]
     if c.precision in ("bf16", "fp16"):
         args.append(f"--{c.precision}")
     if c.framework == "megatron-core" and c.get("tp") > 1:
@@ -282,7 +320,15 @@ mixed_precision_param = {json.dumps("bfloat16" if c.precision == "bf16" else "fl
 [activation_checkpoint]
 mode = {json.dumps(mode)}
 """
-    return {"torchtitan.toml": toml}
+    if c.lay.get("offload_optimizer"):
+        if shard == 1:
+            raise InputError("--to=torchtitan: the plan offloads the optimizer, which torchtitan does only under FSDP "
+                             "(ZeRO >= 2 here); use deepspeed or megatron")
+        # FSDP2's CPUOffloadPolicy: parameters, gradients and the optimizer step in host memory (frees at least
+        # what the plan's optimizer offload frees)
+        toml = toml.replace("seq_len = ", "enable_cpu_offload = true\nseq_len = ", 1)
+    head, rest = toml.split("\n", 1)
+    return {"torchtitan.toml": f"{head}\n{_activation_offload_note(c, 'torchtitan has no key for it')}{rest}"}
 
 
 def _skypilot(c: _Ctx) -> dict[str, str]:
