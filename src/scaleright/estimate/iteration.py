@@ -20,7 +20,8 @@ chunked prefills. On one replica of ``tp · pp`` GPUs it costs
   floored at ``gemm_half_dim`` in the efficiency only (``rows_floor``): a batch-1 decode is bandwidth-bound GEMV,
   its time the weight bytes over the achievable HBM bandwidth (Pope et al. 2022, section 2), inversely
   proportional to the HBM bandwidth; a long prefill chunk is compute-bound. Peak and GEMM efficiency follow the
-  compute precision (``infer.compute_precision``; fp32 weights run GEMMs and attention at the fp32 / TF32 rate).
+  compute precision (``compute_precision``; fp32 weights run GEMMs and attention at the fp32 / TF32 rate), set
+  up once by ``layer.roofline``.
 - Decode attention reads every sequence's KV cache once: its time is affine in the batch's total context, so a run
   of identical iterations whose contexts only grow can be summed in closed form (``DecodeRun``).
 - MoE layers read only the experts the batch touches, E·(1 − (1 − k/E)^m) of E; with expert parallelism
@@ -29,10 +30,14 @@ chunked prefills. On one replica of ``tp · pp`` GPUs it costs
 - Pipeline stages run one after another for one iteration; pp adds (pp − 1) activation transfers. Interleaving of
   several micro-batches over the stages (vLLM virtual engines) is not modelled.
 - The engine profile (``estimate.engines``) sets the per-iteration overhead (scheduling, sampling, launch gaps),
-  the achievable HBM fraction of decode kernels and a factor on the GEMM efficiency.
+  the achievable HBM fraction of decode kernels, a factor on the GEMM efficiency and whether its elementwise
+  kernels are fused (``fused_elementwise_values``) or counted as training frameworks run them; ``engine=None`` is
+  ``engines.calibrated_engine(cal)``, the calibration's fitted decode factors (what ``estimate infer`` uses).
 
 ``IterationModel`` precomputes the parts that depend on ``m`` only as arrays (one vectorised call of the shared
-building blocks), so the serving simulator evaluates an iteration with a few float operations.
+building blocks, ``fixed_s`` and ``head_s``), so the serving simulator evaluates an iteration with a few float
+operations; ``times_s`` evaluates the same cost for arrays of iterations of any size (the steady state of
+``estimate.infer``).
 """
 
 from __future__ import annotations
@@ -305,7 +310,7 @@ def iteration_time_s(spec: TransformerSpec, *, gpu: Accelerator, system: System 
                      cluster: Cluster | None = None, tp: int = 1,
                      pp: int = 1, ep: int = 1, prefill_tokens: ArrayLike = 0, prefill_prefix_tokens: ArrayLike = 0,
                      decode_batch: int = 0, decode_context_tokens: ArrayLike = 0, precision: str = "bf16",
-                     kv_precision: str | None = None, engine: str | EngineProfile = "vllm",
+                     kv_precision: str | None = None, engine: str | EngineProfile | None = "vllm",
                      cal: Calibration = DEFAULT_CALIBRATION) -> float:  # fmt: skip
     """Seconds of one engine iteration on one replica of ``tp · pp`` GPUs.
 
@@ -314,7 +319,8 @@ def iteration_time_s(spec: TransformerSpec, *, gpu: Accelerator, system: System 
     ``decode_batch``: sequences decoding one token each; ``decode_context_tokens``: their KV-cache lengths, the
     sum or an array of ``decode_batch`` lengths. ``system``: the network (default: ``system_of(gpu, cluster=...)``).
     The engine profile names the per-iteration overhead, HBM fraction
-    and GEMM factor (``estimate.engines``); ``kv_precision`` defaults to the engine's choice for ``precision``.
+    and GEMM factor (``estimate.engines``; None: the calibration's, ``engines.calibrated_engine``);
+    ``kv_precision`` defaults to the engine's choice for ``precision``.
     """
     chunks = np.atleast_1d(np.asarray(prefill_tokens, dtype=float))
     prefix = np.broadcast_to(np.asarray(prefill_prefix_tokens, dtype=float), chunks.shape)
