@@ -57,12 +57,14 @@ def steady_state(model: IterationModel, *, batch: ArrayLike, input_len: float,
     f = n - k
     ctx = I + O / 2  # mean context of a decoding sequence (positions I + 1 .. I + O − 1)
 
-    def t(j: np.ndarray) -> np.ndarray:  # one iteration with j prompts fused with the others' decode steps
-        d = np.maximum(B - j, 0.0)
-        return model.times_s(prefill_tokens=j * I, prefill_seqs=j, prefill_pairs=j * I * (I + 1) / 2,
-                             prefill_kv_tokens=j * I, decode_batch=d, decode_context_tokens=d * ctx)  # fmt: skip
-
-    tk, tk1 = t(k), t(k + 1)
+    # four kinds of iteration, timed in one vectorised call: j = k and j = k + 1 prompts fused with the others'
+    # decode steps, one prompt alone, the B decode steps alone
+    one, none = np.ones_like(B), np.zeros_like(B)
+    j = np.stack([k, k + 1, one, none])  # prompts in the iteration
+    d = np.stack([np.maximum(B - k, 0.0), np.maximum(B - k - 1, 0.0), none, B])  # decode steps in it
+    t = model.times_s(prefill_tokens=j * I, prefill_seqs=j, prefill_pairs=j * I * (I + 1) / 2, prefill_kv_tokens=j * I,
+                      decode_batch=d, decode_context_tokens=d * ctx)  # fmt: skip
+    tk, tk1, t_prompt, t_decode = t
     period = (1 - f) * tk + f * tk1
     # the iteration a prompt runs in, averaged over prompts (k·(1 − f) of them in k-prompt iterations)
     prompt_iter = np.where(k > 0, ((1 - f) * k * tk + f * (k + 1) * tk1) / np.maximum(n, 1e-300), tk1)
@@ -70,9 +72,8 @@ def steady_state(model: IterationModel, *, batch: ArrayLike, input_len: float,
     out_tps = B / period
     zero = 0 * period
     return {
-        "prefill_s": model.times_s(prefill_tokens=I, prefill_seqs=1, prefill_pairs=I * (I + 1) / 2,
-                                   prefill_kv_tokens=I) + zero,  # one prompt alone
-        "decode_step_s": model.times_s(decode_batch=B, decode_context_tokens=B * ctx) + zero,  # B decodes alone
+        "prefill_s": t_prompt + zero,  # one prompt alone
+        "decode_step_s": t_decode + zero,  # the B decode steps alone
         "ttft_s": ttft + zero,
         "tpot_s": period,
         "e2e_latency_s": ttft + (O - 1) * period,
@@ -116,7 +117,7 @@ def infer_arrays(spec: TransformerSpec, *, gpu: Accelerator, tp: int, pp: int,
         raise InputError(f"tp={tp!r} and pp={pp!r} must be single integers (one replica layout per call)")
     model = IterationModel(spec, gpu=gpu, system=system, cluster=cluster, tp=int(tp), pp=int(pp),
                            precision=precision, kv_precision=kv_precision, engine=engine, cal=cal,
-                           max_rows=1)  # fmt: skip
+                           max_rows=0)  # fmt: skip
     return steady_state(model, batch=batch, input_len=input_len, output_len=output_len)
 
 

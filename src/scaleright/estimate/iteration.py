@@ -171,8 +171,8 @@ class IterationModel:
                        else get_engine(engine) if isinstance(engine, str) else engine)  # fmt: skip
         self.kv_precision = kv_precision or self.engine.kv_precision_for(precision)
         bytes_per_element(self.kv_precision, field="kv_precision")
-        if max_rows < 1:
-            raise InputError(f"max_rows={max_rows} must be a positive integer")
+        if max_rows < 0:
+            raise InputError(f"max_rows={max_rows} must be a non-negative integer (0: the array path only)")
         self.spec, self.gpu, self.tp, self.pp, self.ep = spec, gpu, tp, pp, ep
         self.precision, self.max_rows = precision, int(max_rows)
         self.system = system_of(gpu, system=system, cluster=cluster)
@@ -201,10 +201,10 @@ class IterationModel:
         else:  # the training frameworks' unfused count, scaled by the calibration's factor
             repl, split = elementwise_values(spec, c)
             self._elementwise = (cal.elementwise_factor * repl, cal.elementwise_factor * split)
-        m = np.arange(0, self.max_rows + 1, dtype=float)
-        # the tables the simulator reads (rows 0 never run: no work)
-        self._fixed: list[float] = self.fixed_s(m).tolist()
-        self._head: list[float] = self.head_s(m).tolist()
+        # the tables the simulator reads (rows 0 never run: no work); max_rows 0: ``times_s`` only
+        m = np.arange(1, self.max_rows + 1, dtype=float)
+        self._fixed: list[float] = [0.0, *(self.fixed_s(m).tolist() if self.max_rows else [])]
+        self._head: list[float] = [0.0, *(self.head_s(m).tolist() if self.max_rows else [])]
         # attention: FLOPs and KV bytes per context token attended (affine in the batch's total context)
         if spec.mla:
             per_ctx = 2 * spec.heads * (spec.mla.qk_nope_head_dim + spec.mla.qk_rope_head_dim + spec.mla.v_head_dim)
