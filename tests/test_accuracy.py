@@ -24,6 +24,7 @@ import pytest
 import validation as ref
 from scaleright.catalog import get_gpu
 from scaleright.errors import InputError
+from scaleright.estimate.calibration import DEFAULT_CALIBRATION
 from scaleright.estimate.comm import Cluster
 from scaleright.estimate.infer import estimate_infer, infer_arrays
 from scaleright.estimate.layout import Layout
@@ -273,8 +274,9 @@ def test_decode_at_batch_one_is_weight_bandwidth_bound(llama_8b, gpu_name, preci
                      input_len=128, output_len=128, precision=precision, kv_precision=precision)  # fmt: skip
     t1, t2 = (float(x) for x in r["decode_step_s"])
     assert t1 >= w_bytes / hbm  # no faster than the datasheet bandwidth allows
-    # and no slower than decode kernels reaching half of it (published decode kernels reach 60-90 %)
-    assert t1 <= w_bytes / (0.5 * hbm)
+    # and, above the engine's fixed per-iteration overhead (scheduling, sampling), no slower than decode kernels
+    # reaching half of it (published decode kernels reach 60-90 %)
+    assert t1 - DEFAULT_CALIBRATION.decode_overhead_s <= w_bytes / (0.5 * hbm)
     assert t2 / t1 < 1.05  # a second sequence costs (almost) nothing more: memory-bound
 
 

@@ -197,3 +197,14 @@ def test_estimate_infer_throughput_never_falls_when_a_gpu_is_added(load_spec, na
         assert got >= prev * (1 - 1e-12), (n, e.layout)
         assert e.layout["replicas"] * e.layout["tp"] + e.layout["idle_gpus"] == n
         prev = got
+
+
+@given(batch=st.integers(0, 300), prefill=st.integers(0, 3000), ctx=st.integers(1, 4096),
+       seqs=st.integers(1, 4), engine=st.sampled_from((*sorted(ENGINES), None)))  # fmt: skip
+def test_the_array_path_is_the_table_path(llama_8b, batch, prefill, ctx, seqs, engine):
+    """``times_s`` (any row count, what ``estimate infer`` evaluates) and ``time_s`` (the simulator's tables) are
+    the same cost."""
+    model = IterationModel(llama_8b, gpu=get_gpu("h100-sxm"), engine=engine, max_rows=3300)
+    kw = dict(prefill_tokens=prefill, decode_batch=batch, decode_context_tokens=batch * ctx,
+              prefill_pairs=prefill * (prefill + 1) / 2, prefill_kv_tokens=prefill, prefill_seqs=seqs if prefill else 0)
+    assert float(model.times_s(**kw)) == pytest.approx(model.time_s(**kw), rel=1e-12, abs=1e-15)

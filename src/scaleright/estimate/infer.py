@@ -1,121 +1,86 @@
-"""Inference latency and throughput: prefill, decode, KV-cache capacity, and replicas vs tensor parallelism.
+"""Inference latency and throughput: the steady state of the iteration-level model, KV-cache capacity, and replicas
+vs tensor parallelism.
 
 A replica is ``tp · pp`` GPUs serving one copy of the model; ``gpus / (tp · pp)`` replicas share the load.
-- Prefill of ``n`` prompt tokens is compute-bound: the layer GEMMs with m = n rows (roofline, as in training),
-  the causal attention core, elementwise traffic, and two tensor-parallel all-reduces per layer.
-- A decode iteration for a batch of ``B`` sequences reads every local weight once and each sequence's KV cache
-  from HBM, and does 2·N_active·B FLOPs: its time is the larger of the memory and the compute time
-  (Pope et al. 2022, "Efficiently Scaling Transformer Inference", section 2), plus two small all-reduces per
-  layer (latency-bound) and a fixed per-iteration overhead. MoE layers read only the experts the batch touches:
-  E·(1 − (1 − k/E)^B) of E.
-- Continuous batching (Yu et al. 2022, Orca; vLLM) at concurrency ``B``: each iteration decodes B tokens and, in
-  steady state, prefills B/O new prompts in one batched prefill (or one prompt every O/B iterations when B < O),
-  so the period per output token is ``t_decode(B) + min(B/O, 1)·t_prefill(max(B/O, 1)·I)``. TPOT is that period, output
-  throughput B / period per replica, TTFT a prompt's prefill plus one iteration, end-to-end latency TTFT + (O − 1)·TPOT.
-- The largest batch is the largest B whose weights, KV cache for I + O tokens, activations and overheads fit.
+Every time here is an engine iteration of ``estimate.iteration.IterationModel`` (one physics with
+``scaleright serve``): weights read once per iteration, each sequence's KV cache read, bandwidth-bound GEMV at small
+batch and compute-bound prefill (Pope et al. 2022, "Efficiently Scaling Transformer Inference", section 2), two
+tensor-parallel all-reduces per layer, the engine's per-iteration overhead. The engine is
+``engines.calibrated_engine(cal)`` unless one is named: the calibration's fitted decode factors.
+
+Steady state of continuous batching (Yu et al. 2022, Orca; vLLM, TensorRT-LLM in-flight batching) at a closed-loop
+concurrency of ``B`` sequences of ``I`` prompt and ``O`` output tokens: a sequence spends one iteration in prefill
+(which samples its first token) and ``O − 1`` decoding, so ``n = B/O`` prompts enter per iteration, fused with the
+decode steps of the others. With ``k = ⌊n⌋`` and ``f = n − k``, a periodic schedule runs a fraction ``1 − f`` of
+iterations with ``k`` prompts and ``f`` with ``k + 1``; an iteration with ``j`` prompts has ``j·I`` prefill rows and
+``B − j`` decode rows at the mean context ``I + O/2``. Then
+- TPOT is the mean iteration time ``T̄ = (1 − f)·t(k) + f·t(k + 1)``, output throughput ``B / T̄`` per replica;
+- TTFT is the time of the iteration that runs the prompt (averaged over prompts) plus the engine's frontend
+  latency: a closed-loop client submits when a sequence ends, at an iteration boundary, so there is no wait for
+  an iteration in progress and no queue (``scaleright serve simulate`` has both);
+- end-to-end latency is TTFT + (O − 1)·TPOT.
+The largest batch is the largest B whose weights, KV cache for I + O tokens, activations and overheads fit.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from numpy.typing import ArrayLike, NDArray
+from numpy.typing import ArrayLike
 
 from scaleright.errors import InputError
 from scaleright.estimate.calibration import DEFAULT_CALIBRATION, Calibration
-from scaleright.estimate.collectives import collective_time_s
-from scaleright.estimate.comm import Cluster, scaled_fits, system_of
-from scaleright.estimate.layer import elementwise_values, gemm_time, layer_gemm_times, roofline
+from scaleright.estimate.comm import Cluster, system_of
+from scaleright.estimate.engines import EngineProfile
+from scaleright.estimate.iteration import IterationModel, compute_precision
 from scaleright.estimate.layout import Layout
-from scaleright.estimate.memory import GB, Overheads, inference_memory_arrays, kv_cache_bytes
-from scaleright.workload.flops import attention_flops_per_token, decode_flops_per_token
-from scaleright.workload.params import ParamCounts, count_params
-from scaleright.workload.precision import bytes_per_element
+from scaleright.estimate.memory import GB, Overheads, inference_memory_arrays
 from scaleright.workload.spec import TransformerSpec
 
 if TYPE_CHECKING:
     from scaleright.catalog.gpus import Accelerator
     from scaleright.catalog.systems import System
 
-__all__ = ["InferEstimate", "infer_arrays", "estimate_infer", "max_batch", "compute_precision"]
+__all__ = ["InferEstimate", "infer_arrays", "estimate_infer", "max_batch", "compute_precision", "steady_state"]
 
 
-def compute_precision(gpu: Accelerator, precision: str) -> str:
-    """The tensor-core format the GEMMs run in: weight-only int4 runs in 16-bit; fp8/fp4/int8 natively if the
-    GPU has a rate for it, else in 16-bit after dequantisation."""
-    if precision in ("fp32",):
-        return "fp32"
-    if precision in ("fp8", "fp4", "int8") and gpu.dense_tflops.get(precision):
-        return precision
-    return "fp16" if not gpu.dense_tflops.get("bf16") else "bf16"
-
-
-def _prefill_time(
-    spec: TransformerSpec, c: ParamCounts, *, gpu: Accelerator, system: System, tokens: ArrayLike, context: float,
-    tp: ArrayLike, precision: str, cal: Calibration,
-) -> float | NDArray[np.float64]:
-    """Time to run ``tokens`` prompt tokens (each attending to ``context`` on average... causal) on one replica."""
-    rl = roofline(gpu, compute_precision(gpu, precision), cal)  # peaks and efficiencies, one home
-    hbm = rl.hbm
-    gemm = rl.gemm(bytes_per_element(precision))
-    t = np.asarray(tokens, dtype=float)
-    tp = np.asarray(tp, dtype=float)
-    h = spec.hidden
-    attn, ffn = layer_gemm_times(spec, c, tokens=t, tp=tp, gemm=gemm)
-    core = t * attention_flops_per_token(spec, context, causal=True) / spec.layers / tp / rl.attention
-    repl, split = elementwise_values(spec, c)
-    elem = cal.elementwise_factor * t * (repl + split / tp) * 2 / hbm
-    comm = 2 * collective_time_s("all_reduce", t * h * 2.0, system=system, fits=scaled_fits(cal), size=tp, stride=1)
-    head = gemm_time(np.maximum(t / np.maximum(context, 1), 1), h, spec.vocab / tp, **gemm)
-    return cast("float | NDArray[np.float64]", spec.layers * (attn + ffn + core + elem + comm) + head)
-
-
-def _decode_time(
-    spec: TransformerSpec, c: ParamCounts, *, gpu: Accelerator, system: System, batch: ArrayLike, context: float,
-    tp: ArrayLike, pp: ArrayLike, precision: str, kv_precision: str, cal: Calibration,
-) -> float | NDArray[np.float64]:
-    """One decode iteration for ``batch`` sequences at ``context`` tokens on one replica."""
-    rl = roofline(gpu, compute_precision(gpu, precision), cal)  # peaks and efficiencies, one home
-    hbm = rl.decode_hbm
+def steady_state(model: IterationModel, *, batch: ArrayLike, input_len: float,
+                 output_len: float) -> dict[str, np.ndarray]:  # fmt: skip
+    """The steady state of continuous batching on ``model``'s replica at concurrency ``batch`` (array-friendly):
+    the module docstring's schedule, every iteration timed by ``model.times_s``."""
     B = np.asarray(batch, dtype=float)
-    tp = np.asarray(tp, dtype=float)
-    pp = np.asarray(pp, dtype=float)
-    bpe = bytes_per_element(precision)
-    # Every local weight is read once per step: block weights at ``precision``; the output head stays 16-bit in
-    # quantised checkpoints (as in the memory model); the embedding is a gather of B rows (negligible).
-    head = c.embedding if spec.tied_embeddings else c.lm_head
-    blocks = c.total - c.routed_experts_total - c.embedding - c.positions - c.lm_head
-    w_bytes: float | NDArray[np.float64] = blocks * bpe + head * max(bpe, 4.0 if precision == "fp32" else 2.0)
-    if spec.moe:
-        m = spec.moe
-        touched = m.num_experts * (1 - (1 - m.top_k / m.num_experts) ** B)
-        w_bytes = w_bytes + c.moe_layers * touched * c.expert_ffn * bpe
-    w_bytes = w_bytes / (tp * pp)
-    kv = kv_cache_bytes(spec, batch=B, context=context, tp=tp, pp=pp, kv_precision=kv_precision)
-    flops = B * decode_flops_per_token(spec, context) / (tp * pp)
-    # GEMMs of one decode step have B rows (dense layers) or B·k/E rows per expert (MoE): thin GEMMs run below
-    # the large-GEMM efficiency (the same shape law as prefill and training).
-    rows: Callable[[NDArray[np.float64]], NDArray[np.float64]] = lambda m: m / (m + cal.gemm_half_dim)  # noqa: E731
-    peak_eff = rl.tensor
-    if spec.moe:
-        m = spec.moe
-        expert_flops = B * 2.0 * c.moe_layers * m.top_k * c.expert_ffn / (tp * pp)
-        compute = (flops - expert_flops) / (peak_eff * rows(B)) + expert_flops / (
-            peak_eff * rows(B * m.top_k / m.num_experts)
-        )
-    else:
-        compute = flops / (peak_eff * rows(B))
-    mem = (w_bytes + kv) / hbm
-    fits = scaled_fits(cal)
-    comm = spec.layers / pp * 2 * collective_time_s("all_reduce", B * spec.hidden * 2.0, system=system, fits=fits,
-                                                    size=tp, stride=1)  # fmt: skip
-    # pp - 1 stage-to-stage sends per token, each on the slowest tier the pipeline group spans
-    p2p = (pp - 1) * collective_time_s("p2p", B * spec.hidden * 2.0, system=system, fits=fits, size=pp, stride=tp)
-    # stages run one after another for a token: pp stage times add up
-    return cast("float | NDArray[np.float64]", pp * (np.maximum(compute, mem) + comm) + p2p + cal.decode_overhead_s)
+    I, O = float(input_len), float(output_len)  # noqa: E741
+    n = B / O  # prompts entering per iteration
+    k = np.floor(n)
+    f = n - k
+    ctx = I + O / 2  # mean context of a decoding sequence (positions I + 1 .. I + O − 1)
+
+    # four kinds of iteration, timed in one vectorised call: j = k and j = k + 1 prompts fused with the others'
+    # decode steps, one prompt alone, the B decode steps alone
+    one, none = np.ones_like(B), np.zeros_like(B)
+    j = np.stack([k, k + 1, one, none])  # prompts in the iteration
+    d = np.stack([np.maximum(B - k, 0.0), np.maximum(B - k - 1, 0.0), none, B])  # decode steps in it
+    t = model.times_s(prefill_tokens=j * I, prefill_seqs=j, prefill_pairs=j * I * (I + 1) / 2, prefill_kv_tokens=j * I,
+                      decode_batch=d, decode_context_tokens=d * ctx)  # fmt: skip
+    tk, tk1, t_prompt, t_decode = t
+    period = (1 - f) * tk + f * tk1
+    # the iteration a prompt runs in, averaged over prompts (k·(1 − f) of them in k-prompt iterations)
+    prompt_iter = np.where(k > 0, ((1 - f) * k * tk + f * (k + 1) * tk1) / np.maximum(n, 1e-300), tk1)
+    ttft = prompt_iter + model.engine.frontend_latency_s
+    out_tps = B / period
+    zero = 0 * period
+    return {
+        "prefill_s": t_prompt + zero,  # one prompt alone
+        "decode_step_s": t_decode + zero,  # the B decode steps alone
+        "ttft_s": ttft + zero,
+        "tpot_s": period,
+        "e2e_latency_s": ttft + (O - 1) * period,
+        "output_tokens_per_s": out_tps,
+        "requests_per_s": out_tps / O,
+        "total_tokens_per_s": out_tps / O * (I + O),
+    }
 
 
 def max_batch(spec: TransformerSpec, *, gpu: Accelerator, context: int, tp: int = 1, pp: int = 1,
@@ -140,40 +105,20 @@ def max_batch(spec: TransformerSpec, *, gpu: Accelerator, context: int, tp: int 
     return lo
 
 
-def infer_arrays(spec: TransformerSpec, *, gpu: Accelerator, tp: ArrayLike, pp: ArrayLike,
+def infer_arrays(spec: TransformerSpec, *, gpu: Accelerator, tp: int, pp: int,
                  batch: ArrayLike, input_len: float, output_len: float, precision: str = "bf16",
                  kv_precision: str = "bf16", cal: Calibration = DEFAULT_CALIBRATION, system: System | None = None,
-                 cluster: Cluster | None = None) -> dict[str, np.ndarray]:  # fmt: skip
-    """Latency and throughput of ONE replica at concurrency ``batch`` (array-friendly in batch and tp); ``system``
-    is the network (default: ``system_of(gpu, cluster=cluster)``)."""
-    system = system_of(gpu, system=system, cluster=cluster)
-    c = count_params(spec)
-    I = float(input_len)  # noqa: E741
-    O = float(output_len)  # noqa: E741
-    prefill_one = _prefill_time(spec, c, gpu=gpu, system=system, tokens=I, context=I, tp=tp, precision=precision,
-                                cal=cal)  # fmt: skip
-    t_dec = _decode_time(spec, c, gpu=gpu, system=system, batch=batch, context=I + O / 2, tp=tp, pp=pp,
-                         precision=precision, kv_precision=kv_precision, cal=cal)  # fmt: skip
-    prefill_one = np.asarray(prefill_one) * np.asarray(pp, dtype=float)
-    B = np.asarray(batch, dtype=float)
-    # B/O prompts arrive per iteration in steady state; at least one of them is prefilled together (one batched
-    # prefill reads the weights once), fewer than one means one prefill every O/B iterations.
-    n_new = B / O
-    prefill_batch = _prefill_time(spec, c, gpu=gpu, system=system, tokens=np.maximum(n_new, 1.0) * I, context=I,
-                                  tp=tp, precision=precision, cal=cal) * np.asarray(pp, dtype=float)  # fmt: skip
-    period = t_dec + np.minimum(n_new, 1.0) * prefill_batch
-    ttft = prefill_one + t_dec
-    out_tps = B / period
-    return {
-        "prefill_s": prefill_one + 0 * period,
-        "decode_step_s": t_dec + 0 * period,
-        "ttft_s": ttft + 0 * period,
-        "tpot_s": period,
-        "e2e_latency_s": ttft + (O - 1) * period,
-        "output_tokens_per_s": out_tps,
-        "requests_per_s": out_tps / O,
-        "total_tokens_per_s": out_tps / O * (I + O),
-    }
+                 cluster: Cluster | None = None,
+                 engine: str | EngineProfile | None = None) -> dict[str, np.ndarray]:  # fmt: skip
+    """Latency and throughput of ONE replica of ``tp · pp`` GPUs at concurrency ``batch`` (array-friendly in
+    batch): ``steady_state`` of its ``IterationModel``. ``system`` is the network (default:
+    ``system_of(gpu, cluster=cluster)``); ``engine`` None: the calibration's decode factors."""
+    if np.ndim(tp) or np.ndim(pp):
+        raise InputError(f"tp={tp!r} and pp={pp!r} must be single integers (one replica layout per call)")
+    model = IterationModel(spec, gpu=gpu, system=system, cluster=cluster, tp=int(tp), pp=int(pp),
+                           precision=precision, kv_precision=kv_precision, engine=engine, cal=cal,
+                           max_rows=0)  # fmt: skip
+    return steady_state(model, batch=batch, input_len=input_len, output_len=output_len)
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,8 @@ chunked prefills. On one replica of ``tp · pp`` GPUs it costs
   floored at ``gemm_half_dim`` in the efficiency only (``rows_floor``): a batch-1 decode is bandwidth-bound GEMV,
   its time the weight bytes over the achievable HBM bandwidth (Pope et al. 2022, section 2), inversely
   proportional to the HBM bandwidth; a long prefill chunk is compute-bound. Peak and GEMM efficiency follow the
-  compute precision (``infer.compute_precision``; fp32 weights run GEMMs and attention at the fp32 / TF32 rate).
+  compute precision (``compute_precision``; fp32 weights run GEMMs and attention at the fp32 / TF32 rate), set
+  up once by ``layer.roofline``.
 - Decode attention reads every sequence's KV cache once: its time is affine in the batch's total context, so a run
   of identical iterations whose contexts only grow can be summed in closed form (``DecodeRun``).
 - MoE layers read only the experts the batch touches, E·(1 − (1 − k/E)^m) of E; with expert parallelism
@@ -29,10 +30,14 @@ chunked prefills. On one replica of ``tp · pp`` GPUs it costs
 - Pipeline stages run one after another for one iteration; pp adds (pp − 1) activation transfers. Interleaving of
   several micro-batches over the stages (vLLM virtual engines) is not modelled.
 - The engine profile (``estimate.engines``) sets the per-iteration overhead (scheduling, sampling, launch gaps),
-  the achievable HBM fraction of decode kernels and a factor on the GEMM efficiency.
+  the achievable HBM fraction of decode kernels, a factor on the GEMM efficiency and whether its elementwise
+  kernels are fused (``fused_elementwise_values``) or counted as training frameworks run them; ``engine=None`` is
+  ``engines.calibrated_engine(cal)``, the calibration's fitted decode factors (what ``estimate infer`` uses).
 
 ``IterationModel`` precomputes the parts that depend on ``m`` only as arrays (one vectorised call of the shared
-building blocks), so the serving simulator evaluates an iteration with a few float operations.
+building blocks, ``fixed_s`` and ``head_s``), so the serving simulator evaluates an iteration with a few float
+operations; ``times_s`` evaluates the same cost for arrays of iterations of any size (the steady state of
+``estimate.infer``).
 """
 
 from __future__ import annotations
@@ -44,16 +49,14 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from scaleright.errors import InputError, LayoutError
-from scaleright.estimate.calibration import DEFAULT_CALIBRATION, Calibration, arch_factors
+from scaleright.estimate.calibration import DEFAULT_CALIBRATION, Calibration
 from scaleright.estimate.collectives import CollectiveFits, collective_time_s
 from scaleright.estimate.comm import Cluster, scaled_fits, system_of
-from scaleright.estimate.engines import EngineProfile, get_engine
-from scaleright.estimate.infer import compute_precision
-from scaleright.estimate.layer import elementwise_values, gemm_time, layer_gemm_times
+from scaleright.estimate.engines import EngineProfile, calibrated_engine, get_engine
+from scaleright.estimate.layer import elementwise_values, ffn_width, gemm_time, layer_gemm_times, roofline
 from scaleright.estimate.layout import Layout
 from scaleright.estimate.memory import kv_cache_bytes
-from scaleright.estimate.train import peak_flops
-from scaleright.workload.params import count_params
+from scaleright.workload.params import ParamCounts, count_params
 from scaleright.workload.precision import bytes_per_element
 from scaleright.workload.spec import TransformerSpec
 
@@ -61,7 +64,18 @@ if TYPE_CHECKING:
     from scaleright.catalog.gpus import Accelerator
     from scaleright.catalog.systems import System
 
-__all__ = ["DecodeRun", "IterationModel", "iteration_time_s", "one_shot_all_reduce_s", "serving_layout"]
+__all__ = ["DecodeRun", "IterationModel", "compute_precision", "fused_elementwise_values", "iteration_time_s",
+           "one_shot_all_reduce_s", "serving_layout"]
+
+
+def compute_precision(gpu: Accelerator, precision: str) -> str:
+    """The tensor-core format the GEMMs run in: weight-only int4 runs in 16-bit; fp8/fp4/int8 natively if the
+    GPU has a rate for it, else in 16-bit after dequantisation."""
+    if precision in ("fp32",):
+        return "fp32"
+    if precision in ("fp8", "fp4", "int8") and gpu.dense_tflops.get(precision):
+        return precision
+    return "fp16" if not gpu.dense_tflops.get("bf16") else "bf16"
 
 
 # PCIe x16 bandwidth per direction by generation, GB/s (PCI-SIG: 8, 16, 32, 64 GT/s with 128b/130b encoding;
@@ -88,6 +102,17 @@ def one_shot_all_reduce_s(nbytes: ArrayLike, *, system: System, size: int,
     if t0.peer_link_gb_per_s is not None:
         link = min(link, (size - 1) * t0.peer_link_gb_per_s * 1e9)
     return np.asarray(alpha_s + (size - 1) * s_bytes / (link * fit.eta), dtype=float)
+
+
+def fused_elementwise_values(spec: TransformerSpec, c: ParamCounts) -> tuple[float, float]:
+    """(replicated, tp-split) values per token and layer an engine with fused inference kernels reads plus
+    writes outside its GEMMs and attention (TensorRT-LLM: ``residual_rms_norm`` fuses each residual add with the
+    next RMSNorm, RoPE and the KV-cache write run inside the attention kernel, the gated activation is one kernel):
+    two fused residual-add + norms, each reading the input and the residual and writing both (8h), and the
+    activation reading gate and up and writing their product (3f; 2f without a gate). Against the unfused count of
+    ``layer.elementwise_values`` (10h + 2(q + kv) + 2kv + 3f + 2o), which training frameworks pay: no
+    calibration factor, the count is the kernels' traffic."""
+    return 8.0 * spec.hidden, (3.0 if spec.gated_mlp else 2.0) * ffn_width(spec, c)
 
 
 def serving_layout(spec: TransformerSpec, *, tp: int = 1, pp: int = 1, ep: int = 1) -> Layout:
@@ -139,84 +164,113 @@ class IterationModel:
 
     def __init__(self, spec: TransformerSpec, *, gpu: Accelerator, system: System | None = None,
                  cluster: Cluster | None = None, tp: int = 1, pp: int = 1, ep: int = 1, precision: str = "bf16",
-                 kv_precision: str | None = None, engine: str | EngineProfile = "vllm",
+                 kv_precision: str | None = None, engine: str | EngineProfile | None = "vllm",
                  cal: Calibration = DEFAULT_CALIBRATION, max_rows: int = 8192):  # fmt: skip
         serving_layout(spec, tp=tp, pp=pp, ep=ep)
-        self.engine = get_engine(engine) if isinstance(engine, str) else engine
+        self.engine = (calibrated_engine(cal) if engine is None
+                       else get_engine(engine) if isinstance(engine, str) else engine)  # fmt: skip
         self.kv_precision = kv_precision or self.engine.kv_precision_for(precision)
         bytes_per_element(self.kv_precision, field="kv_precision")
-        if max_rows < 1:
-            raise InputError(f"max_rows={max_rows} must be a positive integer")
+        if max_rows < 0:
+            raise InputError(f"max_rows={max_rows} must be a non-negative integer (0: the array path only)")
         self.spec, self.gpu, self.tp, self.pp, self.ep = spec, gpu, tp, pp, ep
         self.precision, self.max_rows = precision, int(max_rows)
-        self.system = system = system_of(gpu, system=system, cluster=cluster)
-        fits = scaled_fits(cal)
+        self.system = system_of(gpu, system=system, cluster=cluster)
+        self._fits = scaled_fits(cal)
+        self._cal = cal
         prof = self.engine
-        c = count_params(spec)
-        cprec = compute_precision(gpu, precision)
-        scale = cal.tensor_scale(gpu)
-        peak = peak_flops(gpu, cprec) * scale
-        # the attention core runs in 16-bit for 16-bit and quantised weights, in fp32 (TF32) for fp32 ones
-        peak16 = peak if cprec == "fp32" else peak_flops(gpu, compute_precision(gpu, "bf16")) * scale
-        eff = {"fp8": cal.fp8_gemm_efficiency, "fp4": cal.fp4_gemm_efficiency}.get(cprec, cal.gemm_efficiency)
-        eff = min(eff * prof.gemm_efficiency_factor, 1.0)
-        # the calibration's HBM fractions are shares of the architecture's measured STREAM ceiling
-        # (``arch_factors``; ``layer.roofline`` sets up every peak and efficiency this way)
-        stream = arch_factors(gpu).memory_efficiency
-        hbm_frac = prof.hbm_fraction if prof.hbm_fraction is not None else cal.decode_memory_efficiency * stream
-        self.hbm_bytes_per_s = gpu.hbm_bandwidth_tb_per_s * 1e12 * hbm_frac
-        hbm = self.hbm_bytes_per_s
+        self._c = c = count_params(spec)
+        # every peak and efficiency from the one roofline set-up (``layer.roofline``): the calibration's shares of
+        # the architecture's measured GEMM and STREAM ceilings; fp32 weights run GEMMs and attention at fp32 / TF32
+        rl = roofline(gpu, compute_precision(gpu, precision), cal)
+        # decode kernels stream weights and KV at the engine's fraction of the datasheet bandwidth, or at the
+        # calibration's share of the measured STREAM ceiling (``rl.decode_hbm``)
+        self.hbm_bytes_per_s = (gpu.hbm_bandwidth_tb_per_s * 1e12 * prof.hbm_fraction
+                                if prof.hbm_fraction is not None else rl.decode_hbm)  # fmt: skip
+        self._stream_hbm = rl.hbm  # norms, activations, residuals: STREAM-like kernels
         bpe = bytes_per_element(precision)
-        act = 4.0 if precision == "fp32" else 2.0  # activation bytes: fp32 models keep fp32 activations
-        gemm = dict(peak=peak, eff_max=eff, half_dim=cal.gemm_half_dim, hbm=hbm, bytes_per_el=bpe,
-                    rows_floor=cal.gemm_half_dim)  # fmt: skip
-        m = np.arange(0, self.max_rows + 1, dtype=float)
-        mm = np.maximum(m, 1.0)  # rows 0 never runs (no work); keep the arrays finite
-        h, L = spec.hidden, spec.layers
-        # serving splits experts over the ep ranks of the tensor-parallel group: each expert sliced tp / ep ways
-        attn, layer_ffn = layer_gemm_times(spec, c, tokens=mm, tp=tp, ep=ep, gemm=gemm, expert_tokens=mm,
-                                           expert_tp=tp // ep)  # fmt: skip
-        a2a = 0.0 * m
-        if spec.moe and ep > 1:  # dispatch and combine per MoE layer over the ep adjacent ranks
-            a2a = c.moe_layers * 2 * collective_time_s("all_to_all", mm * spec.moe.top_k * h * act, system=system,
-                                                       size=ep, stride=1, fits=fits)  # fmt: skip
-        repl, split = elementwise_values(spec, c)
-        elem = cal.elementwise_factor * mm * (repl + split / tp) * act / (gpu.hbm_bandwidth_tb_per_s * 1e12
-                                                                         * cal.memory_efficiency * stream)  # fmt: skip
-        # two all-reduces per layer on the tiers the tp group spans (NCCL / the engines' custom all-reduce pick the
-        # fastest algorithm and protocol; the measured fits hold LL / NVLS small-message latencies)
-        ar = 0.0 * m
-        if tp > 1:
-            one = collective_time_s("all_reduce", mm * h * act, system=system, size=tp, stride=1, fits=fits)
-            if prof.custom_all_reduce:
-                one = np.minimum(one, one_shot_all_reduce_s(mm * h * act, system=system, size=tp, fits=fits))
-            ar = L * 2 * one
-        p2p = 0.0 * m
-        if pp > 1:
-            p2p = (pp - 1) * collective_time_s("p2p", mm * h * act, system=system, size=pp, stride=tp, fits=fits)
-        body = (L * (attn + layer_ffn + elem) + ar + a2a) / pp + p2p / pp  # per stage, then pp stages in a row
-        fixed = pp * body + prof.iteration_overhead_s
-        fixed[0] = 0.0
-        self._fixed: list[float] = np.asarray(fixed, dtype=float).tolist()
-        # the output head runs on one row per sequence that samples a token (not on every prompt token)
-        head_params = c.embedding if spec.tied_embeddings else c.lm_head
-        head = np.array(gemm_time(mm, h, head_params / h / tp, **{**gemm, "bytes_per_el": max(bpe, 2.0)}))
-        head[0] = 0.0
-        self._head: list[float] = head.tolist()
+        self._act = 4.0 if precision == "fp32" else 2.0  # activation bytes: fp32 models keep fp32 activations
+        share = rl.tensor / (rl.peak * rl.arch.gemm_efficiency)  # the calibration's share of the GEMM ceiling
+        # the engine's factor on that share, the product at most 1 (the measured ceiling)
+        self._gemm = dict(peak=rl.tensor, eff_max=min(prof.gemm_efficiency_factor, 1.0 / share),
+                          half_dim=cal.gemm_half_dim, hbm=self.hbm_bytes_per_s, bytes_per_el=bpe,
+                          rows_floor=cal.gemm_half_dim)  # fmt: skip
+        # elementwise values per row and layer (replicated over tp, split over tp)
+        if prof.fused_elementwise:
+            self._elementwise = fused_elementwise_values(spec, c)
+        else:  # the training frameworks' unfused count, scaled by the calibration's factor
+            repl, split = elementwise_values(spec, c)
+            self._elementwise = (cal.elementwise_factor * repl, cal.elementwise_factor * split)
+        # the tables the simulator reads (rows 0 never run: no work); max_rows 0: ``times_s`` only
+        m = np.arange(1, self.max_rows + 1, dtype=float)
+        self._fixed: list[float] = [0.0, *(self.fixed_s(m).tolist() if self.max_rows else [])]
+        self._head: list[float] = [0.0, *(self.head_s(m).tolist() if self.max_rows else [])]
         # attention: FLOPs and KV bytes per context token attended (affine in the batch's total context)
         if spec.mla:
             per_ctx = 2 * spec.heads * (spec.mla.qk_nope_head_dim + spec.mla.qk_rope_head_dim + spec.mla.v_head_dim)
         else:
             per_ctx = 4 * spec.heads * spec.head_dim
-        attn_peak = peak16 * cal.attention_efficiency
-        self._attn_flop_s = per_ctx * L / tp / attn_peak  # seconds per (query, context token) pair, all layers
+        self._attn_flop_s = per_ctx * spec.layers / tp / rl.attention  # seconds per (query, context token) pair
         self.kv_bytes_per_token = float(kv_cache_bytes(spec, batch=1, context=1, tp=tp, pp=pp,
                                                        kv_precision=self.kv_precision))  # fmt: skip
-        self._kv_s = self.kv_bytes_per_token * pp / hbm  # every stage reads its layers' share, one after another
+        self._kv_s = self.kv_bytes_per_token * pp / self.hbm_bytes_per_s  # every stage reads its layers' share in turn
         self.decode_slope_s = max(self._attn_flop_s, self._kv_s)
         # KV swap to host memory: each GPU moves its share over its own PCIe link, in parallel
         pcie = PCIE_X16_GB_PER_S.get(gpu.pcie_gen or DEFAULT_PCIE_GEN, PCIE_X16_GB_PER_S[DEFAULT_PCIE_GEN])
         self.swap_s_per_token = self.kv_bytes_per_token / (pcie * 1e9)
+
+    # -- the parts that depend on the rows only (array-friendly; the tables above are these at 0..max_rows) ----
+    def fixed_s(self, rows: ArrayLike) -> NDArray[np.float64]:
+        """Time of an iteration of ``rows`` rows without its output head and attention core: the layers' GEMMs,
+        elementwise traffic, collectives and the engine's per-iteration overhead (0 for 0 rows)."""
+        spec, c, tp, pp, ep, system, fits = self.spec, self._c, self.tp, self.pp, self.ep, self.system, self._fits
+        m = np.asarray(rows, dtype=float)
+        mm = np.maximum(m, 1.0)  # rows 0 never runs (no work); keep the arrays finite
+        h, L, act = spec.hidden, spec.layers, self._act
+        # serving splits experts over the ep ranks of the tensor-parallel group: each expert sliced tp / ep ways
+        attn, layer_ffn = layer_gemm_times(spec, c, tokens=mm, tp=tp, ep=ep, gemm=self._gemm, expert_tokens=mm,
+                                           expert_tp=tp // ep)  # fmt: skip
+        a2a = 0.0 * mm
+        if spec.moe and ep > 1:  # dispatch and combine per MoE layer over the ep adjacent ranks
+            a2a = c.moe_layers * 2 * collective_time_s("all_to_all", mm * spec.moe.top_k * h * act, system=system,
+                                                       size=ep, stride=1, fits=fits)  # fmt: skip
+        repl, split = self._elementwise
+        elem = mm * (repl + split / tp) * act / self._stream_hbm
+        # two all-reduces per layer on the tiers the tp group spans (NCCL / the engines' custom all-reduce pick the
+        # fastest algorithm and protocol; the measured fits hold LL / NVLS small-message latencies)
+        ar = 0.0 * mm
+        if tp > 1:
+            one = collective_time_s("all_reduce", mm * h * act, system=system, size=tp, stride=1, fits=fits)
+            if self.engine.custom_all_reduce:
+                one = np.minimum(one, one_shot_all_reduce_s(mm * h * act, system=system, size=tp, fits=fits))
+            ar = L * 2 * one
+        p2p = 0.0 * mm
+        if pp > 1:
+            p2p = (pp - 1) * collective_time_s("p2p", mm * h * act, system=system, size=pp, stride=tp, fits=fits)
+        body = (L * (attn + layer_ffn + elem) + ar + a2a) / pp + p2p / pp  # per stage, then pp stages in a row
+        return np.asarray(np.where(m > 0, pp * body + self.engine.iteration_overhead_s, 0.0), dtype=float)
+
+    def head_s(self, rows: ArrayLike) -> NDArray[np.float64]:
+        """The output head on ``rows`` rows: one per sequence that samples a token (not every prompt token)."""
+        spec, c = self.spec, self._c
+        m = np.asarray(rows, dtype=float)
+        head_params = c.embedding if spec.tied_embeddings else c.lm_head
+        gemm = {**self._gemm, "bytes_per_el": max(float(self._gemm["bytes_per_el"]), 2.0)}
+        t = np.asarray(gemm_time(np.maximum(m, 1.0), spec.hidden, head_params / spec.hidden / self.tp, **gemm))
+        return np.asarray(np.where(m > 0, t, 0.0), dtype=float)
+
+    def times_s(self, *, prefill_tokens: ArrayLike = 0, decode_batch: ArrayLike = 0,
+                decode_context_tokens: ArrayLike = 0.0, prefill_pairs: ArrayLike = 0.0,
+                prefill_kv_tokens: ArrayLike = 0.0, prefill_seqs: ArrayLike = 0) -> NDArray[np.float64]:
+        """``time_s`` for arrays of iterations (any row count: no table, no ``max_rows``): what steady-state
+        estimates (``estimate.infer``) evaluate."""
+        p = np.asarray(prefill_tokens, dtype=float)
+        b = np.asarray(decode_batch, dtype=float)
+        t = self.fixed_s(p + b) + self.head_s(b + np.asarray(prefill_seqs, dtype=float))
+        t = t + self.decode_slope_s * np.asarray(decode_context_tokens, dtype=float)
+        attn = np.maximum(self._attn_flop_s * np.asarray(prefill_pairs, dtype=float),
+                          self._kv_s * np.asarray(prefill_kv_tokens, dtype=float))  # fmt: skip
+        return np.asarray(t + np.where(p > 0, attn, 0.0), dtype=float)
 
     # -- evaluation -------------------------------------------------------------------------------------------
     def rows_ok(self, rows: int) -> None:
@@ -256,7 +310,7 @@ def iteration_time_s(spec: TransformerSpec, *, gpu: Accelerator, system: System 
                      cluster: Cluster | None = None, tp: int = 1,
                      pp: int = 1, ep: int = 1, prefill_tokens: ArrayLike = 0, prefill_prefix_tokens: ArrayLike = 0,
                      decode_batch: int = 0, decode_context_tokens: ArrayLike = 0, precision: str = "bf16",
-                     kv_precision: str | None = None, engine: str | EngineProfile = "vllm",
+                     kv_precision: str | None = None, engine: str | EngineProfile | None = "vllm",
                      cal: Calibration = DEFAULT_CALIBRATION) -> float:  # fmt: skip
     """Seconds of one engine iteration on one replica of ``tp · pp`` GPUs.
 
@@ -265,7 +319,8 @@ def iteration_time_s(spec: TransformerSpec, *, gpu: Accelerator, system: System 
     ``decode_batch``: sequences decoding one token each; ``decode_context_tokens``: their KV-cache lengths, the
     sum or an array of ``decode_batch`` lengths. ``system``: the network (default: ``system_of(gpu, cluster=...)``).
     The engine profile names the per-iteration overhead, HBM fraction
-    and GEMM factor (``estimate.engines``); ``kv_precision`` defaults to the engine's choice for ``precision``.
+    and GEMM factor (``estimate.engines``; None: the calibration's, ``engines.calibrated_engine``);
+    ``kv_precision`` defaults to the engine's choice for ``precision``.
     """
     chunks = np.atleast_1d(np.asarray(prefill_tokens, dtype=float))
     prefix = np.broadcast_to(np.asarray(prefill_prefix_tokens, dtype=float), chunks.shape)
