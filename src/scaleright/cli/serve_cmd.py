@@ -47,7 +47,7 @@ def _common(model, gpu, gpus, tp, pp, ep, input_len, output_len, engine, precisi
             max_num_batched_tokens, prefix_cache_hit_rate, router, catalog, calibration,
             gpu_memory_utilization):  # fmt: skip
     from scaleright.estimate.calibration import load_calibration
-    from scaleright.estimate.engines import engine_names
+    from scaleright.estimate.engine_store import check_engine
     from scaleright.serve.router import ROUTERS
     from scaleright.workload import load_model
     from scaleright.workload.precision import KV_PRECISIONS, STORAGE_PRECISIONS
@@ -67,7 +67,7 @@ def _common(model, gpu, gpus, tp, pp, ep, input_len, output_len, engine, precisi
         raise InputError(f"--gpu-memory-utilization={gpu_memory_utilization} must lie in (0, 1]")
     if gpus % (tp * pp):
         raise InputError(f"--tp({tp}) * --pp({pp}) = {tp * pp} does not divide --gpus({gpus})")
-    check_choice("--engine", engine, engine_names())
+    check_engine("--engine", engine)
     check_choice("--precision", precision, STORAGE_PRECISIONS)
     if kv_precision is not None:
         check_choice("--kv-precision", kv_precision, KV_PRECISIONS)
@@ -81,7 +81,8 @@ def _common(model, gpu, gpus, tp, pp, ep, input_len, output_len, engine, precisi
                       gpu_memory_utilization=gpu_memory_utilization)  # fmt: skip
 
 
-_ENGINE = typer.Option("vllm", "--engine", help="Engine profile: vllm, sglang, trtllm or llama.cpp.")
+_ENGINE = typer.Option("vllm", "--engine", help="Engine profile: vllm, sglang, trtllm, llama.cpp, or a name "
+                       "stored by `calibrate --serving --name NAME`.")
 _PREC = typer.Option("bf16", "--precision", help="Weight / GEMM precision.")
 _KVP = typer.Option(None, "--kv-precision", help="KV-cache precision (default: the engine's choice).")
 _SEQS = typer.Option(256, "--max-num-seqs", help="Most sequences running at once per replica (vLLM default 256).")
