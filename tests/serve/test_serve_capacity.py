@@ -149,3 +149,17 @@ def test_schema_prints_capacity_and_fleet(app, name):
     assert schema["additionalProperties"] is False
     key = {"capacity": "binding", "fleet": "pools"}[name]
     assert key in schema["properties"] and key in schema["required"]
+
+
+def test_the_outputs_validate_against_the_published_schemas_independently(app, tmp_path):
+    """jsonschema (not pydantic) checks each command's JSON against what ``scaleright schema NAME`` prints."""
+    jsonschema = pytest.importorskip("jsonschema", reason="jsonschema validates the published schemas independently")
+    f = tmp_path / "fleet.yaml"
+    f.write_text(FLEET)
+    for name, args in (("capacity", CAP), ("fleet", ["serve", "simulate", "--fleet", str(f), "--json"])):
+        schema = json.loads(_run(app, ["schema", name]))
+        doc = json.loads(_run(app, args))
+        validator = jsonschema.Draft202012Validator(schema)
+        assert [e.message for e in validator.iter_errors(doc)] == [], name
+        assert list(validator.iter_errors(doc | {"undeclared_key": 1})), name
+
