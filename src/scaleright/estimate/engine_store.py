@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from scaleright.estimate.engines import EngineProfile
 
 __all__ = ["ENGINE_SUBDIR", "engine_dir", "engine_profile_path", "stored_engine_names", "load_engine_profile",
-           "save_engine_profile", "engine_choice_text", "check_engine", "PROVENANCE_KEYS"]
+           "save_engine_profile", "read_stored", "engine_choice_text", "check_engine", "PROVENANCE_KEYS"]
 
 ENGINE_SUBDIR = "engines"  # under the calibration directory
 # what a stored profile's provenance holds (all written by ``calibrate --serving --name``)
@@ -167,10 +167,9 @@ def save_engine_profile(name: str, profile: EngineProfile, *, provenance: dict[s
         text = json.dumps(body, indent=2, allow_nan=False)
     except (TypeError, ValueError) as exc:
         raise CatalogFileError(f"engine profile {name!r}: cannot be written as JSON ({exc})") from None
+    _profile_from(json.loads(text), path)  # what is saved loads (checked before anything is written)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise InputError(f"engine profile directory {path.parent}: cannot create it ({exc.strerror or exc})") from None
-    written = write_atomic(f"engine profile '{name}'", path, text + "\n")
-    _profile_from(json.loads(text), path)  # what is saved loads
-    return written
+    return write_atomic(f"engine profile '{name}'", path, text + "\n")
