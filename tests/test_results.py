@@ -115,7 +115,8 @@ def test_each_commands_json_validates_against_its_schema(name, outputs, monkeypa
 
 def test_an_unknown_schema_name_is_one_line(monkeypatch, capsys):
     assert_one_line(*run_main(["schema", "plans"], monkeypatch, capsys),
-                    r"^error: NAME='plans' not allowed; allowed: memory, train, infer, plan, simulate$")
+                    r"^error: NAME='plans' not allowed; allowed: memory, train, infer, plan, simulate, capacity, "
+                    r"fleet$")
 
 
 def _corruptions(name: str, doc: dict):

@@ -255,12 +255,12 @@ def simulate(
     unknown = sorted(set(options) - known)
     if unknown:
         raise InputError(f"simulate: unknown option {unknown[0]!r}; known: {', '.join(sorted(known))}")
-    from scaleright.estimate.engines import engine_names
+    from scaleright.estimate.engine_store import check_engine
     from scaleright.serve.router import ROUTERS
 
     defaults = inspect.signature(_simulate).parameters
     engine = options.get("engine", defaults["engine"].default)
-    _choice("engine", engine, engine_names())
+    check_engine("engine", engine)  # a built-in or a stored (calibrate --serving --name) profile, as the CLI
     _choice("router", options.get("router", defaults["router"].default), tuple(ROUTERS))
     given = {"price_usd_per_gpu_hour": price_usd_per_gpu_hour} | options
     for name in ("burstiness", "duration_s", "slo_ttft_ms", "slo_tpot_ms", "price_usd_per_gpu_hour",

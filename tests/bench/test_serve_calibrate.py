@@ -137,7 +137,8 @@ def test_calibrate_serving_without_serve_runs_is_one_line(cli, tmp_path, make_ru
 @pytest.mark.parametrize("args, message", [
     (["--run-ids", "99"], r"^error: no run with id 99 in .*runs\.sqlite$"),
     (["--run-ids", "x"], r"^error: --run-ids must be positive integers separated by commas; got 'x'$"),
-    (["--engine", "bogus"], r"^error: --engine='bogus' not allowed; allowed: vllm, sglang, trtllm, llama\.cpp$"),
+    (["--engine", "bogus"], r"^error: --engine='bogus' not allowed; allowed: vllm, sglang, trtllm, llama\.cpp "
+                            r"\(built-in\); stored: .*\(calibrate --serving --name NAME stores one\)$"),
     (["--run-ids", "1", "--gpu", "no-such-gpu"], r"^error: .*no-such-gpu"),
 ])
 def test_compare_serving_bad_input_is_one_line(cli, tmp_path, synthetic_runs, args, message):

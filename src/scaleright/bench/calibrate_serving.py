@@ -32,8 +32,7 @@ from scaleright.estimate.calibration import DEFAULT_CALIBRATION, Calibration
 from scaleright.estimate.engines import EngineProfile, get_engine
 
 __all__ = ["ENGINE_FIT_BOUNDS", "FIT_METRICS", "COMPARED", "ServingInputs", "serving_inputs", "load_serving_runs",
-           "simulate_run",
-           "compare_run", "fit_engine"]
+           "simulate_run", "compare_run", "fit_engine", "engine_provenance"]
 
 # factor -> (low, high): the physical range the fit may not leave
 ENGINE_FIT_BOUNDS: dict[str, tuple[float, float]] = {
@@ -61,6 +60,7 @@ class ServingInputs:
     sim: dict[str, Any]  # keyword arguments of serve.simulate (without spec, model, engine, cal)
     measured: dict[str, Any]  # the run's metrics
     stopped: str | None
+    server: str | None = None  # the engine and version the server reported (``GET /v1/models``), e.g. "vllm 0.6.3"
 
 
 def serving_inputs(run: dict, *, catalog: Any = None, sim_model: str | None = None, gpu: str | None = None,
@@ -108,8 +108,11 @@ def serving_inputs(run: dict, *, catalog: Any = None, sim_model: str | None = No
         raise InputError(f"run {rid}: a field has the wrong type ({exc}); cannot be simulated") from None
     g = catalog.gpu(str(gpu_name))
     sim["gpu"] = g
+    hw = run.get("hardware") or {}
+    server = " ".join(str(hw[k]) for k in ("engine", "engine_version") if hw.get(k)) or None
     return ServingInputs(run_id=int(run["id"]), spec=load_model(str(model_name), catalog=catalog), gpu=g,
-                         engine=str(engine_name), sim=sim, measured=met, stopped=met.get("stopped"))  # fmt: skip
+                         engine=str(engine_name), sim=sim, measured=met, stopped=met.get("stopped"),
+                         server=server)  # fmt: skip
 
 
 def load_serving_runs(store: Any, run_ids: list[int] | tuple[int, ...] | None = None, *, catalog: Any = None,
@@ -264,3 +267,24 @@ def fit_engine(runs: list[ServingInputs], *, base: str | EngineProfile | None = 
 
 def _near_bound(v: float, lo: float, hi: float, rel: float = 0.02) -> bool:
     return abs(math.log(v / lo)) < rel or abs(math.log(hi / v)) < rel
+
+
+def engine_provenance(runs: list[ServingInputs], report: dict[str, Any]) -> dict[str, Any]:
+    """What a stored engine profile records of its fit (``estimate.engine_store.PROVENANCE_KEYS``): when, from
+    which base profile and runs (with a SHA-256 of their measured metrics, so a changed run shows), the engines and
+    versions and GPUs that served them, the factors before and after, those on a bound and the in-sample error."""
+    import datetime
+    import hashlib
+    import json
+
+    measured = [{"run_id": si.run_id, "metrics": si.measured} for si in sorted(runs, key=lambda x: x.run_id)]
+    digest = hashlib.sha256(json.dumps(measured, sort_keys=True, default=str).encode()).hexdigest()
+    return {
+        "created_utc": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "base": report["base"], "runs": list(report["runs"]), "runs_sha256": digest,
+        "engines": sorted({si.server or f"{si.engine} (version not reported)" for si in runs}),
+        "gpus": sorted({si.gpu.id for si in runs}), "fitted": list(report["fitted"]),
+        "before": dict(report["before"]), "after": dict(report["after"]), "on_bound": list(report["on_bound"]),
+        "median_abs_pct_error_before": report["median_abs_pct_error_before"],
+        "median_abs_pct_error_after": report["median_abs_pct_error_after"], "in_sample": True,
+    }  # fmt: skip

@@ -543,12 +543,12 @@ def _serving_runs(db: Path | None, run_ids: str | None, sim_model: str | None, g
     """The stored serve runs named by ``--run-ids`` (default: every ok serve run), as simulator inputs; read-only."""
     from scaleright.bench.calibrate_serving import load_serving_runs
     from scaleright.bench.config import parse_int_list
-    from scaleright.cli.common import catalog_from, check_choice
+    from scaleright.cli.common import catalog_from
 
     if engine is not None:
-        from scaleright.estimate.engines import engine_names
+        from scaleright.estimate.engine_store import check_engine
 
-        check_choice("--engine", engine, engine_names())
+        check_engine("--engine", engine)
     cat = catalog_from(catalog)
     ids = parse_int_list(run_ids, "--run-ids") if run_ids is not None else None
     damaged: list[str] = []
@@ -614,8 +614,9 @@ def calibrate_serving(
 
 def serving_calibrate(run_ids: str | None, sim_model: str | None, gpu: str | None, engine: str | None,
                       calibration: str | None, catalog: Path | None, db: Path | None, out: Path | None,
-                      as_json: bool) -> None:
-    """The body of ``bench calibrate-serving`` and ``calibrate --serving``."""
+                      as_json: bool, name: str | None = None, force: bool = False) -> None:
+    """The body of ``bench calibrate-serving`` and ``calibrate --serving``; ``name`` (``calibrate --serving
+    --name``) also stores the fitted profile for ``--engine NAME`` (``estimate.engine_store``)."""
     import dataclasses
     import json
 
@@ -626,10 +627,25 @@ def serving_calibrate(run_ids: str | None, sim_model: str | None, gpu: str | Non
     if out is not None:
         check_output_path("--out", out)
         refuse_input_as_output("--out", out, _store_files(_read_store(db)))
+    if name is not None:
+        from scaleright.errors import InputError
+        from scaleright.estimate.engine_store import engine_profile_path
+
+        target = engine_profile_path(name)  # refused before the fit
+        if target.exists() and not force:
+            raise InputError(f"--name={name}: an engine profile already exists at {target}; pass --force to "
+                             "replace it")  # fmt: skip
     cal = calibration_from("--calibration", calibration)
     inputs = _serving_runs(db, run_ids, sim_model, gpu, engine, catalog)
     profile, report = fit_engine(inputs, cal=cal)
     data = {"profile": dataclasses.asdict(profile), **report}
+    if name is not None:
+        from scaleright.bench.calibrate_serving import engine_provenance
+        from scaleright.estimate.engine_store import save_engine_profile
+
+        saved = save_engine_profile(name, profile, provenance=engine_provenance(inputs, report), overwrite=force)
+        data = {"name": name, "path": str(saved), **data, "profile": {**data["profile"], "name": name}}
+        _wrote(saved)
     if out is not None:
         write_output("--out", out, json.dumps(data, indent=2, allow_nan=False) + "\n")
         _wrote(out)

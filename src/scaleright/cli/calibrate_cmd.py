@@ -82,9 +82,9 @@ def _pct(v: float | None) -> str:
 @calibrate_app.callback(invoke_without_command=True)
 def calibrate_cmd(
     ctx: typer.Context,
-    name: str | None = typer.Option(None, "--name", help="Name of the calibration profile to save: 1 to 100 letters, "
-                                    "digits, '-' or '_' (train runs; required there, refused with --serving, "
-                                    "whose fitted engine profile is written with --out)."),
+    name: str | None = typer.Option(None, "--name", help="Name of the profile to save: 1 to 100 letters, digits, "
+                                    "'-' or '_'. Train runs: the calibration profile (required). With --serving: "
+                                    "store the fitted engine profile under NAME for --engine NAME (optional)."),
     gpu: str | None = GpuOpt,
     db: Path | None = DbOpt,
     fingerprint: str | None = FpOpt,
@@ -92,7 +92,8 @@ def calibrate_cmd(
     as_json: bool = JsonOpt,
     force: bool = typer.Option(False, "--force", help="Replace an existing profile of the same name, and save a "
                                "profile whose cross-validated error is not better than the defaults' (or that "
-                               "cannot be cross-validated: one run)."),
+                               "cannot be cross-validated: one run); with --serving --name, replace a stored engine "
+                               "profile."),
     serving: bool = ServingOpt,
     run_ids: str | None = RunIdsOpt,
     sim_model: str | None = SimModelOpt,
@@ -107,9 +108,11 @@ def calibrate_cmd(
     refused; so is a profile whose leave-one-run-out error is worse than the defaults' on the same runs.
 
     With --serving: fit the engine profile's iteration overhead, HBM fraction and frontend latency to the stored
-    serve runs (in-sample), as `bench calibrate-serving` does; --name, --fingerprint and --force do not apply.
+    serve runs (in-sample), as `bench calibrate-serving` does; --name NAME stores it (with its provenance) for
+    `serve simulate --engine NAME`, `serve capacity --engine NAME` and fleet files; --fingerprint does not apply.
 
-    Saved profiles: `calibrate list`, `calibrate show NAME`, `calibrate delete NAME`."""
+    Saved profiles: `calibrate list`, `calibrate show NAME`, `calibrate delete NAME` (engine profiles: with
+    --serving)."""
     if ctx.invoked_subcommand is not None:
         if ctx.params != _FIT_DEFAULTS:
             from scaleright.errors import InputError
@@ -121,8 +124,13 @@ def calibrate_cmd(
     if serving:
         from scaleright.cli.bench_cmd import serving_calibrate
 
-        _refuse(True, {"--name": name is not None, "--fingerprint": fingerprint is not None, "--force": force})
-        serving_calibrate(run_ids, sim_model, gpu, engine, calibration, catalog, db, out, as_json)
+        _refuse(True, {"--fingerprint": fingerprint is not None})
+        if force and name is None:
+            from scaleright.errors import InputError
+
+            raise InputError("--force with --serving replaces a stored engine profile; give --name NAME")
+        serving_calibrate(run_ids, sim_model, gpu, engine, calibration, catalog, db, out, as_json, name=name,
+                          force=force)  # fmt: skip
         return
     _refuse(False, {"--run-ids": run_ids is not None, "--sim-model": sim_model is not None,
                     "--engine": engine is not None, "--calibration": calibration is not None,
@@ -253,19 +261,48 @@ def _saved(path: Path) -> dict:
     return {"name": path.stem, "path": str(path), "ok": True, "sha256": rec["sha256"], "provenance": rec["provenance"]}
 
 
+def _engines_saved() -> tuple[Path, list[dict]]:
+    """The stored engine profiles (``calibrate --serving --name``): their directory and records."""
+    from scaleright.estimate.engine_store import engine_dir, read_stored
+
+    d = engine_dir()
+    files = sorted(p for p in d.glob("*.json") if p.is_file() and not p.is_symlink()) if d.is_dir() else []
+    return d, [read_stored(p) for p in files]
+
+
+def _list_engines(d: Path, engines: list[dict]) -> None:
+    if not engines:
+        console.print(f"no engine profiles in {esc(d)} (scaleright calibrate --serving --name NAME stores one)")
+        return
+    rows = []
+    for f in engines:
+        prov = f.get("provenance") or {}
+        runs = prov.get("runs")
+        rows.append([f["name"], prov.get("base"), ", ".join(map(str, runs)) if isinstance(runs, list) else None,
+                     ", ".join(prov.get("engines") or []) or None,
+                     _pct(prov.get("median_abs_pct_error_after")) + " in-sample" if f["ok"] and prov else None,
+                     str(prov.get("created_utc") or "")[:10] or None,
+                     "" if f["ok"] else f"does not load: {f['error']}"])  # fmt: skip
+    table(f"Engine profiles in {d}", ["name", "base", "serve runs", "served by", "median |error|", "fitted", "note"],
+          rows)  # fmt: skip
+
+
 @calibrate_app.command("list")
 def list_cmd(as_json: bool = JsonOpt) -> None:
-    """The saved calibration profiles: name, GPU, runs, cross-validated error, date, file."""
+    """The saved calibration profiles (name, GPU, runs, cross-validated error, date, file) and the stored engine
+    profiles (calibrate --serving --name: base engine, serve runs, server, in-sample error, date)."""
     from scaleright.estimate.calibration import calibration_dir
 
     d = calibration_dir()
     files = sorted(p for p in d.glob("*.json") if p.is_file()) if d.is_dir() else []
     found = [_saved(p) for p in files]
+    ed, engines = _engines_saved()
     if as_json:
-        emit_json({"directory": str(d), "profiles": found})
+        emit_json({"directory": str(d), "profiles": found, "engine_directory": str(ed), "engine_profiles": engines})
         return
     if not found:
         console.print(f"no calibration profiles in {esc(d)} (scaleright calibrate --name NAME --gpu GPU saves one)")
+        _list_engines(ed, engines)
         return
     rows = []
     for f in found:
@@ -275,16 +312,62 @@ def list_cmd(as_json: bool = JsonOpt) -> None:
                      str(prov.get("created_utc") or "")[:10] or None,
                      "" if f["ok"] else f"does not load: {f['error']}"])  # fmt: skip
     table(f"Calibration profiles in {d}", ["name", "gpu", "runs", "cv median |error|", "fitted", "note"], rows)
+    _list_engines(ed, engines)
+
+
+_SERVING_NAME = typer.Option(False, "--serving", help="NAME is a stored engine profile (calibrate --serving "
+                             "--name), not a calibration profile.")  # fmt: skip
+
+
+def _stored_engine(name: str) -> tuple[Path, dict]:
+    """The stored engine profile ``name``: its file and record; an unknown name lists the stored ones."""
+    from scaleright.errors import InputError
+    from scaleright.estimate.engine_store import engine_profile_path, read_stored, stored_engine_names
+
+    target = engine_profile_path(name, flag="NAME")
+    if not target.is_symlink() and not target.exists():
+        raise InputError(f"NAME={name}: no engine profile of that name in {target.parent}; "
+                         f"stored: {', '.join(stored_engine_names()) or 'none'}")  # fmt: skip
+    if target.is_symlink() or not target.is_file():
+        raise InputError(f"NAME={name}: {target} is not a regular file; left alone")
+    return target, read_stored(target)
+
+
+def _show_engine(name: str, as_json: bool) -> None:
+    from scaleright.errors import InputError
+    from scaleright.estimate.engines import ENGINES
+
+    _, found = _stored_engine(name)
+    if not found["ok"]:
+        raise InputError(found["error"])
+    prof, prov = found["profile"], found.get("provenance") or {}
+    base = ENGINES.get(str(prov.get("base")))
+    if as_json:
+        emit_json({"name": name, "path": found["path"], "profile": prof, "provenance": prov})
+        return
+    table(f"Engine profile '{name}' (fitted from {prov.get('base')!s}, serve runs "
+          f"{', '.join(map(str, prov.get('runs') or []))})", ["factor", "value", "base", "on bound"],
+          [[k, prof[k], getattr(base, k, None), "yes" if k in (prov.get("on_bound") or []) else ""]
+           for k in ("iteration_overhead_s", "hbm_fraction", "frontend_latency_s", "gemm_efficiency_factor")])
+    console.print(f"median |error| of mean TTFT, TPOT and ITL {_pct(prov.get('median_abs_pct_error_before'))} -> "
+                  f"{_pct(prov.get('median_abs_pct_error_after'))} (in-sample); served by "
+                  f"{esc(', '.join(prov.get('engines') or []))}; fitted {esc(prov.get('created_utc'))}")
 
 
 @calibrate_app.command("show")
 def show_cmd(
     name: str = typer.Argument(..., help="Profile name (calibrate list) or a profile JSON path."),
+    serving: bool = _SERVING_NAME,
     as_json: bool = JsonOpt,
 ) -> None:
-    """One profile: its parameters against the defaults, and what it was fitted to."""
+    """One profile: its parameters against the defaults, and what it was fitted to (--serving: a stored engine
+    profile against its base engine)."""
     from scaleright.cli.common import profile_from
     from scaleright.estimate.calibration import DEFAULT_CALIBRATION
+
+    if serving:
+        _show_engine(name, as_json)
+        return
 
     prof = profile_from("NAME", name)
     params, defaults = prof.calibration.as_dict(), DEFAULT_CALIBRATION.as_dict()
@@ -299,13 +382,27 @@ def show_cmd(
 
 
 @calibrate_app.command("delete")
-def delete_cmd(name: str = typer.Argument(..., help="Profile name (calibrate list).")) -> None:
+def delete_cmd(name: str = typer.Argument(..., help="Profile name (calibrate list)."),
+               serving: bool = _SERVING_NAME) -> None:  # fmt: skip
     """Delete a saved profile: only a file `scaleright calibrate` wrote.
 
     NAME is a profile name, not a path; the file must be a regular file (not a link) in the calibration directory
-    that loads as a profile with the provenance calibrate writes. Anything else is refused and left alone."""
+    (with --serving: its engines/ directory) that loads as a profile with the provenance calibrate writes. Anything
+    else is refused and left alone."""
     from scaleright.errors import InputError
     from scaleright.estimate.calibration import calibration_dir, profile_path
+
+    if serving:
+        target, found = _stored_engine(name)
+        if not found["ok"] or not isinstance(found.get("provenance"), dict):
+            why = found.get("error") or "it has no provenance, so scaleright calibrate did not write it"
+            raise InputError(f"NAME={name}: {target} is not an engine profile calibrate wrote ({why}); not deleted")
+        try:
+            target.unlink()
+        except OSError as exc:
+            raise InputError(f"NAME={name}: cannot delete {target} ({exc.strerror or exc})") from None
+        console.print(f"deleted engine profile '{esc(name)}': {esc(target)}")
+        return
 
     target = profile_path(name, flag="NAME")  # refuses a path, '..', 'default' and any character outside [A-Za-z0-9_-]
     d = calibration_dir()

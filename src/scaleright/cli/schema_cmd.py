@@ -1,4 +1,5 @@
-"""``scaleright schema NAME``: the JSON Schema of a result, NAME in memory, train, infer, plan or simulate."""
+"""``scaleright schema NAME``: the JSON Schema of a result, NAME in memory, train, infer, plan, simulate, capacity or
+fleet."""
 
 from __future__ import annotations
 
@@ -14,12 +15,13 @@ def register(app: typer.Typer) -> None:
 
 
 def schema_cmd(
-    name: str = typer.Argument(..., help="memory, train, infer, plan or simulate."),
+    name: str = typer.Argument(..., help="memory, train, infer, plan, simulate, capacity or fleet."),
 ) -> None:
-    """Print the JSON Schema of a result's --json: memory, train, infer, plan or simulate.
+    """Print the JSON Schema of a result's --json: memory, train, infer, plan, simulate, capacity or fleet.
 
     memory, train, infer: `scaleright estimate ...`; plan: `scaleright plan`; simulate: `scaleright serve simulate`
-    (one pool). Draft 2020-12; every object admits only its declared keys."""
+    (one pool); capacity: `scaleright serve capacity`; fleet: `scaleright serve simulate --fleet FILE`. Draft
+    2020-12; every object admits only its declared keys."""
     from scaleright.results import RESULTS, result_model
 
     check_choice("NAME", name, tuple(RESULTS))

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import typer
 
-from scaleright.cli.common import CatalogOpt, JsonOpt, catalog_from, check_choice, console, emit_json, table
+from scaleright.cli.common import CatalogOpt, JsonOpt, catalog_from, check_choice, console, emit_json, esc, table
 from scaleright.errors import InputError
 
 serve_app = typer.Typer(help="Simulate serving under real traffic: latency percentiles, throughput, capacity.",
@@ -47,7 +47,7 @@ def _common(model, gpu, gpus, tp, pp, ep, input_len, output_len, engine, precisi
             max_num_batched_tokens, prefix_cache_hit_rate, router, catalog, calibration,
             gpu_memory_utilization):  # fmt: skip
     from scaleright.estimate.calibration import load_calibration
-    from scaleright.estimate.engines import engine_names
+    from scaleright.estimate.engine_store import check_engine
     from scaleright.serve.router import ROUTERS
     from scaleright.workload import load_model
     from scaleright.workload.precision import KV_PRECISIONS, STORAGE_PRECISIONS
@@ -67,7 +67,7 @@ def _common(model, gpu, gpus, tp, pp, ep, input_len, output_len, engine, precisi
         raise InputError(f"--gpu-memory-utilization={gpu_memory_utilization} must lie in (0, 1]")
     if gpus % (tp * pp):
         raise InputError(f"--tp({tp}) * --pp({pp}) = {tp * pp} does not divide --gpus({gpus})")
-    check_choice("--engine", engine, engine_names())
+    check_engine("--engine", engine)
     check_choice("--precision", precision, STORAGE_PRECISIONS)
     if kv_precision is not None:
         check_choice("--kv-precision", kv_precision, KV_PRECISIONS)
@@ -81,7 +81,8 @@ def _common(model, gpu, gpus, tp, pp, ep, input_len, output_len, engine, precisi
                       gpu_memory_utilization=gpu_memory_utilization)  # fmt: skip
 
 
-_ENGINE = typer.Option("vllm", "--engine", help="Engine profile: vllm, sglang, trtllm or llama.cpp.")
+_ENGINE = typer.Option("vllm", "--engine", help="Engine profile: vllm, sglang, trtllm, llama.cpp, or a name "
+                       "stored by `calibrate --serving --name NAME`.")
 _PREC = typer.Option("bf16", "--precision", help="Weight / GEMM precision.")
 _KVP = typer.Option(None, "--kv-precision", help="KV-cache precision (default: the engine's choice).")
 _SEQS = typer.Option(256, "--max-num-seqs", help="Most sequences running at once per replica (vLLM default 256).")
@@ -317,6 +318,7 @@ def _fleet(path: Path, seed: int, calibration: str | None, catalog: Path | None,
     """``serve simulate --fleet FILE``: every pool and service of the file (``--seed`` overrides its seed when
     given as non-zero)."""
     from scaleright.estimate.calibration import load_calibration
+    from scaleright.results.fleet import FleetResult
     from scaleright.serve.fleet import run_fleet
     from scaleright.serve.fleet_config import build_fleet, load_fleet
 
@@ -329,9 +331,9 @@ def _fleet(path: Path, seed: int, calibration: str | None, catalog: Path | None,
         from scaleright.serve.report import render_fleet_html, write_report
 
         write_report(report, render_fleet_html(res, title=f"fleet {path.name}"))
-    d = res.as_dict() | {"fleet": str(path), "seed": f.seed}
+    typed = FleetResult.of(res, fleet=str(path), seed=f.seed)  # validated
     if as_json:
-        emit_json(d)
+        emit_json(typed.to_dict())
         return
     rows = [[name, s["requests"], s["ttft_ms"]["p50"], s["ttft_ms"]["p99"], s["tpot_ms"]["p99"], s["e2e_ms"]["p99"],
              s["goodput_requests_per_s"], " / ".join(str(x) for x in s["served_by_tier"])]
@@ -367,8 +369,9 @@ def capacity_cmd(
     calibration: str | None = _CAL, catalog: Path | None = CatalogOpt, as_json: bool = JsonOpt,
 ) -> None:  # fmt: skip
     """The highest request rate the layout sustains with p99 TTFT and p99 TPOT under their limits."""
+    from scaleright.results.capacity import CapacityResult
     from scaleright.serve.arrivals import ARRIVALS
-    from scaleright.serve.simulate import capacity
+    from scaleright.serve.simulate import find_capacity
 
     check_choice("--arrival", arrival, ARRIVALS)
     check_choice("--length-dist", length_dist, ("fixed", "lognormal"))
@@ -381,19 +384,36 @@ def capacity_cmd(
                        max_num_seqs, max_num_batched_tokens, prefix_cache_hit_rate, router, catalog, calibration,
                        gpu_memory_utilization)  # fmt: skip
     price, price_source = _price(price_usd_per_gpu_hour, kw["gpu"], catalog)
-    best, res, trials = capacity(spec, slo_ttft_p99_ms=slo_ttft_p99_ms, slo_tpot_p99_ms=slo_tpot_p99_ms,
-                                 requests=requests, arrival=arrival, burstiness=burstiness, input_dist=length_dist,
-                                 output_dist=length_dist, seed=seed, price_usd_per_gpu_hour=price,
-                                 speculative=_speculative(speculative_acceptance, speculative_tokens,
-                                                          speculative_draft_cost), **kw)  # fmt: skip
-    d = {"max_rate_per_s": best, **(res.as_dict() if res is not None else {}),
-         "trials": [{"rate_per_s": r, "meets_slo": ok} for r, ok in trials], "model": spec.name,
-         "gpu": kw["gpu"].id, "price_usd_per_gpu_hour": price, "price_source": price_source,
-         "engine_status": _engine_status(engine)}  # fmt: skip
+    c = find_capacity(spec, slo_ttft_p99_ms=slo_ttft_p99_ms, slo_tpot_p99_ms=slo_tpot_p99_ms, requests=requests,
+                      arrival=arrival, burstiness=burstiness, input_dist=length_dist, output_dist=length_dist,
+                      seed=seed, price_usd_per_gpu_hour=price,
+                      speculative=_speculative(speculative_acceptance, speculative_tokens, speculative_draft_cost),
+                      **kw)  # fmt: skip
+    typed = CapacityResult.of(c, model=spec.name, gpu=kw["gpu"].id, price_usd_per_gpu_hour=price,
+                              price_source=price_source, engine_status=_engine_status(engine))  # validated
     if as_json:
-        emit_json(d)
+        emit_json(typed.to_dict())
         return
+    best, res = c.max_rate_per_s, c.result
     console.print(f"[bold]{spec.name} on {gpus} x {kw['gpu'].id}: highest rate with p99 TTFT <= {slo_ttft_p99_ms} ms "
                   f"and p99 TPOT <= {slo_tpot_p99_ms} ms: {best:.3g} requests/s[/bold]")  # fmt: skip
+    console.print(esc(binding_line(c)))
     if res is not None:
         _print(res, f"at {best:.3g} requests/s")
+
+
+def binding_line(c) -> str:
+    """What set the capacity ``c`` (``serve.simulate.Capacity``), in one sentence with the numbers behind it."""
+    sat = f"the layout's throughput ceiling (saturated rate) is {c.saturated_rate_per_s:.3g} requests/s"
+    if c.binding == "throughput":
+        return f"bound by throughput: {sat}; looser limits would not raise the rate"
+    if c.binding == "kv_cache":
+        return "bound by the KV cache: a request is longer than a replica's whole KV cache"
+    refused = min((t for t in c.trials if not t.meets_slo and t.rate_per_s > c.max_rate_per_s),
+                  key=lambda t: t.rate_per_s)  # fmt: skip
+    if c.binding == "ttft_p99":
+        what, seen, limit = "p99 TTFT", refused.ttft_p99_ms, c.slo_ttft_p99_ms
+    else:
+        what, seen, limit = "p99 TPOT", refused.tpot_p99_ms, c.slo_tpot_p99_ms
+    return (f"bound by the {what} limit: at {refused.rate_per_s:.3g} requests/s {what} is {seen:.4g} ms "
+            f"> {limit:g} ms; {sat}")

@@ -146,8 +146,15 @@ def engine_names() -> tuple[str, ...]:
 
 
 def get_engine(name: str) -> EngineProfile:
-    """The profile registered as ``name``."""
-    try:
+    """The profile registered as ``name``, else the one stored under ``name`` by ``calibrate --serving --name``
+    (``estimate.engine_store``). An unknown name lists the closest, the built-in and the stored names."""
+    if name in ENGINES:
         return ENGINES[name]
-    except KeyError:
-        raise UnknownNameError("engine", name, ENGINES) from None
+    from scaleright.estimate.engine_store import engine_choice_text, load_engine_profile, stored_engine_names
+
+    stored = load_engine_profile(name)
+    if stored is not None:
+        return stored
+    err = UnknownNameError("engine", name, [*ENGINES, *stored_engine_names()])
+    err.args = (f"{err.args[0]}; {engine_choice_text()}",)
+    raise err

@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from scaleright.results.common import Result
 
 __all__ = ["RESULTS", "result_model", "result_json", "MemoryResult", "TrainResult", "InferResult", "PlanResult",
-           "SimulateResult"]
+           "SimulateResult", "CapacityResult", "FleetResult"]
 
 # schema name -> (module, class)
 RESULTS: dict[str, tuple[str, str]] = {
@@ -23,6 +23,8 @@ RESULTS: dict[str, tuple[str, str]] = {
     "infer": ("scaleright.results.infer", "InferResult"),
     "plan": ("scaleright.results.plan", "PlanResult"),
     "simulate": ("scaleright.results.simulate", "SimulateResult"),
+    "capacity": ("scaleright.results.capacity", "CapacityResult"),
+    "fleet": ("scaleright.results.fleet", "FleetResult"),
 }
 _CLASSES = {cls: (module, cls) for module, cls in RESULTS.values()}
 

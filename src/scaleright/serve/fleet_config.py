@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Annotated, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from scaleright.errors import InputError
 from scaleright.limits import LIMITS, bounds, text_bounds
@@ -93,7 +93,7 @@ class PoolIn(_Strict):
     tp: _Degree = Field(1, ge=1)
     pp: _Degree = Field(1, ge=1)
     ep: _Degree = Field(1, ge=1)
-    engine: Literal["vllm", "sglang", "trtllm", "llama.cpp"] = "vllm"
+    engine: str = "vllm"  # a built-in engine profile or one stored by calibrate --serving --name
     precision: str = "bf16"
     kv_precision: str | None = None
     max_num_seqs: _Batch = Field(256, ge=1)
@@ -108,6 +108,16 @@ class PoolIn(_Strict):
     decode_pool: _Name | None = None
     kv_link: Literal["intra-node", "network"] = "network"
     speculative: SpeculativeIn | None = None
+
+    @field_validator("engine")
+    @classmethod
+    def _engine(cls, v: str) -> str:
+        from scaleright.estimate.engine_store import engine_choice_text, load_engine_profile
+        from scaleright.estimate.engines import ENGINES
+
+        if v not in ENGINES and load_engine_profile(v) is None:
+            raise ValueError(f"{v!r} not allowed; {engine_choice_text()}")
+        return v
 
     @model_validator(mode="after")
     def _count(self) -> PoolIn:

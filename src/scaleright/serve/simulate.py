@@ -41,8 +41,8 @@ from scaleright.serve.router import make_router
 from scaleright.serve.speculative import SpeculativeModel
 from scaleright.workload.spec import TransformerSpec
 
-__all__ = ["MAX_REQUESTS", "SimulationResult", "build_model", "capacity", "kv_blocks_per_replica", "saturated_rate",
-           "simulate"]
+__all__ = ["BINDINGS", "MAX_REQUESTS", "Capacity", "CapacityTrial", "SimulationResult", "build_model", "capacity",
+           "find_capacity", "kv_blocks_per_replica", "saturated_rate", "simulate"]
 
 MAX_REQUESTS = 10_000_000  # requests per simulation: 10**7 keeps one run under minutes and its records in memory
 SLO_SPANS = 20  # a capacity trial's arrivals span at least this many TTFT limits (``capacity``)
@@ -361,12 +361,71 @@ def saturated_rate(spec: TransformerSpec, *, model: IterationModel | Speculative
     return r.requests_per_s, r
 
 
-def capacity(spec: TransformerSpec, *, slo_ttft_p99_ms: float, slo_tpot_p99_ms: float, requests: int = 1000,
-             rel_tol: float = 0.02, max_trials: int = 40, saturated: float | None = None,
-             **kw) -> tuple[float, SimulationResult | None, list]:  # fmt: skip
-    """(highest rate/s with p99 TTFT and p99 TPOT within their limits, the simulation at that rate, the trials
-    as (rate, passed)). Rate 0 and None when even 1/1024 request/s misses the limits, or a request is longer than
-    the KV cache.
+BINDINGS = ("ttft_p99", "tpot_p99", "throughput", "kv_cache")  # what sets a capacity (``Capacity.binding``)
+
+
+@dataclass(frozen=True)
+class CapacityTrial:
+    """One rate ``find_capacity`` tried: whether it met both limits, and the p99s and rejections that decided it."""
+
+    rate_per_s: float
+    meets_slo: bool
+    ttft_p99_ms: float
+    tpot_p99_ms: float  # NaN when no request decodes (one output token each)
+    rejected: int
+
+
+@dataclass(frozen=True)
+class Capacity:
+    """What ``find_capacity`` found: the highest rate meeting both p99 limits, the simulation at it (None at rate 0),
+    every trial, the layout's saturated rate (``saturated_rate``; the ceiling of the search) and what set the answer
+    (``binding``, one of ``BINDINGS``):
+
+    - ``throughput``: the answer is within the search's tolerance of the saturated rate. No limit can be told
+      apart from the ceiling there; a looser one would not raise the rate.
+    - ``ttft_p99`` / ``tpot_p99``: the lowest failing trial above the answer missed that limit (both missed: the
+      one exceeded by the larger factor). Loosening it raises the rate, up to the saturated rate.
+    - ``kv_cache``: a request is longer than a replica's whole KV cache (rate 0), or a trial failed only on
+      rejected requests.
+    """
+
+    max_rate_per_s: float
+    result: SimulationResult | None
+    trials: tuple[CapacityTrial, ...]
+    saturated_rate_per_s: float
+    binding: str
+    slo_ttft_p99_ms: float
+    slo_tpot_p99_ms: float
+
+
+def _binding(best: float, ceiling: float, rel_tol: float, trials: list[CapacityTrial], slo_ttft: float,
+             slo_tpot: float) -> str:  # fmt: skip
+    """``Capacity.binding``: see there."""
+    if best > 0 and best * (1 + rel_tol) >= ceiling:
+        return "throughput"
+    above = [t for t in trials if not t.meets_slo and t.rate_per_s > best]
+    if not above:
+        return "throughput"  # nothing above the answer was refused: the search stopped at its trial limit
+    t = min(above, key=lambda x: x.rate_per_s)
+    over_ttft = t.ttft_p99_ms / slo_ttft
+    over_tpot = t.tpot_p99_ms / slo_tpot if math.isfinite(t.tpot_p99_ms) else 0.0
+    if max(over_ttft, over_tpot) <= 1.0:
+        return "kv_cache" if t.rejected else "throughput"
+    return "ttft_p99" if over_ttft >= over_tpot else "tpot_p99"
+
+
+def capacity(spec: TransformerSpec, **kw) -> tuple[float, SimulationResult | None, list]:
+    """``find_capacity`` as (highest rate/s, the simulation at it, the trials as (rate, passed))."""
+    c = find_capacity(spec, **kw)
+    return c.max_rate_per_s, c.result, [(t.rate_per_s, t.meets_slo) for t in c.trials]
+
+
+def find_capacity(spec: TransformerSpec, *, slo_ttft_p99_ms: float, slo_tpot_p99_ms: float, requests: int = 1000,
+                  rel_tol: float = 0.02, max_trials: int = 40, saturated: float | None = None,
+                  **kw) -> Capacity:  # fmt: skip
+    """The highest rate/s with p99 TTFT and p99 TPOT within their limits, the simulation at that rate, the
+    trials, the saturated rate and what bound the answer (``Capacity``). Rate 0 and no simulation when even 1/1024
+    request/s misses the limits, or a request is longer than the KV cache.
 
     The search doubles from 1 request/s (or halves) and bisects, never above the saturated rate
     (``saturated_rate``): past it the queue grows without bound, so no rate above it is sustained under any TTFT
@@ -389,16 +448,22 @@ def capacity(spec: TransformerSpec, *, slo_ttft_p99_ms: float, slo_tpot_p99_ms: 
     names = ("gpu", "system", "cluster", "tp", "pp", "ep", "precision", "kv_precision", "engine", "cal", "max_num_seqs",
              "max_num_batched_tokens", "speculative")
     model = build_model(spec, **{k: kw[k] for k in names if k in kw})
-    trials: list[tuple[float, bool]] = []
+    trials: list[CapacityTrial] = []
     cache: dict[float, SimulationResult] = {}
+    slos = (slo_ttft_p99_ms, slo_tpot_p99_ms)
+
+    def done(best: float, binding: str | None = None) -> Capacity:
+        b = binding or _binding(best, ceiling, rel_tol, trials, *slos)
+        return Capacity(best, cache.get(best) if best > 0 else None, tuple(trials), ceiling, b, *slos)
+
     replicas = max(1, kw.get("gpus", 1) // (kw.get("tp", 1) * kw.get("pp", 1)))
     if saturated is None:
         saturated, sat = saturated_rate(spec, model=model, clients=kw.get("max_num_seqs", 256) * replicas, **kw)
         if sat.rejected:
-            return 0.0, None, trials
-    ceiling = saturated
+            return Capacity(0.0, None, (), float(saturated), "kv_cache", *slos)
+    ceiling = float(saturated)
     if not (math.isfinite(ceiling) and ceiling > 0):
-        return 0.0, None, trials
+        return Capacity(0.0, None, (), ceiling, "throughput", *slos)
     ttft_span_s = slo_ttft_p99_ms / 1e3
     if kw.get("arrival", "poisson") in ("poisson", "gamma"):
         ca2 = 1.0 / kw.get("burstiness", 1.0) if kw.get("arrival") == "gamma" else 1.0
@@ -410,25 +475,25 @@ def capacity(spec: TransformerSpec, *, slo_ttft_p99_ms: float, slo_tpot_p99_ms: 
         cache[rate] = r
         tpot = r.tpot_ms["p99"]  # NaN when no request decodes (one output token each)
         good = r.rejected == 0 and r.ttft_ms["p99"] <= slo_ttft_p99_ms and (math.isnan(tpot) or tpot <= slo_tpot_p99_ms)
-        trials.append((rate, good))
+        trials.append(CapacityTrial(rate, good, r.ttft_ms["p99"], tpot, r.rejected))
         return good
 
     lo, hi = 0.0, min(1.0, ceiling)
     if ok(hi):
         while hi < ceiling:
             if len(trials) >= max_trials:
-                return hi, cache[hi], trials
+                return done(hi)
             if not ok(min(hi * 2, ceiling)):
                 break
             hi = min(hi * 2, ceiling)
         else:
-            return hi, cache[hi], trials  # the saturated rate passes: throughput binds, not the limits
+            return done(hi, "throughput")  # the saturated rate passes: throughput binds, not the limits
         lo, hi = hi, min(hi * 2, ceiling)
     else:
         while hi / 2 >= MIN_RATE and len(trials) < max_trials and not ok(hi / 2):
             hi /= 2
-        if hi / 2 < MIN_RATE or (len(trials) >= max_trials and not trials[-1][1]):
-            return 0.0, None, trials
+        if hi / 2 < MIN_RATE or (len(trials) >= max_trials and not trials[-1].meets_slo):
+            return done(0.0)
         lo = hi / 2
     while hi - lo > rel_tol * lo and len(trials) < max_trials:
         mid = (lo + hi) / 2
@@ -436,4 +501,4 @@ def capacity(spec: TransformerSpec, *, slo_ttft_p99_ms: float, slo_tpot_p99_ms: 
             lo = mid
         else:
             hi = mid
-    return lo, cache.get(lo), trials
+    return done(lo)
