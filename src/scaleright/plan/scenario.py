@@ -176,7 +176,7 @@ class Inference(_Strict):
     burstiness: Annotated[float, Field(gt=0, le=1000)] = 1.0
     diurnal_amplitude: _Fraction = Field(0.5, ge=0, le=1)
     trace: _PathText | None = None
-    engine: Literal["vllm", "sglang", "trtllm", "llama.cpp"] = "vllm"  # the serving engine profile simulated
+    engine: str = "vllm"  # the engine profile simulated: built-in or stored by calibrate --serving --name
     # capacity kept above the offered (peak) rate: the fleet is sized to meet the SLOs at rate x (1 + headroom)
     headroom: Annotated[float, Field(ge=0, le=10)] = 0.2
     prefix_cache_hit_rate: Annotated[float, Field(ge=0, lt=1)] = 0.0  # share of each prompt found in the KV cache
@@ -188,6 +188,16 @@ class Inference(_Strict):
     tiers: list[Tier] | None = Field(None, min_length=1, max_length=3)
     # an occasional job instead of a service: costed per run (economics.batch), never as hours_per_day every day
     batch_job: BatchJob | None = None
+
+    @field_validator("engine")
+    @classmethod
+    def _engine(cls, v: str) -> str:
+        from scaleright.estimate.engine_store import engine_choice_text, load_engine_profile
+        from scaleright.estimate.engines import ENGINES
+
+        if v not in ENGINES and load_engine_profile(v) is None:
+            raise ValueError(f"{v!r} not allowed; {engine_choice_text()}")
+        return v
 
     @model_validator(mode="after")
     def _rate(self) -> Inference:
