@@ -136,6 +136,9 @@ def test_plan_options_record_the_memory_accounting_of_their_zero_stage(monkeypat
         assert acc["framework"] == o["framework"] == "deepspeed"
         # DeepSpeed's engine: BF16_Optimizer for bf16 at ZeRO <= 1, the ZeRO optimizer otherwise
         assert acc["states"] == ("deepspeed-bf16" if o["layout"]["zero"] <= 1 else "deepspeed-fp16")
+    code, text, err = run_main(["plan", str(scn)], monkeypatch, capsys)
+    assert code == 0, err
+    assert "framework deepspeed; memory accounting deepspeed: states deepspeed-" in " ".join(text.split())
 
 
 def test_estimate_train_prints_and_emits_its_memory_accounting(monkeypatch, capsys):

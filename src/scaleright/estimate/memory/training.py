@@ -137,7 +137,9 @@ def _training_parts(
             flash_attention=flash_attention, bytes_per_value=bpv,
         )  # fmt: skip
         one_layer = activation_bytes_per_layer(spec, recompute="none", **kw)
-        one_sel = activation_bytes_per_layer(spec, recompute="selective", **kw)
+        # (selective drops only the s x s scores, which flash attention never stores: there it saves what no
+        # recompute saves, and rebuilds nothing)
+        one_sel = one_layer if flash_attention else activation_bytes_per_layer(spec, recompute="selective", **kw)
         working = np.where(rc == 2, one_layer, np.where(rc == 1, one_layer - one_sel, 0.0))
         if np.any(rc == 3):
             one_op = activation_bytes_per_layer(spec, recompute="op-selective", **kw)
