@@ -358,7 +358,9 @@ def evaluate_training(spec: TransformerSpec, *, gpu, counts: list[int], seq_len:
                       keep: str = "winners") -> TrainCandidates:  # fmt: skip
     """Evaluate every valid layout of ``spec`` on ``gpu`` in ``system`` (default: ``system_of(gpu, cluster=...)``;
     see module docstring). ``keep="winners"`` keeps the fastest layout per count and per (count, family);
-    ``keep="all"`` every layout that fits."""
+    ``keep="all"`` every layout that fits. ``framework`` (default fsdp2) sets the step model's behaviour and the
+    memory model's inputs alike (``estimate.memory.profiles``, per ZeRO stage): which layouts fit, and their
+    memory figures, are those of ``estimate_train`` with the same framework."""
     _keep_heap_top()
     system = system_of(gpu, system=system, cluster=cluster)
     fallback, note = gpu.tensor_precision(precision)  # a part without the requested rate runs its fallback
