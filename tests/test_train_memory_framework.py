@@ -8,6 +8,8 @@ import json
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from cli_helpers import run_main
 from scaleright.catalog import get_gpu
@@ -97,6 +99,23 @@ def test_arrays_of_mixed_zero_stages_equal_each_layout_alone(llama8b):
     for i in range(zero.size):
         one = training_memory_arrays(llama8b, seq_len=2048, dp=4, pp=int(pp[i]), zero=int(zero[i]), n_micro=4,
                                      framework="deepspeed")  # fmt: skip
+        for k, v in one.items():
+            assert arr[k][i] == pytest.approx(float(v), rel=1e-12), (k, i)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.tuples(st.sampled_from([0, 1, 2, 3]), st.sampled_from([1, 2, 4]), st.sampled_from([1, 2]),
+                          st.sampled_from([1, 4]), st.sampled_from(["none", "selective", "full"])),
+                min_size=1, max_size=6),
+       st.sampled_from(["deepspeed", "megatron-2021", "fsdp2"]), st.sampled_from(["bf16", "fp16"]))  # fmt: skip
+def test_any_batch_of_layouts_equals_each_layout_alone(llama8b, rows, framework, precision):
+    zero, tp, pp, mb, rc = (np.array(c) for c in zip(*rows, strict=True))
+    codes = np.array([["none", "selective", "full"].index(r) for r in rc])
+    kw = dict(seq_len=2048, dp=4, n_micro=8, framework=framework, precision=precision)
+    arr = training_memory_arrays(llama8b, zero=zero, tp=tp, pp=pp, micro_batch=mb, recompute=codes, **kw)
+    for i in range(zero.size):
+        one = training_memory_arrays(llama8b, zero=int(zero[i]), tp=int(tp[i]), pp=int(pp[i]),
+                                     micro_batch=int(mb[i]), recompute=str(rc[i]), **kw)  # fmt: skip
         for k, v in one.items():
             assert arr[k][i] == pytest.approx(float(v), rel=1e-12), (k, i)
 

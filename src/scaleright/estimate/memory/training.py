@@ -250,7 +250,8 @@ def _parts_for(
     per distinct profile on its own rows only, so the cost stays that of one evaluation of every layout."""
     z = np.asarray(zero)
     by_prof: dict[MemoryProfile, list[int]] = {}
-    for stage in (ZERO_STAGES if framework is not None else (0,)):  # resolving is cheap; scanning ``zero`` is not
+    # resolving a profile is cheap, scanning an array of stages is not: an array resolves every stage
+    for stage in ((0,) if framework is None else (int(z),) if z.ndim == 0 else ZERO_STAGES):
         prof = resolve_profile(framework, zero=stage, precision=precision, states=states,
                                cross_entropy=cross_entropy, flash_attention=flash_attention)  # fmt: skip
         by_prof.setdefault(prof, []).append(stage)
@@ -262,7 +263,7 @@ def _parts_for(
             pipeline_outputs=prof.pipeline_outputs, **kw_,
         )  # fmt: skip
 
-    if len(by_prof) == 1:
+    if len(by_prof) == 1 or z.size == 0:
         return parts(next(iter(by_prof)), zero, **kw)
     # the layout axes given as arrays, flattened to the common shape; each profile gets the rows of its stages
     axes = {k: v for k, v in kw.items() if k in _LAYOUT_AXES and v is not None and not isinstance(v, str)}
@@ -274,6 +275,8 @@ def _parts_for(
                          f"allowed: {', '.join(map(str, ZERO_STAGES))}")
     for prof, stages in by_prof.items():
         rows = np.flatnonzero(np.isin(flat_z, stages))
+        if rows.size == 0:
+            continue
         sub = {k: np.broadcast_to(np.asarray(v), shape).ravel()[rows] for k, v in axes.items()}
         got = parts(prof, flat_z[rows], **(kw | sub))
         for k, v in got.items():
