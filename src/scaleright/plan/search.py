@@ -383,14 +383,12 @@ def evaluate_training(spec: TransformerSpec, *, gpu, counts: list[int], seq_len:
         format at each row's ZeRO stage, with optimizer offload what stays on the GPU (``memory.offload``)."""
         zero = np.asarray(r["zero"])
         out = np.zeros(zero.shape)
-        for fmt in dict.fromkeys(state_of.values()):
+        for fmt in dict.fromkeys(state_of.values()):  # one evaluation per state format, on its rows only
             stages = [z for z, f in state_of.items() if f == fmt]
             rows = slice(None) if len(stages) == len(state_of) else np.isin(zero, stages)
-            def at(k: str, rows: Any = rows) -> np.ndarray:
-                return np.asarray(r[k])[rows]
-
-            w, g_, o = model_state_bytes(spec, tp=at("tp"), pp=at("pp"), dp=at("dp"), cp=at("cp"), ep=at("ep"),
-                                         etp=at("etp"), zero=at("zero"), dp_shard=at("dp_shard"), precision=prec,
+            at = {k: np.asarray(r[k])[rows] for k in ("tp", "pp", "dp", "cp", "ep", "etp", "zero", "dp_shard")}
+            w, g_, o = model_state_bytes(spec, tp=at["tp"], pp=at["pp"], dp=at["dp"], cp=at["cp"], ep=at["ep"],
+                                         etp=at["etp"], zero=at["zero"], dp_shard=at["dp_shard"], precision=prec,
                                          optimizer=optimizer, states=fmt)  # fmt: skip
             if offload:
                 w, g_, o = resident_states(w, g_, o, True, fp32_master_weights=(
