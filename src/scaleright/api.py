@@ -176,7 +176,8 @@ def estimate_train(
     """Step time, tokens/s, MFU / HFU, memory and scaling efficiency of one training ``layout`` (default: one GPU).
 
     ``tokens``: the training budget, for ``train_time_h`` and ``gpu_hours``. ``framework``: the framework whose
-    behaviour the step time assumes (``scaleright.estimate.framework``; default fsdp2). ``system``: the network (a
+    behaviour the step time and the memory assume (``scaleright.estimate.framework``; default fsdp2; the memory
+    inputs it implies are ``memory_accounting``). ``system``: the network (a
     built-in system id or a ``System``; default the GPU's). ``calibration``: a profile name or JSON path (None:
     the built-in defaults).
     """

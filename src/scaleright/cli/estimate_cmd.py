@@ -426,6 +426,10 @@ def train_cmd(
           [[k, v, v / est.step_time_s] for k, v in est.time_breakdown_s.items() if v > 0])  # fmt: skip
     _memory_table("Memory per GPU", est.memory_breakdown_gb, est.memory_gb_per_gpu, g.memory_gb,
                   "GB = 1e9 bytes")  # fmt: skip
+    if est.memory_accounting is not None:  # the framework's memory behaviour the figures assume
+        console.print("memory accounting " + esc(est.memory_accounting.summary()))
+        console.print("(estimate memory gives the same figures with the same --framework; without one it keeps the "
+                      "ZeRO paper's accounting)", style="dim")
     console.print(esc(prof.line()), style="dim")
 
 

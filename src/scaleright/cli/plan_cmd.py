@@ -133,6 +133,15 @@ def _print(d: dict) -> None:
             console.print(f"[green]Recommendation:[/green] {rec['gpus']} x {gpu} ({lay}): {number(rec['time_h'])} h, "
                           f"{usd(rec['cost_usd'])} ({usd(rec['cost_per_1m_tokens_usd'])} per 1M tokens), "
                           f"{number(rec['energy_kwh'])} kWh, {number(rec['co2e_kg'])} kg CO2e")  # fmt: skip
+            acc = rec.get("memory_accounting")
+            if acc:  # the framework the step time and the memory assumed
+                from scaleright.estimate.memory.profiles import MemoryProfile
+
+                prof = MemoryProfile(framework=acc["framework"], states=acc["states"],
+                                     cross_entropy=acc["cross_entropy"], flash_attention=acc["attention"] == "flash",
+                                     runtime_gb=acc["cuda_context_gb"])  # fmt: skip
+                console.print(f"framework {esc(rec['framework'])}; memory accounting {esc(prof.summary())}",
+                              style="dim")  # fmt: skip
         else:
             console.print(f"[green]Recommendation:[/green] {rec['gpus']} x {gpu} ({lay}): "
                           f"{usd(rec['cost_usd'])}/month, {usd(rec['cost_per_1m_tokens_usd'])} per 1M output tokens, "

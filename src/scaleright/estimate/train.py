@@ -52,6 +52,7 @@ Every function accepts numpy arrays for the layout axes and broadcasts (the plan
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -77,12 +78,14 @@ from scaleright.estimate.layout import Layout, divisors
 from scaleright.estimate.memory import (
     GB,
     LoraConfig,
+    MemoryProfile,
     Overheads,
     _recompute_code,
     activation_bytes_per_layer,
     lora_param_count,
     op_selective_recompute_fraction,
     optimizer_bytes_per_param,
+    resolve_profile,
     training_memory_arrays,
 )
 from scaleright.estimate.memory.offload import HOST_MEMORY_GB_PER_S, host_link_bytes_per_s
@@ -550,6 +553,8 @@ class TrainEstimate:
     framework: Framework = field(default_factory=lambda: framework_of(None))
     calibrated: bool = True  # False: the GPU's architecture has no GEMM/HBM measurement (``arch_factors``)
     calibration_note: str = ""
+    # the framework inputs the memory figures assumed (``estimate.memory.profiles``; None: the default framework's)
+    memory_accounting: MemoryProfile | None = None
 
     def as_dict(self) -> dict[str, Any]:
         d = {
@@ -560,6 +565,8 @@ class TrainEstimate:
                       "gpus", "gpu", "base_gpus", "calibrated", "calibration_note")
         }  # fmt: skip
         d["framework"] = self.framework.as_dict()
+        acc = self.memory_accounting or resolve_profile(self.framework, zero=self.layout.zero)
+        d["memory_accounting"] = acc.as_dict()
         lay = self.layout
         d["layout"] = lay.kwargs() | {"global_batch": lay.global_batch}
         return d
@@ -567,7 +574,7 @@ class TrainEstimate:
 
 def _predict(
     spec: TransformerSpec, *, gpu: Accelerator, system: System, layout: Layout, seq_len: int, precision: str,
-    task: str, lora: LoraConfig | None, cal: Calibration, optimizer: str, overheads: Overheads,
+    task: str, lora: LoraConfig | None, cal: Calibration, optimizer: str, overheads: Overheads | None,
     framework: Framework, ep_comm_overlap: bool = False,
 ) -> tuple[dict[str, float], dict[str, float]]:
     gb = layout.global_batch or layout.micro_batch * layout.dp
@@ -578,7 +585,7 @@ def _predict(
     )  # fmt: skip
     mem = training_memory_arrays(
         spec, seq_len=seq_len, n_micro=layout.grad_accum, precision=precision, optimizer=optimizer, task=task,
-        lora=lora, overheads=overheads, **lay,
+        lora=lora, overheads=overheads, framework=framework, **lay,
     )  # fmt: skip
     return {k: float(v) for k, v in perf.items()}, {k: float(v) / GB for k, v in mem.items()}
 
@@ -597,7 +604,7 @@ def estimate_train(
     optimizer: str = "adamw",
     tokens: float | None = None,
     cal: Calibration = DEFAULT_CALIBRATION,
-    overheads: Overheads = Overheads(),
+    overheads: Overheads | None = None,
     framework: Framework | str | None = None,
     tp_comm_overlap: bool | None = None,
     ep_comm_overlap: bool = False,
@@ -612,6 +619,12 @@ def estimate_train(
     ``tp_comm_overlap`` overriding its field (``train_step_arrays``). The result records both, and whether the
     GPU's architecture has measured GEMM/HBM ceilings (``calibrated``). ``ep_comm_overlap`` whether the
     framework overlaps the expert all-to-all (``train_step_arrays``).
+
+    Memory follows the same framework (``estimate.memory.profiles.memory_profile``: its state format at the
+    layout's ZeRO stage, its cross-entropy, its attention, its CUDA context, whether its pipeline keeps stage
+    outputs), so the default is FSDP2's accounting, not the ZeRO paper's that ``training_memory`` uses without a
+    framework; ``memory_accounting`` records it. ``overheads`` (None: the framework's CUDA context with the
+    default allocator and NCCL terms) replaces the overhead terms when given.
     """
     layout.validate(spec)
     fw = framework_of(framework).with_overrides(tp_comm_overlap=tp_comm_overlap)
@@ -626,6 +639,9 @@ def estimate_train(
         ep_comm_overlap=ep_comm_overlap,
     )  # fmt: skip
     perf, mem = _predict(spec, layout=layout, **kw)
+    accounting = resolve_profile(fw, zero=layout.zero, precision=precision)
+    if overheads is not None:  # the CUDA context the memory figures used
+        accounting = dataclasses.replace(accounting, runtime_gb=overheads.runtime_gb)
     total = sum(mem.values())
     fits = total <= gpu.memory_gb
     reason = None if fits else f"needs {total:.1f} GB per GPU, {gpu.id} has {gpu.memory_gb:.1f} GB"
@@ -656,5 +672,5 @@ def estimate_train(
         mfu=perf["mfu"], hfu=perf["hfu"], scaling_efficiency=scaling, train_time_h=train_time_h,
         gpu_hours=gpu_hours, layout=layout, gpus=layout.gpus, gpu=gpu.id, base_gpus=base_gpus,
         extra={"micro_batches_per_step": perf["n_micro"]}, framework=fw, calibrated=arch.calibrated,
-        calibration_note=arch.note,
+        calibration_note=arch.note, memory_accounting=accounting,
     )  # fmt: skip

@@ -36,6 +36,7 @@ from scaleright.errors import InputError, ScalerightError, UnknownNameError
 from scaleright.estimate.calibration import DEFAULT_CALIBRATION, Calibration, arch_factors
 from scaleright.estimate.comm import system_of
 from scaleright.estimate.framework import framework_of
+from scaleright.estimate.memory.profiles import resolve_profile
 from scaleright.plan import economics as econ
 from scaleright.plan.economics._units import DAYS_PER_MONTH
 from scaleright.plan.economics.defaults import ownership_defaults, site_of
@@ -477,8 +478,11 @@ def _plan_training(scn, spec, cat, cal, progress) -> PlanResult:
         js = order[first]
         n_j = a["gpus"][js].astype(int)
         arch = arch_factors(g)  # what every option of this GPU type records (computed once, not per option)
-        same = {"framework": framework_of(tr.framework, field="training.framework").name,
-                "calibrated": arch.calibrated, "calibration_note": arch.note}
+        fw = framework_of(tr.framework, field="training.framework")
+        # the memory accounting each option's figures assumed: the framework's at the option's ZeRO stage
+        accounting = {z: resolve_profile(fw, zero=z, precision=cand.precision).as_dict() for z in range(4)}
+        same = {"framework": fw.name, "memory_accounting": accounting, "calibrated": arch.calibrated,
+                "calibration_note": arch.note}
         for pr in pricings:
             price_j = np.asarray([pr.rate[counts.index(int(n))] for n in n_j], dtype=float)
             spots: list[dict | None] = [None] * len(js)
@@ -552,7 +556,8 @@ def _train_econ(scn, g, gpus, hours, price, tokens) -> dict[str, np.ndarray]:
 
 def _train_option(g, cand, j, hours, price, src, ec: dict[str, float], same: dict[str, Any]) -> dict:
     """Option ``j`` of ``cand`` as the plan's dict; ``same`` holds what every option of the GPU type records (the
-    framework behaviour the step time assumes, whether the architecture has measured ceilings)."""
+    framework behaviour the step time assumes, the memory accounting per ZeRO stage, whether the architecture has
+    measured ceilings)."""
     a = cand.arrays
     n = int(a["gpus"][j])
     return {
@@ -566,7 +571,7 @@ def _train_option(g, cand, j, hours, price, src, ec: dict[str, float], same: dic
         "gpu_memory_gb": g.memory_gb, "time_breakdown_s": time_breakdown(a, j),
         "memory_breakdown_gb": {k: float(a[f"mem_{k}"][j]) for k in ("weights", "gradients", "optimizer",
                                                                       "gathered", "activations", "overhead")},
-    } | same  # fmt: skip
+    } | same | {"memory_accounting": dict(same["memory_accounting"][int(a["zero"][j])])}  # fmt: skip
 
 
 def _size_by_simulation(scn, spec, cat, cal, options_all, skipped, rate, hours_month) -> int:

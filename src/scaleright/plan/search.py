@@ -26,7 +26,7 @@ import math
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
 
@@ -39,9 +39,11 @@ from scaleright.estimate.infer import infer_arrays, max_batch
 from scaleright.estimate.layout import RECOMPUTE, LayoutArrays, divisors
 from scaleright.estimate.memory import (
     GB,
+    STATE_FORMATS,
     LoraConfig,
     inference_memory_arrays,
     model_state_bytes,
+    resolve_profile,
     training_memory_arrays,
 )
 from scaleright.estimate.memory.offload import host_link_bytes_per_s, resident_states
@@ -356,7 +358,9 @@ def evaluate_training(spec: TransformerSpec, *, gpu, counts: list[int], seq_len:
                       keep: str = "winners") -> TrainCandidates:  # fmt: skip
     """Evaluate every valid layout of ``spec`` on ``gpu`` in ``system`` (default: ``system_of(gpu, cluster=...)``;
     see module docstring). ``keep="winners"`` keeps the fastest layout per count and per (count, family);
-    ``keep="all"`` every layout that fits."""
+    ``keep="all"`` every layout that fits. ``framework`` (default fsdp2) sets the step model's behaviour and the
+    memory model's inputs alike (``estimate.memory.profiles``, per ZeRO stage): which layouts fit, and their
+    memory figures, are those of ``estimate_train`` with the same framework."""
     _keep_heap_top()
     system = system_of(gpu, system=system, cluster=cluster)
     fallback, note = gpu.tensor_precision(precision)  # a part without the requested rate runs its fallback
@@ -369,16 +373,28 @@ def evaluate_training(spec: TransformerSpec, *, gpu, counts: list[int], seq_len:
     # optimizer states to move), and only for layouts that cannot fit without it
     link = host_link_bytes_per_s(gpu) if task not in ("lora", "qlora") else None
     cap = gpu.memory_gb
+    # the framework's memory behaviour (``memory.profiles``), resolved once per ZeRO stage for this GPU type: the
+    # state format the pruning below counts, and what ``training_memory_arrays`` assumes for every layout
+    fw = framework_of(framework)
+    state_of = {z: resolve_profile(fw, zero=z, precision=prec).states for z in range(4)}
 
     def states_gb(r: dict[str, np.ndarray], offload: bool) -> np.ndarray:
-        """Sharded weights, gradients and optimizer states per GPU (``model_state_bytes``), with optimizer offload
-        what stays on the GPU (``memory.offload``; the default ``zero`` state format keeps 16-bit weights)."""
-        w, g_, o = model_state_bytes(spec, tp=r["tp"], pp=r["pp"], dp=r["dp"], cp=r["cp"], ep=r["ep"], etp=r["etp"],
-                                     zero=r["zero"], dp_shard=r["dp_shard"], precision=prec,
-                                     optimizer=optimizer)  # fmt: skip
-        if offload:
-            w, g_, o = resident_states(w, g_, o, True, fp32_master_weights=False)
-        return cast(np.ndarray, (w + g_ + o) / GB)
+        """Sharded weights, gradients and optimizer states per GPU (``model_state_bytes``) in the framework's state
+        format at each row's ZeRO stage, with optimizer offload what stays on the GPU (``memory.offload``)."""
+        zero = np.asarray(r["zero"])
+        out = np.zeros(zero.shape)
+        for fmt in dict.fromkeys(state_of.values()):  # one evaluation per state format, on its rows only
+            stages = [z for z, f in state_of.items() if f == fmt]
+            rows = slice(None) if len(stages) == len(state_of) else np.isin(zero, stages)
+            at = {k: np.asarray(r[k])[rows] for k in ("tp", "pp", "dp", "cp", "ep", "etp", "zero", "dp_shard")}
+            w, g_, o = model_state_bytes(spec, tp=at["tp"], pp=at["pp"], dp=at["dp"], cp=at["cp"], ep=at["ep"],
+                                         etp=at["etp"], zero=at["zero"], dp_shard=at["dp_shard"], precision=prec,
+                                         optimizer=optimizer, states=fmt)  # fmt: skip
+            if offload:
+                w, g_, o = resident_states(w, g_, o, True, fp32_master_weights=(
+                    prec != "fp32" and STATE_FORMATS[fmt].fp32_weights))  # fmt: skip
+            out[rows] = (w + g_ + o) / GB
+        return out
 
     def states_fit(r: dict[str, np.ndarray]) -> np.ndarray:
         """States within the GPU's memory: they do not depend on activations, so a layout whose states alone
@@ -389,7 +405,7 @@ def evaluate_training(spec: TransformerSpec, *, gpu, counts: list[int], seq_len:
         return (r["zero"] >= 1) & (states_gb(r, True) <= cap)
 
     pruned: list[int] = []
-    interleaved = framework_of(framework).pipeline_schedule == "interleaved"  # v > 1 needs an interleaved schedule
+    interleaved = fw.pipeline_schedule == "interleaved"  # v > 1 needs an interleaved schedule
     grid = train_layout_grid(spec, counts=counts, gpus_per_node=tp_domain(system), seq_len=seq_len,
                              global_batch=global_batch, task=task, count_pruned=pruned, interleaved=interleaved,
                              prune=None if task in ("lora", "qlora") else states_fit,
@@ -401,7 +417,7 @@ def evaluate_training(spec: TransformerSpec, *, gpu, counts: list[int], seq_len:
 
     def memory(g: LayoutArrays) -> tuple[dict[str, np.ndarray], np.ndarray]:
         m = training_memory_arrays(spec, seq_len=seq_len, n_micro=global_batch // (g.dp * g.micro_batch),
-                                   precision=prec, optimizer=optimizer, task=task, lora=lora,
+                                   precision=prec, optimizer=optimizer, task=task, lora=lora, framework=fw,
                                    **g.kwargs())  # fmt: skip
         tot = m["weights"] + m["gradients"]
         for k in ("optimizer", "gathered", "activations", "overhead"):

@@ -13,6 +13,7 @@ from pydantic import Discriminator, Tag
 
 from scaleright.plan.scenario import Constraints, Inference, Pricing, Training
 from scaleright.results.common import CalibrationRecord, MemoryBreakdownGb, OptReal, Part, Real, Result, TimeBreakdownS
+from scaleright.results.memory import MemoryAccounting
 from scaleright.results.train import Recompute
 
 if TYPE_CHECKING:
@@ -145,6 +146,7 @@ class _TrainingCore(_Common):
     time_breakdown_s: TimeBreakdownS
     memory_breakdown_gb: MemoryBreakdownGb
     framework: str
+    memory_accounting: MemoryAccounting  # the framework's memory inputs the memory figures assumed
     calibrated: bool
     calibration_note: str
 

@@ -14,6 +14,7 @@ from scaleright.results.common import (
     Result,
     TimeBreakdownS,
 )
+from scaleright.results.memory import MemoryAccounting
 
 if TYPE_CHECKING:
     from scaleright.estimate.train import TrainEstimate
@@ -67,6 +68,7 @@ class TrainResult(Result):
     calibrated: bool  # the GPU's architecture has measured GEMM / HBM ceilings
     calibration_note: str
     framework: FrameworkRecord
+    memory_accounting: MemoryAccounting  # the framework's memory inputs the memory figures assumed
     layout: TrainLayout
     model: str
     calibration: CalibrationRecord

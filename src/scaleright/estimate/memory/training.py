@@ -20,7 +20,7 @@ from scaleright.estimate.memory.adapters import LoraConfig, lora_param_count
 from scaleright.estimate.memory.breakdown import GB, MemoryBreakdown, _breakdown, fold_overheads, overhead_details
 from scaleright.estimate.memory.offload import resident_activations, resident_states
 from scaleright.estimate.memory.overheads import Overheads, allocator_reserve_bytes, nccl_buffer_bytes
-from scaleright.estimate.memory.profiles import resolve_profile
+from scaleright.estimate.memory.profiles import MemoryProfile, resolve_profile
 from scaleright.estimate.memory.states import (
     _end_params,
     _stage_params,
@@ -36,6 +36,7 @@ from scaleright.workload.spec import TransformerSpec
 __all__ = ["TASKS", "training_memory_arrays", "training_memory"]
 
 TASKS = ("pretrain", "full-finetune", "lora", "qlora", "inference")
+ZERO_STAGES = (0, 1, 2, 3)
 
 
 def _training_parts(
@@ -136,7 +137,9 @@ def _training_parts(
             flash_attention=flash_attention, bytes_per_value=bpv,
         )  # fmt: skip
         one_layer = activation_bytes_per_layer(spec, recompute="none", **kw)
-        one_sel = activation_bytes_per_layer(spec, recompute="selective", **kw)
+        # (selective drops only the s x s scores, which flash attention never stores: there it saves what no
+        # recompute saves, and rebuilds nothing)
+        one_sel = one_layer if flash_attention else activation_bytes_per_layer(spec, recompute="selective", **kw)
         working = np.where(rc == 2, one_layer, np.where(rc == 1, one_layer - one_sel, 0.0))
         if np.any(rc == 3):
             one_op = activation_bytes_per_layer(spec, recompute="op-selective", **kw)
@@ -242,20 +245,49 @@ def _parts_for(
     **kw: Any,
 ) -> dict[str, np.ndarray]:
     """``_training_parts`` with the framework's memory inputs filled in where not given, one profile per ZeRO stage
-    present in ``zero`` (the state format of ``megatron-2021`` and ``deepspeed`` depends on it)."""
+    present in ``zero`` (the state format of ``megatron-2021`` and ``deepspeed`` depends on it). Stages that share a
+    profile are evaluated together: one ``_training_parts`` call when all do (every preset but those two), else one
+    per distinct profile on its own rows only, so the cost stays that of one evaluation of every layout."""
     z = np.asarray(zero)
-    out: dict[str, np.ndarray] | None = None
-    for stage in np.unique(z) if framework is not None else (0,):
-        prof = resolve_profile(framework, zero=int(stage), precision=precision, states=states,
+    by_prof: dict[MemoryProfile, list[int]] = {}
+    # resolving a profile is cheap, scanning an array of stages is not: an array resolves every stage
+    for stage in ((0,) if framework is None else (int(z),) if z.ndim == 0 else ZERO_STAGES):
+        prof = resolve_profile(framework, zero=stage, precision=precision, states=states,
                                cross_entropy=cross_entropy, flash_attention=flash_attention)  # fmt: skip
-        parts = _training_parts(
-            spec, zero=zero, precision=precision, states=prof.states, cross_entropy=prof.cross_entropy,
+        by_prof.setdefault(prof, []).append(stage)
+
+    def parts(prof: MemoryProfile, zero_: ArrayLike, **kw_: Any) -> dict[str, np.ndarray]:
+        return _training_parts(
+            spec, zero=zero_, precision=precision, states=prof.states, cross_entropy=prof.cross_entropy,
             flash_attention=prof.flash_attention, overheads=overheads or prof.overheads,
-            pipeline_outputs=prof.pipeline_outputs, **kw,
+            pipeline_outputs=prof.pipeline_outputs, **kw_,
         )  # fmt: skip
-        out = parts if out is None else {k: np.where(z == stage, v, out[k]) for k, v in parts.items()}
-    assert out is not None
-    return out
+
+    if len(by_prof) == 1 or z.size == 0:
+        return parts(next(iter(by_prof)), zero, **kw)
+    # the layout axes given as arrays, flattened to the common shape; each profile gets the rows of its stages
+    axes = {k: v for k, v in kw.items() if k in _LAYOUT_AXES and v is not None and not isinstance(v, str)}
+    shape = np.broadcast(z, *(np.asarray(v) for v in axes.values())).shape
+    flat_z = np.broadcast_to(z, shape).ravel()
+    out: dict[str, np.ndarray] = {}
+    if not np.isin(flat_z, ZERO_STAGES).all():
+        raise InputError(f"zero={sorted(set(np.unique(flat_z).tolist()) - set(ZERO_STAGES))} not allowed; "
+                         f"allowed: {', '.join(map(str, ZERO_STAGES))}")
+    for prof, stages in by_prof.items():
+        rows = np.flatnonzero(np.isin(flat_z, stages))
+        if rows.size == 0:
+            continue
+        sub = {k: np.broadcast_to(np.asarray(v), shape).ravel()[rows] for k, v in axes.items()}
+        got = parts(prof, flat_z[rows], **(kw | sub))
+        for k, v in got.items():
+            out.setdefault(k, np.zeros(int(np.prod(shape))))[rows] = v
+    return {k: v.reshape(shape) for k, v in out.items()}
+
+
+# ``_training_parts`` arguments that are layout axes (arrays over layouts), as opposed to model-wide settings
+_LAYOUT_AXES = frozenset({"seq_len", "tp", "pp", "dp", "cp", "ep", "micro_batch", "n_micro", "recompute",
+                          "sequence_parallel", "virtual_stages", "etp", "dp_shard", "offload_optimizer",
+                          "offload_activations"})  # fmt: skip
 
 
 def training_memory(
