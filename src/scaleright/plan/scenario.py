@@ -10,7 +10,7 @@ import datetime
 from pathlib import Path
 from typing import Annotated, Literal, cast
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError, field_validator, model_validator
 
 from scaleright.catalog.prices import MAX_PRICE_AGE_DAYS
 from scaleright.errors import CatalogFileError, InputError
@@ -234,6 +234,10 @@ class Constraints(_Strict):
     max_gpus: _Gpus = Field(512, ge=1)  # most GPUs one option may use
     gpus_per_node: _NodeGpus | None = Field(None, ge=1)  # override the GPU's typical node size
     interconnect: Literal["any", "nvlink", "pcie"] = "any"  # only GPUs whose intra-node link is of this kind
+    # false: the search never moves optimizer states or activations to host memory (ZeRO-Offload, activation
+    # offload), e.g. where the hosts' memory is taken by other work; true: offload is searched for layouts that do
+    # not fit without it, on parts with a PCIe host link (plan.search)
+    allow_offload: StrictBool = True
 
     @field_validator("gpu_types")
     @classmethod
@@ -345,6 +349,9 @@ class Scenario(_Strict):
             if self.constraints.deadline_h is not None:
                 raise ValueError("constraints.deadline_h applies to training; for serving use inference.ttft_slo_s "
                                  "and inference.tpot_slo_s")
+            if "allow_offload" in self.constraints.model_fields_set:
+                raise ValueError("constraints.allow_offload applies to training (optimizer and activation offload); "
+                                 "serving offloads nothing to host memory here, omit it")
             if self.inference is None:
                 raise ValueError("task 'inference' needs an 'inference' section")
             if self.training is not None:

@@ -353,10 +353,11 @@ def evaluate_training(spec: TransformerSpec, *, gpu, counts: list[int], seq_len:
                       cal: Calibration = DEFAULT_CALIBRATION, system: System | None = None,
                       cluster: Cluster | None = None, tp_comm_overlap: bool | None = None,
                       framework: Framework | str | None = None, ep_comm_overlap: bool = False,
-                      keep: str = "winners") -> TrainCandidates:  # fmt: skip
+                      keep: str = "winners", allow_offload: bool = True) -> TrainCandidates:  # fmt: skip
     """Evaluate every valid layout of ``spec`` on ``gpu`` in ``system`` (default: ``system_of(gpu, cluster=...)``;
     see module docstring). ``keep="winners"`` keeps the fastest layout per count and per (count, family);
-    ``keep="all"`` every layout that fits."""
+    ``keep="all"`` every layout that fits. ``allow_offload=False`` (the scenario's ``constraints.allow_offload``)
+    searches no offload layout."""
     _keep_heap_top()
     system = system_of(gpu, system=system, cluster=cluster)
     fallback, note = gpu.tensor_precision(precision)  # a part without the requested rate runs its fallback
@@ -367,7 +368,7 @@ def evaluate_training(spec: TransformerSpec, *, gpu, counts: list[int], seq_len:
 
     # offload is searched where the catalog gives the part a host link, for full training (a frozen base has no
     # optimizer states to move), and only for layouts that cannot fit without it
-    link = host_link_bytes_per_s(gpu) if task not in ("lora", "qlora") else None
+    link = host_link_bytes_per_s(gpu) if allow_offload and task not in ("lora", "qlora") else None
     cap = gpu.memory_gb
 
     def states_gb(r: dict[str, np.ndarray], offload: bool) -> np.ndarray:
