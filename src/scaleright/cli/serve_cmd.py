@@ -204,9 +204,10 @@ def simulate_cmd(
             raise InputError(f"--fleet FILE holds the pools and services; {', '.join(given)} "
                              f"{'does' if len(given) == 1 else 'do'} not apply (set it in the file)")  # fmt: skip
         if report is not None:
-            from scaleright.textfile import check_output_path
+            from scaleright.textfile import check_output_path, refuse_input_as_output
 
             check_output_path("--report", report)
+            refuse_input_as_output("--report", report, [fleet])
         _fleet(fleet, seed, calibration, catalog, as_json, report)
         return
     if model is None:
@@ -235,12 +236,13 @@ def simulate_cmd(
         raise InputError("--requests and --duration-s are alternatives; give one")
     if duration_s is not None and rate is None:
         raise InputError("--duration-s needs --rate (closed loop and traces run --requests)")
-    from scaleright.textfile import check_output_path
+    from scaleright.textfile import check_output_path, refuse_input_as_output
 
-    if trace_out is not None:
-        check_output_path("--trace-out", trace_out)
-    if report is not None:
-        check_output_path("--report", report)
+    inputs = [trace, input_lengths, output_lengths]  # an output never replaces what the run reads
+    for flag, out in (("--trace-out", trace_out), ("--report", report)):
+        if out is not None:
+            check_output_path(flag, out)
+            refuse_input_as_output(flag, out, inputs)
     spec, kw = _common(model, gpu, gpus, tp, pp, ep, input_len, output_len, engine, precision, kv_precision,
                        max_num_seqs, max_num_batched_tokens, prefix_cache_hit_rate, router, catalog, calibration,
                        gpu_memory_utilization)  # fmt: skip
