@@ -304,7 +304,7 @@ class Pricing(_Strict):
     # interest or required return on the money invested, per year; 0 (the default) = capital is free. Not a cited
     # figure: give your loan rate or cost of capital
     cost_of_capital_per_year: _Fraction = Field(0.0, ge=0)
-    depreciation_years: _Years = Field(4.0, gt=0)  # accounting life of owned hardware
+    depreciation_years: _Years = Field(4.0, gt=0)  # accounting life of owned hardware (a month at least)
     resale_fraction: _Fraction = Field(0.2, ge=0, le=1)  # resale value at the end of the horizon, of purchase
     # the Deployment Decision Tree (economics.decision): "on-premises" when the data may not leave your own
     # hardware (compliance), which rules renting out whatever it costs
@@ -315,6 +315,16 @@ class Pricing(_Strict):
     # how long a serverless worker stays warm after its last request (economics.batch); an assumption, not a cited
     # figure: set your endpoint's
     serverless_idle_timeout_s: _Seconds = Field(60.0, ge=0)
+
+    @field_validator("depreciation_years")
+    @classmethod
+    def _a_month_at_least(cls, v: float) -> float:
+        # the hardware is bought again every depreciation_years over the horizon (economics.ownership.purchases):
+        # a life shorter than a month would buy it thousands of times, and 5e-324 years overflows the count
+        if v < 1 / 12:
+            raise ValueError(f"{v:g} years is shorter than a month; give the hardware's accounting life in years "
+                             "(at least 1/12, e.g. 4)")
+        return v
 
     @model_validator(mode="after")
     def _hybrid_profile(self) -> Pricing:
