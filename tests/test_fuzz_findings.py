@@ -41,3 +41,22 @@ def test_the_smallest_rate_runs_and_reports_without_warnings(tmp_path, monkeypat
                             capsys)  # fmt: skip
     assert code == 0 and err == "", err
     assert (tmp_path / "r.html").stat().st_size > 0
+
+
+@pytest.mark.parametrize(("change", "pattern"), [
+    ({"precision": None}, r"recommendation\.precision: null; allowed: fp32, bf16"),
+    ({"layout": {}}, r"recommendation\.layout\.tp: missing"),
+])
+def test_export_fills_no_null_precision_or_missing_layout_with_a_default(change, pattern, tmp_path, monkeypatch,
+                                                                         capsys):  # fmt: skip
+    """``export`` of a plan whose recommendation has ``precision: null`` wrote a bf16 vLLM command, and one with an
+    empty layout a tp=1 pp=1 Megatron launch (fuzz inputs 5523 and 8779, seed 0)."""
+    import json
+
+    plan = {"scenario": {"name": "p", "model": "gpt2", "task": "pretrain", "training": {"seq_len": 2048,
+                                                                                         "global_batch": 16}},
+            "recommendation": {"gpu": "h100-sxm", "gpus": 1, "precision": "bf16",
+                               "layout": {"tp": 1, "pp": 1, "dp": 1, "cp": 1}} | change}  # fmt: skip
+    f = tmp_path / "plan.json"
+    f.write_text(json.dumps(plan))
+    assert_one_line(*run_main(["export", str(f), "--to", "megatron"], monkeypatch, capsys), pattern)
