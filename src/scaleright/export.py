@@ -88,12 +88,20 @@ class _Ctx:
         self.gpu = o["gpu"]
         self.gpus = _count(o.get("gpus"), "recommendation.gpus", LIMITS["gpus"].high)
         self.lay = dict(o["layout"])
+        # the counts that say how the GPUs are used are never defaulted (plan --json always writes them)
+        needed = ("tp", "replicas") if _task(plan) == "inference" else ("tp", "pp", "dp")
+        missing = [k for k in needed if self.lay.get(k) is None]
+        if missing:
+            raise InputError(f"recommendation.layout.{missing[0]}: missing; a plan's layout gives "
+                             f"{', '.join(needed)} (give what `scaleright plan S --json` prints)")  # fmt: skip
         self.per_node = int(s.get("gpus_per_node") or o.get("gpus_per_node") or min(self.gpus, 8))
         self.nodes = max(1, -(-self.gpus // self.per_node))
         self.per_node = min(self.per_node, self.gpus)
         tr = s.get("training") or {}
         inf = s.get("inference") or {}
         given = o.get("precision")
+        if "precision" in o and given is None:  # absent: the scenario's precision; null is no precision at all
+            raise InputError(f"recommendation.precision: null; allowed: {', '.join(_PRECISIONS)}")
         self.precision = str(given if given is not None else tr.get("precision") or inf.get("precision") or "bf16")
         if self.precision not in _PRECISIONS:
             raise InputError(f"recommendation.precision={self.precision[:40]!r} not allowed; allowed: "

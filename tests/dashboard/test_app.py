@@ -40,13 +40,17 @@ def test_healthz(client):
     assert r.status_code == 200 and r.json()["status"] == "ok"
 
 
-def test_api_plan_is_what_plan_json_prints(client, tmp_path, monkeypatch, capsys):
+@pytest.mark.parametrize("example", [None, "lora-7b-one-gpu", "llama70b-full-finetune", "chat-service-8b"])
+def test_api_plan_is_what_plan_json_prints(example, client, tmp_path, monkeypatch, capsys):
+    """The same JSON from both (one home: ``results.plan.PlanResult``), for a small LoRA scenario and the dashboard's
+    examples (the repository's examples/: training, and serving sized by simulation)."""
+    text = LORA if example is None else (ROOT / "examples" / f"{example}.yaml").read_text()
     scenario = tmp_path / "s.yaml"
-    scenario.write_text(LORA)
+    scenario.write_text(text)
     code, out, err = run_main(["plan", str(scenario), "--json"], monkeypatch, capsys)
     assert code == 0, err
     cli = json.loads(out)
-    api = client.post("/api/plan", content=LORA, headers={"content-type": "application/yaml"})
+    api = client.post("/api/plan", content=text, headers={"content-type": "application/yaml"})
     assert api.status_code == 200
     got = api.json()
     for d in (cli, got):  # the search's timings differ run to run

@@ -476,6 +476,13 @@ CONSTRAINT_FIELDS: dict[str, Spec] = {
     "max_gpus": _pos("gpus", integer=True, low=1, low_open=False),
     "gpus_per_node": _pos("gpus_per_node|chips_per_domain", integer=True, low=1, low_open=False, nullable=True),
     "interconnect": CHOICE,
+    "allow_offload": Spec("bool"),  # training only: any value in a serving scenario is refused
+}
+BATCH_JOB_FIELDS: dict[str, Spec] = {  # inference.batch_job
+    "requests_per_run": _pos("requests_per_day"),
+    "runs_per_month": _pos(24.0 * 31),
+    "run_within_h": _pos("hours"),
+    "startup_s": _pos("latency_s", low_open=False, nullable=True),
 }
 PRICING_FIELDS: dict[str, Spec] = {
     "mode": CHOICE,
@@ -502,6 +509,9 @@ PRICING_FIELDS: dict[str, Spec] = {
     "data_gb": _pos("usd", low_open=False),
     "egress_usd_per_gb": _pos("usd", low_open=False),
     "cost_of_capital_per_year": _pos(1.0, low_open=False),
+    "data_sensitivity": CHOICE,
+    "serverless_usd_per_gpu_hour": _pos("usd_per_hour", low_open=False, nullable=True),
+    "serverless_idle_timeout_s": _pos("latency_s", low_open=False),
 }
 TOP_FIELDS: dict[str, Spec] = {"name": Spec("str", high=_lim("name_chars")), "model": NAME, "task": CHOICE}
 PRICE_OVERRIDE = {"price_usd_per_gpu_hour": _pos("usd_per_hour", low_open=False),
@@ -590,6 +600,13 @@ PRICING_EXTRAS: tuple[dict[str, Any], ...] = (
     {"checkpoint_interval_h": 2.0, "max_price_age_days": 30.0},
     {"data_provider": "AWS", "data_gb": 1000.0, "egress_usd_per_gb": 0.09},
     {"cost_of_capital_per_year": 0.08, "burst_kind": "spot"},
+    {"serverless_usd_per_gpu_hour": 2.5, "serverless_idle_timeout_s": 30.0},
+    {"data_sensitivity": "on-premises"},
+)
+BATCH_JOBS: tuple[dict[str, Any], ...] = (
+    {"requests_per_run": 10_000.0, "runs_per_month": 4.0},
+    {"requests_per_run": 2_000.0, "runs_per_month": 1.0, "run_within_h": 8.0, "startup_s": 120.0},
+    {"requests_per_run": 500.0, "runs_per_month": 30.0, "run_within_h": 2.0, "startup_s": 0.0},
 )
 
 
@@ -617,12 +634,17 @@ def _base_scenario(c: Chooser) -> dict[str, Any]:
             inf["precision"] = c.choice(("bf16", "fp8", "int4"))
         if c.coin(30):
             inf["ttft_slo_s"], inf["tpot_slo_s"] = c.choice(((1.0, 0.05), (5.0, 0.2)))
-        if c.coin(35):
+        if c.coin(20):  # an occasional job: its load is the runs, not a rate (no service extras)
+            del inf["requests_per_s"]
+            inf["batch_job"] = dict(c.choice(BATCH_JOBS))
+        elif c.coin(35):
             inf.update(c.choice(SERVING_EXTRAS))
         s["inference"] = inf
     cons: dict[str, Any] = {"gpu_types": list(c.choice(GPU_SETS)), "max_gpus": c.choice((1, 2, 4, 8, 16))}
     if training and c.coin(30):
         cons[c.choice(("deadline_h", "budget_usd"))] = c.choice((10.0, 1000.0))
+    if training and c.coin(15):
+        cons["allow_offload"] = not c.coin(70)  # mostly false: offload forbidden
     s["constraints"] = cons
     if c.coin(40):
         s["pricing"] = {"mode": c.choice(("on-demand", "spot", "marketplace", "own"))}
@@ -631,23 +653,27 @@ def _base_scenario(c: Chooser) -> dict[str, Any]:
     return s
 
 
-def _section_fields(task: str) -> dict[str, dict[str, Spec]]:
+def _section_fields(task: str, doc: dict[str, Any] | None = None) -> dict[str, dict[str, Spec]]:
     out = {"": TOP_FIELDS, "constraints": CONSTRAINT_FIELDS, "pricing": PRICING_FIELDS}
     out["inference" if task == "inference" else "training"] = (
         INFERENCE_FIELDS if task == "inference" else TRAINING_FIELDS
     )
+    if doc is not None and isinstance(doc.get("inference"), dict) and "batch_job" in doc["inference"]:
+        out["inference.batch_job"] = BATCH_JOB_FIELDS
     return out
 
 
 def _set(doc: dict[str, Any], section: str, key: str, value: Any) -> None:
-    target = doc.setdefault(section, {}) if section else doc
+    target = doc
+    for part in section.split(".") if section else ():  # "inference.batch_job": a mapping inside a section
+        target = target.setdefault(part, {})
     target[key] = value
 
 
 def _mutate_scenario(c: Chooser, s: dict[str, Any]) -> tuple[bool, str, list[tuple[str, FileContent]]]:
     """Mutate ``s`` in place; return (known invalid, description, extra files)."""
     task = s["task"]
-    sections = _section_fields(task)
+    sections = _section_fields(task, s)
     kind = c.choice(("value", "value", "value", "value", "value", "unknown_key", "duplicate_key", "section",
                      "cross", "gpu_types", "price_map", "model_path", "boundary", "boundary"))  # fmt: skip
     if kind == "boundary":  # several fields at their upper bound (valid), or one just past it
@@ -655,7 +681,8 @@ def _mutate_scenario(c: Chooser, s: dict[str, Any]) -> tuple[bool, str, list[tup
             (sec, k, sp)
             for sec, fields in sections.items()
             for k, sp in fields.items()
-            if sp.kind in ("int", "float") and sp.high is not None and k not in ("dataset_tokens", "requests_per_day")
+            if sp.kind in ("int", "float") and sp.high is not None
+            and k not in ("dataset_tokens", "requests_per_day", "requests_per_run")
         ]
         picked = {c.choice(pool) for _ in range(c.integer(1, 4))}
         over = c.coin(30)
@@ -679,6 +706,8 @@ def _mutate_scenario(c: Chooser, s: dict[str, Any]) -> tuple[bool, str, list[tup
         invalid = is_invalid(sections[section][key], v)
         if key == "framework" and v.label == "empty mapping":
             invalid = False  # a mapping of no overrides: the default preset, as documented
+        if key == "allow_offload" and task == "inference":
+            invalid = True  # offload is a training constraint (plan.scenario)
         return invalid, f"{section + '.' if section else ''}{key} = {v.label}", []
     if kind == "unknown_key":
         section = c.choice(tuple(sections))
@@ -699,7 +728,9 @@ def _mutate_scenario(c: Chooser, s: dict[str, Any]) -> tuple[bool, str, list[tup
         return True, f"section {section} = {v.label}", []
     if kind == "cross":
         what = c.choice(("other_section", "tokens_and_dataset", "no_tokens", "both_rates", "deadline_inference",
-                         "no_model", "no_task"))  # fmt: skip
+                         "no_model", "no_task", "batch_and_rate", "batch_hours_per_day", "batch_arrival",
+                         "offload_inference"))  # fmt: skip
+        batch = task == "inference" and "batch_job" in s["inference"]
         if what == "other_section":
             if task == "inference":
                 s["training"] = {"tokens": 1e9}
@@ -713,6 +744,14 @@ def _mutate_scenario(c: Chooser, s: dict[str, Any]) -> tuple[bool, str, list[tup
             s["inference"]["requests_per_day"] = 1000.0
         elif what == "deadline_inference" and task == "inference":
             s["constraints"]["deadline_h"] = 10.0
+        elif what == "batch_and_rate" and batch:
+            s["inference"][c.choice(("requests_per_s", "requests_per_day"))] = 100.0
+        elif what == "batch_hours_per_day" and batch:
+            s.setdefault("pricing", {})["hours_per_day"] = 8.0
+        elif what == "batch_arrival" and batch:
+            s["inference"]["arrival"] = "diurnal"
+        elif what == "offload_inference" and task == "inference":
+            s["constraints"]["allow_offload"] = c.coin(50)
         elif what == "no_model":
             del s["model"]
         elif what == "no_task":
@@ -1317,7 +1356,8 @@ MEMORY_FLAGS = (
     Flag("--lora-rank", _pos("lora_rank", **INT1), "lora", "16"),
     Flag("--lora-targets", CHOICE, "lora"), Flag("--optimizer", CHOICE, "training", "adamw"), Flag("--gpu", NAME),
     Flag("--model", NAME), Flag("--task", CHOICE), Flag("--states", CHOICE, "training", "zero"),
-    Flag("--cross-entropy", CHOICE, "training", "fused"),
+    Flag("--cross-entropy", CHOICE, "training", "fused"), Flag("--framework", CHOICE, "training"),
+    Flag("--attention", CHOICE, "training"),
 )  # fmt: skip
 TRAIN_FLAGS = (
     Flag("--gpus", _pos("gpus", **INT1)), Flag("--tp", _pos("parallel_degree", **INT1)),
@@ -1373,6 +1413,9 @@ def _estimate_argv(c: Chooser) -> tuple[list[str], str, int]:
         if task != "inference" and c.coin(30):
             argv += c.choice((["--states", "megatron"], ["--states", "deepspeed-bf16"], ["--states", "zero"],
                               ["--cross-entropy", "eager"], ["--cross-entropy", "fused"]))  # fmt: skip
+        if task != "inference" and c.coin(25):
+            argv += c.choice((["--framework", "deepspeed"], ["--framework", "megatron-core"], ["--framework", "fsdp2"],
+                              ["--attention", "materialized"], ["--framework", "llm-foundry", "--attention", "flash"]))
         if task == "inference" and c.coin(40):
             argv += ["--batch", str(c.choice((1, 8, 64)))]
     elif cmd == "train":
@@ -1394,6 +1437,12 @@ def _estimate_argv(c: Chooser) -> tuple[list[str], str, int]:
             argv += ["--batch", c.choice(("1", "8", "max"))]
     if task in ("lora", "qlora") and c.coin(40):
         argv += ["--lora-rank", str(c.choice((8, 64)))]
+    if cmd in ("memory", "train") and task != "inference" and c.coin(20):  # offload (ZeRO-Offload needs ZeRO >= 1)
+        which = c.choice((("--offload-optimizer",), ("--offload-activations",),
+                          ("--offload-optimizer", "--offload-activations")))
+        if "--offload-optimizer" in which:
+            argv = _with(argv, "--zero", c.choice(("1", "2", "3")))
+        argv += list(which)
     return argv, task, tp
 
 
@@ -1447,7 +1496,9 @@ def _runs_db(variant: str) -> bytes:
 
 def gen_cli(c: Chooser) -> Case:
     group = c.choice(("estimate", "estimate", "estimate", "estimate", "runs", "plan_paths", "catalog", "calibrate",
-                      "bench", "export", "dashboard"))  # fmt: skip
+                      "bench", "export", "dashboard", "prices", "schema", "profiles", "serve_report"))  # fmt: skip
+    if group in _NEW_GROUPS:
+        return _NEW_GROUPS[group](c)
     if group == "export":
         return _gen_export(c)
     if group == "dashboard":
@@ -1471,7 +1522,7 @@ def gen_cli(c: Chooser) -> Case:
     else:
         kind = c.choice(("value", "value", "value", "value", "not_applicable", "sp_tp1", "unknown_flag",
                          "missing_required", "extra_arg", "path", "calibration_file", "conflict", "boundary",
-                         "boundary"))  # fmt: skip
+                         "boundary", "offload"))  # fmt: skip
         flags = {"memory": MEMORY_FLAGS, "train": TRAIN_FLAGS, "infer": INFER_FLAGS}[cmd]
         if kind == "boundary":  # several counts at their upper bound (valid), or one just past it
             pool = [
@@ -1508,14 +1559,30 @@ def gen_cli(c: Chooser) -> Case:
             flag = c.choice(tuple(f for f in flags if not _applies(f, task)) or (None,))
             if flag is not None:
                 value = {"--recompute": "full", "--kv-precision": "fp8", "--lora-targets": "q,v",
-                         "--optimizer": "sgd", "--states": "megatron",
-                         "--cross-entropy": "eager"}.get(flag.name, c.choice(("2", "8", "-5")))  # fmt: skip
+                         "--optimizer": "sgd", "--states": "megatron", "--cross-entropy": "eager",
+                         "--framework": "deepspeed", "--attention": "flash"}.get(flag.name)  # fmt: skip
+                value = value or c.choice(("2", "8", "-5"))
                 argv = _with(argv, flag.name, value)
                 invalid, why = True, f"{flag.name} {value} with --task {task} (does not apply)"
         elif kind == "not_applicable" and cmd == "train" and task not in ("lora", "qlora"):
             value = c.choice(("8", "-5", "0"))
             argv = _with(argv, "--lora-rank", value)
             invalid, why = True, f"--lora-rank {value} with --task {task} (does not apply)"
+        elif kind == "offload" and cmd in ("memory", "train"):
+            what = c.choice(("no_zero", "no_link", "inference") if cmd == "memory" else ("no_zero", "no_link"))
+            argv = [a for a in argv if a not in ("--offload-optimizer", "--offload-activations", "--fsdp")]
+            if what == "inference" or task == "inference":  # memory --task inference: offload is a training flag
+                argv = [*_with(argv, "--task", "inference"), c.choice(("--offload-optimizer", "--offload-activations"))]
+                argv = [a for a in argv if a not in ("--sequence-parallel",)]
+                invalid, why = True, "offload flag with --task inference"
+            elif what == "no_zero":  # ZeRO-Offload partitions the optimizer states: ZeRO >= 1
+                argv = [*_with(argv, "--zero", "0"), "--offload-optimizer"]
+                invalid, why = True, "--offload-optimizer with --zero 0"
+            else:  # a part the catalog gives no PCIe host link (NVLink-C2C superchips, TPUs)
+                gpu = c.choice(("gb200", "gh200", "tpu-v5p"))
+                flag = c.choice(("--offload-optimizer", "--offload-activations"))
+                argv = [*_with(_with(argv, "--gpu", gpu), "--zero", "1"), flag]
+                invalid, why = True, f"{flag} on {gpu} (no host link in the catalog)"
         elif kind == "sp_tp1" and cmd in ("memory", "train") and task != "inference":
             argv = _with(_with(argv, "--tp", "1"), "--sequence-parallel", None)
             invalid, why = True, "--sequence-parallel with --tp 1"
@@ -1890,6 +1957,211 @@ def _gen_dashboard(c: Chooser) -> Case:
                                ("h" * 300, True), ("x\ny", True), ("[/bold]", False)))  # fmt: skip
     argv = ["dashboard", "--port", port, "--host", host]
     return Case("cli", tuple(argv), (), bad_port or bad_host, f"dashboard --host {_elide(host, 20)!r} --port {port!r}")
+
+
+SKYPILOT_HEADER = ("InstanceType", "AcceleratorName", "AcceleratorCount", "vCPUs", "MemoryGiB", "Price", "SpotPrice",
+                   "Region", "GpuInfo")  # fmt: skip
+_H100_INFO = "{'Gpus': [{'Name': 'H100', 'Count': 8, 'MemoryInfo': {'SizeInMiB': 81920}}]}"
+SKYPILOT_ROWS = (("m6i.large", "", "", "2.0", "8.0", "0.096", "0.0409", "us-east-1", ""),
+                 ("p5.48xlarge", "H100", "8.0", "192.0", "2048.0", "55.04", "", "us-east-1", _H100_INFO))  # fmt: skip
+# the numeric cells of a vms.csv and what they allow (catalog.prices_import: a price is a finite number >= 0, an
+# empty cell or "nan" meaning no offer; a GPU row's count is required)
+SKYPILOT_CELLS: dict[str, Spec] = {"Price": Spec("float", 0, False, None, True),
+                                   "SpotPrice": Spec("float", 0, False, None, True),
+                                   "AcceleratorCount": Spec("float", 0, False)}  # fmt: skip
+
+
+def _csv_text(rows: Sequence[Sequence[str]]) -> str:
+    import csv
+    import io
+
+    buf = io.StringIO()
+    csv.writer(buf, lineterminator="\n").writerows(rows)
+    return buf.getvalue()
+
+
+def _gen_prices_import(c: Chooser) -> Case:
+    """``prices import --from skypilot-catalog PATH --out DIR`` on a small AWS vms.csv (a cell, the header, the file,
+    PATH, --provider, --date or --out mutated), and ``--from gpuhunt`` only with an input refused before any query
+    (no fuzz case may reach the network)."""
+    rows = [list(SKYPILOT_HEADER), *(list(r) for r in SKYPILOT_ROWS)]
+    files: list[tuple[str, FileContent]] = [("cat", DIR), ("cat/aws", DIR)]
+    path, content, invalid, why = "cat/aws/vms.csv", None, False, "prices import: valid"
+    extra: list[str] = []
+    out = "out"
+    kind = c.choice(("valid", "cell", "cell", "cell", "file", "path", "option", "option", "gpuhunt"))
+    if kind == "valid":
+        path = c.choice(("cat", "cat/aws", "cat/aws/vms.csv"))
+        why = f"prices import PATH={path}"
+    elif kind == "cell":
+        column = c.choice(tuple(SKYPILOT_CELLS))
+        v = c.choice(CLI_VALUES)
+        rows[2][SKYPILOT_HEADER.index(column)] = v.cli or ""
+        no_offer = column != "AcceleratorCount" and (v.cli or "").strip().lower() in ("", "nan")
+        invalid = not no_offer and (is_invalid(SKYPILOT_CELLS[column], v) or v.cli == "")
+        why = f"vms.csv H100 row {column} = {v.label}"
+    elif kind == "file":
+        what = c.choice(("empty", "header_only", "missing_column", "binary", "not_csv_quote", "dir"))
+        invalid, why = True, f"vms.csv: {what}"
+        if what == "empty":
+            content = ""
+        elif what == "header_only":
+            content = _csv_text(rows[:1])
+        elif what == "missing_column":
+            content = _csv_text([r[:5] + r[6:] for r in rows])  # no Price column
+        elif what == "binary":
+            content = b"\xff\xfe\x00InstanceType\n"
+        elif what == "not_csv_quote":
+            content = _csv_text(rows) + 'p5,"H100,8\n'
+        else:
+            content = DIR
+    elif kind == "path":
+        what = c.choice(("missing", "empty_dir", "not_a_cloud", "long", "empty_arg", "none"))
+        invalid, why = True, f"prices import PATH: {what}"
+        if what == "missing":
+            path = "cat/nope/vms.csv"
+        elif what == "empty_dir":
+            files.append(("empty", DIR))
+            path = "empty"
+        elif what == "not_a_cloud":
+            files = [("cat", DIR), ("cat/notacloud", DIR)]
+            path = "cat/notacloud/vms.csv"
+        elif what == "long":
+            path = "p" * 300
+        elif what == "empty_arg":
+            path = ""
+        else:
+            path = None  # type: ignore[assignment]
+    elif kind == "option":
+        what = c.choice(("date", "date", "provider", "out", "from"))
+        if what == "date":
+            day, bad = c.choice((("2025-06-01", False), ("2026-13-01", True), ("yesterday", True), ("", True),
+                                 ("2999-01-01", True), ("1" + "0" * 5000, True)))  # fmt: skip
+            extra += ["--date", day]
+            invalid, why = bad, f"prices import --date {_elide(day, 20)!r}"
+        elif what == "provider":
+            prov, bad = c.choice((("aws", False), ("aws,gcp", True), ("", True), (" , ", True)))
+            extra += ["--provider", prov]
+            invalid, why = bad, f"prices import --provider {prov!r}"
+        elif what == "out":
+            out, bad = c.choice((("out", False), ("cat/aws/vms.csv", True), ("nodir/out", True), ("o" * 300, True),
+                                 ("", True)))  # fmt: skip
+            invalid, why = bad, f"prices import --out {_elide(out, 20)!r}"
+        else:
+            src = c.choice(("bogus", "", "SkyPilot"))
+            invalid, why = True, f"prices import --from {src!r}"
+            argv = ["prices", "import", "--from", src, path, "--out", out]
+    if kind == "gpuhunt":  # each refused before gpuhunt is imported or queried
+        what = c.choice(("path", "date", "out", "provider"))
+        argv = ["prices", "import", "--from", "gpuhunt", "--out", "out"]
+        argv += {"path": ["cat"], "date": ["--date", "2999-01-01"], "out": ["--out", "nodir/out"],
+                 "provider": ["--provider", ","]}[what]  # fmt: skip
+        invalid, why = True, f"prices import --from gpuhunt with a bad {what} (refused before the query)"
+    elif not (kind == "option" and why.startswith("prices import --from")):
+        argv = ["prices", "import", "--from", "skypilot-catalog", *([path] if path is not None else []),
+                "--out", out, *extra]  # fmt: skip
+    if not (kind == "path" and why.endswith("not_a_cloud")):
+        files.append(("cat/aws/vms.csv", content if content is not None else _csv_text(rows)))
+    else:
+        files.append(("cat/notacloud/vms.csv", _csv_text(rows)))
+    return Case("cli", tuple(argv), tuple(files), invalid, why, ("out/",) if out == "out" else ())
+
+
+SCHEMA_NAMES = (("memory", False), ("train", False), ("infer", False), ("plan", False), ("simulate", False),
+                ("bogus", True), ("", True), ("../plan", True), ("[/bold]", True), ("x" * 300, True),
+                ("PLAN", False))  # fmt: skip
+
+
+def _gen_schema(c: Chooser) -> Case:
+    """``schema NAME``: the JSON schema of a result (the output is JSON on success)."""
+    name, bad = c.choice(SCHEMA_NAMES)
+    argv = ["schema", name]
+    if c.coin(10):
+        argv.append(c.choice(("extra", "--json", "--bogus")))
+        bad = True
+    return Case("cli", tuple(argv), (), bad, f"schema {_elide(name, 20)!r}" + (" + extra" if len(argv) > 2 else ""))
+
+
+CAL_DIR = ".xdg/scaleright/calibrations"
+
+
+@functools.cache
+def _profile_json(provenance: bool) -> str:
+    """A calibration profile as ``scaleright calibrate`` saves it (with provenance), or a hand-written one."""
+    from scaleright.estimate.calibration import DEFAULT_CALIBRATION, save_calibration
+
+    prov = {"schema": 1, "created_utc": "2026-12-01T12:00:00+00:00", "scaleright_version": "0.1.0", "gpu": "test-cpu",
+            "fingerprint": "abc", "runs": [1, 2], "runs_sha256": "0" * 64, "forced": False,
+            "parameters": {"gemm_efficiency": {"value": 0.5, "default": 0.589, "low": 0.01, "high": 0.95,
+                                               "on_bound": None}},
+            "error": {k: {"rows": 2, "median_abs_pct": 5.0, "p90_abs_pct": 6.0, "rms_log": 0.05}
+                      for k in ("defaults", "in_sample", "cross_validated")}}  # fmt: skip
+    prov["error"]["cross_validated"] |= {"method": "leave-one-run-out", "folds": 2}  # type: ignore[index]
+    with tempfile.TemporaryDirectory() as d:
+        path = save_calibration("p", DEFAULT_CALIBRATION.replace(gemm_efficiency=0.5),
+                                provenance=prov if provenance else None, directory=Path(d))  # fmt: skip
+        return path.read_text()
+
+
+def _gen_profiles(c: Chooser) -> Case:
+    """``calibrate list|show|delete`` over a calibration directory holding a fitted profile and some that are not."""
+    files: list[tuple[str, FileContent]] = [(f"{CAL_DIR}/mine.json", _profile_json(True))]
+    extras = c.choice(((), ("broken",), ("noprov",), ("link",), ("broken", "noprov", "link")))
+    if "broken" in extras:
+        files.append((f"{CAL_DIR}/broken.json", "{not json"))
+    if "noprov" in extras:
+        files.append((f"{CAL_DIR}/noprov.json", _profile_json(False)))
+    if "link" in extras:
+        files.append((f"{CAL_DIR}/link.json", Link("mine.json")))
+    sub = c.choice(("list", "show", "delete", "delete"))
+    outputs: tuple[str, ...] = ()
+    if sub == "list":
+        argv = ["calibrate", "list"] + (["--json"] if c.coin(50) else [])
+        return Case("cli", tuple(argv), tuple(files), False, f"calibrate list ({', '.join(extras) or 'one profile'})")
+    names = ("mine", "nope", "", "../mine", "default", "a/b", "n" * 300, "[/bold]", *extras)
+    name = c.choice(names)
+    if sub == "show":
+        argv = ["calibrate", "show", name] + (["--json"] if c.coin(50) else [])
+        invalid = name in ("nope", "", "n" * 300, "[/bold]", "broken", "a/b", "../mine")
+    else:
+        argv = ["calibrate", "delete", name]
+        invalid = name != "mine"  # only a regular file calibrate wrote, named (not a path)
+        outputs = (f"{CAL_DIR}/mine.json",) if name == "mine" else ()
+    return Case("cli", tuple(argv), tuple(files), invalid, f"calibrate {sub} {_elide(name, 20)!r} "
+                f"({', '.join(extras) or 'one profile'})", outputs)  # fmt: skip
+
+
+def _gen_serve_report(c: Chooser) -> Case:
+    """``serve simulate --report PATH``: a short run of a small model, written as HTML (or refused)."""
+    argv = ["serve", "simulate", "--model", "gpt2", "--gpu", "h100-sxm", "--input-len", "128", "--output-len", "16",
+            "--requests", "40", "--rate", "2"]  # fmt: skip
+    files: list[tuple[str, FileContent]] = []
+    where, bad = c.choice((("r.html", False), ("r.html", False), ("old.html", False), ("nodir/r.html", True),
+                           (".", True), ("x" * 300 + ".html", True), ("", True), ("in.csv", True)))  # fmt: skip
+    outputs: tuple[str, ...] = (where,) if not bad else ()
+    if where == "old.html":
+        files.append(("old.html", "<html>an older report</html>\n"))
+    if where == "in.csv":  # the report must not overwrite the trace it replays
+        files.append(("in.csv", "arrival_time_s,input_tokens,output_tokens\n0.0,128,16\n0.5,128,16\n"))
+        argv = [a for a in argv if a not in ("--requests", "40", "--rate", "2")] + ["--trace", "in.csv"]
+    argv += ["--report", where]
+    why = f"serve simulate --report {_elide(where, 20)!r}"
+    if c.coin(25):
+        v = c.choice(CLI_VALUES)
+        argv = _with(argv, "--rate", v.cli) if "--rate" in argv else argv
+        spec = _pos("requests_per_s")
+        bad = bad or ("--rate" in argv and (is_invalid(spec, v) or v.cli == ""))
+        why += f", --rate {v.label}"
+        if bad:
+            outputs = ()
+    if c.coin(40):
+        argv.append("--json")
+    return Case("cli", tuple(argv), tuple(files), bad, why, outputs)
+
+
+_NEW_GROUPS: dict[str, Callable[[Chooser], Case]] = {
+    "prices": _gen_prices_import, "schema": _gen_schema, "profiles": _gen_profiles, "serve_report": _gen_serve_report,
+}  # fmt: skip
 
 
 # ---- entry points ----------------------------------------------------------------------------------------------

@@ -45,6 +45,11 @@ RecOpt = typer.Option("none", "--recompute", help="Activation recomputation: non
                       "(torchtitan's per-op checkpointing; training only).")
 SpOpt = typer.Option(False, "--sequence-parallel", help="Megatron sequence parallelism with TP (training only).")
 PrecOpt = typer.Option("bf16", "--precision", help="Compute / weight precision.")
+OffOptOpt = typer.Option(False, "--offload-optimizer", help="ZeRO-Offload: optimizer states, fp32 master weights "
+                         "and gradients in host memory, the optimizer step on the CPU (needs --zero >= 1 or --fsdp; "
+                         "parts with a PCIe host link; training only).")
+OffActOpt = typer.Option(False, "--offload-activations", help="Saved activations in host memory between forward and "
+                         "backward, two layers kept on the GPU (parts with a PCIe host link; training only).")
 LoraOpt = typer.Option(16, "--lora-rank", help="LoRA / QLoRA adapter rank.")
 LoraTargetsOpt = typer.Option("q,k,v,o,gate,up,down", "--lora-targets",
                               help="Comma-separated projections carrying adapters: q, k, v, o, gate, up, down.")
@@ -140,7 +145,20 @@ def _pp_fits(gpus: int, pp: int, layers: int | None = None) -> None:
 _TRAINING_ONLY = {"cp": (1,), "ep": (1,), "zero": (0,), "micro_batch": (1,), "global_batch": (None,),
                   "recompute": ("none",), "sequence_parallel": (False,), "optimizer": ("adamw",),
                   "states": (None, "zero"), "cross_entropy": (None, "fused"), "framework": (None,),
-                  "attention": (None,)}  # fmt: skip
+                  "attention": (None,), "offload_optimizer": (False,), "offload_activations": (False,)}  # fmt: skip
+
+
+def _offload_link(g, offload_optimizer: bool, offload_activations: bool) -> None:
+    """Offload needs a host link the catalog gives (``estimate.memory.offload``): refuse it, naming the flags, on a
+    part without one (NVLink-C2C superchips, TPUs, Trainium: the planner does not offer offload there either)."""
+    from scaleright.estimate.memory.offload import host_link_bytes_per_s
+
+    if (offload_optimizer or offload_activations) and host_link_bytes_per_s(g) is None:
+        given = [f for f, on in (("--offload-optimizer", offload_optimizer),
+                                 ("--offload-activations", offload_activations)) if on]  # fmt: skip
+        drop = "them" if len(given) > 1 else "it"
+        raise InputError(f"{' and '.join(given)} on {g.id}: the catalog gives it no PCIe host link (pcie_gen), so "
+                         f"host offload is not modelled there; drop {drop} or pick a GPU with one")
 
 
 def _dp(gpus: int, tp: int, pp: int, cp: int) -> int:
@@ -173,6 +191,8 @@ def memory_cmd(
                                             help="Sequences per step (pipeline in-flight; training only)."),
     recompute: str = RecOpt,
     sequence_parallel: bool = SpOpt,
+    offload_optimizer: bool = OffOptOpt,
+    offload_activations: bool = OffActOpt,
     precision: str = PrecOpt,
     kv_precision: str | None = typer.Option(None, "--kv-precision", help="KV-cache precision (inference only; "
                                              "default: fp32 with --precision fp32, else bf16)."),
@@ -234,7 +254,8 @@ def memory_cmd(
     given = {"cp": cp, "ep": ep, "zero": zero, "micro_batch": micro_batch, "global_batch": global_batch,
              "recompute": recompute, "sequence_parallel": sequence_parallel, "optimizer": optimizer,
              "states": states, "cross_entropy": cross_entropy, "framework": framework,
-             "attention": attention}  # fmt: skip
+             "attention": attention, "offload_optimizer": offload_optimizer,
+             "offload_activations": offload_activations}  # fmt: skip
     if task == "inference":
         for k, inert in _TRAINING_ONLY.items():
             if given[k] not in inert:
@@ -259,8 +280,10 @@ def memory_cmd(
     else:
         dp = _dp(gpus, tp, pp, cp)
         layout = Layout(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, zero=zero, micro_batch=micro_batch,
-                        global_batch=global_batch, recompute=recompute, sequence_parallel=sequence_parallel)
+                        global_batch=global_batch, recompute=recompute, sequence_parallel=sequence_parallel,
+                        offload_optimizer=offload_optimizer, offload_activations=offload_activations)
         layout.validate(spec, gpus=gpus)
+        _offload_link(g, offload_optimizer, offload_activations)
         fw = _framework(framework, attention=attention) if framework is not None else None
         memory_kw: dict[str, Any] = dict(precision=precision, optimizer=optimizer, lora=lora, framework=fw,
                                          states=states, cross_entropy=cross_entropy,
@@ -270,7 +293,9 @@ def memory_cmd(
         prof = resolve_profile(fw, zero=zero, precision=precision, states=states, cross_entropy=cross_entropy,
                                flash_attention=memory_kw["flash_attention"])  # fmt: skip
         caption = (f"{spec.name} {task}, {precision}, {optimizer}, tp={tp} pp={pp} dp={dp} cp={cp} zero={zero}, "
-                   f"micro-batch {micro_batch} x {seq_len} tokens, recompute {recompute}")  # fmt: skip
+                   f"micro-batch {micro_batch} x {seq_len} tokens, recompute {recompute}"
+                   + "".join(f", {what} offload" for what, on in (("optimizer", offload_optimizer),
+                                                                   ("activation", offload_activations)) if on))
     hints = []
     if task != "inference" and mem.fits is False:  # the smallest single changes that make it fit, each computed
         from scaleright.estimate.memory.hints import fit_hints
@@ -329,6 +354,8 @@ def train_cmd(
     recompute: str = RecOpt,
     sequence_parallel: bool = SpOpt,
     virtual_stages: int = typer.Option(1, "--virtual-stages", help="Interleaved pipeline chunks per stage."),
+    offload_optimizer: bool = OffOptOpt,
+    offload_activations: bool = OffActOpt,
     seq_len: int = SeqOpt,
     global_batch: int | None = typer.Option(None, "--global-batch",
                                             help="Sequences per optimizer step (default: dp * micro-batch)."),
@@ -397,8 +424,10 @@ def train_cmd(
     layout = Layout(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, etp=etp, zero=3 if fsdp else zero, dp_shard=dp_shard,
                     micro_batch=micro_batch,
                     global_batch=global_batch, recompute=recompute, sequence_parallel=sequence_parallel,
-                    virtual_stages=virtual_stages)  # fmt: skip
+                    virtual_stages=virtual_stages, offload_optimizer=offload_optimizer,
+                    offload_activations=offload_activations)  # fmt: skip
     layout.validate(spec, gpus=gpus)
+    _offload_link(g, offload_optimizer, offload_activations)
     est = estimate_train(
         spec, gpu=g, layout=layout, seq_len=seq_len,
         system=_system(g, system, gpus_per_node, inter_node_gbps_per_gpu), precision=precision, task=task, lora=lora,

@@ -32,6 +32,12 @@ _LAYOUT = dict(
 )
 
 
+# The smallest --rate simulated: one request per ~11.6 days. Arrival times are float64 seconds; at a lower rate a
+# run of 2**20 requests spans over 10**12 s, where float64 no longer resolves a millisecond (2**-52 x 10**12 s is
+# 0.2 ms), and 5e-324 makes every arrival time infinite.
+MIN_RATE_PER_S = 1e-6
+
+
 def _check_int(flag: str, v: int, kind: str, low: int = 1) -> None:
     from scaleright.limits import check_limit
 
@@ -158,7 +164,8 @@ def simulate_cmd(
     pp: int = _LAYOUT["pp"], ep: int = _LAYOUT["ep"],
     input_len: int = typer.Option(512, "--input-len", help="Prompt tokens per request (mean with --length-dist)."),
     output_len: int = typer.Option(128, "--output-len", help="Output tokens per request (mean with --length-dist)."),
-    rate: float | None = typer.Option(None, "--rate", help="Open-loop requests per second (all replicas)."),
+    rate: float | None = typer.Option(None, "--rate", help="Open-loop requests per second (all replicas), at least "
+                                       "1e-6 (float64 arrival times)."),
     concurrency: int | None = typer.Option(None, "--concurrency", help="Closed-loop clients (in-flight requests)."),
     trace: Path | None = typer.Option(None, "--trace", help="Trace CSV: arrival_time_s,input_tokens,output_tokens."),
     arrival: str = typer.Option("poisson", "--arrival", help="poisson, gamma or diurnal (with --rate)."),
@@ -205,9 +212,10 @@ def simulate_cmd(
             raise InputError(f"--fleet FILE holds the pools and services; {', '.join(given)} "
                              f"{'does' if len(given) == 1 else 'do'} not apply (set it in the file)")  # fmt: skip
         if report is not None:
-            from scaleright.textfile import check_output_path
+            from scaleright.textfile import check_output_path, refuse_input_as_output
 
             check_output_path("--report", report)
+            refuse_input_as_output("--report", report, [fleet])
         _fleet(fleet, seed, calibration, catalog, as_json, report)
         return
     if model is None:
@@ -222,7 +230,7 @@ def simulate_cmd(
         _check_pos("--rate", rate)
         from scaleright.limits import check_limit
 
-        check_limit("--rate", rate, "requests_per_s")
+        check_limit("--rate", rate, "requests_per_s", low=MIN_RATE_PER_S)
     _check_pos("--burstiness", burstiness)
     _check_pos("--duration-s", duration_s)
     _check_pos("--slo-ttft-ms", slo_ttft_ms)
@@ -236,12 +244,13 @@ def simulate_cmd(
         raise InputError("--requests and --duration-s are alternatives; give one")
     if duration_s is not None and rate is None:
         raise InputError("--duration-s needs --rate (closed loop and traces run --requests)")
-    from scaleright.textfile import check_output_path
+    from scaleright.textfile import check_output_path, refuse_input_as_output
 
-    if trace_out is not None:
-        check_output_path("--trace-out", trace_out)
-    if report is not None:
-        check_output_path("--report", report)
+    inputs = [trace, input_lengths, output_lengths]  # an output never replaces what the run reads
+    for flag, out in (("--trace-out", trace_out), ("--report", report)):
+        if out is not None:
+            check_output_path(flag, out)
+            refuse_input_as_output(flag, out, inputs)
     spec, kw = _common(model, gpu, gpus, tp, pp, ep, input_len, output_len, engine, precision, kv_precision,
                        max_num_seqs, max_num_batched_tokens, prefix_cache_hit_rate, router, catalog, calibration,
                        gpu_memory_utilization)  # fmt: skip
@@ -305,7 +314,7 @@ def _report(path: Path, res, spec, rate: float | None, requests: int | None, dur
     else:
         n = min(requests or 1000, SWEEP_REQUESTS) if duration_s is None else SWEEP_REQUESTS
         sweep = []
-        for f in SWEEP:
+        for f in (f for f in SWEEP if rate * f >= MIN_RATE_PER_S):  # the rate itself always (checked)
             r = simulate(spec, rate=rate * f, requests=n, **run_kw)
             sweep.append({"requests_per_s": rate * f, "usd_per_1m_output_tokens": r.usd_per_1m_output_tokens,
                           "ttft_p99_ms": r.ttft_ms["p99"], "gpu_utilisation": r.gpu_utilisation,

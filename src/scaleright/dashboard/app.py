@@ -190,10 +190,11 @@ def create_app(*, catalog: Catalog | None = None, db: Path | None = None, profil
         if hit is not None:
             return hit
         from scaleright.plan.planner import plan
+        from scaleright.results.plan import PlanResult
 
         scn = parse(text, json_body=json_body)
-        try:
-            result = _clean(plan(scn, catalog=cat, cal=cal).as_dict() | {"calibration": prof.record()})
+        try:  # the one home of a plan's JSON: the validated result, cleaned as emit_json prints it
+            result = _clean(PlanResult.of(plan(scn, catalog=cat, cal=cal), calibration=prof.record()).to_dict())
         except ScalerightError as exc:
             raise _Refused(422, visible(str(exc))) from None
         cache.put(key, result)

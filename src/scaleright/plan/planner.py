@@ -461,7 +461,8 @@ def _plan_training(scn, spec, cat, cal, progress) -> PlanResult:
         cand = evaluate_training(spec, gpu=g, system=system, counts=counts, seq_len=tr.seq_len,
                                  global_batch=tr.global_batch, precision=tr.precision, task=scn.task,
                                  optimizer=tr.optimizer, lora_rank=tr.lora_rank, cal=cal,
-                                 framework=framework_of(tr.framework, field="training.framework"))  # fmt: skip
+                                 framework=framework_of(tr.framework, field="training.framework"),
+                                 allow_offload=scn.constraints.allow_offload)  # fmt: skip
         n_eval += cand.n_evaluated
         n_fit += cand.n_fit
         n_fit_offload += cand.n_fit_offload

@@ -10,7 +10,7 @@ import datetime
 from pathlib import Path
 from typing import Annotated, Literal, cast
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError, field_validator, model_validator
 
 from scaleright.catalog.prices import MAX_PRICE_AGE_DAYS
 from scaleright.errors import CatalogFileError, InputError
@@ -244,6 +244,10 @@ class Constraints(_Strict):
     max_gpus: _Gpus = Field(512, ge=1)  # most GPUs one option may use
     gpus_per_node: _NodeGpus | None = Field(None, ge=1)  # override the GPU's typical node size
     interconnect: Literal["any", "nvlink", "pcie"] = "any"  # only GPUs whose intra-node link is of this kind
+    # false: the search never moves optimizer states or activations to host memory (ZeRO-Offload, activation
+    # offload), e.g. where the hosts' memory is taken by other work; true: offload is searched for layouts that do
+    # not fit without it, on parts with a PCIe host link (plan.search)
+    allow_offload: StrictBool = True
 
     @field_validator("gpu_types")
     @classmethod
@@ -310,7 +314,7 @@ class Pricing(_Strict):
     # interest or required return on the money invested, per year; 0 (the default) = capital is free. Not a cited
     # figure: give your loan rate or cost of capital
     cost_of_capital_per_year: _Fraction = Field(0.0, ge=0)
-    depreciation_years: _Years = Field(4.0, gt=0)  # accounting life of owned hardware
+    depreciation_years: _Years = Field(4.0, gt=0)  # accounting life of owned hardware (a month at least)
     resale_fraction: _Fraction = Field(0.2, ge=0, le=1)  # resale value at the end of the horizon, of purchase
     # the Deployment Decision Tree (economics.decision): "on-premises" when the data may not leave your own
     # hardware (compliance), which rules renting out whatever it costs
@@ -321,6 +325,16 @@ class Pricing(_Strict):
     # how long a serverless worker stays warm after its last request (economics.batch); an assumption, not a cited
     # figure: set your endpoint's
     serverless_idle_timeout_s: _Seconds = Field(60.0, ge=0)
+
+    @field_validator("depreciation_years")
+    @classmethod
+    def _a_month_at_least(cls, v: float) -> float:
+        # the hardware is bought again every depreciation_years over the horizon (economics.ownership.purchases):
+        # a life shorter than a month would buy it thousands of times, and 5e-324 years overflows the count
+        if v < 1 / 12:
+            raise ValueError(f"{v:g} years is shorter than a month; give the hardware's accounting life in years "
+                             "(at least 1/12, e.g. 4)")
+        return v
 
     @model_validator(mode="after")
     def _hybrid_profile(self) -> Pricing:
@@ -355,6 +369,9 @@ class Scenario(_Strict):
             if self.constraints.deadline_h is not None:
                 raise ValueError("constraints.deadline_h applies to training; for serving use inference.ttft_slo_s "
                                  "and inference.tpot_slo_s")
+            if "allow_offload" in self.constraints.model_fields_set:
+                raise ValueError("constraints.allow_offload applies to training (optimizer and activation offload); "
+                                 "serving offloads nothing to host memory here, omit it")
             if self.inference is None:
                 raise ValueError("task 'inference' needs an 'inference' section")
             if self.training is not None:

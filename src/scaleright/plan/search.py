@@ -355,12 +355,13 @@ def evaluate_training(spec: TransformerSpec, *, gpu, counts: list[int], seq_len:
                       cal: Calibration = DEFAULT_CALIBRATION, system: System | None = None,
                       cluster: Cluster | None = None, tp_comm_overlap: bool | None = None,
                       framework: Framework | str | None = None, ep_comm_overlap: bool = False,
-                      keep: str = "winners") -> TrainCandidates:  # fmt: skip
+                      keep: str = "winners", allow_offload: bool = True) -> TrainCandidates:  # fmt: skip
     """Evaluate every valid layout of ``spec`` on ``gpu`` in ``system`` (default: ``system_of(gpu, cluster=...)``;
     see module docstring). ``keep="winners"`` keeps the fastest layout per count and per (count, family);
     ``keep="all"`` every layout that fits. ``framework`` (default fsdp2) sets the step model's behaviour and the
     memory model's inputs alike (``estimate.memory.profiles``, per ZeRO stage): which layouts fit, and their
-    memory figures, are those of ``estimate_train`` with the same framework."""
+    memory figures, are those of ``estimate_train`` with the same framework. ``allow_offload=False``
+    (the scenario's ``constraints.allow_offload``) searches no offload layout."""
     _keep_heap_top()
     system = system_of(gpu, system=system, cluster=cluster)
     fallback, note = gpu.tensor_precision(precision)  # a part without the requested rate runs its fallback
@@ -371,7 +372,7 @@ def evaluate_training(spec: TransformerSpec, *, gpu, counts: list[int], seq_len:
 
     # offload is searched where the catalog gives the part a host link, for full training (a frozen base has no
     # optimizer states to move), and only for layouts that cannot fit without it
-    link = host_link_bytes_per_s(gpu) if task not in ("lora", "qlora") else None
+    link = host_link_bytes_per_s(gpu) if allow_offload and task not in ("lora", "qlora") else None
     cap = gpu.memory_gb
     # the framework's memory behaviour (``memory.profiles``), resolved once per ZeRO stage for this GPU type: the
     # state format the pruning below counts, and what ``training_memory_arrays`` assumes for every layout
