@@ -120,3 +120,32 @@ def test_allow_offload_is_refused_for_a_serving_scenario():
             "constraints": {"allow_offload": False}}  # fmt: skip
     with pytest.raises(CatalogFileError, match=r"constraints\.allow_offload applies to training"):
         parse_scenario(data, source="s.yaml")
+
+
+def test_a_scaling_efficiency_above_one_under_offload_says_why():
+    """ZeRO-Offload moves each rank's gradient shard every micro-batch over the rank's own PCIe link: from 1 to 8
+    GPUs at a fixed global batch both the shard (1/8) and the micro-batches per rank (1/8) shrink, so that traffic
+    falls 64-fold while compute falls 8-fold. An efficiency above 1 is then physical, and the output must say why
+    (the standard: scaling efficiency never exceeds 1 unless the output says why); without offload it stays <= 1."""
+    from scaleright.catalog import get_gpu
+    from scaleright.estimate.layout import Layout
+    from scaleright.estimate.train import estimate_train
+    from scaleright.workload import load_model
+
+    spec, gpu = load_model("llama-3.1-8b"), get_gpu("h100-sxm")
+    off = estimate_train(spec, gpu=gpu, seq_len=4096, layout=Layout(dp=8, zero=2, micro_batch=1, global_batch=64,
+                                                                    offload_optimizer=True))  # fmt: skip
+    assert off.base_gpus == 1
+    one = estimate_train(spec, gpu=gpu, seq_len=4096, layout=Layout(dp=1, zero=2, micro_batch=1, global_batch=64,
+                                                                    offload_optimizer=True))  # fmt: skip
+    assert off.time_breakdown_s["offload"] > 0
+    # exposed offload time falls more than the 8-fold GPU ratio (the traffic itself 64-fold)
+    assert one.time_breakdown_s["offload"] > 8 * off.time_breakdown_s["offload"]
+    if off.scaling_efficiency > 1 + 1e-9:
+        assert off.scaling_note is not None and "offload" in off.scaling_note
+    else:
+        assert off.scaling_note is None
+    plain = estimate_train(spec, gpu=get_gpu("b200"), seq_len=4096,
+                           layout=Layout(dp=8, zero=3, micro_batch=1, global_batch=64))  # fmt: skip
+    assert plain.scaling_efficiency is None or plain.scaling_efficiency <= 1 + 1e-9
+    assert plain.scaling_note is None

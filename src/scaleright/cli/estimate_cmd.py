@@ -451,6 +451,8 @@ def train_cmd(
         ["scaling efficiency", est.scaling_efficiency], ["vs GPUs (smallest that fits)", est.base_gpus],
         ["train time (h)", est.train_time_h], ["GPU-hours", est.gpu_hours],
     ])  # fmt: skip
+    if est.scaling_note:
+        console.print("scaling efficiency " + esc(est.scaling_note), style="dim")
     table("Step time breakdown", ["part", "seconds", "share"],
           [[k, v, v / est.step_time_s] for k, v in est.time_breakdown_s.items() if v > 0])  # fmt: skip
     _memory_table("Memory per GPU", est.memory_breakdown_gb, est.memory_gb_per_gpu, g.memory_gb,

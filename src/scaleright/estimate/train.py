@@ -549,6 +549,8 @@ class TrainEstimate:
     gpus: int
     gpu: str
     base_gpus: int | None = None
+    # why scaling_efficiency exceeds 1 where it does: the parts of the step that shrink more than N-fold per GPU
+    scaling_note: str | None = None
     extra: dict[str, float] = field(default_factory=dict)
     framework: Framework = field(default_factory=lambda: framework_of(None))
     calibrated: bool = True  # False: the GPU's architecture has no GEMM/HBM measurement (``arch_factors``)
@@ -562,7 +564,7 @@ class TrainEstimate:
             for k in ("fits", "reason", "memory_gb_per_gpu", "memory_breakdown_gb", "step_time_s",
                       "time_breakdown_s", "tokens_per_s", "tokens_per_s_per_gpu", "model_tflops_per_gpu",
                       "hardware_tflops_per_gpu", "mfu", "hfu", "scaling_efficiency", "train_time_h", "gpu_hours",
-                      "gpus", "gpu", "base_gpus", "calibrated", "calibration_note")
+                      "gpus", "gpu", "base_gpus", "scaling_note", "calibrated", "calibration_note")
         }  # fmt: skip
         d["framework"] = self.framework.as_dict()
         acc = self.memory_accounting or resolve_profile(self.framework, zero=self.layout.zero)
@@ -588,6 +590,25 @@ def _predict(
         lora=lora, overheads=overheads, framework=framework, **lay,
     )  # fmt: skip
     return {k: float(v) for k, v in perf.items()}, {k: float(v) / GB for k, v in mem.items()}
+
+
+_SUPERLINEAR_WHY = {
+    "offload": "offload: each rank moves only its shard of the gradients, over its own PCIe link, for its share of "
+               "the micro-batches (ZeRO-Offload)",
+    "optimizer": "the optimizer step: each rank updates only its shard",
+    "dp_comm": "data-parallel communication",
+    "bubble": "the pipeline bubble: more micro-batches per stage at the baseline",
+}
+
+
+def _superlinear_note(perf: dict[str, Any], base: dict[str, Any], ratio: float, base_gpus: int) -> str:
+    """Why a speedup beats the GPU ratio: the step's parts whose per-GPU time shrinks more than ``ratio``-fold from
+    the ``base_gpus`` baseline (sharded work that per-GPU compute does not have, e.g. offload traffic that falls as
+    the shard and the micro-batches both shrink)."""
+    parts = [k for k in TIME_KEYS if base[f"t_{k}"] > ratio * perf[f"t_{k}"] * (1 + 1e-6) + 1e-12]
+    why = "; ".join(_SUPERLINEAR_WHY.get(k, k) for k in parts) or "the step's fixed parts"
+    return (f"above 1 because, per GPU, these parts shrink more than {ratio:g}-fold from {base_gpus} GPU(s): "
+            f"{why}")
 
 
 def estimate_train(
@@ -646,7 +667,7 @@ def estimate_train(
     fits = total <= gpu.memory_gb
     reason = None if fits else f"needs {total:.1f} GB per GPU, {gpu.id} has {gpu.memory_gb:.1f} GB"
     gb = layout.global_batch or layout.micro_batch * layout.dp
-    base_gpus = scaling = None
+    base_gpus = scaling = note = None
     for d in divisors(layout.dp):
         if gb % (d * layout.micro_batch) or (layout.tp * d * layout.cp) % (layout.ep * layout.expert_tp):
             continue
@@ -658,6 +679,8 @@ def estimate_train(
             base_gpus = base.gpus
             speedup = bperf["step_time_s"] / perf["step_time_s"]
             scaling = speedup / (layout.gpus / base_gpus)
+            if scaling > 1 + 1e-9:
+                note = _superlinear_note(perf, bperf, layout.gpus / base_gpus, base_gpus)
             break
     arch = arch_factors(gpu)
     train_time_h = gpu_hours = None
@@ -670,7 +693,7 @@ def estimate_train(
         tokens_per_s=perf["tokens_per_s"], tokens_per_s_per_gpu=perf["tokens_per_s_per_gpu"],
         model_tflops_per_gpu=perf["model_tflops_per_gpu"], hardware_tflops_per_gpu=perf["hardware_tflops_per_gpu"],
         mfu=perf["mfu"], hfu=perf["hfu"], scaling_efficiency=scaling, train_time_h=train_time_h,
-        gpu_hours=gpu_hours, layout=layout, gpus=layout.gpus, gpu=gpu.id, base_gpus=base_gpus,
+        gpu_hours=gpu_hours, layout=layout, gpus=layout.gpus, gpu=gpu.id, base_gpus=base_gpus, scaling_note=note,
         extra={"micro_batches_per_step": perf["n_micro"]}, framework=fw, calibrated=arch.calibrated,
         calibration_note=arch.note, memory_accounting=accounting,
     )  # fmt: skip

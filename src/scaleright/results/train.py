@@ -65,6 +65,7 @@ class TrainResult(Result):
     gpus: int
     gpu: str
     base_gpus: int | None  # the smallest count that fits with the same model-parallel group
+    scaling_note: str | None  # why scaling_efficiency exceeds 1, where it does
     calibrated: bool  # the GPU's architecture has measured GEMM / HBM ceilings
     calibration_note: str
     framework: FrameworkRecord
