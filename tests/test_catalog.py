@@ -324,7 +324,11 @@ def test_every_reference_price_row_is_kept(builtin):
     assert len(builtin.prices) == len(ref)
     for r, p in zip(ref, builtin.prices, strict=True):
         assert (p.provider, p.sku, p.source) == (r["provider_or_market"], r["sku_or_config"], r["source"])
-        if r["usd"]:
+        floor = any(w in (r["source"] + r["notes"]).lower() for w in ("starts from", "starting at"))
+        if r["usd"] and floor:  # a "starts from" price is a lower bound, not an offer: kept as usd_low only
+            assert p.usd is None and p.usd_low == pytest.approx(float(r["usd"])) and p.price is None
+            assert "floor" in p.notes
+        elif r["usd"]:
             assert p.usd == pytest.approx(float(r["usd"]))
         if r["unit"] == "usd_per_server":  # converted to per GPU
             assert p.unit == "usd_per_gpu" and "derived: /8" in p.notes
@@ -505,3 +509,84 @@ def test_malformed_user_files_are_errors(tmp_path):
         Catalog.load(tmp_path / "e")
     with pytest.raises(CatalogFileError, match="catalog directory not found"):
         Catalog.load(tmp_path / "missing")
+
+
+# ---- user prices: override by (GPU, kind, provider, region), the rest stay -----------------------------------
+
+
+def _rows_of(cat: Catalog, gpu: str, kind: str) -> list[tuple[str, float | None]]:
+    return [(r.provider, r.usd) for r in cat.prices if r.gpu_id == gpu and r.kind == kind]
+
+
+def test_a_user_price_row_overrides_its_provider_and_region_and_keeps_the_other_providers(tmp_path, builtin):
+    # built-in a100-80gb on-demand rows include two Hyperstack rows (no region) and "GCP Iowa" (a region)
+    d = _user_prices(tmp_path / "c", [
+        ("a100-80gb", "on-demand", 1.11, "", "", "usd_per_gpu_hour", "Hyperstack", "", "2026-11-01"),
+        ("a100-80gb", "on-demand", 2.22, "", "", "usd_per_gpu_hour", "GCP europe-west4", "", "2026-11-01"),
+        ("a100-80gb", "spot", 0.55, "", "", "usd_per_gpu_hour", "NewCloud", "", "2026-11-01"),
+    ])  # fmt: skip
+    cat = Catalog.load(d)
+    before, after = _rows_of(builtin, "a100-80gb", "on-demand"), _rows_of(cat, "a100-80gb", "on-demand")
+    assert [p for p in before if p[0] == "Hyperstack"] == [("Hyperstack", 1.35), ("Hyperstack", 1.6)]
+    assert [p for p in after if p[0] == "Hyperstack"] == [("Hyperstack", 1.11)]  # both overridden
+    # GCP in another region adds an offer: the Iowa row stays
+    assert ("GCP Iowa", 5.06879789) in before and ("GCP Iowa", 5.06879789) in after
+    assert ("GCP europe-west4", 2.22) in after
+    # every other provider's built-in row stays, in order, and a new provider's spot row adds to the built-in spot
+    assert [p for p in after if p[0] != "Hyperstack" and p != ("GCP europe-west4", 2.22)] == \
+        [p for p in before if p[0] != "Hyperstack"]
+    assert _rows_of(cat, "a100-80gb", "spot") == [*_rows_of(builtin, "a100-80gb", "spot"), ("NewCloud", 0.55)]
+    assert _rows_of(cat, "h100-sxm", "on-demand") == _rows_of(builtin, "h100-sxm", "on-demand")  # other GPUs
+
+
+def test_a_regionless_row_stands_for_every_region_of_its_provider(tmp_path, builtin):
+    # built-in h100-sxm on-demand: "AWS us-east-1", "AWS EC2 P5" and "AWS (pre-cut)" (both no region)
+    assert {p[0] for p in _rows_of(builtin, "h100-sxm", "on-demand") if p[0].startswith("AWS")} >= {
+        "AWS us-east-1", "AWS EC2 P5", "AWS (pre-cut)"}
+    east = Catalog.load(_user_prices(tmp_path / "e", [
+        ("h100-sxm", "on-demand", 3.33, "", "", "usd_per_gpu_hour", "AWS us-east-1", "", "2026-11-01")]))
+    west = Catalog.load(_user_prices(tmp_path / "w", [
+        ("h100-sxm", "on-demand", 4.44, "", "", "usd_per_gpu_hour", "AWS us-west-2", "", "2026-11-01")]))
+    anywhere = Catalog.load(_user_prices(tmp_path / "a", [
+        ("h100-sxm", "on-demand", 5.55, "", "", "usd_per_gpu_hour", "AWS", "", "2026-11-01")]))
+    aws = {name: [p for p in _rows_of(c, "h100-sxm", "on-demand") if p[0].startswith("AWS")]
+           for name, c in (("east", east), ("west", west), ("anywhere", anywhere))}  # fmt: skip
+    assert aws["east"] == [("AWS us-east-1", 3.33)]  # same region, and the rows naming none
+    assert aws["west"] == [("AWS us-east-1", 6.88), ("AWS us-west-2", 4.44)]  # another region: us-east-1 stays
+    assert aws["anywhere"] == [("AWS", 5.55)]
+
+
+def test_catalog_yaml_prices_only_drops_every_builtin_price(tmp_path, builtin):
+    d = _user_prices(tmp_path / "c", [("l4", "spot", 0.2, "", "", "usd_per_gpu_hour", "p", "", "2026-01-02")])
+    (d / "catalog.yaml").write_text("# my prices and no others\nprices: only\n")
+    cat = Catalog.load(d)
+    assert [(r.gpu_id, r.provider, r.usd) for r in cat.prices] == [("l4", "p", 0.2)]
+    with pytest.raises(InputError, match=r"no on-demand price for GPU 'h100-sxm'; kinds with a price: none"):
+        find_price("h100-sxm", "on-demand", catalog=cat)
+    merge = _user_prices(tmp_path / "m", [("l4", "spot", 0.2, "", "", "usd_per_gpu_hour", "p", "", "2026-01-02")])
+    (merge / "catalog.yaml").write_text("prices: merge\n")  # the default, spelled out
+    assert Catalog.load(merge).prices == (*builtin.prices, cat.prices[0])
+
+
+@pytest.mark.parametrize(("text", "pattern"), [
+    ("prices: mine\n", r"catalog\.yaml: prices: 'mine' is not one of merge, only"),
+    ("price: only\n", r"catalog\.yaml: price: unknown key; allowed keys: prices"),
+    ("- only\n", r"catalog\.yaml: expected a mapping \(prices: merge \| only\), got list"),
+])  # fmt: skip
+def test_a_bad_catalog_yaml_is_one_line_naming_the_key(tmp_path, text, pattern):
+    d = tmp_path / "c"
+    d.mkdir()
+    (d / "catalog.yaml").write_text(text)
+    with pytest.raises(CatalogFileError, match=pattern):
+        Catalog.load(d)
+
+
+def test_a_starts_from_price_is_a_floor_never_chosen(builtin):
+    # validation/reference/gpu_prices.csv: packet.ai's RTX PRO 6000 "starts from" $0.66 (vendor blog) and Akash's
+    # "Starting at" rows are the only RTX PRO 6000 prices: a lower bound is no offer, so there is none to take
+    floors = [r for r in _price_rows() if "starts from" in r["notes"] or "Starting at" in r["source"]]
+    assert {r["provider_or_market"] for r in floors} == {"packet.ai", "Akash Network"} and len(floors) == 9
+    for kind in ("on-demand", "marketplace"):
+        with pytest.raises(InputError, match=rf"no {kind} price for GPU 'rtx-pro-6000'; kinds with a price: none"):
+            find_price("rtx-pro-6000", kind, catalog=builtin)
+    assert find_price("h200-sxm", "on-demand", catalog=builtin).provider != "packet.ai"

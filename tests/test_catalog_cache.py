@@ -77,9 +77,9 @@ def test_a_user_layer_is_cached_and_an_edit_is_never_answered_from_the_old_entry
     _user_dir(user, usd="3.75")
     _fresh()
     edited = Catalog.load(user)
-    mine = [r.usd for r in edited.prices if r.gpu_id == "h100-sxm" and r.kind == "on-demand"]
+    mine = [r.usd for r in edited.prices if r.gpu_id == "h100-sxm" and r.provider == "p"]
     assert mine == [3.75], mine
-    assert [r.usd for r in first.prices if r.gpu_id == "h100-sxm" and r.kind == "on-demand"] == [2.5]
+    assert [r.usd for r in first.prices if r.gpu_id == "h100-sxm" and r.provider == "p"] == [2.5]
     _same_catalog(edited, _uncached(monkeypatch, user))
 
 

@@ -19,6 +19,9 @@ ROOT = Path(__file__).resolve().parent.parent
 JOBS_GPUS, JOBS_HOURS = [1, 2, 8, 16], [300.0, 200.0, 60.0, 24.0]  # examples/hybrid-fleet.yaml
 # an RTX 4090 bought at $1,200 (the seed's price), 20 % resold after 3 years, no host, facility or ops (home lab)
 F_PER_GPU_MONTH = 1200 * (1 - 0.2) / 36
+# the plan also charges a home lab's cost of capital, the US 10-year Treasury yield (4.58 %, FRED DGS10, 2024-12-31),
+# on the average invested: the card falling from $1,200 to its 20 % resale, (1,200 + 240) / 2 = $720
+F_PLAN_PER_GPU_MONTH = F_PER_GPU_MONTH + 0.0458 / 12 * (1200 + 0.2 * 1200) / 2
 RUNNING = 0.450 * 0.8 * 1.58 * 0.127  # 450 W x load 0.8 x PUE 1.58 x $0.127/kWh
 RENT = 0.34  # RunPod Community's RTX 4090 on-demand, the cheapest fresh offer in the catalog
 
@@ -71,10 +74,10 @@ def test_the_hybrid_example_owns_two_cards_and_rents_the_bursts():
     rec = res.recommendation
     assert rec is not None and rec["pricing_kind"] == "hybrid"
     assert (rec["owned_gpus"], rec["rented_gpu_hours"]) == (2, 6 * 60 + 14 * 24)
-    month = 2 * F_PER_GPU_MONTH + RUNNING * 868 + RENT * 696
+    month = 2 * F_PLAN_PER_GPU_MONTH + RUNNING * 868 + RENT * 696
     assert rec["price_usd_per_gpu_hour"] == pytest.approx(month / 1564, rel=1e-9)  # the fleet's blended GPU-hour
     assert rec["cost_usd"] == pytest.approx(rec["gpus"] * rec["price_usd_per_gpu_hour"] * rec["time_h"], rel=1e-9)
-    assert rec["true_cost_usd_per_gpu_hour"] == pytest.approx((2 * F_PER_GPU_MONTH + RUNNING * 868) / 868)
+    assert rec["true_cost_usd_per_gpu_hour"] == pytest.approx((2 * F_PLAN_PER_GPU_MONTH + RUNNING * 868) / 868)
     for k in ("price_provider", "price_date", "price_source"):
         assert rec[k]  # the burst offer's
 
@@ -88,6 +91,6 @@ def test_a_daily_profile_is_a_typical_day_repeated_over_the_month():
     assert rec is not None
     days = 365 / 12
     busy = [16 * days, 10 * days, 10 * days, 10 * days]  # H_k: GPU 1 busy 16 h a day, GPUs 2-4 10 h
-    own = sum(1 for hk in busy if (RENT - RUNNING) * hk > F_PER_GPU_MONTH)
+    own = sum(1 for hk in busy if (RENT - RUNNING) * hk > F_PLAN_PER_GPU_MONTH)
     assert rec["owned_gpus"] == own
     assert rec["rented_gpu_hours"] == pytest.approx(sum(busy[own:]))

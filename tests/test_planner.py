@@ -55,8 +55,11 @@ def _plan(data: dict) -> PlanResult:
 
 
 @functools.cache
-def _example(name: str) -> PlanResult:
-    return plan(load_scenario(EXAMPLES_DIR / name), catalog=_catalog())
+def _example(name: str, **pricing) -> PlanResult:
+    scn = load_scenario(EXAMPLES_DIR / name)
+    if pricing:
+        scn = scn.model_copy(update={"pricing": scn.pricing.model_copy(update=pricing)})
+    return plan(scn, catalog=_catalog())
 
 
 def _topic(res: PlanResult, topic: str) -> dict:
@@ -127,13 +130,17 @@ DEFAULT_LOAD, DEFAULT_PUE, DEFAULT_USD_PER_KWH, DEFAULT_GRID = 0.8, 1.58, 0.127,
 # facility $10 K power distribution + $15 K cooling per site, host share (8-GPU server $200-400 K less 8 x $25-40 K
 # H100s) / 8, midpoint $5 K; consumer and workstation cards (a home lab) none of them
 SEED_OPS, SEED_FACILITY, SEED_HOST = 2.0, 10_000.0 + 15_000.0, ((200e3 - 8 * 25e3) + (400e3 - 8 * 40e3)) / 8 / 2
+# cost of capital (economics.defaults): the US 10-year Treasury yield on 2024-12-31 (4.58 %, FRED DGS10) plus
+# Damodaran's implied equity risk premium at the start of 2025 (4.33 %) for a data centre; the Treasury alone at home
+TREASURY, ERP = 0.0458, 0.0433
 
 
 def _price_per_gpu_hour(gpu: str, scn: dict, gpus: int = 1) -> float:
     """What one GPU-hour must cost, found without the planner: the catalog's rule (``find_price``) for a rented
     mode; for ``own``, the TCO per used GPU-hour of ``gpus`` GPUs written out from the purchase price and the
     documented defaults (36-month horizon within a 4-year life: one purchase, 20 % resold; power at TDP x 0.8 x
-    PUE 1.58 x $0.127/kWh; the seed's host share, facility and ops for data-centre parts)."""
+    PUE 1.58 x $0.127/kWh; the seed's host share, facility and ops for data-centre parts; the cost of capital on the
+    average invested, price falling to its resale, over the 3 years)."""
     mode = scn["pricing"]["mode"]
     if mode != "own":
         return find_price(gpu, mode, catalog=_catalog()).price
@@ -143,8 +150,10 @@ def _price_per_gpu_hour(gpu: str, scn: dict, gpus: int = 1) -> float:
     power_usd_per_h = _catalog().gpu(gpu).tdp_w / 1000 * DEFAULT_LOAD * DEFAULT_PUE * DEFAULT_USD_PER_KWH
     home = _catalog().gpu(gpu).form_factor.startswith(("consumer", "workstation"))
     ops, host, facility = (0.0, 0.0, 0.0) if home else (SEED_OPS, SEED_HOST, SEED_FACILITY)
+    rate = TREASURY if home else TREASURY + ERP
     capex = purchase * (1 - DEFAULT_RESALE) + host + facility / gpus
-    return capex / used_h + power_usd_per_h + ops
+    capital = rate * DEFAULT_HORIZON_MONTHS / 12 * (purchase + host + facility / gpus + DEFAULT_RESALE * purchase) / 2
+    return (capex + capital) / used_h + power_usd_per_h + ops
 
 
 def _hours(o: dict, scn: dict) -> float:
@@ -568,7 +577,7 @@ def test_inference_pareto_entries_keep_time_in_hours_and_trade_tpot_for_cost():
 
 
 def test_home_lab_break_even_matches_the_seed_formula():
-    res = _example("home-lab-4090.yaml")
+    res = _example("home-lab-4090.yaml", cost_of_capital_per_year=0.0)  # the seed counts no cost of capital
     cap = _topic(res, "capex_opex")["data"]
     # Scenario inputs (examples/home-lab-4090.yaml) and defaults: purchase $1,200, server share $1,000, resale 50 %,
     # rent $0.18/h, $0.16/kWh, PUE 1.0, load fraction 0.8 (default), 24-month horizon, 2-year service life.
@@ -583,10 +592,18 @@ def test_home_lab_break_even_matches_the_seed_formula():
     assert cap["break_even_hours_per_day"] == pytest.approx(break_even, rel=1e-9)
     # at the stated 6 h/day, renting wins, and the text says so
     assert "renting is cheaper" in _topic(res, "capex_opex")["text"]
+    # as planned (the home lab's default cost of capital, the 4.58 % Treasury yield, on the average invested: the card
+    # $1,200 -> $600 and the host $1,000 -> $0, (2,200 + 600) / 2) the capital joins the fixed cost
+    default = _example("home-lab-4090.yaml")
+    capital = 0.0458 * 2 * (2200 + 600) / 2
+    be = (net_capex + capital) / ((0.18 - running) * DAYS_PER_MONTH * 24)
+    cap = _topic(default, "capex_opex")
+    assert cap["data"]["break_even_hours_per_day"] == pytest.approx(be, rel=1e-9)
+    assert "capital 4.58%/year (default: US 10-year Treasury 4.58% (FRED DGS10, 2024-12-31)" in cap["text"]
 
 
 def test_owned_gpu_hour_is_total_cost_of_ownership_over_hours_used():
-    res = _example("home-lab-4090.yaml")
+    res = _example("home-lab-4090.yaml", cost_of_capital_per_year=0.0)  # the seed's inputs: no cost of capital
     used_h = 1 * 6 * DAYS_PER_MONTH * 24  # GPUs x h/day x days/month x months = 4,380 h
     power_usd = used_h * 0.450 * 0.8 * 0.16
     tco = 1 * (1200 + 1000) - 0.5 * 1200 + power_usd  # capex - resale + electricity (PUE 1, no ops)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import datetime
 import json
 import shutil
 import sys
@@ -17,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from scaleright.catalog import prices_import as pi
-from scaleright.catalog.prices import PRICE_COLUMNS, find_price
+from scaleright.catalog.prices import PRICE_COLUMNS, find_price, provider_key
 from scaleright.catalog.store import Catalog
 from tests.cli_helpers import assert_one_line, run_main
 
@@ -116,18 +117,46 @@ def test_gcp_gpu_priced_with_its_host_vm(imported) -> None:
 
 
 def test_catalog_dir_reads_the_import(imported, monkeypatch, capsys) -> None:
-    """The contract: ``--catalog DIR`` reads DIR/prices.csv; its rows replace the built-in rows of the same GPU and
-    kind, so the cheapest H100 SXM on-demand offer is now Lambda's 8x at $2.99 (the built-ins have cheaper ones)."""
+    """The contract: ``--catalog DIR`` reads DIR/prices.csv. Its rows override the built-in rows of the same GPU,
+    kind, provider and region (a built-in row that names no region stands for any), and the other providers'
+    built-in rows stay: importing Lambda, RunPod, AWS and GCP keeps Hyperstack's built-in H100 SXM $2.50
+    (DS436/sanskrit-token, 2026-09-09), cheaper than the import's Lambda 8x at $2.99, so it is still the offer."""
     out, _ = imported
-    cat = Catalog.load(out)
-    pick = find_price("h100-sxm", "on-demand", catalog=cat)
-    assert pick.usd == pytest.approx(2.99)
-    assert pick.provider.startswith("Lambda") and pick.region in ("us-east-1", "us-west-1")
-    assert pick.date == "2026-11-30"
+    cat, builtin = Catalog.load(out), Catalog.load()
+    mine = {provider_key(r["provider"]) for r in _rows(out / "prices.csv")
+            if r["gpu_id"] == "h100-sxm" and r["kind"] == "on-demand"}  # fmt: skip
+    assert mine == {"aws", "lambda", "runpod"}  # each in named regions; the built-in rows of these three name
+    # us-east-1 (AWS) or no region, so the import overrides every one of them
+
+    def h100_od(c: Catalog) -> list:
+        return [r for r in c.prices if r.gpu_id == "h100-sxm" and r.kind == "on-demand"]
+
+    others = [r for r in h100_od(builtin) if provider_key(r.provider) not in mine]
+    assert any(r.provider == "GCP us-central1" for r in others)  # the import has GCP spot rows only
+    assert others and all(r in h100_od(cat) for r in others)  # the other providers' rows stay
+    for r in h100_od(cat):
+        assert provider_key(r.provider) not in mine or r.date == "2026-11-30", r  # the import's, dated by it
+    today = datetime.date(2026, 12, 1)
+    pick = find_price("h100-sxm", "on-demand", catalog=cat, today=today)
+    assert (pick.usd, pick.provider, pick.date) == (2.5, "Hyperstack", "2026-09-09")
     code, stdout, err = run_main(["catalog", "prices", "--gpu", "l40", "--kind", "spot", "--catalog", str(out),
                                   "--json"], monkeypatch, capsys)  # fmt: skip
     assert code == 0, err
-    assert [r["usd"] for r in json.loads(stdout)] == [pytest.approx(0.69)]
+    assert [r["usd"] for r in json.loads(stdout)] == [pytest.approx(0.69)]  # the import's RunPod row replaced
+    # the built-in (undated) RunPod one; no other provider has an L40 spot row
+
+
+def test_catalog_yaml_prices_only_keeps_the_import_alone(imported) -> None:
+    """``prices: only`` in DIR/catalog.yaml: the import is every price, so the H100 SXM offer is the import's
+    cheapest, Lambda's gpu_8x_h100_sxm5 at $23.92/h / 8 = $2.99, and no built-in row is left."""
+    out, _ = imported
+    (out / "catalog.yaml").write_text("prices: only\n")
+    cat = Catalog.load(out)
+    assert len(cat.prices) == len(_rows(out / "prices.csv"))
+    pick = find_price("h100-sxm", "on-demand", catalog=cat, today=datetime.date(2026, 12, 1))
+    assert pick.usd == pytest.approx(2.99)
+    assert pick.provider.startswith("Lambda") and pick.region in ("us-east-1", "us-west-1")
+    assert pick.date == "2026-11-30"
 
 
 def test_date_defaults_to_the_file_day(tmp_path, monkeypatch, capsys) -> None:

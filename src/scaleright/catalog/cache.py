@@ -1,16 +1,16 @@
 """The validated entries of a catalog directory (and of the built-in ``systems.yaml``), cached on disk by the content
 hash of their files.
 
-Parsing the catalog's YAML (and importing the YAML library), validating it and building the validators is most of
-what loading it costs; the validated entries, pickled, read back in a millisecond (the catalog's pydantic models
-build their validators only when something is validated: ``defer_build``). The key is a SHA-256 over the bytes of
-every catalog file of the directory (``gpus.yaml``, ``models.yaml``, ``prices.csv``, ``models/*.json``), the source of
-the modules that validate them, and the versions of scaleright, Python and pydantic: an edited file, edited code or
-an upgraded package gets a new key, never a stale entry. Only entries that validated completely are written, and
-only when they unpickle equal, with the same fields set. A cache file that cannot be read, does not unpickle, or
-holds anything but the expected entries is ignored (the catalog is parsed from its files and the file rewritten);
-a cache directory that cannot be written costs the speed-up, never the command. The cache directory is trusted as
-Python trusts its ``__pycache__`` (bytecode is code too): it is the user's own.
+Parsing the catalog's YAML (and importing the YAML library), validating it and building the validators is most of what
+loading it costs; the validated entries, pickled, read back in a millisecond (the catalog's pydantic models build their
+validators only when something is validated: ``defer_build``). The key is a SHA-256 over the bytes of every catalog file
+of the directory (``gpus.yaml``, ``models.yaml``, ``prices.csv``, ``catalog.yaml``, ``models/*.json``), the source of
+the modules that validate them, and the versions of scaleright, Python and pydantic: an edited file, edited code or an
+upgraded package gets a new key, never a stale entry. Only entries that validated completely are written, and only when
+they unpickle equal, with the same fields set. A cache file that cannot be read, does not unpickle, or holds anything
+but the expected entries is ignored (the catalog is parsed from its files and the file rewritten); a cache directory
+that cannot be written costs the speed-up, never the command. The cache directory is trusted as Python trusts its
+``__pycache__`` (bytecode is code too): it is the user's own.
 
 Location: ``$SCALERIGHT_CACHE_DIR`` if set, else ``platformdirs.user_cache_dir("scaleright")``; files are
 ``catalog-<key>.pickle``, written atomically (a temporary file renamed over the target), the newest ``KEEP`` kept.
@@ -78,9 +78,9 @@ def _code_digest() -> bytes:
 
 
 def layer_key(root: Traversable, names: list[str], *, user: bool) -> str | None:
-    """The cache key of the catalog directory ``root`` whose present files are ``names`` (among gpus.yaml,
-    models.yaml, prices.csv), with every ``models/*.json`` beside them; None if a file cannot be read (the loader
-    then reports it)."""
+    """The cache key of the catalog directory ``root`` whose present files are ``names`` (among gpus.yaml, models.yaml,
+    prices.csv, catalog.yaml), with every ``models/*.json`` beside them; None if a file cannot be read (the loader then
+    reports it)."""
     try:
         h = hashlib.sha256(_code_digest())
         h.update(b"user" if user else b"builtin")
@@ -124,7 +124,7 @@ def _is_layer(d: Any) -> bool:
     from scaleright.catalog.models import ModelEntry
     from scaleright.catalog.prices import PriceRow
 
-    return (isinstance(d, dict) and set(d) == {"gpus", "models", "prices", "configs"}
+    return (isinstance(d, dict) and set(d) == {"gpus", "models", "prices", "configs", "settings"}
             and isinstance(d["gpus"], dict) and _all(d["gpus"].values(), Accelerator)
             and all(k == g.id for k, g in d["gpus"].items())
             and isinstance(d["models"], dict) and _all(d["models"].values(), ModelEntry)
@@ -132,11 +132,13 @@ def _is_layer(d: Any) -> bool:
             and isinstance(d["prices"], list) and all(isinstance(p, tuple) and len(p) == 2 and isinstance(p[0], str)
                                                       and isinstance(p[1], PriceRow) for p in d["prices"])
             and isinstance(d["configs"], dict) and set(d["configs"]) == set(d["models"])
-            and _all(d["configs"].values(), dict))  # fmt: skip
+            and _all(d["configs"].values(), dict)
+            and isinstance(d["settings"], dict) and _all([*d["settings"], *d["settings"].values()], str))  # fmt: skip
 
 
 def read_layer(key: str | None, *, user: bool) -> dict[str, Any] | None:
-    """The cached entries of a catalog directory under ``key`` (``gpus``, ``models``, ``prices``, ``configs``), or
+    """The cached entries of a catalog directory under ``key`` (``gpus``, ``models``, ``prices``, ``configs``,
+    ``settings``), or
     None. (``user``: part of the key; kept for symmetry with ``write_layer``.)"""
     entries = _read(key)
     return entries if _is_layer(entries) else None
@@ -144,7 +146,7 @@ def read_layer(key: str | None, *, user: bool) -> dict[str, Any] | None:
 
 def write_layer(key: str | None, layer: dict[str, Any], *, user: bool) -> Path | None:
     """Cache ``layer``'s entries under ``key``; the file, or None if not written."""
-    entries = {k: layer[k] for k in ("gpus", "models", "prices", "configs")}
+    entries = {k: layer[k] for k in ("gpus", "models", "prices", "configs", "settings")}
     return _write(key, entries, _is_layer)
 
 

@@ -1,13 +1,16 @@
 """The catalog as one immutable object: built-in GPUs, prices and models, plus a user's overrides.
 
-``Catalog.load(user_dir)`` reads the package's ``data/`` directory (via ``importlib.resources``), then, if a
-directory is given or ``$SCALERIGHT_CATALOG`` names one, the same files there, each optional: ``gpus.yaml``
-(a list of accelerators), ``prices.csv`` (columns as ``PRICE_COLUMNS``), ``models.yaml`` (a list of model entries)
-with ``models/<file>.json``. User files pass the same schema as the built-ins. A user GPU or model whose id/name
-exists replaces the built-in one, a new one is added; user price rows replace every built-in row of the same
-(gpu_id, kind). Any malformed file, unknown key or clashing alias raises ``CatalogFileError`` with one line,
-``<file>: <field>: <what is allowed>``. Loaded catalogs are cached per directory for the life of the process, and
-the validated entries of each directory on disk by its files' content hash (``cache``).
+``Catalog.load(user_dir)`` reads the package's ``data/`` directory (via ``importlib.resources``), then, if a directory
+is given or ``$SCALERIGHT_CATALOG`` names one, the same files there, each optional: ``gpus.yaml`` (a list of
+accelerators), ``prices.csv`` (columns as ``PRICE_COLUMNS``), ``models.yaml`` (a list of model entries) with
+``models/<file>.json``, and ``catalog.yaml`` (how the directory combines with the built-ins, ``SETTINGS``). User files
+pass the same schema as the built-ins. A user GPU or model whose id/name exists replaces the built-in one, a new one is
+added. A user price row overrides the built-in rows of the same GPU, kind, provider (``prices.provider_key``) and region
+(``PriceRow.region``; a row that names no region stands for any region of its provider), and every other built-in row
+stays, so importing one provider's prices keeps the others'; with ``prices: only`` in ``catalog.yaml`` the directory's
+rows are the only prices (``price_rows_merged``). Any malformed file, unknown key or clashing alias raises
+``CatalogFileError`` with one line, ``<file>: <field>: <what is allowed>``. Loaded catalogs are cached per directory for
+the life of the process, and the validated entries of each directory on disk by its files' content hash (``cache``).
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from pydantic import BaseModel, ValidationError
 
 from scaleright.catalog.gpus import Accelerator, normalize_name
 from scaleright.catalog.models import ModelEntry, parse_config_json
-from scaleright.catalog.prices import PRICE_COLUMNS, PriceRow
+from scaleright.catalog.prices import PRICE_COLUMNS, PriceRow, provider_key
 from scaleright.errors import CatalogFileError, InputError, UnknownNameError
 from scaleright.limits import _show
 from scaleright.textfile import _short, path_problem, read_text
@@ -36,9 +39,12 @@ from scaleright.textfile import _short, path_problem, read_text
 if TYPE_CHECKING:
     from importlib.resources.abc import Traversable
 
-__all__ = ["Catalog", "ENV_VAR", "get_gpu", "list_gpus"]
+__all__ = ["Catalog", "ENV_VAR", "SETTINGS", "get_gpu", "list_gpus", "price_rows_merged"]
 
 ENV_VAR = "SCALERIGHT_CATALOG"
+# catalog.yaml: key -> allowed values, the first the default. prices: "merge" (a user row overrides the built-in
+# rows of its GPU, kind, provider and region, the rest stay) or "only" (the directory's prices.csv is every price)
+SETTINGS: Mapping[str, tuple[str, ...]] = MappingProxyType({"prices": ("merge", "only")})
 M = TypeVar("M", bound=BaseModel)
 
 
@@ -172,6 +178,46 @@ def _read_prices(path: Traversable, *, user: bool = False) -> list[tuple[str, Pr
     return rows
 
 
+def _read_settings(path: Traversable) -> dict[str, str]:
+    """``catalog.yaml``: a mapping of ``SETTINGS`` keys to one of their allowed values."""
+    from scaleright.userdata import load_yaml
+
+    data = load_yaml(read_text(path), str(path))
+    if data is None:
+        return {}
+    allowed = "; ".join(f"{k}: {' | '.join(v)}" for k, v in SETTINGS.items())
+    if not isinstance(data, dict):
+        raise CatalogFileError(f"{path}: expected a mapping ({allowed}), got {type(data).__name__}")
+    for k, v in data.items():
+        if k not in SETTINGS:
+            raise CatalogFileError(f"{path}: {k}: unknown key; allowed keys: {', '.join(SETTINGS)}")
+        if v not in SETTINGS[k]:
+            raise CatalogFileError(f"{path}: {k}: {_show(v)} is not one of {', '.join(SETTINGS[k])}")
+    return {str(k): str(v) for k, v in data.items()}
+
+
+def _region_key(region: str) -> str:
+    return "".join(c for c in region.lower() if c.isalnum())  # "East US" and "eastus" are one region
+
+
+def price_rows_merged(builtin: Iterable[PriceRow], user: Iterable[PriceRow], *, mode: str = "merge") -> list[int]:
+    """The indices of the ``builtin`` rows that stay beside the ``user`` rows: with ``mode`` "merge", those that no
+    user row overrides (same GPU, kind, provider by ``provider_key``, and region, where a row that names no region
+    matches every region of its provider); with "only", none."""
+    if mode == "only":
+        return []
+    regions: dict[tuple[str, str, str], set[str]] = {}
+    for r in user:
+        regions.setdefault((r.gpu_id, r.kind, provider_key(r.provider)), set()).add(_region_key(r.region))
+    keep = []
+    for i, r in enumerate(builtin):
+        got = regions.get((r.gpu_id, r.kind, provider_key(r.provider)))
+        region = _region_key(r.region)
+        if got is None or not (region == "" or "" in got or region in got):
+            keep.append(i)
+    return keep
+
+
 def _by_key(entries: Iterable[M], key: str, file: object) -> dict[str, M]:
     out: dict[str, M] = {}
     for e in entries:
@@ -193,7 +239,7 @@ def _index(entries: Mapping[str, Any], origin: Mapping[str, object], field_name:
     return index
 
 
-_FILES = ("gpus.yaml", "models.yaml", "prices.csv")  # the catalog files a directory may hold, beside models/
+_FILES = ("gpus.yaml", "models.yaml", "prices.csv", "catalog.yaml")  # the files a directory may hold, and models/
 
 
 def _present(path: Traversable, user: bool) -> bool:
@@ -258,18 +304,19 @@ class _Layer:
         if user:
             _misnamed(root)  # type: ignore[arg-type]
         gpus, models, prices = root / "gpus.yaml", root / "models.yaml", root / "prices.csv"
-        self.files = {"gpus": gpus, "models": models, "prices": prices}
+        self.files = {"gpus": gpus, "models": models, "prices": prices, "settings": root / "catalog.yaml"}
         present = {k: _present(p, user) for k, p in self.files.items()}
         key = cache.layer_key(root, [p.name for k, p in self.files.items() if present[k]], user=user)
         hit = cache.read_layer(key, user=user)
         if hit is not None:  # validated when it was written, validated again when read
             self.gpus, self.models, self.prices = hit["gpus"], hit["models"], hit["prices"]
-            self.configs = hit["configs"]
+            self.configs, self.settings = hit["configs"], hit["settings"]
             return
         self.gpus = _by_key(_read_gpus(gpus), "id", gpus) if present["gpus"] else {}
         self.models = _by_key(_read_models(models), "name", models) if present["models"] else {}
         self.prices = _read_prices(prices, user=user) if present["prices"] else []
         self.configs = {name: parse_config_json(root / "models" / m.file) for name, m in self.models.items()}
+        self.settings = _read_settings(self.files["settings"]) if present["settings"] else {}
         _check_families(self.models, self.configs, models)
         cache.write_layer(key, vars(self), user=user)
 
@@ -296,8 +343,9 @@ def _load(user_dir: Path | None) -> Catalog:
         models.update(layer.models)
         configs.update(layer.configs)
         model_origin.update(dict.fromkeys(layer.models, layer.files["models"]))
-        replaced = {(r.gpu_id, r.kind) for _, r in layer.prices}
-        prices = [p for p in prices if (p[2].gpu_id, p[2].kind) not in replaced]
+        mode = layer.settings.get("prices", SETTINGS["prices"][0])
+        kept = price_rows_merged([p[2] for p in prices], [r for _, r in layer.prices], mode=mode)
+        prices = [prices[i] for i in kept]
         prices += [(layer.files["prices"], label, r) for label, r in layer.prices]
     for file, label, r in prices:
         if not r.gpu_id.startswith("other:") and r.gpu_id not in gpus:

@@ -22,6 +22,7 @@ from scaleright.estimate.comm import system_of
 from scaleright.estimate.layout import RECOMPUTE, layout_text
 from scaleright.fmt import number as fmt_number
 from scaleright.plan import economics as econ
+from scaleright.plan.economics.defaults import COST_OF_CAPITAL_SOURCE, site_of
 from scaleright.plan.report import format_usd  # one money format for the terminal, JSON texts and the HTML report
 from scaleright.plan.search import family
 
@@ -78,8 +79,9 @@ def _capex_opex(scn, gpu, n: int, cat, rent_price: float | None) -> dict | None:
         "break_even_months": be_m, "utilisation_for_rent_parity": parity_u,
         "owned_running_usd_per_gpu_hour": float(econ.owned_running_cost_usd_per_gpu_hour(costs=costs)),
         "true_cost_curve": {"utilisation": utils.tolist(), "usd_per_gpu_hour": true_cost.tolist()},
-        "ownership_inputs": _ownership_inputs(scn, gpu) | {
-            "cost_of_capital_per_year": scn.pricing.cost_of_capital_per_year},
+        "ownership_inputs": _ownership_inputs(scn, gpu),
+        "cost_of_capital_source": ("scenario" if scn.pricing.cost_of_capital_per_year is not None
+                                   else "default: " + COST_OF_CAPITAL_SOURCE[site_of(gpu.form_factor)]),
         "hours_per_day": hours.tolist(), "own_usd": np.asarray(grid["own_usd"])[:, 0].tolist(),
         "rent_usd": np.asarray(grid["rent_usd"])[:, 0].tolist(), "horizon_months": scn.pricing.horizon_months,
         "tco_breakdown_usd": {k: float(np.asarray(v)) for k, v in tco.items()},
@@ -127,7 +129,8 @@ def _capex_text(c: dict) -> str:
     o = c.get("ownership_inputs") or {}
     parts = (f" True cost counts ops ${o['ops_overhead_usd_per_gpu_hour']:g}/GPU-hour, host "
              f"${o['server_share_usd_per_gpu']:,.0f}/GPU, facility ${o['facility_upgrade_usd']:,.0f}, capital "
-             f"{o['cost_of_capital_per_year']:.0%}/year." if o else "")  # fmt: skip
+             f"{o['cost_of_capital_per_year']:.2%}/year ({c.get('cost_of_capital_source', 'scenario')})."
+             if o else "")  # fmt: skip
     return (f"Owning {c['gpus']} x {c['gpu']} at {fmt_number(h)} h/day over {c['horizon_months']:g} months costs "
             f"${c['owned_usd_per_gpu_hour']:.2f} per GPU-hour against ${c['rent_usd_per_gpu_hour']:.2f} to rent: "
             f"{verdict}. Break-even: {be_s}{pay}.{parts}")  # fmt: skip

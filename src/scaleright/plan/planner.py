@@ -86,11 +86,12 @@ class PlanResult:
 
 
 def _ownership_inputs(scn: Scenario, gpu) -> dict[str, float]:
-    """Ops, server share and facility upgrade for owning ``gpu``: the scenario's, else the cited default for the
-    GPU's site (``economics.defaults``)."""
+    """Ops, server share, facility upgrade and cost of capital for owning ``gpu``: the scenario's, else the cited
+    default for the GPU's site (``economics.defaults``)."""
     p = scn.pricing
     given = {"ops_overhead_usd_per_gpu_hour": p.ops_overhead_usd_per_gpu_hour,
-             "server_share_usd_per_gpu": p.server_share_usd_per_gpu, "facility_upgrade_usd": p.facility_upgrade_usd}
+             "server_share_usd_per_gpu": p.server_share_usd_per_gpu, "facility_upgrade_usd": p.facility_upgrade_usd,
+             "cost_of_capital_per_year": p.cost_of_capital_per_year}
     defaults = ownership_defaults(gpu.form_factor)
     return {k: (defaults[k] if v is None else float(v)) for k, v in given.items()}  # fmt: skip
 
@@ -101,8 +102,7 @@ def _ownership(scn: Scenario, gpu, purchase_usd: float, gpus) -> econ.OwnershipC
         gpus=gpus, purchase_usd_per_gpu=purchase_usd, tdp_w=gpu.tdp_w or 0.0,
         electricity_usd_per_kwh=p.electricity_usd_per_kwh, depreciation_years=p.depreciation_years,
         hours_per_day=p.hours_per_day, horizon_months=p.horizon_months, pue=p.pue, load_fraction=p.load_fraction,
-        resale_fraction=p.resale_fraction, cost_of_capital_per_year=p.cost_of_capital_per_year,
-        **_ownership_inputs(scn, gpu),
+        resale_fraction=p.resale_fraction, **_ownership_inputs(scn, gpu),
     )  # fmt: skip
 
 

@@ -311,9 +311,10 @@ class Pricing(_Strict):
     ops_overhead_usd_per_gpu_hour: _UsdHour | None = Field(None, ge=0)  # staff, space, support per owned GPU-hour
     server_share_usd_per_gpu: _UsdTotal | None = Field(None, ge=0)  # CPU, RAM, chassis, network per owned GPU
     facility_upgrade_usd: _UsdTotal | None = Field(None, ge=0)  # one-off power/cooling work for owned hardware
-    # interest or required return on the money invested, per year; 0 (the default) = capital is free. Not a cited
-    # figure: give your loan rate or cost of capital
-    cost_of_capital_per_year: _Fraction = Field(0.0, ge=0)
+    # interest or required return on the money invested, per year; None takes the cited default for the GPU's site
+    # (economics.defaults: data centre 8.91 % = US 10-year Treasury 4.58 % + Damodaran's implied equity risk premium
+    # 4.33 %, start of 2025; home lab the Treasury rate alone); 0 = capital is free
+    cost_of_capital_per_year: _Fraction | None = Field(None, ge=0)
     depreciation_years: _Years = Field(4.0, gt=0)  # accounting life of owned hardware (a month at least)
     resale_fraction: _Fraction = Field(0.2, ge=0, le=1)  # resale value at the end of the horizon, of purchase
     # the Deployment Decision Tree (economics.decision): "on-premises" when the data may not leave your own

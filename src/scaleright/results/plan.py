@@ -70,6 +70,7 @@ class OwnershipInputs(Part):
     ops_overhead_usd_per_gpu_hour: Real
     server_share_usd_per_gpu: Real
     facility_upgrade_usd: Real
+    cost_of_capital_per_year: Real  # the scenario's, else economics.defaults' cited figure for the GPU's site
 
 
 class Hybrid(Part):

@@ -17,11 +17,34 @@ example and for a user to pick another point:
 Consumer and workstation cards (catalog ``form_factor`` "consumer ..." or "workstation ...") go into a home lab:
 the seed's RTX 4090 example counts only the card, electricity (~US$64 a month) and resale ("selling a US$1,200 RTX
 4090 for US$600 after two years"), so they take $0 for all three. Every default is overridable in ``pricing``.
+
+Cost of capital (what the money tied up in owned hardware costs per year; the seed articles give no figure) is the
+textbook risk-free rate plus a premium, both published and dated:
+
+- risk-free rate: the US 10-year Treasury constant-maturity yield on 31 December 2024, 4.58 % (Board of Governors of
+  the Federal Reserve System, H.15 Selected Interest Rates, series DGS10 on FRED);
+- premium: the implied equity risk premium of the S&P 500 at the start of 2025, 4.33 % (A. Damodaran, NYU Stern,
+  "Implied Equity Risk Premiums" dataset, histimpl, January 2025 update).
+
+A data-centre buyer takes their sum, 8.91 %/year: the CAPM cost of equity of an average-risk (beta 1) firm, i.e. the
+return its investors forgo by funding GPUs instead of the market. A home lab takes the risk-free rate alone, 4.58 %:
+what the cash would have earned in Treasuries. Give your own (a loan's rate, your company's WACC) in
+``pricing.cost_of_capital_per_year``; the seeds' worked examples count none (0).
 """
 
 from __future__ import annotations
 
-__all__ = ["CLUSTER", "HOME_LAB", "SEED_RANGES", "site_of", "ownership_defaults"]
+__all__ = ["CLUSTER", "HOME_LAB", "SEED_RANGES", "RISK_FREE_PER_YEAR", "EQUITY_RISK_PREMIUM_PER_YEAR",
+           "COST_OF_CAPITAL_PER_YEAR", "COST_OF_CAPITAL_SOURCE", "site_of", "ownership_defaults"]
+
+RISK_FREE_PER_YEAR = 0.0458  # US 10-year Treasury yield, 2024-12-31 (Federal Reserve H.15, FRED DGS10)
+EQUITY_RISK_PREMIUM_PER_YEAR = 0.0433  # S&P 500 implied ERP, start of 2025 (Damodaran, histimpl, Jan 2025)
+COST_OF_CAPITAL_PER_YEAR = round(RISK_FREE_PER_YEAR + EQUITY_RISK_PREMIUM_PER_YEAR, 6)  # beta-1 cost of equity
+COST_OF_CAPITAL_SOURCE = {  # site -> how its default cost of capital is made, for the plan's text
+    "data centre": "US 10-year Treasury 4.58% (FRED DGS10, 2024-12-31) + Damodaran's implied equity risk premium "
+                   "4.33% (January 2025)",
+    "home lab": "US 10-year Treasury 4.58% (FRED DGS10, 2024-12-31), what the cash would earn",
+}
 
 SEED_RANGES = {  # (low, high) as the seed article states them
     "ops_overhead_usd_per_gpu_hour": (2.0, 7.0),
@@ -38,8 +61,10 @@ CLUSTER = {
     "ops_overhead_usd_per_gpu_hour": SEED_RANGES["ops_overhead_usd_per_gpu_hour"][0],
     "facility_upgrade_usd": SEED_RANGES["power_distribution_usd"][0] + SEED_RANGES["cooling_usd"][0],
     "server_share_usd_per_gpu": sum(_SERVER_SHARE_RANGE) / 2,
+    "cost_of_capital_per_year": COST_OF_CAPITAL_PER_YEAR,
 }
-HOME_LAB = {"ops_overhead_usd_per_gpu_hour": 0.0, "facility_upgrade_usd": 0.0, "server_share_usd_per_gpu": 0.0}
+HOME_LAB = {"ops_overhead_usd_per_gpu_hour": 0.0, "facility_upgrade_usd": 0.0, "server_share_usd_per_gpu": 0.0,
+            "cost_of_capital_per_year": RISK_FREE_PER_YEAR}
 
 
 def site_of(form_factor: str) -> str:

@@ -20,7 +20,11 @@ GPU-hour, electricity, and depreciation "e.g. selling a US$1,200 RTX 4090 for US
 ``capital_usd`` is the cost of the money tied up (a loan's interest, or what the cash would have earned: the
 buyer's cost of capital), charged on the average invested amount as each item declines linearly from its price to
 its end value (resale for the GPUs, nothing for the host and the facility), the "interest on average investment"
-form of engineering-economy ownership costs; at 0 (the default) the capital is free.
+form of engineering-economy ownership costs. Like the other site-dependent parts (server share, facility, operations)
+it is 0 here unless given (a calculator counts what it is told); the planner gives the cited default of
+``defaults.ownership_defaults`` (8.91 %/year for a data centre: the US 10-year Treasury yield plus Damodaran's implied
+equity risk premium, start of 2025; 4.58 % for a home lab), and 0 makes the capital free, as the seed articles' worked
+examples count it.
 
 ``depreciation_years`` is the service life: at its end the GPUs are sold for ``resale_fraction`` of their price
 and replaced; GPUs still in service at the horizon are also sold for that fraction (conservative when they are
@@ -97,7 +101,8 @@ class OwnershipCosts:
     server_overhead_w_per_gpu: ArrayLike = 0.0  # host power per GPU while in use, W; 0 = GPU only (~100 W home lab)
     ops_overhead_usd_per_gpu_hour: ArrayLike = 0.0  # staff, support, network per GPU-hour of use, USD; 0 = none
     resale_fraction: ArrayLike = 0.0  # share of purchase_usd_per_gpu recovered per GPU sold (end of life or horizon)
-    cost_of_capital_per_year: ArrayLike = 0.0  # interest or required return on the money invested, per year; 0 = free
+    # interest or required return on the money invested, per year; 0 = free (the plan's default: ``defaults``)
+    cost_of_capital_per_year: ArrayLike = 0.0
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
