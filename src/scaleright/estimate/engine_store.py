@@ -116,6 +116,16 @@ def _profile_from(data: Any, path: Path) -> EngineProfile:
     return EngineProfile(**{**p, "grounded_in": tuple(g), "hbm_fraction": None if hbm is None else float(hbm)})
 
 
+def check_engine_name(name: str) -> str:
+    """``name`` when it is a built-in engine profile or a stored one; else ``ValueError`` with the allowed names (the
+    one check of a scenario's and a fleet file's ``engine`` field, read by pydantic as the field's message)."""
+    from scaleright.estimate.engines import ENGINES
+
+    if name not in ENGINES and load_engine_profile(name) is None:
+        raise ValueError(f"{name!r} not allowed; {engine_choice_text()}")
+    return name
+
+
 def load_engine_profile(name: str) -> EngineProfile | None:
     """The stored profile ``name``, or None when none is stored under that name (a name the store cannot hold,
     with a '.' or a '/', is None too). A stored file that does not load is a ``CatalogFileError``."""

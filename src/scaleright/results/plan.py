@@ -14,7 +14,7 @@ from pydantic import Discriminator, Tag
 from scaleright.plan.scenario import Constraints, Inference, Pricing, Training
 from scaleright.results.common import CalibrationRecord, MemoryBreakdownGb, OptReal, Part, Real, Result, TimeBreakdownS
 from scaleright.results.memory import MemoryAccounting
-from scaleright.results.train import Recompute
+from scaleright.results.train import TrainingOptionLayout
 
 if TYPE_CHECKING:
     from scaleright.plan import planner
@@ -40,23 +40,6 @@ class PlanScenario(Part):
     tokens: OptReal = None  # training: tokens processed by the job
     requests_per_s: OptReal = None  # serving: the mean request rate
     peak_requests_per_s: OptReal = None  # serving: the rate the fleet is sized for
-
-
-class TrainingOptionLayout(Part):
-    tp: int
-    pp: int
-    dp: int
-    cp: int
-    ep: int
-    etp: int
-    zero: int
-    dp_shard: int
-    micro_batch: int
-    virtual_stages: int
-    recompute: Recompute
-    sequence_parallel: bool
-    offload_optimizer: bool  # ZeRO-Offload: optimizer states and step in host memory (estimate.memory.offload)
-    offload_activations: bool  # saved activations in host memory, a two-layer buffer on the GPU
 
 
 class ServingOptionLayout(Part):

@@ -24,8 +24,8 @@ __all__ = ["TrainResult", "TrainLayout"]
 Recompute = Literal["none", "selective", "full", "op-selective"]
 
 
-class TrainLayout(Part):
-    """The parallel layout (``estimate.layout.Layout``; ``etp`` and ``dp_shard`` resolved to their values)."""
+class TrainingOptionLayout(Part):
+    """A training layout as a plan option carries it (``estimate.layout.Layout.kwargs``)."""
 
     tp: int
     pp: int
@@ -36,11 +36,17 @@ class TrainLayout(Part):
     zero: int
     dp_shard: int
     micro_batch: int
+    virtual_stages: int
     recompute: Recompute
     sequence_parallel: bool
-    virtual_stages: int
     offload_optimizer: bool  # ZeRO-Offload: optimizer states and step in host memory (estimate.memory.offload)
     offload_activations: bool  # saved activations in host memory, a two-layer buffer on the GPU
+
+
+class TrainLayout(TrainingOptionLayout):
+    """The parallel layout (``estimate.layout.Layout``; ``etp`` and ``dp_shard`` resolved to their values): a plan
+    option's layout fields plus the global batch."""
+
     global_batch: int | None  # None: dp x micro_batch
 
 

@@ -112,12 +112,9 @@ class PoolIn(_Strict):
     @field_validator("engine")
     @classmethod
     def _engine(cls, v: str) -> str:
-        from scaleright.estimate.engine_store import engine_choice_text, load_engine_profile
-        from scaleright.estimate.engines import ENGINES
+        from scaleright.estimate.engine_store import check_engine_name
 
-        if v not in ENGINES and load_engine_profile(v) is None:
-            raise ValueError(f"{v!r} not allowed; {engine_choice_text()}")
-        return v
+        return check_engine_name(v)
 
     @model_validator(mode="after")
     def _count(self) -> PoolIn:
