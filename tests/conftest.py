@@ -7,6 +7,8 @@ the public ``scaleright.workload.load_model``.
 from __future__ import annotations
 
 import functools
+import os
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -22,6 +24,13 @@ settings.register_profile("scaleright", deadline=None, derandomize=True)
 settings.load_profile("scaleright")
 
 PACKAGE_MODELS_DIR = Path(scaleright.__file__).parent / "catalog" / "data" / "models"
+
+# The suite never writes into the user's own state: saved calibration and engine profiles and the catalog cache go
+# to a temporary folder for this session, inherited by the CLI subprocesses the tests start (the run store is always
+# given with --db). A test that checks one of these variables sets its own with monkeypatch.
+_STATE = Path(tempfile.mkdtemp(prefix="scaleright-tests-"))
+for _var, _sub in (("SCALERIGHT_CALIBRATION_DIR", "calibrations"), ("SCALERIGHT_CACHE_DIR", "cache")):
+    os.environ[_var] = str(_STATE / _sub)
 
 
 def _shipped_names() -> list[str]:

@@ -438,7 +438,7 @@ def _run_main(args: list[str]) -> tuple[int, str, str]:
 # Keys that are null by design: no token budget given, no fitting base layout to compare with, a reason only when
 # the layout does not fit, a global batch only when given, the provenance of a calibration that has none (defaults).
 NULL_OK = {"train_time_h", "gpu_hours", "base_gpus", "scaling_efficiency", "reason", "global_batch", "tokens",
-           "provenance"}
+           "provenance", "scaling_note"}  # scaling_note: a text, null where the efficiency is at most 1
 
 
 def _nulls(o, path: str = "") -> list[str]:

@@ -145,19 +145,29 @@ def test_spot_inputs_are_validated_by_name():
         parse_scenario(_scn("hybrid-ish"))
 
 
-def test_a_checkpoint_holds_one_copy_of_the_weights_and_the_adam_state():
-    # mixed-precision Adam: 2 bytes of bf16 weights + 12 of fp32 master weights, momentum and variance per
-    # parameter (Rajbhandari et al., ZeRO, SC 2020: K = 12); gradients are not saved
+@pytest.mark.parametrize("framework, bytes_per_param", [
+    # FSDP2 (the default): the fp32 sharded parameters are the master weights, plus Adam's fp32 momentum and
+    # variance: 4 + 8 (torchtitan's distributed checkpoint saves the model and optimizer state dicts)
+    (None, 12),
+    # DeepSpeed's mixed-precision Adam: 2 bytes of bf16 weights + 12 of fp32 master weights, momentum and variance
+    # (Rajbhandari et al., ZeRO, SC 2020: K = 12)
+    ("deepspeed", 14),
+])
+def test_a_checkpoint_holds_one_copy_of_the_weights_and_the_adam_state(framework, bytes_per_param):
+    # gradients are not saved
     from scaleright.workload import count_params, load_model
 
     scn = {"model": "llama-3.1-8b", "task": "full-finetune",
            "training": {"tokens": 1e8, "seq_len": 2048, "global_batch": 32},
            "constraints": {"gpu_types": ["h100-sxm"], "max_gpus": 16}, "pricing": {"mode": "spot"}}  # fmt: skip
+    if framework is not None:
+        scn["training"]["framework"] = framework
     res = plan(parse_scenario(scn))
     params = count_params(load_model("llama-3.1-8b")).total
     assert res.all_options
     for o in res.all_options:
-        assert o["spot"]["checkpoint_gb"] == pytest.approx(params * 14 / 1e9, rel=0.01), o["layout"]
+        assert not o["layout"]["offload_optimizer"]  # (an offloaded optimizer's state is in host memory)
+        assert o["spot"]["checkpoint_gb"] == pytest.approx(params * bytes_per_param / 1e9, rel=0.01), o["layout"]
         nodes = -(-o["gpus"] // 8)
         assert o["spot"]["checkpoint_gb_per_node"] == pytest.approx(o["spot"]["checkpoint_gb"] / nodes)
 

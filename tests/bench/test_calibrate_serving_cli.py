@@ -51,8 +51,7 @@ def test_calibrate_serving_out_writes_the_same_fit(cli, serve_db, tmp_path):
 
 
 @pytest.mark.parametrize("args, line", [
-    (["calibrate", "--serving", "--name", "x"], "error: --name applies only to train runs; not with --serving"),
-    (["calibrate", "--serving", "--force"], "error: --force applies only to train runs; not with --serving"),
+    # (calibrate --serving --name NAME [--force] stores the fitted engine profile: serve/test_serve_engine_store.py)
     (["compare", "--serving", "--fingerprint", "f"],
      "error: --fingerprint applies only to train runs; not with --serving"),
     (["calibrate", "--name", "x", "--gpu", "h100-sxm", "--run-ids", "1"], "error: --run-ids applies only to --serving"),

@@ -37,6 +37,7 @@ from scaleright.estimate.calibration import DEFAULT_CALIBRATION, Calibration, ar
 from scaleright.estimate.comm import system_of
 from scaleright.estimate.framework import framework_of
 from scaleright.estimate.memory.profiles import resolve_profile
+from scaleright.estimate.memory.states import optimizer_bytes_per_param, state_format
 from scaleright.plan import economics as econ
 from scaleright.plan.economics._units import DAYS_PER_MONTH
 from scaleright.plan.economics.defaults import ownership_defaults, site_of
@@ -282,6 +283,14 @@ def _spot_hours(scn: Scenario, a: dict, j: int, n: int, gpus_per_node: int, hour
     dp, zero = int(a["dp"][j]), int(a["zero"][j])
     weights_gb = float(a["mem_weights"][j]) * split * (dp if zero >= 3 else 1)
     optimizer_gb = float(a["mem_optimizer"][j]) * split * (dp if zero >= 1 else 1)
+    tr = scn.training
+    if tr is not None and scn.task not in ("lora", "qlora") and tr.precision != "fp32":
+        # an optimizer-side gradient buffer (DeepSpeed's fp32 gradient partition, states.StateFormat
+        # optimizer_extra_b) is held with the optimizer state but never saved
+        fmt = state_format(resolve_profile(framework_of(tr.framework), zero=zero, precision=tr.precision).states)
+        if fmt.optimizer_extra_b:
+            opt_b = optimizer_bytes_per_param(tr.optimizer) - (4.0 if fmt.fp32_weights else 0.0)
+            optimizer_gb *= opt_b / (opt_b + fmt.optimizer_extra_b)
     state_gb = optimizer_gb if scn.task in ("lora", "qlora") else weights_gb + optimizer_gb
     state_gb_per_node = state_gb / nodes
     write_h = state_gb_per_node / p.checkpoint_write_gb_per_s / 3600.0
