@@ -394,14 +394,8 @@ def delete_cmd(name: str = typer.Argument(..., help="Profile name (calibrate lis
 
     if serving:
         target, found = _stored_engine(name)
-        if not found["ok"] or not isinstance(found.get("provenance"), dict):
-            why = found.get("error") or "it has no provenance, so scaleright calibrate did not write it"
-            raise InputError(f"NAME={name}: {target} is not an engine profile calibrate wrote ({why}); not deleted")
-        try:
-            target.unlink()
-        except OSError as exc:
-            raise InputError(f"NAME={name}: cannot delete {target} ({exc.strerror or exc})") from None
-        console.print(f"deleted engine profile '{esc(name)}': {esc(target)}")
+        _delete_written(name, target, found, "engine profile", "an engine profile calibrate wrote",
+                        ok=isinstance(found.get("provenance"), dict))  # fmt: skip
         return
 
     target = profile_path(name, flag="NAME")  # refuses a path, '..', 'default' and any character outside [A-Za-z0-9_-]
@@ -413,11 +407,19 @@ def delete_cmd(name: str = typer.Argument(..., help="Profile name (calibrate lis
     if target.is_symlink() or not target.is_file():
         raise InputError(f"NAME={name}: {target} is not a regular file; not deleted (remove it yourself)")
     found = _saved(target)
-    if not found["ok"] or found.get("provenance") is None:
+    _delete_written(name, target, found, "calibration profile", "a profile scaleright calibrate wrote",
+                    ok=found.get("provenance") is not None)  # fmt: skip
+
+
+def _delete_written(name: str, target: Path, found: dict, kind: str, what: str, *, ok: bool) -> None:
+    """Delete ``target`` only when it loaded (``found["ok"]``) with the provenance ``calibrate`` writes (``ok``)."""
+    from scaleright.errors import InputError
+
+    if not found["ok"] or not ok:
         why = found.get("error") or "it has no provenance, so scaleright calibrate did not write it"
-        raise InputError(f"NAME={name}: {target} is not a profile scaleright calibrate wrote ({why}); not deleted")
+        raise InputError(f"NAME={name}: {target} is not {what} ({why}); not deleted")
     try:
         target.unlink()
     except OSError as exc:
         raise InputError(f"NAME={name}: cannot delete {target} ({exc.strerror or exc})") from None
-    console.print(f"deleted calibration profile '{esc(name)}': {esc(target)}")
+    console.print(f"deleted {kind} '{esc(name)}': {esc(target)}")
