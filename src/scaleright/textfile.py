@@ -145,38 +145,44 @@ def refuse_input_as_output(flag: str, out: Path | str, inputs: Iterable[Path | s
             raise InputError(f"{flag}={_short(o)}: is one of this command's inputs; give another output path")
 
 
-def write_atomic(flag: str, path: Path | str, data: str | bytes) -> Path:
-    """Write ``data`` to ``path`` atomically: a temporary file in the same directory, flushed to disk, then renamed
-    over ``path``. A killed write leaves the previous file intact and no partial file; an OS error becomes one
-    line naming ``flag`` and the path."""
-    p = check_output_path(flag, path)
-    raw = data.encode("utf-8") if isinstance(data, str) else data
+def replace_atomically(path: Path, data: bytes, *, prefix: str | None = None) -> None:
+    """Write ``data`` to ``path`` through a temporary file in the same directory, flushed to disk and renamed over
+    ``path`` (an existing file's mode kept, a new one the umask's): a killed write leaves the previous file intact
+    and no partial file. Raises ``OSError``; the temporary file never outlives a failure."""
     tmp: str | None = None
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{p.name[:200]}.", suffix=".tmp", dir=p.parent)
+        fd, tmp = tempfile.mkstemp(prefix=prefix or f".{path.name[:200]}.", suffix=".tmp", dir=path.parent)
         with os.fdopen(fd, "wb") as fh:
-            fh.write(raw)
+            fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
-        if p.exists():
+        if path.exists():
             try:
-                os.chmod(tmp, stat.S_IMODE(p.stat().st_mode))
+                os.chmod(tmp, stat.S_IMODE(path.stat().st_mode))
             except OSError:
                 pass
         else:
             umask = os.umask(0)
             os.umask(umask)
             os.chmod(tmp, 0o666 & ~umask)
-        os.replace(tmp, p)
+        os.replace(tmp, path)
         tmp = None
-    except OSError as exc:
-        raise InputError(f"{flag}={_short(p)}: cannot write ({_os_reason(exc)})") from None
     finally:
         if tmp is not None:
             try:
                 os.unlink(tmp)
             except OSError:
                 pass
+
+
+def write_atomic(flag: str, path: Path | str, data: str | bytes) -> Path:
+    """Write ``data`` to ``path`` atomically (``replace_atomically``), after ``check_output_path``; an OS error
+    becomes one line naming ``flag`` and the path."""
+    p = check_output_path(flag, path)
+    try:
+        replace_atomically(p, data.encode("utf-8") if isinstance(data, str) else data)
+    except OSError as exc:
+        raise InputError(f"{flag}={_short(p)}: cannot write ({_os_reason(exc)})") from None
     return p
 
 

@@ -24,11 +24,12 @@ import hashlib
 import os
 import pickle
 import sys
-import tempfile
 from collections.abc import Callable
 from importlib.resources import files
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
+
+from scaleright.textfile import replace_atomically
 
 if TYPE_CHECKING:
     from importlib.resources.abc import Traversable
@@ -197,23 +198,12 @@ def _write(key: str | None, entries: Any, ok: Callable[[Any], bool]) -> Path | N
     except Exception:  # anything that does not pickle is simply not cached
         return None
     target = _file(directory, key)
-    tmp: str | None = None
     try:
         directory.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".catalog-", suffix=".tmp", dir=directory)
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(blob)
-        os.replace(tmp, target)
-        tmp = None
+        replace_atomically(target, blob, prefix=".catalog-")
         _prune(directory)
     except OSError:
         return None
-    finally:
-        if tmp is not None:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
     return target
 
 
