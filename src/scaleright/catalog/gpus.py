@@ -50,6 +50,12 @@ def normalize_name(name: str) -> str:
     return _SEPARATORS.sub("-", name.strip().lower()).strip("-")
 
 
+
+# PCIe x16 bandwidth per direction by generation, GB/s (PCI-SIG: 8, 16, 32, 64 GT/s with 128b/130b encoding; 6.0
+# with FLIT/PAM4 ~121 GB/s usable): the rate of an accelerator's host link (``pcie_gen``), read by KV swap
+# (``estimate.iteration``) and offload (``estimate.memory.offload``).
+PCIE_X16_GB_PER_S = {"3.0": 15.75, "4.0": 31.5, "5.0": 63.0, "6.0": 121.0}
+
 class Accelerator(BaseModel):
     """One accelerator part and its typical node. Unknown keys are an error."""
 

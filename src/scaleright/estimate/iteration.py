@@ -48,6 +48,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from scaleright.catalog.gpus import PCIE_X16_GB_PER_S
 from scaleright.errors import InputError, LayoutError
 from scaleright.estimate.calibration import DEFAULT_CALIBRATION, Calibration
 from scaleright.estimate.collectives import CollectiveFits, collective_time_s
@@ -78,9 +79,6 @@ def compute_precision(gpu: Accelerator, precision: str) -> str:
     return "fp16" if not gpu.dense_tflops.get("bf16") else "bf16"
 
 
-# PCIe x16 bandwidth per direction by generation, GB/s (PCI-SIG: 8, 16, 32, 64 GT/s with 128b/130b encoding;
-# 6.0 with FLIT/PAM4 ~121 GB/s usable). The host link of KV swap-out and swap-in.
-PCIE_X16_GB_PER_S = {"3.0": 15.75, "4.0": 31.5, "5.0": 63.0, "6.0": 121.0}
 DEFAULT_PCIE_GEN = "4.0"  # when the catalog gives no host link (e.g. SXM modules listed without one)
 
 

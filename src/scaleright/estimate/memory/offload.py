@@ -29,16 +29,14 @@ from typing import TYPE_CHECKING
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from scaleright.catalog.gpus import PCIE_X16_GB_PER_S
+
 if TYPE_CHECKING:
     from scaleright.catalog.gpus import Accelerator
 
-__all__ = ["HOST_COPY_EFFICIENCY", "HOST_MEMORY_GB_PER_S", "OFFLOAD_BUFFER_LAYERS", "PCIE_X16_GB_PER_S",
+__all__ = ["HOST_COPY_EFFICIENCY", "HOST_MEMORY_GB_PER_S", "OFFLOAD_BUFFER_LAYERS",
            "host_link_bytes_per_s", "resident_activations", "resident_states"]  # fmt: skip
 
-# PCIe x16 bandwidth per direction by generation, GB/s (PCI-SIG: 8, 16, 32, 64 GT/s with 128b/130b encoding; 6.0
-# with FLIT/PAM4 ~121 GB/s usable). The same table as ``estimate.iteration`` (KV swap), which cannot be imported
-# from here (it imports the training model).
-PCIE_X16_GB_PER_S = {"3.0": 15.75, "4.0": 31.5, "5.0": 63.0, "6.0": 121.0}
 # Host<->device copies reach this fraction of the x16 rate: the median of the PCIe H2D / D2H rows of
 # validation/reference/components/pcie_p2p.csv (nvbandwidth / TransferBench, H2D / D2H: H200 node 88.0 / 87.4 %,
 # Azure H100 81.0 / 82.5 %, Azure H200 82.5 / 82.5 %, Azure A100 H2D 84.8 %, Azure MI300X 87.3 / 88.9 %; the Azure
