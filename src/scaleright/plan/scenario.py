@@ -320,8 +320,9 @@ class Pricing(_Strict):
     # a serverless endpoint's price per GPU-hour of worker time (billed per second, cold starts included), to weigh
     # against a batch job or an always-on service; None: serverless is not priced (no catalog rows for it)
     serverless_usd_per_gpu_hour: _UsdPerHour | None = None
-    # how long a serverless worker stays warm after its last request (economics.batch); an assumption, not a cited
-    # figure: set your endpoint's
+    # how long a serverless worker stays warm after its last request (economics.batch). Default: Modal's default
+    # scale-down window, 60 s (modal.com/docs/guide/cold-start, "scaledown_window"; RunPod Serverless defaults to
+    # 5 s): set your endpoint's
     serverless_idle_timeout_s: _Seconds = Field(60.0, ge=0)
 
     @field_validator("depreciation_years")
