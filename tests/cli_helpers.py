@@ -42,3 +42,16 @@ def one_error_line(err: str) -> str:
 def file_state(path) -> tuple[str, int]:
     """(SHA-256 of the bytes, mtime in ns) of a file: equal before and after when a command did not touch it."""
     return hashlib.sha256(path.read_bytes()).hexdigest(), path.stat().st_mtime_ns
+
+
+def sample_provenance(**changes) -> dict:
+    """The provenance ``scaleright calibrate`` writes into a profile (``Profile.record``'s source), with made-up
+    values: two runs of a CPU part, one fitted parameter off its bound, leave-one-run-out error."""
+    p = {"schema": 1, "created_utc": "2026-12-01T12:00:00+00:00", "scaleright_version": "0.1.0", "gpu": "test-cpu",
+         "fingerprint": "abc", "runs": [1, 2], "runs_sha256": "0" * 64, "forced": False,
+         "parameters": {"gemm_efficiency": {"value": 0.5, "default": 0.589, "low": 0.01, "high": 0.95,
+                                            "on_bound": None}},
+         "error": {k: {"rows": 2, "median_abs_pct": 5.0, "p90_abs_pct": 6.0, "rms_log": 0.05}
+                   for k in ("defaults", "in_sample", "cross_validated")}}  # fmt: skip
+    p["error"]["cross_validated"] |= {"method": "leave-one-run-out", "folds": 2}
+    return p | changes

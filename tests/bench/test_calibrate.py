@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import scaleright
-from cli_helpers import file_state, one_error_line
+from cli_helpers import file_state, one_error_line, sample_provenance
 from scaleright.bench.calibrate import FIT_BOUNDS, fit_calibration, predict_run, run_inputs, select_runs
 from scaleright.bench.db import RunStore
 from scaleright.catalog import Catalog
@@ -372,14 +372,7 @@ def test_an_old_profile_without_provenance_still_loads_and_says_so(run_cli, env)
 
 
 def _provenance(**changes):
-    p = {"schema": 1, "created_utc": "2026-12-01T12:00:00+00:00", "scaleright_version": "0.1.0", "gpu": "test-cpu",
-         "fingerprint": "abc", "runs": [1, 2], "runs_sha256": "0" * 64, "forced": False,
-         "parameters": {"gemm_efficiency": {"value": 0.5, "default": 0.589, "low": 0.01, "high": 0.95,
-                                            "on_bound": None}},
-         "error": {k: {"rows": 2, "median_abs_pct": 5.0, "p90_abs_pct": 6.0, "rms_log": 0.05}
-                   for k in ("defaults", "in_sample", "cross_validated")}}  # fmt: skip
-    p["error"]["cross_validated"] |= {"method": "leave-one-run-out", "folds": 2}
-    return p | changes
+    return sample_provenance(**changes)
 
 
 @pytest.mark.parametrize("edit, message", [

@@ -9,18 +9,13 @@ import json
 
 import pytest
 
-from cli_helpers import assert_one_line, file_state, run_main
+from cli_helpers import assert_one_line, file_state, run_main, sample_provenance
 from scaleright.estimate.calibration import DEFAULT_CALIBRATION, save_calibration
 
 
 def _provenance() -> dict:
-    p = {"schema": 1, "created_utc": "2026-12-01T12:00:00+00:00", "scaleright_version": "0.1.0", "gpu": "test-cpu",
-         "fingerprint": "abc", "runs": [1, 2], "runs_sha256": "0" * 64, "forced": False,
-         "parameters": {"gemm_efficiency": {"value": 0.5, "default": 0.589, "low": 0.01, "high": 0.95,
-                                            "on_bound": None}},
-         "error": {k: {"rows": 2, "median_abs_pct": 5.0, "p90_abs_pct": 6.0, "rms_log": 0.05}
-                   for k in ("defaults", "in_sample", "cross_validated")}}  # fmt: skip
-    p["error"]["cross_validated"] |= {"method": "leave-one-run-out", "folds": 2, "median_abs_pct": 4.25}
+    p = sample_provenance()
+    p["error"]["cross_validated"]["median_abs_pct"] = 4.25
     return p
 
 

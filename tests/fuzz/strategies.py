@@ -2088,15 +2088,10 @@ CAL_DIR = ".xdg/scaleright/calibrations"
 @functools.cache
 def _profile_json(provenance: bool) -> str:
     """A calibration profile as ``scaleright calibrate`` saves it (with provenance), or a hand-written one."""
+    from cli_helpers import sample_provenance
     from scaleright.estimate.calibration import DEFAULT_CALIBRATION, save_calibration
 
-    prov = {"schema": 1, "created_utc": "2026-12-01T12:00:00+00:00", "scaleright_version": "0.1.0", "gpu": "test-cpu",
-            "fingerprint": "abc", "runs": [1, 2], "runs_sha256": "0" * 64, "forced": False,
-            "parameters": {"gemm_efficiency": {"value": 0.5, "default": 0.589, "low": 0.01, "high": 0.95,
-                                               "on_bound": None}},
-            "error": {k: {"rows": 2, "median_abs_pct": 5.0, "p90_abs_pct": 6.0, "rms_log": 0.05}
-                      for k in ("defaults", "in_sample", "cross_validated")}}  # fmt: skip
-    prov["error"]["cross_validated"] |= {"method": "leave-one-run-out", "folds": 2}  # type: ignore[index]
+    prov = sample_provenance()
     with tempfile.TemporaryDirectory() as d:
         path = save_calibration("p", DEFAULT_CALIBRATION.replace(gemm_efficiency=0.5),
                                 provenance=prov if provenance else None, directory=Path(d))  # fmt: skip
