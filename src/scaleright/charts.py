@@ -52,6 +52,13 @@ def esc(x: object) -> str:
     return html.escape(str(x))
 
 
+def page(title: str, body: list[str]) -> str:
+    """A whole report page: ``title`` (escaped here) in the head, the shared ``CSS``, and ``body``'s HTML parts."""
+    return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"/>'
+            f'<meta name="viewport" content="width=device-width, initial-scale=1"/>'
+            f"<title>{esc(title)}</title><style>{CSS}</style></head><body>{''.join(body)}</body></html>\n")  # fmt: skip
+
+
 def table(cols: list[str] | None, rows: list[list], rec_rows: set[int] | frozenset[int] = frozenset()) -> str:
     head = f"<thead><tr>{''.join(f'<th>{esc(c)}</th>' for c in cols)}</tr></thead>" if cols else ""
     body = []

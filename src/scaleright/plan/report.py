@@ -23,7 +23,7 @@ from pathlib import Path
 import scaleright
 from scaleright import charts as ch
 from scaleright import fmt
-from scaleright.charts import CSS, DASH, X0, X1, Y0, Y1, H
+from scaleright.charts import DASH, X0, X1, Y0, Y1, H
 from scaleright.estimate.layout import layout_text
 
 __all__ = ["render_html", "write_html"]
@@ -500,10 +500,7 @@ def render_html(result: dict) -> str:
     out += _tables(result, training)
     out.append(f"<footer>scaleright {_e(scaleright.__version__)} · every number comes from the model/catalog; "
                "sources: <code>scaleright catalog ... --json</code></footer>")
-    return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"/>'
-            f'<meta name="viewport" content="width=device-width, initial-scale=1"/>'
-            f"<title>{_e(s.get('name'))}: scaleright plan</title><style>{CSS}</style></head>"
-            f"<body>{''.join(out)}</body></html>\n")  # fmt: skip
+    return ch.page(f"{s.get('name')}: scaleright plan", out)
 
 
 def write_html(result: dict, path: Path) -> None:

@@ -19,7 +19,7 @@ import numpy as np
 import scaleright
 from scaleright import charts as ch
 from scaleright import fmt
-from scaleright.charts import CSS, X0, X1, Y0, Y1
+from scaleright.charts import X0, X1, Y0, Y1
 
 __all__ = ["MAX_CHART_POINTS", "chart_data", "cost_load_chart", "latency_cdf_chart", "queue_chart", "render_html",
            "render_fleet_html", "replicas_chart", "timeline_chart", "write_report"]
@@ -226,10 +226,7 @@ def render_html(res, *, title: str, sweep: list[dict] | None = None, sweep_note:
             *charts_html(chart_data(res), sweep=sweep, sweep_note=sweep_note),
             f"<footer>scaleright {ch.esc(scaleright.__version__)} · every number comes from the simulation "
             "(<code>serve simulate --json</code> prints them)</footer>"]  # fmt: skip
-    return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"/>'
-            f'<meta name="viewport" content="width=device-width, initial-scale=1"/>'
-            f"<title>{ch.esc(title)}: scaleright serve</title><style>{CSS}</style></head>"
-            f"<body>{''.join(body)}</body></html>\n")  # fmt: skip
+    return ch.page(f"{title}: scaleright serve", body)
 
 
 def replicas_chart(pools: dict[str, list[list[float]]], end_s: float) -> str:
@@ -296,10 +293,7 @@ def render_fleet_html(res, *, title: str) -> str:
                             "request's first arrival (an escalated request pays every tier it passes)."))
     body.append(f"<footer>scaleright {ch.esc(scaleright.__version__)} · every number comes from the simulation "
                 "(<code>serve simulate --fleet FILE --json</code> prints them)</footer>")
-    return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"/>'
-            f'<meta name="viewport" content="width=device-width, initial-scale=1"/>'
-            f"<title>{ch.esc(title)}: scaleright serve</title><style>{CSS}</style></head>"
-            f"<body>{''.join(body)}</body></html>\n")  # fmt: skip
+    return ch.page(f"{title}: scaleright serve", body)
 
 
 def write_report(path: Path, html: str) -> None:
