@@ -335,7 +335,10 @@ def test_every_reference_price_row_is_kept(builtin):
             assert p.usd_high == pytest.approx(float(r["usd_high"]) / 8)
         if "reserved" in r["unit"]:
             assert p.kind == "reserved" and "reserved term" in p.notes
-    assert {p.kind for p in builtin.prices} <= {"on-demand", "spot", "marketplace", "reserved", "purchase"}
+        if "serverless" in r["provider_or_market"].lower():  # "Modal (serverless; CPU/RAM extra)": per second
+            assert p.kind == "serverless" and "CPU and RAM billed extra" in p.notes
+    assert {p.kind for p in builtin.prices} <= {"on-demand", "spot", "marketplace", "reserved", "serverless",
+                                                "purchase"}
 
 
 def test_seed_article_rtx_4090_marketplace_price_is_present(builtin):

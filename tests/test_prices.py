@@ -103,7 +103,8 @@ def test_a_gpu_without_a_price_is_named_with_how_to_add_one(builtin):
                                          r"pricing\.price_usd_per_gpu_hour"):  # fmt: skip
         find_price("MI300X", "on-demand", catalog=builtin)
     with pytest.raises(InputError, match=r"price kind 'reserved-2y' is not one of on-demand, spot, marketplace, "
-                                         r"reserved, reserved-1y, reserved-3y, committed, purchase"):  # fmt: skip
+                                         r"reserved, reserved-1y, reserved-3y, committed, serverless, "
+                                         r"purchase"):  # fmt: skip
         find_price("H100", "reserved-2y", catalog=builtin)
 
 

@@ -11,6 +11,15 @@ no older than ``max_age_days`` (``MAX_PRICE_AGE_DAYS``); when every offer is old
 marked ``stale``. An offer is invalid when ``price_data_errors`` flags it: a spot (preemptible) price above the same
 provider's cheapest on-demand price for that GPU is a data error (it is usually a whole-VM or list price filed under
 the wrong kind), reported and never chosen.
+
+Kind ``serverless`` is a per-second-billed endpoint or container (Modal's rows, "Modal (serverless; CPU/RAM
+extra)": the price is the GPU's alone, the container's CPU and RAM are billed on top). It is never a pricing mode's
+offer (``RENT_KINDS``): ``plan.serving`` weighs it against a batch job and an always-on service only. Training under
+mode ``cheapest`` does not take it either, because (1) its price leaves out the CPU and RAM a VM price includes (the
+catalog has no price for them), so it would be compared low against every VM offer, and (2) the rows' source states
+no GPUs-per-container limit, interconnect or multi-node support, which a training layout of the catalog's systems
+assumes. For the data-error check a serverless row is neither the on-demand reference nor checked against it:
+a serverless GPU-hour above a VM's is how serverless is priced (it bills no idle time).
 """
 
 from __future__ import annotations
@@ -28,12 +37,16 @@ from scaleright.limits import LIMITS, _num, _show, bounds
 if TYPE_CHECKING:
     from scaleright.catalog.store import Catalog
 
-__all__ = ["PriceRow", "KINDS", "PRICE_COLUMNS", "USABLE_UNIT", "MAX_PRICE_AGE_DAYS", "find_price", "list_prices",
-           "price_data_errors", "provider_key"]
+__all__ = ["PriceRow", "KINDS", "RENT_KINDS", "PRICE_COLUMNS", "USABLE_UNIT", "MAX_PRICE_AGE_DAYS", "find_price",
+           "list_prices", "price_data_errors", "provider_key"]
 
 # "reserved" is a reservation whose term the source does not state (AWS Capacity Blocks, a provider's "reserved"
 # tier); reserved-1y / reserved-3y are 1- and 3-year terms; committed is a committed-use contract (GCP CUDs, ...)
-KINDS = ("on-demand", "spot", "marketplace", "reserved", "reserved-1y", "reserved-3y", "committed", "purchase")
+# serverless: billed per second while a worker runs (module docstring)
+KINDS = ("on-demand", "spot", "marketplace", "reserved", "reserved-1y", "reserved-3y", "committed", "serverless",
+         "purchase")
+# the kinds a pricing mode rents at (mode cheapest weighs each); serverless is weighed by plan.serving only
+RENT_KINDS = tuple(k for k in KINDS if k not in ("serverless", "purchase"))
 # Offers older than this are flagged stale. 180 days: the catalog's own rows show H100 rents moving by ~45 % within
 # a year (the June 2025 AWS P5 cut noted against disintermediate.global's pre-cut $12.29/h; the seed article
 # *Multi-GPU vs Single-GPU Scaling Economics: The 2026 Guide* reports H100 rent "dropped from $8/h" to $2.85-3.50),
@@ -56,7 +69,8 @@ class PriceRow(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False, defer_build=True)  # .inf, nan: errors
 
     gpu_id: str = Field(pattern=r"^(other:)?[a-z0-9][a-z0-9.\-]*$")  # catalog GPU id, or other:<name>
-    kind: Literal["on-demand", "spot", "marketplace", "reserved", "reserved-1y", "reserved-3y", "committed", "purchase"]
+    kind: Literal["on-demand", "spot", "marketplace", "reserved", "reserved-1y", "reserved-3y", "committed",
+                  "serverless", "purchase"]
     usd: _Usd | None = Field(default=None, ge=0)  # the price, in ``unit``
     usd_low: _Usd | None = Field(default=None, ge=0)  # low end of a quoted range (or the cheapest listing)
     usd_high: _Usd | None = Field(default=None, ge=0)  # high end of a quoted range ("up to")
@@ -193,7 +207,8 @@ def _data_errors(rows: tuple[PriceRow, ...]) -> dict[int, str]:
 
 def price_data_errors(*, catalog: Catalog | None = None) -> list[str]:
     """One line per price row that is flagged as a data error and never chosen by ``find_price`` (a spot price
-    above the same provider's cheapest on-demand price for the GPU; ``provider_key`` says what "same" means)."""
+    above the same provider's cheapest on-demand price for the GPU; ``provider_key`` says what "same" means).
+    Serverless rows are neither the reference nor checked (module docstring)."""
     return list(_data_errors(_catalog(catalog).prices).values())
 
 
@@ -225,7 +240,8 @@ def find_price(gpu: str, kind: str, *, catalog: Catalog | None = None, today: da
     if not rows:
         have = sorted({r.kind for r in usable}, key=KINDS.index)
         unit = USABLE_UNIT[kind]
-        override = "purchase_usd_per_gpu" if kind == "purchase" else "price_usd_per_gpu_hour"
+        override = {"purchase": "purchase_usd_per_gpu", "serverless": "serverless_usd_per_gpu_hour"}.get(
+            kind, "price_usd_per_gpu_hour")
         raise InputError(
             f"no {kind} price for GPU '{gpu_id}'; kinds with a price: {', '.join(have) if have else 'none'}; add a "
             f"row '{gpu_id},{kind},<usd>,,,{unit},<provider>,,<YYYY-MM-DD>,<source>,' to DIR/prices.csv and pass "

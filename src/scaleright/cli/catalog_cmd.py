@@ -47,7 +47,8 @@ def _rate(gpu: Accelerator, precision: str) -> float | str:
 @catalog_app.command("prices")
 def prices_cmd(
     gpu: str | None = typer.Option(None, "--gpu", help="Only this GPU (id or alias)."),
-    kind: str | None = typer.Option(None, "--kind", help="on-demand, spot, marketplace, reserved or purchase."),
+    kind: str | None = typer.Option(None, "--kind", help="on-demand, spot, marketplace, reserved, reserved-1y, "
+                                    "reserved-3y, committed, serverless (billed per second) or purchase."),
     catalog: Path | None = CatalogOpt,
     as_json: bool = JsonOpt,
 ) -> None:

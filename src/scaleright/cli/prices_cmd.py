@@ -61,6 +61,7 @@ def import_cmd(
     """Write DIR/prices.csv with the cheapest on-demand and spot price per GPU-hour per GPU, provider and region,
     each dated and sourced; offers whose accelerator maps to no single catalog GPU are skipped and counted."""
     from scaleright.catalog import prices_import as pi
+    from scaleright.catalog.prices import KINDS
     from scaleright.catalog.store import Catalog
     from scaleright.cli.export_cmd import write_files
 
@@ -108,8 +109,10 @@ def import_cmd(
         raise InputError(f"--from {source}: no offer maps to a catalog GPU ({read} offers read; {why})")
     (written,) = write_files(out, {"prices.csv": pi.prices_csv(rows)}, inputs=inputs)
     gpus = sorted({r.gpu_id for r in rows})
-    console.print(f"wrote {esc(written)}: {len(rows)} prices for {len(gpus)} GPUs ({esc(', '.join(gpus))}) from "
-                  f"{read} offers; use it with --catalog {esc(out)}")  # fmt: skip
+    kinds = Counter[str](r.kind for r in rows)
+    by_kind = ", ".join(f"{k} {kinds[k]}" for k in KINDS if k in kinds)
+    console.print(f"wrote {esc(written)}: {len(rows)} prices ({by_kind}) for {len(gpus)} GPUs "
+                  f"({esc(', '.join(gpus))}) from {read} offers; use it with --catalog {esc(out)}")  # fmt: skip
     if skipped:
         console.print(f"skipped {sum(skipped.values())} offers (not mapped to a catalog GPU, or not a whole GPU):")
         for reason, n in sorted(skipped.items(), key=lambda kv: (-kv[1], kv[0])):

@@ -30,8 +30,8 @@ from typing import Any, cast
 
 import numpy as np
 
-from scaleright.catalog import KINDS, Catalog, find_price
-from scaleright.catalog.prices import price_data_errors, provider_key
+from scaleright.catalog import Catalog, find_price
+from scaleright.catalog.prices import RENT_KINDS, price_data_errors, provider_key
 from scaleright.errors import InputError, ScalerightError, UnknownNameError
 from scaleright.estimate.calibration import DEFAULT_CALIBRATION, Calibration, arch_factors
 from scaleright.estimate.comm import system_of
@@ -107,7 +107,7 @@ def _ownership(scn: Scenario, gpu, purchase_usd: float, gpus) -> econ.OwnershipC
     )  # fmt: skip
 
 
-_RENT_KINDS = tuple(k for k in KINDS if k != "purchase")
+_RENT_KINDS = RENT_KINDS  # not serverless: plan.serving weighs it (catalog.prices says why)
 
 
 def _offer(scn: Scenario, gpu, cat: Catalog, kind: str, provider: str | None = None) -> tuple[dict | None, str]:
@@ -641,6 +641,7 @@ def _plan_inference(scn, spec, cat, cal, progress) -> PlanResult:
         batch_run,
         peak_rate,
         serverless_explanation,
+        serverless_price,
         serverless_service,
         trace_rate,
     )
@@ -698,7 +699,7 @@ def _plan_inference(scn, spec, cat, cal, progress) -> PlanResult:
             batch = None if run is None else batch_costs(
                 run, gpus=c.gpus, usd_per_gpu_hour=price,
                 output_tokens_per_run=run["requests_per_run"] * inf.output_len,
-                serverless_usd_per_gpu_hour=p.serverless_usd_per_gpu_hour)  # fmt: skip
+                serverless=serverless_price(p, g.id, cat))  # fmt: skip
             options_all.append({
                 "gpu": g.id, "gpus": c.gpus, "layout": {"tp": c.tp, "pp": 1, "replicas": c.replicas,
                                                         "batch_per_replica": c.batch_per_replica},
@@ -755,7 +756,7 @@ def _plan_inference(scn, spec, cat, cal, progress) -> PlanResult:
     explain_inference(res, xscn, spec, cat, evaluated, rate, cal=cal)
     if rec is not None and "batch_job" in rec:
         res.explanations.append(batch_explanation(rec))
-    sls = serverless_service(scn, rec, rate) if rec is not None else None
+    sls = serverless_service(scn, rec, rate, cat) if rec is not None else None
     if rec is not None and sls is not None:
         rec["serverless"] = sls
         res.explanations.append(serverless_explanation(sls))

@@ -318,7 +318,8 @@ class Pricing(_Strict):
     # hardware (compliance), which rules renting out whatever it costs
     data_sensitivity: Literal["none", "on-premises"] = "none"
     # a serverless endpoint's price per GPU-hour of worker time (billed per second, cold starts included), to weigh
-    # against a batch job or an always-on service; None: serverless is not priced (no catalog rows for it)
+    # against a batch job or an always-on service; None: the GPU's cheapest serverless catalog offer
+    # (plan.serving.serverless_price), and not priced when the catalog has none for it
     serverless_usd_per_gpu_hour: _UsdPerHour | None = None
     # how long a serverless worker stays warm after its last request (economics.batch). Default: Modal's default
     # scale-down window, 60 s (modal.com/docs/guide/cold-start, "scaledown_window"; RunPod Serverless defaults to

@@ -30,7 +30,9 @@ if every request's p99s, measured from its first arrival, meet the SLOs).
 
 Costs by schedule (``economics.batch``): an occasional job (``inference.batch_job``) is paid per run, start-up plus
 requests / the fleet's sustained throughput (``batch_run``, ``batch_costs``), against the same fleet always on and
-serverless; a service is weighed against a serverless endpoint over its load curve (``serverless_service``).
+serverless; a service is weighed against a serverless endpoint over its load curve (``serverless_service``). The
+serverless price is the scenario's ``pricing.serverless_usd_per_gpu_hour``, else the GPU's cheapest ``serverless``
+catalog offer (``serverless_price``); a GPU with neither says so.
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ from typing import Any
 from scaleright.errors import InputError
 
 __all__ = ["MAX_SIMULATED", "TRIAL_REQUESTS", "batch_run", "batch_costs", "batch_explanation", "levers",
-           "serverless_service", "serverless_explanation", "simulate_option"]
+           "serverless_price", "serverless_service", "serverless_explanation", "simulate_option"]
 
 MAX_SIMULATED = 8  # (gpu, tp) candidates simulated per plan
 MAX_VERIFIED_REPLICAS = 32  # fleets above this are sized from the single-replica capacity, not simulated whole
@@ -94,10 +96,43 @@ def batch_run(inf, pricing, cand, *, spot: bool = False, gpus_per_node: int = 8)
             "spot": preempt}  # fmt: skip
 
 
+def serverless_price(pricing, gpu_id: str, cat) -> dict:
+    """The serverless price per GPU-hour a comparison uses for ``gpu_id``: ``pricing.serverless_usd_per_gpu_hour``
+    when the scenario gives one (it overrides the catalog), else the cheapest ``serverless`` offer of the catalog
+    ``cat`` for that GPU (``catalog.find_price``: fresh before stale, under ``pricing.max_price_age_days`` and
+    ``prices_as_of``). Keys: ``usd_per_gpu_hour`` (None: not priced), ``provider``, ``date``, ``age_days``,
+    ``stale``, ``source``, ``notes`` (the row's notes, e.g. CPU and RAM billed extra; or why there is no price and
+    how to add one)."""
+    from scaleright.catalog import find_price
+
+    if pricing.serverless_usd_per_gpu_hour is not None:
+        return {"usd_per_gpu_hour": float(pricing.serverless_usd_per_gpu_hour), "provider": "scenario override",
+                "date": None, "age_days": None, "stale": False, "source": "pricing.serverless_usd_per_gpu_hour",
+                "notes": ""}  # fmt: skip
+    try:
+        row = find_price(gpu_id, "serverless", catalog=cat, max_age_days=pricing.max_price_age_days,
+                         today=pricing.prices_as_of)  # fmt: skip
+    except InputError as exc:
+        return {"usd_per_gpu_hour": None, "provider": None, "date": None, "age_days": None, "stale": None,
+                "source": None, "notes": str(exc)}  # fmt: skip
+    return {"usd_per_gpu_hour": float(row.usd or 0.0), "provider": row.provider, "date": row.date,
+            "age_days": row.age_days, "stale": bool(row.stale), "source": row.source, "notes": row.notes}
+
+
+def _offer_text(o: dict) -> str:
+    """``$3.95/GPU-hour (Modal (serverless; CPU/RAM extra), 2026-09-09)``: the price and where it comes from."""
+    if o["provider"] == "scenario override":
+        return f"${o['usd_per_gpu_hour']:g}/GPU-hour (pricing.serverless_usd_per_gpu_hour)"
+    stale = (f", STALE: {o['age_days']} days old" if o["stale"] and o["age_days"] is not None
+             else ", STALE: undated" if o["stale"] else "")  # fmt: skip
+    return f"${o['usd_per_gpu_hour']:g}/GPU-hour ({o['provider']}, {o['date'] or 'undated'}{stale})"
+
+
 def batch_costs(run: dict, *, gpus: int, usd_per_gpu_hour: float, output_tokens_per_run: float,
-                serverless_usd_per_gpu_hour: float | None) -> dict:  # fmt: skip
+                serverless: dict) -> dict:  # fmt: skip
     """``run`` (``batch_run``) priced: per run, per month, the same fleet always on and its idle cost, and a
-    serverless endpoint (one cold start per worker per run) when ``serverless_usd_per_gpu_hour`` is given."""
+    serverless endpoint (one cold start per worker per run) at ``serverless`` (``serverless_price``) when it has a
+    price; ``serverless_offer`` carries that offer."""
     from scaleright.plan import economics as econ
     from scaleright.plan.economics._units import TOKENS_PER_MILLION
 
@@ -105,15 +140,16 @@ def batch_costs(run: dict, *, gpus: int, usd_per_gpu_hour: float, output_tokens_
                              startup_s=run["startup_s"], runs_per_month=run["runs_per_month"])  # fmt: skip
     out = run | {k: float(v) for k, v in c.items()}
     out["usd_per_1m_output_tokens"] = out["usd_per_run"] * TOKENS_PER_MILLION / output_tokens_per_run
-    if serverless_usd_per_gpu_hour is None:
+    price = serverless["usd_per_gpu_hour"]
+    if price is None:
         out |= {"serverless_usd_per_run": None, "serverless_usd_per_month": None,
-                "serverless_note": "not priced: give pricing.serverless_usd_per_gpu_hour"}  # fmt: skip
+                "serverless_note": f"not priced: {serverless['notes']}"}  # fmt: skip
     else:
-        per_run = float(econ.serverless_cost_usd(gpus=gpus, serverless_usd_per_gpu_hour=serverless_usd_per_gpu_hour,
+        per_run = float(econ.serverless_cost_usd(gpus=gpus, serverless_usd_per_gpu_hour=price,
                                                  work_h=run["work_h"], cold_starts=1, cold_start_s=run["startup_s"]))
         out |= {"serverless_usd_per_run": per_run, "serverless_usd_per_month": per_run * run["runs_per_month"],
                 "serverless_note": "one cold start per worker per run, billed; same workers and throughput"}
-    return out
+    return out | {"serverless_offer": serverless}
 
 
 def batch_explanation(rec: dict) -> dict:
@@ -135,24 +171,27 @@ def batch_explanation(rec: dict) -> dict:
                  f"{sp['lost_per_preemption_s']:.0f} s of requests in flight lost: {sp['expected_work_h']:.3g} h of "
                  f"work expected against {sp['preemption_free_work_h']:.3g} h (Daly 2006).")  # fmt: skip
     if b["serverless_usd_per_run"] is not None:
-        text += (f" A serverless endpoint (cold start billed) would cost {format_usd(b['serverless_usd_per_run'])} "
-                 f"a run, {format_usd(b['serverless_usd_per_month'])} a month.")  # fmt: skip
+        text += (f" A serverless endpoint (cold start billed) at {_offer_text(b['serverless_offer'])} would cost "
+                 f"{format_usd(b['serverless_usd_per_run'])} a run, {format_usd(b['serverless_usd_per_month'])} a "
+                 "month.")  # fmt: skip
     else:
-        text += " Serverless not priced (give pricing.serverless_usd_per_gpu_hour)."
+        text += f" Serverless {b['serverless_note']}."
     return {"topic": "batch_job", "title": "Batch job vs service", "text": text, "data": b}
 
 
-def serverless_service(scn, rec: dict, rate: float) -> dict | None:
+def serverless_service(scn, rec: dict, rate: float, cat) -> dict | None:
     """The recommended always-on service against a serverless endpoint of the same workers (``economics.batch.
     serverless_service_gpu_hours``): the load by hour (diurnal) or flat over ``pricing.hours_per_day``, one worker
     per replica of the recommended layout at its capacity, a cold start loading a replica's weights from network
-    storage (as ``batch_run``), None without ``pricing.serverless_usd_per_gpu_hour``."""
+    storage (as ``batch_run``), priced at ``serverless_price`` for the recommended GPU (the USD figures None when
+    it has no price); None for a batch job (``batch_costs`` weighs serverless per run)."""
     from scaleright.plan import economics as econ
     from scaleright.plan.economics._units import DAYS_PER_MONTH
 
     p, inf = scn.pricing, scn.inference
-    if p.serverless_usd_per_gpu_hour is None or inf.batch_job is not None:
+    if inf.batch_job is not None:
         return None
+    offer = serverless_price(p, rec["gpu"], cat)
     lay = rec["layout"]
     tp = lay["tp"]
     cap = rec["capacity_requests_per_s"] / lay["replicas"]
@@ -167,21 +206,28 @@ def serverless_service(scn, rec: dict, rate: float) -> dict | None:
                                             idle_timeout_s=p.serverless_idle_timeout_s,
                                             service_s=rec["e2e_latency_s"], headroom=inf.headroom)  # fmt: skip
     month = {k: v * DAYS_PER_MONTH for k, v in day.items()}
-    usd = month["gpu_h"] * p.serverless_usd_per_gpu_hour
-    return {"serverless_usd_per_month": usd, "always_on_usd_per_month": rec["cost_usd"],
+    price = offer["usd_per_gpu_hour"]
+    return {"serverless_usd_per_month": None if price is None else month["gpu_h"] * price,
+            "always_on_usd_per_month": rec["cost_usd"],
             "serverless_gpu_hours_per_month": month["gpu_h"], "cold_starts_per_month": month["cold_starts"],
             "cold_start_gpu_hours_per_month": month["cold_start_gpu_h"], "cold_start_s": cold_s,
-            "idle_timeout_s": p.serverless_idle_timeout_s,
-            "serverless_usd_per_gpu_hour": p.serverless_usd_per_gpu_hour,
-            "always_on_gpu_hours_per_month": rec["gpus"] * rec["service_hours_per_month"]}  # fmt: skip
+            "idle_timeout_s": p.serverless_idle_timeout_s, "serverless_usd_per_gpu_hour": price,
+            "always_on_gpu_hours_per_month": rec["gpus"] * rec["service_hours_per_month"],
+            "serverless_offer": offer}  # fmt: skip
 
 
 def serverless_explanation(s: dict) -> dict:
-    """The "Serverless vs always-on" explanation of ``serverless_service``'s numbers."""
+    """The "Serverless vs always-on" explanation of ``serverless_service``'s numbers (one line when the GPU has no
+    serverless price)."""
     from scaleright.plan.report import format_usd
 
+    if s["serverless_usd_per_month"] is None:
+        text = (f"Serverless not priced: {s['serverless_offer']['notes']}. It would bill "
+                f"{s['serverless_gpu_hours_per_month']:,.0f} GPU-hours a month against "
+                f"{s['always_on_gpu_hours_per_month']:,.0f} always on.")  # fmt: skip
+        return {"topic": "serverless", "title": "Serverless vs always-on", "text": text, "data": s}
     cheaper = "serverless" if s["serverless_usd_per_month"] < s["always_on_usd_per_month"] else "always-on"
-    text = (f"Serverless at ${s['serverless_usd_per_gpu_hour']:g}/GPU-hour bills "
+    text = (f"Serverless at {_offer_text(s['serverless_offer'])} bills "
             f"{s['serverless_gpu_hours_per_month']:,.0f} GPU-hours a month ({s['cold_starts_per_month']:,.0f} cold "
             f"starts of {s['cold_start_s']:.0f} s, idle timeout {s['idle_timeout_s']:g} s): "
             f"{format_usd(s['serverless_usd_per_month'])} against {format_usd(s['always_on_usd_per_month'])} "

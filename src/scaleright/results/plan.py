@@ -176,6 +176,36 @@ class BatchJobSpot(Part):
     lost_per_preemption_s: Real
 
 
+class ServerlessOffer(Part):
+    """The serverless price a comparison uses (``plan.serving.serverless_price``): the scenario's
+    ``pricing.serverless_usd_per_gpu_hour`` (provider "scenario override"), else the GPU's cheapest ``serverless``
+    catalog offer; ``usd_per_gpu_hour`` null when neither exists, ``notes`` then saying why and how to add one."""
+
+    usd_per_gpu_hour: OptReal
+    provider: str | None
+    date: str | None
+    age_days: int | None
+    stale: bool | None
+    source: str | None
+    notes: str
+
+
+class ServerlessService(Part):
+    """The recommended always-on service against a serverless endpoint of the same workers
+    (``plan.serving.serverless_service``); the USD figures null when the GPU has no serverless price."""
+
+    serverless_usd_per_month: OptReal
+    always_on_usd_per_month: Real
+    serverless_gpu_hours_per_month: Real
+    cold_starts_per_month: Real
+    cold_start_gpu_hours_per_month: Real
+    cold_start_s: Real
+    idle_timeout_s: Real
+    serverless_usd_per_gpu_hour: OptReal
+    always_on_gpu_hours_per_month: Real
+    serverless_offer: ServerlessOffer
+
+
 class BatchJob(Part):
     """An occasional inference job costed per run (``inference.batch_job``; ``plan.serving``, ``economics.batch``):
     start-up plus the requests at the fleet's sustained throughput, against the same fleet always on and serverless."""
@@ -199,6 +229,7 @@ class BatchJob(Part):
     serverless_usd_per_run: OptReal
     serverless_usd_per_month: OptReal
     serverless_note: str
+    serverless_offer: ServerlessOffer
 
 
 class GpusAtLoad(Part):
@@ -221,7 +252,7 @@ class ServingOption(PriceOffer, _ServingCore):
     serving_charts: dict[str, Any] | None = None  # simulated: the report's chart data (serve.report.chart_data)
     gpus_against_load: list[GpusAtLoad] | None = None  # simulated: the fleet size against offered load
     batch_job: BatchJob | None = None  # inference.batch_job: the job costed per run
-    serverless: dict[str, Any] | None = None  # pricing.serverless_usd_per_gpu_hour: vs always-on
+    serverless: ServerlessService | None = None  # a service (not a batch job): vs a serverless endpoint
 
 
 def _option_kind(v: object) -> str:
