@@ -10,19 +10,23 @@ Target: >= 50,000 simulated requests/s for one replica.
 
 Vidur (microsoft/vidur 0.0.26, ``pip install vidur`` into a separate virtual environment, never a dependency of
 scaleright) runs the same one-replica workload in the same run: Llama 3 8B on H100, TP 1, PP 1, vLLM scheduler
-(batch cap 256, 8,192 tokens per batch, GPU memory utilisation 0.9 as scaleright's defaults), fixed 512 / 128 tokens,
-Poisson 16 requests/s, the same request count, seed 0, metrics writing and Chrome trace off; ``vidur_runner.py``
-runs it in a subprocess of that environment (``--vidur-python``, default ``/tmp/vidurvenv/bin/python``).
+(batch cap 256, 8,192 tokens per batch, GPU memory utilisation 0.9, as scaleright's defaults), fixed 512 / 128
+tokens, Poisson arrivals at a mean 16 requests/s (Vidur caps each exponential gap at 3 mean gaps, so its qps is
+set to 16 · (1 − e⁻³) for the same mean rate), the same request count, seed 0, metrics writing and Chrome trace
+off. ``vidur_runner.py`` runs it in a subprocess of that environment (``--vidur-python``, default
+``/tmp/vidurvenv/bin/python``).
+
 Vidur times iterations from profiling data sets it downloads from the Hugging Face Hub (not in its wheel); this
 machine cannot reach the Hub, so **Vidur runs on synthetic profiling tables made by scaleright's own per-operation
 model** (``vidur_profiles.py``, in Vidur's file layout and columns), served to it locally with no network. Its
 latencies are therefore not an independent reference; only its speed is compared. Predictor: random forest (the
 registry's linear-regression predictor cannot be instantiated in 0.0.26: ``_get_kv_parallel_communication_time``
-is left abstract), one grid point (10 trees, depth 32, 2-fold CV), its native (C++) lookup path on
+is left abstract), one grid point (10 trees, depth 32, 2-fold CV), with its native (C++) lookup path on
 (``--vidur-python-predictor``: Vidur's default pure-Python lookups). Vidur's figure is requests over its
-simulation time: ``Simulator`` construction without the predictor, plus ``Simulator.run``; the predictor's
-training (fitting and predicting every operation's grid; Vidur caches it across runs) and the import are timed
-and printed beside it, not in it. Without the Vidur venv the figure is ``n/a`` and the reason is printed. Last line:
+simulation time: ``Simulator`` construction without the predictor, plus ``Simulator.run``. The predictor's
+training (fitting and predicting every operation's grid; Vidur caches it across runs), the import and the table
+generation are timed and printed beside it, not in it. Without the Vidur venv the figure is ``n/a`` and the
+reason is printed. Last line:
 ``one_replica_requests_per_s=<n> fleet_requests_per_s=<n> vidur_requests_per_s=<n or n/a>``.
 """
 
@@ -30,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import platform
 import statistics
@@ -50,6 +55,9 @@ from scaleright.workload import load_model
 from vidur_profiles import VIDUR_DEVICE, VIDUR_MODEL, write_profiles
 
 RATE_PER_REPLICA = 16.0
+# Vidur's PoissonRequestIntervalGenerator caps each gap at 3 mean gaps, so its mean gap is (1 − e⁻³) / qps: a qps of
+# 16 · (1 − e⁻³) gives the same mean arrival rate, 16 requests/s
+VIDUR_POISSON_MEAN_FACTOR = 1.0 - math.exp(-3.0)
 
 
 def _rate(spec, gpu, *, replicas: int, requests: int, repeat: int
@@ -94,7 +102,8 @@ def _vidur(python: str, spec, gpu, requests: int, timeout_s: float, *, native: b
                "--length_generator_config_type", "fixed", "--fixed_request_length_generator_config_prefill_tokens",
                "512", "--fixed_request_length_generator_config_decode_tokens", "128",
                "--interval_generator_config_type", "poisson", "--poisson_request_interval_generator_config_qps",
-               str(RATE_PER_REPLICA), "--no-metrics_config_write_metrics", "--no-metrics_config_enable_chrome_trace",
+               str(RATE_PER_REPLICA * VIDUR_POISSON_MEAN_FACTOR), "--no-metrics_config_write_metrics",
+               "--no-metrics_config_enable_chrome_trace",
                "--metrics_config_output_dir", "out", "--seed", "0",
                "--execution_time_predictor_config_type", "random_forrest",
                f"{rf}model_profiling_dataset", ds_c, f"{rf}network_profiling_dataset", ds_n,
@@ -137,7 +146,8 @@ def main() -> None:
     args = ap.parse_args()
     spec, gpu = load_model("llama-3.1-8b"), get_gpu("h100-sxm")
     print(f"python {platform.python_version()} numpy {np.__version__} on {platform.machine()} "
-          f"({platform.processor() or 'cpu'})")  # fmt: skip
+          f"({platform.processor() or 'cpu'}, {os.cpu_count()} CPUs), load average "
+          f"{', '.join(f'{x:.2f}' for x in os.getloadavg())}")  # fmt: skip
     one, w1, c1, r1 = _rate(spec, gpu, replicas=1, requests=args.requests, repeat=args.repeat)
     print(f"one replica: {one:,.0f} requests/s of wall time (runs {', '.join(f'{w:.2f}' for w in w1)} s; "
           f"{c1:,.0f} per CPU second); events {r1.events:,}, iterations {r1.iterations:,}, "
@@ -148,6 +158,7 @@ def main() -> None:
     vid, how = _vidur(args.vidur_python, spec, gpu, args.requests, args.vidur_timeout_s,
                       native=not args.vidur_python_predictor)
     print(f"vidur, one replica, same workload: {f'{vid:,.0f} requests/s of wall time' if vid else 'n/a'} ({how})")
+    print(f"load average at the end {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
     print(f"one_replica_requests_per_s={one:.0f} fleet_requests_per_s={fleet:.0f} "
           f"vidur_requests_per_s={f'{vid:.0f}' if vid else 'n/a'}")  # fmt: skip
 
