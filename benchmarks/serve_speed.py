@@ -127,7 +127,8 @@ def _vidur(python: str, spec, gpu, requests: int, timeout_s: float, *, native: b
     sim_s = r["setup_s"] + r["simulate_s"]
     how = (f"vidur {r['vidur_version']} on synthetic profiling tables from scaleright's model (latencies not an "
            f"independent reference; speed only); {requests:,} requests, {r['simulated_s']:.0f} s simulated, in "
-           f"{sim_s:.1f} s of simulation (set-up {r['setup_s']:.2f} s + run {r['simulate_s']:.1f} s, "
+           f"{sim_s:.1f} s of simulation (set-up {r['setup_s']:.2f} s + run {r['simulate_s']:.1f} s; "
+           f"{requests / r['simulation_cpu_s']:,.0f} per CPU second; "
            f"{'native' if native else 'Python'} predictor lookups); not included: predictor training "
            f"{r['predictor_s']:.1f} s, import {r['import_s']:.1f} s, table generation {gen_s:.1f} s; "
            f"{requests / wall:,.0f} requests/s over the whole {wall:.1f} s process")  # fmt: skip
