@@ -67,6 +67,7 @@ def _training_parts(
     pipeline_outputs: bool = False,
     offload_optimizer: ArrayLike = False,
     offload_activations: ArrayLike = False,
+    compile_blocks: bool = False,
 ) -> dict[str, np.ndarray]:
     """``training_memory_arrays`` with the overhead split into its three terms (one code for both APIs)."""
     if task not in TASKS or task == "inference":
@@ -108,7 +109,7 @@ def _training_parts(
             precision != "fp32" and state_format(states).fp32_weights))  # fmt: skip
     per_layer = activation_bytes_per_layer(
         spec, seq_len=seq_len, micro_batch=micro_batch, tp=tp, cp=cp, sequence_parallel=sequence_parallel,
-        recompute=recompute, flash_attention=flash_attention, bytes_per_value=bpv,
+        recompute=recompute, flash_attention=flash_attention, bytes_per_value=bpv, compile_blocks=compile_blocks,
     )  # fmt: skip
     layers_stage = np.ceil(spec.layers / np.asarray(pp, dtype=float))
     inflight = _inflight_microbatches(pp, virtual_stages, n_micro)
@@ -131,7 +132,8 @@ def _training_parts(
     if np.any(rc > 0):
         # Recomputation rebuilds one layer at a time during backward: full recompute that layer's activations,
         # selective the attention core's score matrices (zero with flash attention, which never stores them),
-        # op-selective what its policy did not save.
+        # op-selective what its policy did not save (eager or compiled, the same tensors are rebuilt: a compiled
+        # block neither saves nor rebuilds the row-parallel outputs backward never reads).
         kw: dict[str, Any] = dict(
             seq_len=seq_len, micro_batch=micro_batch, tp=tp, cp=cp, sequence_parallel=sequence_parallel,
             flash_attention=flash_attention, bytes_per_value=bpv,
@@ -208,10 +210,13 @@ def training_memory_arrays(
     framework: Framework | str | None = None,
     offload_optimizer: ArrayLike = False,
     offload_activations: ArrayLike = False,
+    compile_blocks: bool = False,
 ) -> dict[str, np.ndarray]:
     """Per-GPU training memory in bytes by component, broadcast over the layout arrays (``etp``: expert tensor
     parallel, None: tp; ``dp_shard``: the ZeRO shard group, None: dp·cp; ``offload_optimizer`` /
-    ``offload_activations``: what lives in host memory instead, ``memory.offload``, off by default).
+    ``offload_activations``: what lives in host memory instead, ``memory.offload``, off by default;
+    ``compile_blocks``: the transformer blocks run under ``torch.compile``, which changes what ``op-selective``
+    saves, ``activations``).
 
     Keys: the sharded model states ``weights``, ``gradients``, ``optimizer`` (``states``: who keeps them, see
     ``states.STATE_FORMATS``); ``gathered``, ZeRO-3 / FSDP's transient unsharded layers and gradients;
@@ -228,7 +233,7 @@ def training_memory_arrays(
         overheads=overheads, zero=zero, precision=precision, seq_len=seq_len, tp=tp, pp=pp, dp=dp, cp=cp, ep=ep,
         micro_batch=micro_batch, n_micro=n_micro, recompute=recompute, sequence_parallel=sequence_parallel,
         virtual_stages=virtual_stages, optimizer=optimizer, task=task, lora=lora, etp=etp, dp_shard=dp_shard,
-        offload_optimizer=offload_optimizer, offload_activations=offload_activations,
+        offload_optimizer=offload_optimizer, offload_activations=offload_activations, compile_blocks=compile_blocks,
     ))  # fmt: skip
 
 
@@ -305,10 +310,11 @@ def training_memory(
     states: str | None = None,
     cross_entropy: str | None = None,
     framework: Framework | str | None = None,
+    compile_blocks: bool = False,
 ) -> MemoryBreakdown:
     """Training memory per GPU for one validated ``layout``: the arrays of ``training_memory_arrays`` read as
     floats, with the overhead's terms in ``details`` (``allocator_reserve_gb``, ``cuda_context_gb``,
-    ``nccl_buffers_gb``); ``framework`` as in ``training_memory_arrays``."""
+    ``nccl_buffers_gb``); ``framework`` and ``compile_blocks`` as in ``training_memory_arrays``."""
     layout.validate(spec)
     if seq_len < 1:
         raise InputError(f"seq_len={seq_len} must be a positive integer")
@@ -319,6 +325,7 @@ def training_memory(
         optimizer=optimizer, task=task, lora=lora, flash_attention=flash_attention, overheads=overheads,
         states=states, cross_entropy=cross_entropy, etp=layout.expert_tp, dp_shard=layout.zero_shard,
         offload_optimizer=layout.offload_optimizer, offload_activations=layout.offload_activations,
+        compile_blocks=compile_blocks,
     )  # fmt: skip
     details = overhead_details(parts)
     if task in ("lora", "qlora"):
