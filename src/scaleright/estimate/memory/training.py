@@ -163,8 +163,18 @@ def _training_parts(
     gathered = gathered_buffer_bytes(spec, tp=tp, pp=pp, ep=ep, etp=etp, zero=zero, n_micro=n_micro,
                                      precision=precision, states=states, counts=c,
                                      frozen_bytes_per_param=frozen_b)  # fmt: skip
+    fmt = state_format(states)
+    if not fmt.grads_in_forward:
+        # FSDP2's sharded gradients are created by backward and dropped by zero_grad before the next forward
+        # (states module docstring): live at the activation peak only after an earlier micro-batch of the step
+        # (gradient accumulation, pp = 1); else the peak is the forward's end or, when the gradients outweigh the
+        # activations, the backward's end, where the activations are gone.
+        accumulated = (np.asarray(pp) == 1) & (np.asarray(n_micro) > 1)
+        at_end = ~accumulated & (grads > acts)
+        grads = np.where(accumulated | at_end, grads, 0.0)
+        acts = np.where(at_end, 0.0, acts)
     # gradients the framework frees and re-allocates every step fragment like activations (states.StateFormat)
-    dyn_grads = grads if task in ("lora", "qlora") else grads * state_format(states).dynamic_grad_share
+    dyn_grads = grads if task in ("lora", "qlora") else grads * fmt.dynamic_grad_share
     reserve = allocator_reserve_bytes(acts + gathered + dyn_grads, overheads)
     nccl = nccl_buffer_bytes(overheads, tp=tp, pp=pp, dp=dp, cp=cp, ep=ep)
     shape = np.broadcast(weights, grads, opt, acts, gathered, reserve, nccl).shape
@@ -218,9 +228,11 @@ def training_memory_arrays(
     ``compile_blocks``: the transformer blocks run under ``torch.compile``, which changes what ``op-selective``
     saves, ``activations``).
 
-    Keys: the sharded model states ``weights``, ``gradients``, ``optimizer`` (``states``: who keeps them, see
-    ``states.STATE_FORMATS``); ``gathered``, ZeRO-3 / FSDP's transient unsharded layers and gradients;
-    ``activations`` (with the loss transient, ``cross_entropy``: ``activations.CROSS_ENTROPY``); ``kv_cache``
+    Keys, as live at the step's peak: the sharded model states ``weights``, ``gradients``, ``optimizer``
+    (``states``: who keeps them, see ``states.STATE_FORMATS``; FSDP2's sharded gradients do not exist yet at the
+    forward's end and read 0 when that is the peak, and the activations 0 when the backward's end is,
+    ``states.StateFormat.grads_in_forward``); ``gathered``, ZeRO-3 / FSDP's transient unsharded layers and
+    gradients; ``activations`` (with the loss transient, ``cross_entropy``: ``activations.CROSS_ENTROPY``); ``kv_cache``
     (0); ``overhead``: allocator reserve, CUDA context and NCCL buffers (``overheads``). Their sum is what
     nvidia-smi would show, the memory the GPU must have.
 
