@@ -148,12 +148,15 @@ def _training_parts(
             working = np.where(rc == 3, one_layer - one_op, working)
         first = first + working
     # The loss on the last stage: logits and the cross-entropy's fp32 transient (CROSS_ENTROPY), split over tp
-    # (vocab-parallel), at its peak while every activation of the stage is still held.
+    # (vocab-parallel), at its peak while every activation of the stage is still held. It is over before any
+    # block's backward starts (the loss's saved tensors and the logits' gradient are freed once the output head's
+    # backward has run), so it never meets the recompute working set of a block: with or without a pipeline the
+    # peak is the larger of the two moments.
     s_local = np.asarray(seq_len, dtype=float) / np.asarray(cp, dtype=float)
     per_logit = cross_entropy_bytes(cross_entropy, bpv)
     logits = s_local * np.asarray(micro_batch, dtype=float) * spec.vocab * per_logit / np.asarray(tp, dtype=float)
     last = stage_acts + logits
-    acts = np.where(np.asarray(pp) > 1, np.maximum(first, last), first + logits)
+    acts = np.maximum(first, last)
     # ZeRO-3 / FSDP working buffers: transient gathered layers and unsharded gradients, apart from the states
     frozen_b = None
     if task == "lora":
