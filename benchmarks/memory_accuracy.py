@@ -19,6 +19,53 @@ The last line: ``median_pct=<median |error| over every measured row, %> oom_verd
 that went out of memory; the layouts that ran are counted on the line before).
 
     python benchmarks/memory_accuracy.py
+
+The one verdict missed: BLOOM-candidate 206B (train_measured.csv line 497; 82 layers, hidden 14336, 128 heads, tp4
+pp12 dp8 mb2, BF16_Optimizer, full recompute) went out of memory on 80 GiB (85.9 GB); the model gives 71.2 GB, and
+71.9 GB measured / 70.5 GB predicted for 203B (line 491; 94 layers, hidden 13312, same layout), which ran. Calling
+it would take 14.7 GB more on the 206B stage while the 203B stays under 85.9 GB; no physical term found differs
+by more than about 1 GB between the two, so the model is left as it is. Ruled out, with the model's own terms:
+
+- Pipeline partitioning (DeepSpeed 0.6.5 ``PipelineModule._partition_layers`` and ``runtime/utils.py``, whose
+  ``partition_uniform`` / ``partition_balanced`` were replayed on GPTModelPipe's layer list: one embedding, the
+  blocks, the final norm and the tied embedding; ``parameters`` is PipelineModule's default, Megatron-DeepSpeed's
+  GPTModelPipe passes ``type:transformer`` as we recall its source (not re-checked here); the "Rebalancing layers"
+  sweeps all have L + 2 divisible by pp, 82, 94 and 106 over 12, 100 over 6, as ``type:transformer|embedding``
+  balances). Fullest stage, 206B / 203B: ``type:transformer`` 7 layers + embedding / 8 +
+  embedding, 71.2 / 70.5 GB (the model's assumption, ceil(L/pp) layers plus the embedding); ``parameters`` and
+  ``type:transformer|embedding`` 6 + E / 7 + E, 63.5 / 63.7 GB; ``uniform`` 7 / 8 layers on stage 1, 61.2 / 61.1
+  GB. No method gives the 206B a heavier stage than the 203B; per GPU its states are 5.22e9 parameters against
+  5.09e9 (+1.2 GB at 9.5 B each) and its kept activations 7 × 14336 against 8 × 13312 layer-widths (-0.4 GB).
+  (Under the balanced methods the 203B would be predicted 11 % under its measurement: the rows look like
+  ``type:transformer``.)
+- The last stage: the tied output embedding and the fp32 logits (250,880 / 4 vocabulary × 4096 tokens × 6 B =
+  1.5 GB, the same for both models) sit beside one micro-batch of activations, not twelve: lower than stage 0
+  under every method.
+- First iteration against the 2nd-iteration snapshot: DeepSpeed 0.6.5's PipelineEngine and BF16_Optimizer never
+  call ``torch.cuda.empty_cache``, so the reserved memory nvidia-smi shows at iteration 2 contains iteration 1's
+  peak; BF16_Optimizer allocates Adam's states at construction (``initialize_optimizer_states``), so the first step
+  adds nothing later steps do not hold.
+- BF16_Optimizer's buffers (``bf16_optimizer.py``): flat 16-bit weights (2 B), 16-bit ``param.grad`` cleared before
+  each backward (2 B), the full flat fp32 gradient buffer (4 B), fp32 master and moments over dp (12/8 B): the
+  model's 9.5 B per parameter; the gradient all-reduce (``_bf16_reduce_grads``) works on that flat buffer in
+  place. Per parameter, so it separates the two layouts by the same 2.5 %.
+- The allocator: at GMLake's worst reported fragmentation (33 %, against the 15 % average used) the 206B's reserve
+  grows from 4.5 to 12.4 GB: 79.2 GB, still under 85.9 GB, and it would grow the 203B's alike.
+- Its siblings agree with the model: 178B (the same 82 layers at hidden 13312, same layout) read 60-63 GiB, 176B
+  (hidden 14336, 70 layers) 59-60 GiB, 195B 65-67 GiB; interpolated, the 206B stage would sit near 67 GiB.
+
+What went out of memory there is not a steady-state term of this model (the chronicles record no cause).
+
+The torchao B200 rows (lines 22-25, Llama 3 8B, FSDP2 over 8, op SAC, torch.compile, mb 1) were 30 % high. Their
+counter is the reserved peak (torchtitan 0.1.0 ``components/metrics.py`` logs ``reserved_bytes.all.peak`` as
+"memory: ... GiB"), so reading them as ``max_memory_allocated`` is not the explanation; three terms were over-counted
+and are now modelled: a compiled block keeps only what backward reads (``activations``, ``compile_blocks``: no w2
+output, -2.1 GB), FSDP2's sharded gradients do not exist at the forward's end (``states``, ``grads_in_forward``:
+-4.0 GB) and the loss never meets a block's recompute (-0.6 GB), each with its share of the allocator's reserve.
+They stay 8 % high. Float8 / MX training shows no extra persistent state to remove (the four rows, bf16 among
+them, read 33.4-33.9 GiB). torchtitan's launch script (``run_train.sh``, not in its wheel, so not re-checked here)
+sets ``PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True``, which would lower the reserve, but no published
+fragmentation figure exists to put in the model, and a zero reserve would put the H100 rows 15 % under.
 """
 
 from __future__ import annotations

@@ -40,8 +40,9 @@ runner = CliRunner()
 def test_framework_model_states_match_the_published_bytes_per_parameter(llama_8b, framework, zero, precision, d,
                                                                        expected):  # fmt: skip
     n = count_params(llama_8b).total
-    m = training_memory(llama_8b, layout=Layout(dp=d, zero=zero), seq_len=1024, precision=precision,
-                        framework=framework)  # fmt: skip
+    # (four micro-batches per step: every format's gradients are live at the peak, FSDP2's from the first one)
+    m = training_memory(llama_8b, layout=Layout(dp=d, zero=zero, global_batch=4 * d), seq_len=1024,
+                        precision=precision, framework=framework)  # fmt: skip
     assert (m.weights + m.gradients + m.optimizer) * 1e9 / n == pytest.approx(expected, rel=1e-9)
 
 

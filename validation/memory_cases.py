@@ -75,6 +75,7 @@ class MemoryCase:
     framework: str = "fsdp2"  # the estimate.framework preset the run used
     states: str | None = None  # None: the framework's (estimate.memory.profiles)
     cross_entropy: str | None = None
+    compile_blocks: bool = False  # the transformer blocks ran under torch.compile (what op-selective saves)
 
 
 @dataclass(frozen=True)
@@ -131,6 +132,8 @@ def _memory_case(line: int, row: dict[str, str], train: list[TrainCase], notes: 
         layout = layout.replace(recompute=str(fw["selective"]))
         assumptions += ("torchtitan's selective AC is per-op (selective_ac_option = 'op'): op-selective",)
     compiled = "compile" in method or "torch.compile" in notes[match.line]
+    if compiled and layout.recompute == "op-selective":
+        assumptions += ("torch.compile: a compiled block saves only what backward reads (no row-parallel outputs)",)
     cross_entropy = None
     if compiled and _torchtitan_year(row["source"]) >= int(fw["loss_compiled_from_year"]):
         cross_entropy = "compiled"
@@ -140,6 +143,7 @@ def _memory_case(line: int, row: dict[str, str], train: list[TrainCase], notes: 
         spec=match.spec, layout=layout, seq_len=match.seq_len, precision=match.precision,
         measured_gb=float(val) * GIB / GB, unit_note=unit_note, assumptions=assumptions, counter="reserved",
         gpu_memory_gb=match.gpu.memory_gb, framework=str(fw["framework"]), cross_entropy=cross_entropy,
+        compile_blocks=compiled,
     )  # fmt: skip
 
 

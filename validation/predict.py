@@ -75,4 +75,4 @@ def memory_breakdown(case: MemoryCase) -> MemoryBreakdown:
     """The model's memory breakdown for ``case`` on its GPU (``fits`` is the verdict for the whole device)."""
     return training_memory(case.spec, layout=case.layout, seq_len=case.seq_len, precision=case.precision,
                            framework=case.framework, states=case.states, cross_entropy=case.cross_entropy,
-                           gpu_memory_gb=case.gpu_memory_gb)  # fmt: skip
+                           compile_blocks=case.compile_blocks, gpu_memory_gb=case.gpu_memory_gb)  # fmt: skip

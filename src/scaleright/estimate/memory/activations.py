@@ -16,6 +16,19 @@ block) and of the attention kernel (output and fp32 log-sum-exp), and recomputes
 SiLU and products); the block's input is kept as by full checkpointing. That is less than Korthikanti's selective
 (which under flash attention keeps everything).
 
+Eager and compiled blocks keep different sets under the same policy (``compile_blocks``). Eager SAC caches the output
+of every op the policy marks ``MUST_SAVE`` until the block's recomputation consumes it, needed by backward or not
+(PyTorch ``torch/utils/checkpoint.py``, ``_CachingTorchDispatchMode``: ``if policy in (MUST_SAVE, PREFER_SAVE) ...:
+self.storage[key][idx] = ...``). Under ``torch.compile`` the policy only tags the graph's nodes; AOTAutograd's min-cut
+partitioner (``torch/_functorch/partitioners.py``: ``MUST_SAVE`` nodes are banned from recomputation, ``must_recompute``
+forces ``PREFER_RECOMPUTE`` ones) saves only what the backward graph needs. A row-parallel matmul's output (w2 of a
+Llama block) feeds only the residual add, whose backward needs no input, so a compiled block does not keep it: 2·h B
+per token less. Checked on PyTorch 2.13 with a Llama-shaped block, torchtitan's policy and the min-cut partitioner:
+the forward graph saves the block input, the wq, wv and w1 outputs and the attention output and log-sum-exp, and not
+w2's output. torchtitan's own measurements agree: ``torch.compile`` lowers Llama 3.1 8B's peak from 82.4 to 77.0 GiB
+on 8 H100 and from 67.0 to 62.0 GiB on 128 (Dec 2024 benchmarks, op SAC, mb 2, the loss still eager), 5.8 and 5.4 GB
+against 4.3 GB of w2 outputs (32 layers × 2 × 4096 B × 16,384 tokens) plus their share of the allocator's reserve.
+
 The loss: the output head's logits feed a cross-entropy whose fp32 transient peaks on the last stage
 (``CROSS_ENTROPY``).
 """
@@ -106,6 +119,7 @@ def activation_bytes_per_layer(
     recompute: str | ArrayLike = "none",
     flash_attention: bool = True,
     bytes_per_value: float = 2.0,
+    compile_blocks: ArrayLike = False,
 ) -> NDArray[np.float64]:
     """Activation bytes one transformer layer keeps for the backward pass, per micro-batch, on one GPU.
 
@@ -119,7 +133,8 @@ def activation_bytes_per_layer(
     Without sequence parallelism, norm inputs, the QKV and MLP inputs and dropout masks are replicated over tp
     (the "10" of 10 + 24/t); with it everything is divided by t. Selective recomputation drops the s² terms;
     full recomputation keeps only the layer input 2sbh (divided by t under sequence parallelism).
-    ``op-selective`` keeps what torchtitan's per-op policy saves (module docstring).
+    ``op-selective`` keeps what torchtitan's per-op policy saves (module docstring); with ``compile_blocks``
+    (the blocks run under ``torch.compile``) without the row-parallel matmul outputs that backward never reads.
     ``recompute`` may be a string or an integer code array (0 none, 1 selective, 2 full, 3 op-selective).
     """
     bpv = bytes_per_value
@@ -175,7 +190,9 @@ def activation_bytes_per_layer(
         saved_split = sum(w for i, (w, _, row) in enumerate(mms) if i % 2 == 0 and not row)
         saved_full = sum(w for i, (w, _, row) in enumerate(mms) if i % 2 == 0 and row)
         kernel = (2 * q + 4.0 * a / unit) if flash_attention else 0.0
-        op_sel = full + sb * (2 * saved_full + (2 * saved_split + kernel) / t) * unit
+        # (a row-parallel output feeds only the residual add: cached by eager SAC, not saved by a compiled block)
+        eager_only = np.where(np.asarray(compile_blocks, dtype=bool), 0.0, 2.0 * saved_full)
+        op_sel = full + sb * (eager_only + (2 * saved_split + kernel) / t) * unit
         out = np.where(rc == 3, op_sel, out)
     return cast("NDArray[np.float64]", out)
 

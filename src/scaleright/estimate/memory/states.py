@@ -36,6 +36,19 @@ Which gradients are re-allocated every step (``StateFormat.dynamic_grad_b``) mat
 - ``fsdp2``: the sharded fp32 gradients are created by each step's reduce-scatter and set to None by
   ``zero_grad`` (torchtitan calls ``optimizers.zero_grad()`` every step, ``set_to_none`` by default): all dynamic.
 
+When they exist matters to the peak (``StateFormat.grads_in_forward``). torchtitan's ``train_step`` calls
+``self.optimizers.zero_grad()`` first, then runs forward and backward (torchtitan 0.1.0 ``train.py``); PyTorch's
+``Optimizer.zero_grad(set_to_none=True)`` drops the tensors; FSDP2's post-backward reduce-scatter then creates each
+sharded gradient (``sharded_param.grad = new_sharded_dtensor_grad``, or adds into it when one exists,
+``torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py``). So at the end of the forward, where the activations
+and the loss peak, a step without gradient accumulation holds no sharded gradient; they grow as backward frees the
+activations, and the step's peak is the larger of the forward's end (activations, no gradients) and the backward's
+end (gradients, no activations). With gradient accumulation (pp = 1, more than one micro-batch) the first
+micro-batch's gradients are live through the next forward. Under pipeline parallelism torchtitan's schedule syncs
+only the last micro-batch (``gathered_buffer_bytes``), so the sharded gradients appear at the backward's end. The
+other formats' gradient buffers persist (``megatron``, BF16_Optimizer's fp32 buffer) or, with DeepSpeed's
+pipelined ZeRO-1, accumulate across the micro-batches of a step; they are counted at the peak.
+
 ZeRO-3 / FSDP working buffers are not model states: they are transient copies of whole layers, gathered for
 compute and freed after it, and reported apart (``gathered_buffer_bytes``), so that the sharded states read as the
 paper's figures.
@@ -80,6 +93,9 @@ class StateFormat:
     reduce_b: float  # bytes per element of an unsharded gradient on its way to the reduce-scatter (ZeRO-3 / FSDP)
     optimizer_extra_b: float = 0.0  # optimizer-side buffers sharded with its states (DeepSpeed's fp32 gradients)
     dynamic_grad_b: float = 0.0  # of grad_b, the bytes re-allocated every step (module docstring)
+    # the gradients exist while a step's forward runs; False: created by backward and dropped by zero_grad before
+    # the next forward (module docstring), so only an earlier micro-batch of the same step leaves them live
+    grads_in_forward: bool = True
 
     @property
     def dynamic_grad_share(self) -> float:
@@ -94,7 +110,8 @@ STATE_FORMATS = {
                                   dynamic_grad_b=2.0),
     "deepspeed-bf16": StateFormat(weight_b=2.0, grad_b=6.0, fp32_weights=False, reduce_b=2.0, dynamic_grad_b=2.0),
     # the bf16 gradient of a layer, then its fp32 copy for the reduce-scatter (reduce_dtype=fp32)
-    "fsdp2": StateFormat(weight_b=4.0, grad_b=4.0, fp32_weights=True, reduce_b=2.0 + 4.0, dynamic_grad_b=4.0),
+    "fsdp2": StateFormat(weight_b=4.0, grad_b=4.0, fp32_weights=True, reduce_b=2.0 + 4.0, dynamic_grad_b=4.0,
+                         grads_in_forward=False),
 }
 
 

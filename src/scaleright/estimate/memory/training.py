@@ -67,6 +67,7 @@ def _training_parts(
     pipeline_outputs: bool = False,
     offload_optimizer: ArrayLike = False,
     offload_activations: ArrayLike = False,
+    compile_blocks: bool = False,
 ) -> dict[str, np.ndarray]:
     """``training_memory_arrays`` with the overhead split into its three terms (one code for both APIs)."""
     if task not in TASKS or task == "inference":
@@ -108,7 +109,7 @@ def _training_parts(
             precision != "fp32" and state_format(states).fp32_weights))  # fmt: skip
     per_layer = activation_bytes_per_layer(
         spec, seq_len=seq_len, micro_batch=micro_batch, tp=tp, cp=cp, sequence_parallel=sequence_parallel,
-        recompute=recompute, flash_attention=flash_attention, bytes_per_value=bpv,
+        recompute=recompute, flash_attention=flash_attention, bytes_per_value=bpv, compile_blocks=compile_blocks,
     )  # fmt: skip
     layers_stage = np.ceil(spec.layers / np.asarray(pp, dtype=float))
     inflight = _inflight_microbatches(pp, virtual_stages, n_micro)
@@ -131,7 +132,8 @@ def _training_parts(
     if np.any(rc > 0):
         # Recomputation rebuilds one layer at a time during backward: full recompute that layer's activations,
         # selective the attention core's score matrices (zero with flash attention, which never stores them),
-        # op-selective what its policy did not save.
+        # op-selective what its policy did not save (eager or compiled, the same tensors are rebuilt: a compiled
+        # block neither saves nor rebuilds the row-parallel outputs backward never reads).
         kw: dict[str, Any] = dict(
             seq_len=seq_len, micro_batch=micro_batch, tp=tp, cp=cp, sequence_parallel=sequence_parallel,
             flash_attention=flash_attention, bytes_per_value=bpv,
@@ -146,12 +148,15 @@ def _training_parts(
             working = np.where(rc == 3, one_layer - one_op, working)
         first = first + working
     # The loss on the last stage: logits and the cross-entropy's fp32 transient (CROSS_ENTROPY), split over tp
-    # (vocab-parallel), at its peak while every activation of the stage is still held.
+    # (vocab-parallel), at its peak while every activation of the stage is still held. It is over before any
+    # block's backward starts (the loss's saved tensors and the logits' gradient are freed once the output head's
+    # backward has run), so it never meets the recompute working set of a block: with or without a pipeline the
+    # peak is the larger of the two moments.
     s_local = np.asarray(seq_len, dtype=float) / np.asarray(cp, dtype=float)
     per_logit = cross_entropy_bytes(cross_entropy, bpv)
     logits = s_local * np.asarray(micro_batch, dtype=float) * spec.vocab * per_logit / np.asarray(tp, dtype=float)
     last = stage_acts + logits
-    acts = np.where(np.asarray(pp) > 1, np.maximum(first, last), first + logits)
+    acts = np.maximum(first, last)
     # ZeRO-3 / FSDP working buffers: transient gathered layers and unsharded gradients, apart from the states
     frozen_b = None
     if task == "lora":
@@ -161,8 +166,18 @@ def _training_parts(
     gathered = gathered_buffer_bytes(spec, tp=tp, pp=pp, ep=ep, etp=etp, zero=zero, n_micro=n_micro,
                                      precision=precision, states=states, counts=c,
                                      frozen_bytes_per_param=frozen_b)  # fmt: skip
+    fmt = state_format(states)
+    if not fmt.grads_in_forward:
+        # FSDP2's sharded gradients are created by backward and dropped by zero_grad before the next forward
+        # (states module docstring): live at the activation peak only after an earlier micro-batch of the step
+        # (gradient accumulation, pp = 1); else the peak is the forward's end or, when the gradients outweigh the
+        # activations, the backward's end, where the activations are gone.
+        accumulated = (np.asarray(pp) == 1) & (np.asarray(n_micro) > 1)
+        at_end = ~accumulated & (grads > acts)
+        grads = np.where(accumulated | at_end, grads, 0.0)
+        acts = np.where(at_end, 0.0, acts)
     # gradients the framework frees and re-allocates every step fragment like activations (states.StateFormat)
-    dyn_grads = grads if task in ("lora", "qlora") else grads * state_format(states).dynamic_grad_share
+    dyn_grads = grads if task in ("lora", "qlora") else grads * fmt.dynamic_grad_share
     reserve = allocator_reserve_bytes(acts + gathered + dyn_grads, overheads)
     nccl = nccl_buffer_bytes(overheads, tp=tp, pp=pp, dp=dp, cp=cp, ep=ep)
     shape = np.broadcast(weights, grads, opt, acts, gathered, reserve, nccl).shape
@@ -208,14 +223,19 @@ def training_memory_arrays(
     framework: Framework | str | None = None,
     offload_optimizer: ArrayLike = False,
     offload_activations: ArrayLike = False,
+    compile_blocks: bool = False,
 ) -> dict[str, np.ndarray]:
     """Per-GPU training memory in bytes by component, broadcast over the layout arrays (``etp``: expert tensor
     parallel, None: tp; ``dp_shard``: the ZeRO shard group, None: dp·cp; ``offload_optimizer`` /
-    ``offload_activations``: what lives in host memory instead, ``memory.offload``, off by default).
+    ``offload_activations``: what lives in host memory instead, ``memory.offload``, off by default;
+    ``compile_blocks``: the transformer blocks run under ``torch.compile``, which changes what ``op-selective``
+    saves, ``activations``).
 
-    Keys: the sharded model states ``weights``, ``gradients``, ``optimizer`` (``states``: who keeps them, see
-    ``states.STATE_FORMATS``); ``gathered``, ZeRO-3 / FSDP's transient unsharded layers and gradients;
-    ``activations`` (with the loss transient, ``cross_entropy``: ``activations.CROSS_ENTROPY``); ``kv_cache``
+    Keys, as live at the step's peak: the sharded model states ``weights``, ``gradients``, ``optimizer``
+    (``states``: who keeps them, see ``states.STATE_FORMATS``; FSDP2's sharded gradients do not exist yet at the
+    forward's end and read 0 when that is the peak, and the activations 0 when the backward's end is,
+    ``states.StateFormat.grads_in_forward``); ``gathered``, ZeRO-3 / FSDP's transient unsharded layers and
+    gradients; ``activations`` (with the loss transient, ``cross_entropy``: ``activations.CROSS_ENTROPY``); ``kv_cache``
     (0); ``overhead``: allocator reserve, CUDA context and NCCL buffers (``overheads``). Their sum is what
     nvidia-smi would show, the memory the GPU must have.
 
@@ -228,7 +248,7 @@ def training_memory_arrays(
         overheads=overheads, zero=zero, precision=precision, seq_len=seq_len, tp=tp, pp=pp, dp=dp, cp=cp, ep=ep,
         micro_batch=micro_batch, n_micro=n_micro, recompute=recompute, sequence_parallel=sequence_parallel,
         virtual_stages=virtual_stages, optimizer=optimizer, task=task, lora=lora, etp=etp, dp_shard=dp_shard,
-        offload_optimizer=offload_optimizer, offload_activations=offload_activations,
+        offload_optimizer=offload_optimizer, offload_activations=offload_activations, compile_blocks=compile_blocks,
     ))  # fmt: skip
 
 
@@ -305,10 +325,11 @@ def training_memory(
     states: str | None = None,
     cross_entropy: str | None = None,
     framework: Framework | str | None = None,
+    compile_blocks: bool = False,
 ) -> MemoryBreakdown:
     """Training memory per GPU for one validated ``layout``: the arrays of ``training_memory_arrays`` read as
     floats, with the overhead's terms in ``details`` (``allocator_reserve_gb``, ``cuda_context_gb``,
-    ``nccl_buffers_gb``); ``framework`` as in ``training_memory_arrays``."""
+    ``nccl_buffers_gb``); ``framework`` and ``compile_blocks`` as in ``training_memory_arrays``."""
     layout.validate(spec)
     if seq_len < 1:
         raise InputError(f"seq_len={seq_len} must be a positive integer")
@@ -319,6 +340,7 @@ def training_memory(
         optimizer=optimizer, task=task, lora=lora, flash_attention=flash_attention, overheads=overheads,
         states=states, cross_entropy=cross_entropy, etp=layout.expert_tp, dp_shard=layout.zero_shard,
         offload_optimizer=layout.offload_optimizer, offload_activations=layout.offload_activations,
+        compile_blocks=compile_blocks,
     )  # fmt: skip
     details = overhead_details(parts)
     if task in ("lora", "qlora"):
