@@ -195,3 +195,17 @@ def test_truncated_llama_sharded_over_two_gloo_ranks_from_meta(cli, tmp_path):
         "name": "llama-3.2-1b", "params": params, "truncated": True}
     table = cli("bench", "report", "--db", db, env={"COLUMNS": "200"})
     assert "llama-3.2-1b 61.3M params (truncated: 1 of 16 layers, 256 of 128256 tokens)" in table.stdout
+
+
+def test_calibration_never_reads_a_catalog_run_as_the_gpt2_preset(make_run):
+    from scaleright.bench.calibrate import run_inputs
+    from scaleright.errors import InputError
+
+    run = {**make_run(), "id": 7, "fingerprint": "abc"}
+    run["model"] = decoder_spec("llama-3.2-1b", layers=1, vocab=256, seq_len=32).as_dict()
+    try:
+        spec = run_inputs(run).spec
+    except InputError as exc:  # refused, with the run named
+        assert "run 7" in str(exc)
+    else:  # or mapped onto the model that ran
+        assert spec.family == "llama" and spec.gated_mlp and spec.layers == 1

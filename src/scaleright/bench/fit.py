@@ -167,7 +167,7 @@ def _alternatives(cfg: TrainBenchConfig, check: FitCheck) -> list[str]:
         tries.append((f"--micro-batch {cfg.micro_batch // 2}", need_gb(mb=cfg.micro_batch // 2)))
     out = [f"{flags} ({gb:.1f} GB)" for flags, gb in tries if gb <= check.capacity_gb]
     world = check.world_size * 2
-    while not out and world <= _MAX_WORLD:  # more ranks, fully sharded and recomputed (on CPU they share the host's memory)
+    while not out and world <= _MAX_WORLD:  # more ranks, sharded and recomputed (on CPU they share the host's memory)
         nproc = max(1, world // cfg.launch.nnodes)
         gb = need_gb(strategy=Strategy.FSDP_FULL, world=world, ac=True)
         _, cap, _ = device_capacity_gb(check.device_type, nproc)
