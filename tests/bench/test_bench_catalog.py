@@ -209,3 +209,24 @@ def test_calibration_never_reads_a_catalog_run_as_the_gpt2_preset(make_run):
         assert "run 7" in str(exc)
     else:  # or mapped onto the model that ran
         assert spec.family == "llama" and spec.gated_mlp and spec.layers == 1
+
+
+def test_the_api_refuses_before_starting_anything(tmp_path):
+    from scaleright.bench import run_train_bench
+    from scaleright.errors import InputError
+
+    store = RunStore(tmp_path / "r.db")
+    cfg = TrainBenchConfig(model=decoder_spec("llama-3.1-405b"), strategy="fsdp-full", nproc=(2,), device="cpu")
+    with pytest.raises(InputError, match=re.escape("llama-3.1-405b does not fit world_size=2")):
+        run_train_bench(cfg, store=store)
+    assert not (tmp_path / "r.db").exists()
+
+
+def test_cpu_capacity_is_memavailable_in_kib_shared_by_the_ranks(tmp_path, monkeypatch):
+    import scaleright.bench.fit as fit
+
+    meminfo = tmp_path / "meminfo"
+    meminfo.write_text("MemTotal:       32000000 kB\nMemAvailable:   20000000 kB\n")  # /proc/meminfo: kibibytes
+    assert fit._mem_available_gb(meminfo) == pytest.approx(20e6 * 1024 / 1e9)
+    monkeypatch.setattr(fit, "_mem_available_gb", lambda: 20.48)
+    assert fit.device_capacity_gb("cpu", 4)[:2] == ("cpu", pytest.approx(20.48 / 4))
