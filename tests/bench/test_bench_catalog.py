@@ -34,6 +34,7 @@ def closed_form_params(*, V: int, h: int, L: int, nh: int, nkv: int, hd: int, in
 SHAPES = {
     "llama-3.2-1b": dict(V=128256, h=2048, L=16, nh=32, nkv=8, hd=64, inner=8192, tied=True),
     "llama-3.1-8b": dict(V=128256, h=4096, L=32, nh=32, nkv=8, hd=128, inner=14336, tied=False),
+    "llama-3.1-70b": dict(V=128256, h=8192, L=80, nh=64, nkv=8, hd=128, inner=28672, tied=False),
     "qwen2.5-7b": dict(V=152064, h=3584, L=28, nh=28, nkv=4, hd=128, inner=18944, tied=False, qkv_bias=True),
     "qwen3-8b": dict(V=151936, h=4096, L=36, nh=32, nkv=8, hd=128, inner=12288, tied=False, qk_norm=True),
 }
@@ -104,10 +105,11 @@ def _gb(message: str, after: str) -> float:
 
 @pytest.fixture
 def gpu_80gb(monkeypatch):
-    """nvidia-smi reporting 80 GB GPUs (an H100 SXM's memory)."""
+    """nvidia-smi reporting 8 GPUs of 80 GB per node (an H100 SXM node)."""
     import scaleright.bench.fit as fit
 
     monkeypatch.setattr(fit, "_nvidia_smi_memory_gb", lambda: 80.0)
+    monkeypatch.setattr(fit, "_gpus_per_node", lambda: 8)
 
 
 P_8B = closed_form_params(**SHAPES["llama-3.1-8b"])
@@ -131,6 +133,18 @@ def test_8b_on_one_gpu_is_refused_naming_how_many_ranks(run_cli, gpu_80gb, tmp_p
     assert code == 2 and len(err.strip().splitlines()) == 1, err
     ranks = int(re.search(r"(\d+) ranks \(--nproc \d+ --strategy fsdp-full --activation-checkpointing", err).group(1))
     assert 16 * P_8B / ranks / 1e9 <= 80.0  # the states alone must fit the ranks named
+
+
+def test_70b_beyond_one_node_is_refused_naming_the_nodes(run_cli, gpu_80gb, tmp_path):
+    code, _, err = run_cli("bench", "train", "--model", "llama-3.1-70b", "--nproc", "8", "--strategy", "fsdp-full",
+                           "--precision", "bf16", "--micro-batch", "1", "--seq-len", "4096", "--device", "cuda",
+                           "--db", tmp_path / "r.db")
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    m = re.search(r"(\d+) ranks \(--nnodes (\d+) --nproc 8 --strategy fsdp-full", err)
+    ranks, nodes = int(m.group(1)), int(m.group(2))
+    assert ranks == 8 * nodes and nodes > 1
+    # 16 B per parameter of states over 8 GPUs is 141 GB each: one node cannot; the ranks named must hold them
+    assert 16 * closed_form_params(**SHAPES["llama-3.1-70b"]) / ranks / 1e9 <= 80.0
 
 
 def test_a_model_no_host_can_hold_is_refused_with_truncation_named(run_cli, tmp_path):

@@ -167,16 +167,26 @@ def _alternatives(cfg: TrainBenchConfig, check: FitCheck) -> list[str]:
         tries.append((f"--micro-batch {cfg.micro_batch // 2}", need_gb(mb=cfg.micro_batch // 2)))
     out = [f"{flags} ({gb:.1f} GB)" for flags, gb in tries if gb <= check.capacity_gb]
     world = check.world_size * 2
+    per_node = _gpus_per_node() if check.device_type == "cuda" else None
     while not out and world <= _MAX_WORLD:  # more ranks, sharded and recomputed (on CPU they share the host's memory)
-        nproc = max(1, world // cfg.launch.nnodes)
-        gb = need_gb(strategy=Strategy.FSDP_FULL, world=world, ac=True)
+        nnodes = max(cfg.launch.nnodes, -(-world // per_node) if per_node else 1)
+        nproc = -(-world // nnodes)  # ranks per node; nnodes x nproc >= world when the GPUs per node do not divide it
+        gb = need_gb(strategy=Strategy.FSDP_FULL, world=nnodes * nproc, ac=True)
         _, cap, _ = device_capacity_gb(check.device_type, nproc)
         if cap is not None and gb <= cap:
-            out.append(f"{world} ranks (--nproc {nproc} --strategy fsdp-full --activation-checkpointing, "
-                       f"{gb:.1f} GB per rank)")
+            nodes = f"--nnodes {nnodes} " if nnodes > 1 else ""
+            out.append(f"{nnodes * nproc} ranks ({nodes}--nproc {nproc} --strategy fsdp-full "
+                       f"--activation-checkpointing, {gb:.1f} GB per rank)")
             break
         world *= 2
     return out
+
+
+def _gpus_per_node() -> int | None:
+    """GPUs nvidia-smi lists on this node (None without it): where more ranks than that need more nodes."""
+    from scaleright.bench.fingerprint import _nvidia_smi
+
+    return len(_nvidia_smi()[0]) or None
 
 
 def check_fits(cfg: TrainBenchConfig, checks: list[FitCheck]) -> None:
