@@ -244,3 +244,12 @@ def test_cpu_capacity_is_memavailable_in_kib_shared_by_the_ranks(tmp_path, monke
     assert fit._mem_available_gb(meminfo) == pytest.approx(20e6 * 1024 / 1e9)
     monkeypatch.setattr(fit, "_mem_available_gb", lambda: 20.48)
     assert fit.device_capacity_gb("cpu", 4)[:2] == ("cpu", pytest.approx(20.48 / 4))
+
+
+def test_dry_run_reports_the_fit_on_this_machine_without_refusing(run_cli):
+    code, out, err = run_cli("bench", "train", "--model", "llama-3.1-405b", "--nproc", "2", "--strategy", "fsdp",
+                             "--device", "cpu", "--dry-run", "--json")
+    assert code == 0, err
+    [fit] = json.loads(out)["fit"]  # the command may be meant for another machine: said, not refused
+    assert fit["fits"] is False and fit["path"] == META and fit["world_size"] == 2
+    assert fit["estimate_gb"] >= 16 * decoder_spec("llama-3.1-405b").params / 2 / 1e9  # fp32 states, sharded 2 ways

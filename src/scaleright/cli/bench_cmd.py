@@ -174,7 +174,9 @@ def _echo_json(data: Any) -> None:
     emit_json(data)
 
 
-def _dry_run(launches: list, cfg: Any, as_json: bool) -> None:
+def _dry_run(launches: list, cfg: Any, as_json: bool, fit: list | None = None) -> None:
+    """The torchrun commands; ``fit``: a catalog model's memory checks on this machine (informational: the command
+    may be meant for another)."""
     from scaleright.bench.launch import job_env, rank_configs, torchrun_command, worker_config
 
     out = []
@@ -185,8 +187,10 @@ def _dry_run(launches: list, cfg: Any, as_json: bool) -> None:
                     "command_line": shlex.join(cmd), "env": env,
                     "ranks": rank_configs(launch, worker_config(cfg, launch.nproc_per_node))})
     if as_json:
-        _echo_json({"dry_run": True, "launches": out})
+        _echo_json({"dry_run": True, "launches": out, **({"fit": [c.as_dict() for c in fit]} if fit else {})})
         return
+    for c in fit or []:
+        typer.echo(f"# memory on this machine: {c.line()}")
     for item in out:
         typer.echo(f"# world_size={item['world_size']}")
         typer.echo("env: " + " ".join(f"{k}={v}" for k, v in item["env"].items()))
@@ -250,7 +254,9 @@ def train(
         "device": device.value, "warmup": warmup, "steps": steps, "seed": seed,
         "launch": launch}, what="train config")
     if dry_run:
-        _dry_run([train_launch(cfg, n) for n in cfg.nproc], cfg, as_json)
+        from scaleright.bench.fit import fit_checks
+
+        _dry_run([train_launch(cfg, n) for n in cfg.nproc], cfg, as_json, fit_checks(cfg))
         return
     from scaleright.bench.errors import BenchRunError
     from scaleright.bench.fit import check_fits, fit_checks
