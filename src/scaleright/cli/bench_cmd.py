@@ -59,14 +59,12 @@ NnodesOpt = Annotated[int, typer.Option("--nnodes", help="Nodes (run the same co
 NodeRankOpt = Annotated[int, typer.Option("--node-rank", help="This node's index (0..nnodes-1).")]
 EndpointOpt = Annotated[str | None, typer.Option("--rdzv-endpoint", help="HOST:PORT of the c10d rendezvous.")]
 RdzvIdOpt = Annotated[str, typer.Option("--rdzv-id", help="Rendezvous job id, the same on every node.")]
-TrainModelOpt = Annotated[str, typer.Option("--model", help="Preset (tiny, small = GPT-2 small) or a catalog model: "
-                                            "a dense Llama-family decoder (e.g. llama-3.2-1b, qwen3-8b, "
-                                            "llama-3.1-8b) with random weights; under fsdp built on the meta device "
-                                            "and materialised shard by shard.")]
-TrainLayersOpt = Annotated[int | None, typer.Option("--layers", help="Preset: its layer count. Catalog model: keep "
-                                                    "the first N layers (the run is stored as truncated).")]
+TrainModelOpt = Annotated[str, typer.Option("--model", help="Preset (tiny, small) or a dense Llama-family catalog "
+                                            "model (e.g. llama-3.1-8b), random weights.")]
+TrainLayersOpt = Annotated[int | None, typer.Option("--layers", help="Preset: its layers. Catalog model: keep the "
+                                                    "first N (stored as truncated).")]
 TrainVocabOpt = Annotated[int | None, typer.Option("--vocab", help="Preset: its vocabulary. Catalog model: truncate "
-                                                   "the vocabulary to N (stored as truncated).")]
+                                                   "it to N (stored as truncated).")]
 TrainHiddenOpt = Annotated[int | None, typer.Option("--hidden", help="Override the preset's hidden size (presets "
                                                     "only).")]
 TrainHeadsOpt = Annotated[int | None, typer.Option("--heads", help="Override the preset's head count (presets only).")]
@@ -228,8 +226,9 @@ def train(
     dry_run: DryOpt = False,
 ) -> None:
     """Time training steps of a GPT preset or a catalog decoder at each world size (torchrun), store them, print
-    scaling efficiency. A catalog model is checked against each rank's memory first (scaleright's own estimate) and
-    refused, naming what would fit, when it cannot."""
+    scaling efficiency. A catalog model is checked against each rank's memory first (scaleright's own estimate;
+    refused, naming what would fit, when it cannot) and under FSDP built on the meta device, each rank
+    materialising only its shards."""
     from scaleright.bench.config import TrainBenchConfig, parse_int_list, parse_strategy
     from scaleright.bench.spec import DecoderSpec, model_spec
     from scaleright.bench.train import run_train_bench, train_launch
