@@ -9,6 +9,8 @@ import math
 import re
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from scaleright.bench import RunStore
 from scaleright.bench._torch import torch_installed
@@ -253,3 +255,21 @@ def test_dry_run_reports_the_fit_on_this_machine_without_refusing(run_cli):
     [fit] = json.loads(out)["fit"]  # the command may be meant for another machine: said, not refused
     assert fit["fits"] is False and fit["path"] == META and fit["world_size"] == 2
     assert fit["estimate_gb"] >= 16 * decoder_spec("llama-3.1-405b").params / 2 / 1e9  # fp32 states, sharded 2 ways
+
+
+DENSE = ["llama-3.2-1b", "llama-3.1-8b", "qwen2.5-7b", "qwen3-8b", "mistral-7b-v0.3", "phi-3-mini-4k"]
+
+
+@settings(max_examples=40, deadline=None)
+@given(name=st.sampled_from(DENSE), layers=st.integers(1, 4), k=st.integers(1, 8), mb=st.integers(1, 4),
+       strategy=st.sampled_from(["fsdp-full", "fsdp-grad-op"]), ac=st.booleans(),
+       device=st.sampled_from(["cuda", "cpu"]))
+def test_more_ranks_never_raise_the_sharded_estimate_per_rank(name, layers, k, mb, strategy, ac, device):
+    # the refusal's "more ranks" search relies on it: sharding over 2N ranks holds at most what N ranks hold
+    from scaleright.bench.config import Strategy
+    from scaleright.bench.fit import memory_estimate_gb
+
+    spec = decoder_spec(name, layers=layers, seq_len=256)
+    kw = {"spec": spec, "strategy": Strategy(strategy), "micro_batch": mb, "precision": "bf16",
+          "activation_checkpointing": ac, "device_type": device}
+    assert memory_estimate_gb(world_size=2 ** (k + 1), **kw) <= memory_estimate_gb(world_size=2**k, **kw)
