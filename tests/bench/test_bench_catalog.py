@@ -94,6 +94,11 @@ def test_whole_model_init_follows_the_config_and_starts_near_ln_vocab():
     assert loss == pytest.approx(math.log(256) + 0.02**2 * 2048 / 2, abs=0.15)
 
 
+def test_default_sequence_is_2048_within_the_context_and_sliding_window():
+    assert decoder_spec("llama-3.1-8b").seq_len == 2048
+    assert decoder_spec("phi-3-mini-4k").seq_len == 2047  # its config's sliding_window: full attention is the same
+
+
 def test_build_path_is_meta_for_fsdp_and_whole_otherwise():
     spec = decoder_spec("llama-3.2-1b", layers=1)
     assert build_path(TrainBenchConfig(model=spec, strategy="fsdp-full", nproc=(2,))) == META
@@ -164,6 +169,7 @@ def test_a_model_no_host_can_hold_is_refused_with_truncation_named(run_cli, tmp_
     (["--model", "gemma-2-9b"], "family 'gemma2' is not built"),
     (["--model", "lama-3.2-1b"], "unknown model (a preset or a catalog model) 'lama-3.2-1b'; closest: llama-3.2-1b"),
     (["--model", "phi-3-mini-4k", "--seq-len", "4096"], "exceeds phi-3-mini-4k's sliding window of 2,047"),
+    (["--model", "llama-3.2-1b", "--vocab", "1"], "--vocab=1: llama-3.2-1b has 128,256; --vocab truncates a catalog"),
 ])  # fmt: skip
 def test_bad_catalog_model_input_is_one_line_exit_2(run_cli, args, message, tmp_path):
     code, out, err = run_cli("bench", "train", *args, "--device", "cpu", "--db", tmp_path / "r.db")

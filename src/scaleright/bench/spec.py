@@ -194,7 +194,8 @@ def decoder_spec(name: str, *, layers: int | None = None, vocab: int | None = No
                  catalog: Catalog | None = None) -> DecoderSpec:
     """The catalog model ``name`` (or a config.json path) as a bench decoder, its depth truncated to ``layers`` and
     its vocabulary to ``vocab`` when given; ``seq_len`` defaults to ``CATALOG_SEQ_LEN`` capped by the model's
-    context. One-line ``InputError`` naming the flag for a family it cannot build or an enlargement."""
+    context and sliding window. One-line ``InputError`` naming the flag for a family it cannot build or an
+    enlargement."""
     from scaleright.workload.model import load_model
 
     t = load_model(name, catalog=catalog)
@@ -205,12 +206,12 @@ def decoder_spec(name: str, *, layers: int | None = None, vocab: int | None = No
     if why is not None:
         raise InputError(f"--model={name}: {why} is not built by bench train; give a preset ({', '.join(PRESETS)}) "
                          f"or a dense catalog model of family {', '.join(DECODER_FAMILIES)} (e.g. llama-3.2-1b)")
-    for flag, value, have in (("--layers", layers, t.layers), ("--vocab", vocab, t.vocab)):
-        if value is not None and not 1 <= value <= have:
+    for flag, value, have, low in (("--layers", layers, t.layers, 1), ("--vocab", vocab, t.vocab, 2)):
+        if value is not None and not low <= value <= have:
             raise InputError(f"{flag}={value}: {t.name} has {have:,}; {flag} truncates a catalog model, so give "
-                             f"1 to {have:,}")
+                             f"{low} to {have:,}")
     context = t.max_position or CATALOG_SEQ_LEN
-    seq = min(CATALOG_SEQ_LEN, context) if seq_len is None else seq_len
+    seq = min(CATALOG_SEQ_LEN, context, t.sliding_window or context) if seq_len is None else seq_len
     if seq > context:
         raise InputError(f"--seq-len={seq} exceeds {t.name}'s context of {context:,} tokens")
     if t.sliding_window and seq > t.sliding_window:
