@@ -1,10 +1,11 @@
 """Typed, frozen configs of the three benchmarks and of the launch (torchrun) layout.
 
-Model (``GPTSpec``), parallel layout (strategy, world sizes, micro batch, precision, recompute) and launch (nodes,
-rendezvous) stay separate fields; nothing here knows about hardware. Unknown keys are errors (``extra="forbid"``).
-Message sizes accept decimal (``KB``/``MB``/``GB`` = 10^3/10^6/10^9 bytes) and binary (``KiB``/``MiB``/``GiB``)
-units, and are stored in bytes. Every count is bounded by ``scaleright.limits.LIMITS`` (a world size of 2**63 is
-refused before anything is built); an rdzv endpoint must be ``HOST:PORT`` (``parse_endpoint``).
+Model (``GPTSpec``, or for training a catalog ``DecoderSpec``), parallel layout (strategy, world sizes, micro batch,
+precision, recompute) and launch (nodes, rendezvous) stay separate fields; nothing here knows about hardware.
+Unknown keys are errors (``extra="forbid"``). Message sizes accept decimal (``KB``/``MB``/``GB`` = 10^3/10^6/10^9
+bytes) and binary (``KiB``/``MiB``/``GiB``) units, and are stored in bytes. Every count is bounded by
+``scaleright.limits.LIMITS`` (a world size of 2**63 is refused before anything is built); an rdzv endpoint must be
+``HOST:PORT`` (``parse_endpoint``).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from scaleright.bench.spec import GPTSpec
+from scaleright.bench.spec import DecoderSpec, GPTSpec
 from scaleright.errors import InputError
 from scaleright.limits import LIMITS, check_limit
 
@@ -196,8 +197,8 @@ class TrainBenchConfig(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)  # .inf / nan are errors
 
-    model: GPTSpec = Field(description="decoder shape")
-    preset: str | None = Field(None, description="preset name the dims came from (a label; dims rule)")
+    model: GPTSpec | DecoderSpec = Field(description="decoder shape: a nanoGPT preset's or a catalog decoder's")
+    preset: str | None = Field(None, description="preset or catalog name the dims came from (a label; dims rule)")
     strategy: Strategy = Field(Strategy.DDP, description="parallel strategy")
     nproc: tuple[int, ...] = Field((1,), min_length=1, description="processes per node, one run per value")
     micro_batch: int = Field(8, ge=1, le=LIMITS["micro_batch"].high, description="sequences per rank per step")

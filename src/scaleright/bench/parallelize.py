@@ -8,6 +8,13 @@ As in torchtitan ``parallelize.py``: model code stays free of parallelism.
 - bf16: FSDP uses ``MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32)`` (torchtitan's default); single and
   DDP run the forward under ``torch.autocast(dtype=bfloat16)``. Master weights and optimizer state stay fp32.
 - activation checkpointing: each block wrapped in ``torch.utils.checkpoint.checkpoint(use_reentrant=False)``.
+
+``build_model`` builds the benchmark's model on this rank by the path ``bench/fit.py`` chose: a catalog decoder
+under FSDP is constructed on the ``meta`` device, wrapped with ``fully_shard`` (which shards the meta parameters),
+then ``to_empty(device)`` allocates only this rank's shards and ``init_weights`` fills them (torchtitan's and the
+FSDP2 docs' meta-device recipe). On CUDA DTensor's random ops draw each shard from one global stream (its
+``OffsetBasedRNGTracker``); on CPU DTensor has no such tracker, so each shard comes from the rank's generator, which
+``torch.manual_seed(seed)`` seeds alike on every rank (random weights either way).
 """
 
 from __future__ import annotations
@@ -20,15 +27,15 @@ import torch
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
-from scaleright.bench.config import Strategy
+from scaleright.bench.config import Strategy, TrainBenchConfig
+from scaleright.bench.fit import uses_meta_init
+from scaleright.bench.spec import DecoderSpec
 
 if TYPE_CHECKING:
     from torch.distributed.fsdp import FSDPModule
     from torch.nn.parallel import DistributedDataParallel
 
-    from scaleright.bench.model import GPT
-
-__all__ = ["parallelize", "autocast_context", "gradient_sync"]
+__all__ = ["parallelize", "build_model", "autocast_context", "gradient_sync", "local_param_bytes"]
 
 
 class Checkpointed(nn.Module):
@@ -43,12 +50,14 @@ class Checkpointed(nn.Module):
 
 
 def parallelize(
-    model: GPT, *, strategy: Strategy, precision: str, activation_checkpointing: bool, device: torch.device
+    model: nn.Module, *, strategy: Strategy, precision: str, activation_checkpointing: bool, device: torch.device
 ) -> nn.Module:
-    """Wrap ``model`` (already on ``device``) for ``strategy``; the process group must be initialised."""
+    """Wrap ``model`` (on ``device``, or on ``meta`` for FSDP) for ``strategy``; its ``blocks`` are wrapped one by
+    one. The process group must be initialised."""
+    blocks = cast("nn.ModuleList", model.blocks)
     if activation_checkpointing:
-        for i, block in enumerate(model.blocks):
-            model.blocks[i] = Checkpointed(block)
+        for i, block in enumerate(blocks):
+            blocks[i] = Checkpointed(block)
     if strategy is Strategy.SINGLE:
         return model
     if strategy is Strategy.DDP:
@@ -61,10 +70,44 @@ def parallelize(
     reshard = strategy is Strategy.FSDP_FULL
     mp = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32) if precision == "bf16" else None
     kwargs: dict[str, Any] = {"reshard_after_forward": reshard, **({"mp_policy": mp} if mp else {})}
-    for block in model.blocks:
+    for block in blocks:
         fully_shard(block, **kwargs)
     fully_shard(model, **kwargs)
     return model
+
+
+def build_model(cfg: TrainBenchConfig, device: torch.device) -> nn.Module:
+    """The wrapped model of ``cfg`` on this rank (module docstring: the meta-device path or the whole model)."""
+    def wrap(model: nn.Module) -> nn.Module:
+        return parallelize(model, strategy=cfg.strategy, precision=cfg.precision,
+                           activation_checkpointing=cfg.activation_checkpointing, device=device)  # fmt: skip
+
+    if not isinstance(cfg.model, DecoderSpec):
+        from scaleright.bench.model import GPT
+
+        return wrap(GPT(cfg.model).to(device))
+    from scaleright.bench.decoder import Decoder
+
+    if uses_meta_init(cfg):
+        with torch.device("meta"):
+            meta = Decoder(cfg.model)
+        model = wrap(meta)
+        model.to_empty(device=device)
+        cast("Decoder", model).init_weights()
+        return model
+    with torch.device(device):
+        whole = Decoder(cfg.model)
+    whole.init_weights()
+    return wrap(whole)
+
+
+def local_param_bytes(model: nn.Module) -> int:
+    """Bytes of the parameters this rank holds: its shards under FSDP (``DTensor.to_local``), else all of them."""
+    total = 0
+    for p in model.parameters():
+        local = p.to_local() if hasattr(p, "to_local") else p
+        total += local.numel() * local.element_size()
+    return total
 
 
 def autocast_context(*, strategy: Strategy, precision: str, device: torch.device) -> contextlib.AbstractContextManager:

@@ -1,11 +1,11 @@
 """Scaling report from stored train runs: speedup, efficiency and cost per job against world size.
 
-Runs are grouped by everything but the world size: hardware fingerprint, model dims, strategy, precision,
-activation checkpointing, micro batch and device type. Within a group, repeated runs at one world size are combined
-by their median tokens/s. Formulas in ``bench/scaling.py`` (seed guide: efficiency = speedup / N; cost = N x price x
-time). Output as rows (``--json``), a rich table, or a self-contained HTML page with inline SVG charts of speedup,
-scaling efficiency and (with a price) cost per job against world size, with axis ticks, a legend and hover values
-(drawn by ``scaleright.charts``; no scripts, no external resources).
+Runs are grouped by everything but the world size: hardware fingerprint, model (name, parameter count, whether it
+was truncated, dims), strategy, precision, activation checkpointing, micro batch and device type. Within a group,
+repeated runs at one world size are combined by their median tokens/s. Formulas in ``bench/scaling.py`` (seed guide:
+efficiency = speedup / N; cost = N x price x time). Output as rows (``--json``), a rich table, or a self-contained
+HTML page with inline SVG charts of speedup, scaling efficiency and (with a price) cost per job against world size,
+with axis ticks, a legend and hover values (drawn by ``scaleright.charts``; no scripts, no external resources).
 """
 
 from __future__ import annotations
@@ -23,24 +23,55 @@ from scaleright.bench.scaling import job_cost_usd, job_time_h, scaling_curve
 from scaleright.charts import X0, X1, Y0, Y1
 from scaleright.errors import InputError
 
-__all__ = ["scaling_report", "render_table", "render_html", "group_label", "run_problem"]
+__all__ = ["scaling_report", "render_table", "render_html", "group_label", "model_key", "model_label", "run_problem"]
 
 _GROUP_LAYOUT = ("strategy", "precision", "activation_checkpointing", "micro_batch", "device_type")
 _GROUP_MODEL = ("layers", "hidden", "heads", "vocab", "seq_len")
 
 
+def model_key(model: dict) -> dict[str, Any]:
+    """The model fields a group shares: ``name`` (preset or catalog model), ``params``, ``truncated`` and the dims
+    (a catalog decoder's from its stored config, ``bench/spec.DecoderSpec.as_dict``)."""
+    if model.get("arch") == "llama-decoder":
+        cfg: dict[str, Any] = model["config"] if isinstance(model.get("config"), dict) else {}
+        dims = {"layers": cfg.get("num_hidden_layers"), "hidden": cfg.get("hidden_size"),
+                "heads": cfg.get("num_attention_heads"), "vocab": cfg.get("vocab_size"),
+                "seq_len": model.get("seq_len")}
+        return {"name": model.get("name"), "params": model.get("params"), "truncated": model.get("truncated"),
+                **{f"catalog_{k}": _full(model, k) for k in ("layers", "vocab")}, **dims}
+    return {"name": model.get("preset"), "params": model.get("params"), "truncated": False,
+            **{k: model.get(k) for k in _GROUP_MODEL}}
+
+
+def _full(model: dict, what: str) -> Any:
+    """The catalog model's ``what`` (layers, vocab) from a stored decoder's ``truncation`` ([as run, catalog])."""
+    cut: dict[str, Any] = model["truncation"] if isinstance(model.get("truncation"), dict) else {}
+    pair = cut.get(what)
+    return pair[1] if isinstance(pair, list) and len(pair) == 2 else None
+
+
 def _group_key(run: dict) -> str:
-    key = {"fingerprint": run["fingerprint"], **{k: run["model"].get(k) for k in _GROUP_MODEL},
+    key = {"fingerprint": run["fingerprint"], **model_key(run["model"]),
            **{k: run["layout"].get(k) for k in _GROUP_LAYOUT}}
     return json.dumps(key, sort_keys=True)
+
+
+def model_label(k: dict) -> str:
+    """``llama-3.2-1b 61.3M params (truncated: 1 of 16 layers) L1 h2048 nh32 V128256 T32`` from a ``model_key``."""
+    params = f" {fmt.number(k['params'] / 1e6)}M params" if _number(k.get("params")) else ""
+    cut = ", ".join(f"{k.get(d)} of {k.get('catalog_' + d)} {what}" for d, what in (("layers", "layers"),
+                    ("vocab", "tokens")) if k.get("truncated") and k.get(d) != k.get("catalog_" + d))  # fmt: skip
+    cut = f" (truncated: {cut})" if cut else ""
+    name = f"{k['name']}{params}{cut} " if k.get("name") else ""
+    return f"{name}L{k['layers']} h{k['hidden']} nh{k['heads']} V{k['vocab']} T{k['seq_len']}"
 
 
 def group_label(group: dict) -> str:
     """Short human label of a group."""
     k = group["key"]
     ac = " +AC" if k["activation_checkpointing"] else ""
-    return (f"L{k['layers']} h{k['hidden']} nh{k['heads']} V{k['vocab']} T{k['seq_len']} | {k['strategy']} "
-            f"{k['precision']}{ac} mb{k['micro_batch']} | {k['device_type']} {k['fingerprint']}")
+    return (f"{model_label(k)} | {k['strategy']} {k['precision']}{ac} mb{k['micro_batch']} | {k['device_type']} "
+            f"{k['fingerprint']}")
 
 
 def _number(value: Any) -> bool:

@@ -1,8 +1,11 @@
 """The training-step benchmark, one process per rank, started by torchrun (``python -m scaleright.bench.worker``).
 
-Protocol per rank (STYLE.md habit 11): build the model, wrap it (``bench/parallelize.py``), run ``warmup`` untimed
+Protocol per rank (STYLE.md habit 11): build and wrap the model (``bench/parallelize.build_model``: a catalog
+decoder under FSDP on the meta device, then only this rank's shards materialised), run ``warmup`` untimed
 steps, barrier, then ``steps`` timed steps, each ending in a device synchronise. A step is: generate a random batch
-(timed separately as data-loading time), forward, cross-entropy loss, backward, AdamW step, zero grads.
+(timed separately as data-loading time), forward, cross-entropy loss, backward, AdamW step, zero grads. Each
+step's loss is read after the step's closing synchronise (outside its timing): the first is the loss at the
+random initialisation, ~ln(vocab) plus half the logits' variance.
 
 Communication time (exposed, i.e. not hidden behind compute) is measured after the timed steps by interleaving
 ``steps`` pairs of backward passes on fresh batches: one with gradient reduction switched off (DDP ``no_sync``;
@@ -35,8 +38,7 @@ def train_rank(ctx: RankContext, config: dict) -> dict:
     from scaleright.bench.config import Strategy, TrainBenchConfig
     from scaleright.bench.faults import inject
     from scaleright.bench.memory import PeakMemory
-    from scaleright.bench.model import GPT
-    from scaleright.bench.parallelize import autocast_context, gradient_sync, parallelize
+    from scaleright.bench.parallelize import autocast_context, build_model, gradient_sync, local_param_bytes
 
     cfg = TrainBenchConfig.model_validate(config)
     spec, dev, mark = cfg.model, ctx.device, ctx.progress.mark
@@ -46,8 +48,8 @@ def train_rank(ctx: RankContext, config: dict) -> dict:
     mem = PeakMemory(dev)
     mem.start()
     mark("build model")
-    model = parallelize(GPT(spec).to(dev), strategy=cfg.strategy, precision=cfg.precision,
-                        activation_checkpointing=cfg.activation_checkpointing, device=dev)
+    model = build_model(cfg, dev)
+    param_bytes = local_param_bytes(model)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     autocast = autocast_context(strategy=cfg.strategy, precision=cfg.precision, device=dev)
 
@@ -59,6 +61,8 @@ def train_rank(ctx: RankContext, config: dict) -> dict:
         with autocast:
             logits = model(x)
         return F.cross_entropy(logits.float().reshape(-1, spec.vocab), y.reshape(-1))
+
+    losses: list[float] = []
 
     def step(label: str) -> tuple[float, float]:
         mark(f"{label}: data")
@@ -74,7 +78,9 @@ def train_rank(ctx: RankContext, config: dict) -> dict:
         opt.step()
         opt.zero_grad(set_to_none=True)
         ctx.sync()
-        return time.perf_counter() - t0, t_data
+        elapsed = time.perf_counter() - t0
+        losses.append(float(loss.detach()))
+        return elapsed, t_data
 
     for i in range(cfg.warmup):
         step(f"warmup {i}")
@@ -118,6 +124,8 @@ def train_rank(ctx: RankContext, config: dict) -> dict:
         "synced_backward_s": synced,
         "unsynced_backward_s": unsynced,
         "peak_memory_bytes": peak,
+        "param_bytes_local": param_bytes,
+        "losses": losses,
         "peak_memory_method": mem.method,
         "device_type": dev.type,
         "device_name": name,

@@ -59,6 +59,17 @@ NnodesOpt = Annotated[int, typer.Option("--nnodes", help="Nodes (run the same co
 NodeRankOpt = Annotated[int, typer.Option("--node-rank", help="This node's index (0..nnodes-1).")]
 EndpointOpt = Annotated[str | None, typer.Option("--rdzv-endpoint", help="HOST:PORT of the c10d rendezvous.")]
 RdzvIdOpt = Annotated[str, typer.Option("--rdzv-id", help="Rendezvous job id, the same on every node.")]
+TrainModelOpt = Annotated[str, typer.Option("--model", help="Preset (tiny, small) or a dense Llama-family catalog "
+                                            "model (e.g. llama-3.1-8b), random weights.")]
+TrainLayersOpt = Annotated[int | None, typer.Option("--layers", help="Preset: its layers. Catalog model: keep the "
+                                                    "first N (stored as truncated).")]
+TrainVocabOpt = Annotated[int | None, typer.Option("--vocab", help="Preset: its vocabulary. Catalog model: truncate "
+                                                   "it to N (stored as truncated).")]
+TrainHiddenOpt = Annotated[int | None, typer.Option("--hidden", help="Override the preset's hidden size (presets "
+                                                    "only).")]
+TrainHeadsOpt = Annotated[int | None, typer.Option("--heads", help="Override the preset's head count (presets only).")]
+TrainSeqOpt = Annotated[int | None, typer.Option("--seq-len", help="Sequence length (default: the preset's; 2048 "
+                                                 "for a catalog model, capped by its context).")]
 
 
 def _store(db: Path | None):
@@ -161,7 +172,9 @@ def _echo_json(data: Any) -> None:
     emit_json(data)
 
 
-def _dry_run(launches: list, cfg: Any, as_json: bool) -> None:
+def _dry_run(launches: list, cfg: Any, as_json: bool, fit: list | None = None) -> None:
+    """The torchrun commands; ``fit``: a catalog model's memory checks on this machine (informational: the command
+    may be meant for another)."""
     from scaleright.bench.launch import job_env, rank_configs, torchrun_command, worker_config
 
     out = []
@@ -172,8 +185,10 @@ def _dry_run(launches: list, cfg: Any, as_json: bool) -> None:
                     "command_line": shlex.join(cmd), "env": env,
                     "ranks": rank_configs(launch, worker_config(cfg, launch.nproc_per_node))})
     if as_json:
-        _echo_json({"dry_run": True, "launches": out})
+        _echo_json({"dry_run": True, "launches": out, **({"fit": [c.as_dict() for c in fit]} if fit else {})})
         return
+    for c in fit or []:
+        typer.echo(f"# memory on this machine: {c.line()}")
     for item in out:
         typer.echo(f"# world_size={item['world_size']}")
         typer.echo("env: " + " ".join(f"{k}={v}" for k, v in item["env"].items()))
@@ -186,12 +201,13 @@ def train(
     nproc: Annotated[str, typer.Option("--nproc", help="Processes per node, one run each, e.g. 1,2,4.")] = "1",
     strategy: Annotated[str, typer.Option(
         "--strategy", help="single, ddp, fsdp-full (alias fsdp), fsdp-grad-op.")] = "ddp",
-    model: PresetOpt = "tiny",
-    layers: LayersOpt = None,
-    hidden: HiddenOpt = None,
-    heads: HeadsOpt = None,
-    vocab: VocabOpt = None,
-    seq_len: SeqOpt = None,
+    model: TrainModelOpt = "tiny",
+    layers: TrainLayersOpt = None,
+    hidden: TrainHiddenOpt = None,
+    heads: TrainHeadsOpt = None,
+    vocab: TrainVocabOpt = None,
+    seq_len: TrainSeqOpt = None,
+    catalog: CatalogOpt = None,
     micro_batch: Annotated[int, typer.Option("--micro-batch", help="Sequences per rank per step.")] = 8,
     precision: Annotated[Precision, typer.Option("--precision", help="fp32 or bf16 mixed precision.")] = Precision.fp32,
     activation_checkpointing: Annotated[bool, typer.Option(
@@ -209,9 +225,12 @@ def train(
     as_json: JsonOpt = False,
     dry_run: DryOpt = False,
 ) -> None:
-    """Time training steps of a GPT at each world size (torchrun), store them, print scaling efficiency."""
+    """Time training steps of a GPT preset or a catalog decoder at each world size (torchrun), store them, print
+    scaling efficiency. A catalog model is checked against each rank's memory first (scaleright's own estimate;
+    refused, naming what would fit, when it cannot) and under FSDP built on the meta device, each rank
+    materialising only its shards."""
     from scaleright.bench.config import TrainBenchConfig, parse_int_list, parse_strategy
-    from scaleright.bench.spec import gpt_spec
+    from scaleright.bench.spec import DecoderSpec, model_spec
     from scaleright.bench.train import run_train_bench, train_launch
     from scaleright.bench.validate import validated
 
@@ -222,23 +241,35 @@ def train(
     _bound("--steps", steps, "steps")
     _check_seed(seed)
     launch = _launch(nnodes, node_rank, rdzv_endpoint, rdzv_id, timeout_s)
-    spec = gpt_spec(model, layers=layers, hidden=hidden, heads=heads, vocab=vocab, seq_len=seq_len)
+    cat = None
+    if catalog is not None:
+        from scaleright.cli.common import catalog_from
+
+        cat = catalog_from(catalog)
+    spec = model_spec(model, layers=layers, hidden=hidden, heads=heads, vocab=vocab, seq_len=seq_len, catalog=cat)
     cfg = validated(TrainBenchConfig, {
         "model": spec, "preset": model, "strategy": parse_strategy(strategy), "nproc": nprocs,
         "micro_batch": micro_batch, "precision": precision.value, "activation_checkpointing": activation_checkpointing,
         "device": device.value, "warmup": warmup, "steps": steps, "seed": seed,
         "launch": launch}, what="train config")
     if dry_run:
-        _dry_run([train_launch(cfg, n) for n in cfg.nproc], cfg, as_json)
+        from scaleright.bench.fit import fit_checks
+
+        _dry_run([train_launch(cfg, n) for n in cfg.nproc], cfg, as_json, fit_checks(cfg))
         return
     from scaleright.bench.errors import BenchRunError
+    from scaleright.bench.fit import check_fits, fit_checks
     from scaleright.bench.progress import Reporter
 
+    fit = fit_checks(cfg)
+    check_fits(cfg, fit)
     store = _store(db)
     progress = Reporter("bench train")
     if as_json:
+        for c in fit:
+            typer.echo(f"memory: {c.line()}", err=True)
         try:
-            result = run_train_bench(cfg, store=store, progress=progress)
+            result = run_train_bench(cfg, store=store, progress=progress, fit=fit)
         except BenchRunError as exc:
             _failed_json(exc, str(store.path))
             raise
@@ -253,8 +284,16 @@ def train(
     console = Console(markup=False, highlight=False)
     from scaleright.cli.common import visible
 
-    console.print(f"model {spec.params:,} params ({visible(model)}), {cfg.strategy.value}, {cfg.precision}, "
-                  f"micro batch {cfg.micro_batch}; db {visible(store.path)}")
+    if isinstance(spec, DecoderSpec):
+        cut = (f"; truncated to {spec.num_hidden_layers} of {spec.catalog_layers} layers, vocab {spec.vocab_size:,} "
+               f"of {spec.catalog_vocab:,} (the catalog model has {spec.catalog_params:,})" if spec.truncated else "")
+        what = f"{visible(spec.name)}, {spec.params:,} params{cut}"
+    else:
+        what = f"{spec.params:,} params ({visible(model)})"
+    console.print(f"model {what}, {cfg.strategy.value}, {cfg.precision}, micro batch {cfg.micro_batch}, sequence "
+                  f"{spec.seq_len}; db {visible(store.path)}")
+    for c in fit:
+        console.print(f"memory: {c.line()}")
 
     def show(run: dict) -> None:
         console.print(
@@ -262,10 +301,10 @@ def train(
             f"(p10 {run['step_time_s_p10'] * 1e3:.2f}, p90 {run['step_time_s_p90'] * 1e3:.2f}), "
             f"{run['tokens_per_s']:,.0f} tokens/s, comm {run['comm_time_s_median'] * 1e3:.2f} ms, "
             f"data {run['data_time_s_median'] * 1e3:.3f} ms, peak {run['peak_memory_gb']:.3f} GB "
-            f"[{run['peak_memory_method']}], run id {run['run_id']}")
+            f"[{run['peak_memory_method']}]{_loss_text(run)}, run id {run['run_id']}")
 
     try:
-        result = run_train_bench(cfg, store=store, on_run=show, progress=progress)
+        result = run_train_bench(cfg, store=store, on_run=show, progress=progress, fit=fit)
     except KeyboardInterrupt as exc:
         raise _interrupted(exc, False, str(store.path)) from None
     for run in result["runs"]:
@@ -279,6 +318,15 @@ def train(
     _warn(result["warnings"])
     console.print(scaling_line(curve, shared))
     _stored(result["runs"], store.path)
+
+
+def _loss_text(run: dict) -> str:
+    """The loss of the first and last step, and the parameter bytes per rank when shards were held."""
+    out = f", loss {run['loss_initial']:.3f} -> {run['loss_final']:.3f}" if "loss_initial" in run else ""
+    per = run.get("param_bytes_per_rank") or []
+    if per and str(run.get("strategy", "")).startswith("fsdp"):
+        out += f", params {max(per) / 1e9:.3f} GB per rank (sharded)"
+    return out
 
 
 @bench_app.command("comm")
@@ -849,7 +897,13 @@ def _list_row(r: dict) -> list[Any]:
                 str(r["error"] or "")[:60])  # fmt: skip
         return [r["id"], r["time_utc"], r["kind"], r["status"], r["fingerprint"], m.get("name", ""),
                 f"{load} in={lay.get('input_len')} out={lay.get('output_len')}", head]
-    model = f"L{m.get('layers', '?')} h{m.get('hidden', '?')}" if "layers" in m else m.get("dtype", "")
+    if m.get("arch") == "llama-decoder":
+        from scaleright.bench.report import model_key
+
+        k = model_key(m)
+        model = f"{m.get('name', '?')} L{k['layers']}" + (f"/{k['catalog_layers']}" if m.get("truncated") else "")
+    else:
+        model = f"L{m.get('layers', '?')} h{m.get('hidden', '?')}" if "layers" in m else m.get("dtype", "")
     layout = " ".join(str(lay[k]) for k in ("strategy", "precision") if k in lay)
     layout += f" N={lay.get('world_size', '?')}" + (f" B={lay['batch_size']}" if "batch_size" in lay else "")
     rows = met.get("rows")
