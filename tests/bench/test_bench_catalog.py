@@ -219,18 +219,28 @@ def test_truncated_llama_sharded_over_two_gloo_ranks_from_meta(cli, tmp_path):
     assert "llama-3.2-1b 61.3M params (truncated: 1 of 16 layers, 256 of 128256 tokens)" in table.stdout
 
 
-def test_calibration_never_reads_a_catalog_run_as_the_gpt2_preset(make_run):
+def test_calibration_reads_a_catalog_run_as_the_model_that_ran_not_the_gpt2_preset(make_run):
+    from scaleright.bench.calibrate import run_inputs
+
+    run = {**make_run(), "id": 7, "fingerprint": "abc"}
+    run["model"] = decoder_spec("llama-3.2-1b", layers=1, vocab=256, seq_len=32).as_dict()
+    ri = run_inputs(run)
+    # Llama 3.2 1B's config.json: hidden 2048, 32 heads, 8 KV heads, SwiGLU 8192; truncated to 1 layer, 256 tokens
+    spec = ri.spec
+    assert (spec.family, spec.gated_mlp, spec.layers, spec.vocab) == ("llama", True, 1, 256)
+    assert (spec.hidden, spec.heads, spec.kv_heads, spec.ffn_hidden) == (2048, 32, 8, 8192)
+    assert ri.seq_len == 32
+
+
+def test_a_catalog_run_without_its_config_is_refused_naming_the_run(make_run):
     from scaleright.bench.calibrate import run_inputs
     from scaleright.errors import InputError
 
     run = {**make_run(), "id": 7, "fingerprint": "abc"}
-    run["model"] = decoder_spec("llama-3.2-1b", layers=1, vocab=256, seq_len=32).as_dict()
-    try:
-        spec = run_inputs(run).spec
-    except InputError as exc:  # refused, with the run named
-        assert "run 7" in str(exc)
-    else:  # or mapped onto the model that ran
-        assert spec.family == "llama" and spec.gated_mlp and spec.layers == 1
+    run["model"] = {k: v for k, v in decoder_spec("llama-3.2-1b", layers=1, vocab=256, seq_len=32).as_dict().items()
+                    if k != "config"}
+    with pytest.raises(InputError, match="run 7: field 'config' is missing"):
+        run_inputs(run)
 
 
 def test_the_api_refuses_before_starting_anything(tmp_path):

@@ -101,10 +101,15 @@ def run_inputs(run: dict) -> RunInputs:
 
 def _run_inputs(run: dict) -> RunInputs:
     m, lay, met = run["model"], run["layout"], run["metrics"]
-    cfg = {"model_type": "gpt2", "n_layer": m["layers"], "n_embd": m["hidden"], "n_head": m["heads"],
-           "vocab_size": m["vocab"], "n_positions": m["seq_len"], "resid_pdrop": 0.0, "attn_pdrop": 0.0,
-           "embd_pdrop": 0.0}  # fmt: skip
-    spec = from_hf_config(cfg, name=f"bench-{m.get('preset') or 'custom'}", source=f"run {run['id']}")
+    if m.get("arch") == "llama-decoder":  # a catalog model (bench train --model), as run
+        if not isinstance(m["config"], dict):
+            raise TypeError("model.config is not a mapping")
+        spec = from_hf_config(m["config"], name=str(m.get("name") or "bench-decoder"), source=f"run {run['id']}")
+    else:  # a nanoGPT preset: GPT-2 shape
+        cfg = {"model_type": "gpt2", "n_layer": m["layers"], "n_embd": m["hidden"], "n_head": m["heads"],
+               "vocab_size": m["vocab"], "n_positions": m["seq_len"], "resid_pdrop": 0.0, "attn_pdrop": 0.0,
+               "embd_pdrop": 0.0}  # fmt: skip
+        spec = from_hf_config(cfg, name=f"bench-{m.get('preset') or 'custom'}", source=f"run {run['id']}")
     strategy = lay["strategy"]
     if strategy not in _ZERO:
         raise InputError(f"run {run['id']}: strategy {strategy!r} not known; allowed: {', '.join(_ZERO)}")
