@@ -208,3 +208,21 @@ def test_the_array_path_is_the_table_path(llama_8b, batch, prefill, ctx, seqs, e
     kw = dict(prefill_tokens=prefill, decode_batch=batch, decode_context_tokens=batch * ctx,
               prefill_pairs=prefill * (prefill + 1) / 2, prefill_kv_tokens=prefill, prefill_seqs=seqs if prefill else 0)
     assert float(model.times_s(**kw)) == pytest.approx(model.time_s(**kw), rel=1e-12, abs=1e-15)
+
+
+@given(batch=st.integers(1, 256), prefill=st.sampled_from([0, 128, 512]), ctx=st.integers(0, 2048),
+       per_seq_us=st.floats(1.0, 500.0))  # fmt: skip
+def test_a_serial_host_loop_adds_its_per_sequence_time_for_every_sequence_that_samples(llama_8b, batch, prefill, ctx,
+                                                                                      per_seq_us):  # fmt: skip
+    """vLLM V0's host work per sequence (input building, output processing, detokenisation) runs between GPU steps:
+    an iteration that samples ``batch`` decode tokens plus one prefill's first token takes exactly that many times
+    the per-sequence time longer, and the shipped profiles, whose loops overlap or have no such work, none."""
+    import dataclasses
+
+    gpu = get_gpu("h100-sxm")
+    kw = dict(gpu=gpu, prefill_tokens=prefill, decode_batch=batch, decode_context_tokens=batch * ctx)
+    base = iteration_time_s(llama_8b, engine="vllm", **kw)
+    v0 = dataclasses.replace(get_engine("vllm"), sequence_overhead_s=per_seq_us * 1e-6)
+    sampled = batch + (1 if prefill else 0)
+    assert iteration_time_s(llama_8b, engine=v0, **kw) - base == pytest.approx(sampled * per_seq_us * 1e-6, rel=1e-9)
+    assert all(p.sequence_overhead_s == 0.0 for p in ENGINES.values())

@@ -18,7 +18,14 @@ A profile is a small named data entry (a registry, as Vidur's ``utils/base_regis
 - ``max_num_seqs``: the engine's default cap on sequences in flight per replica, what ``serve.simulate`` runs when
   the caller states none (vLLM ``--max-num-seqs`` 256; TensorRT-LLM's ``max_batch_size``, 2048 as
   ``trtllm-build`` builds an engine by default). Under a backlog it sets the batch, and so the iteration time, the
-  inter-token latency and how long a request queues before its prefill.
+  inter-token latency and how long a request queues before its prefill;
+- ``sequence_overhead_s``: host time per sampled sequence per iteration on the engine loop's critical path
+  (building the inputs, processing each sequence's output, incremental detokenisation in Python). vLLM's V0 engine
+  runs that work between GPU steps, so it grows with the batch (the vLLM v0.6.0 blog, 2024-09-05, measured the GPU
+  idle for much of each step from it); vLLM V1 (default from 0.8) moves output processing and detokenisation to
+  another process and overlaps scheduling with the GPU step, and TensorRT-LLM's C++ batch manager and llama.cpp
+  add no per-sequence Python work: 0 for every shipped profile. ``benchmarks/serve_accuracy.py`` fits it on rows of
+  a V0 engine (the 405B blog) only.
 
 Each entry names the rows of ``validation/reference`` it is grounded in (``serving_engine.csv`` in
 ``components/``, ``infer_measured.csv``) and how its values were chosen; ``benchmarks/serve_accuracy.py`` scores them.
@@ -54,6 +61,7 @@ class EngineProfile:
     grounded_in: tuple[str, ...]  # reference rows the values rest on (file: selection)
     note: str  # how the values were chosen, and caveats
     max_num_seqs: int = 256  # default cap on sequences in flight per replica (see the module docstring)
+    sequence_overhead_s: float = 0.0  # CPU seconds per sampled sequence per iteration (see the module docstring)
 
     def kv_precision_for(self, precision: str) -> str:
         """The KV-cache format this engine uses by default for weights in ``precision``."""

@@ -8,6 +8,7 @@ chunked prefills. On one replica of ``tp · pp`` GPUs it costs
           + elementwise(m) + max(decode attention FLOPs / peak_attn, KV bytes / HBM)         (KV read per sequence)
           + max(prefill attention FLOPs / peak_attn, prefix KV bytes / HBM)
           + 2 · layers · all_reduce(m · h · 2 B, tp) + MoE all-to-all(m, ep) + (pp − 1) · p2p(m)
+          + sequence_overhead · (sequences sampling a token)                (host work of a serial engine loop)
 
 - Collectives (the TP all-reduce, the MoE all-to-all, the pipeline send/recv) are timed by
   ``estimate.collectives`` on the tiers of the ``catalog.systems.System`` the group spans, from measured
@@ -29,7 +30,8 @@ chunked prefills. On one replica of ``tp · pp`` GPUs it costs
   GPU holds E/ep experts and tokens cross two all-to-alls per MoE layer (dispatch and combine).
 - Pipeline stages run one after another for one iteration; pp adds (pp − 1) activation transfers. Interleaving of
   several micro-batches over the stages (vLLM virtual engines) is not modelled.
-- The engine profile (``estimate.engines``) sets the per-iteration overhead (scheduling, sampling, launch gaps),
+- The engine profile (``estimate.engines``) sets the per-iteration overhead (scheduling, sampling, launch gaps), the
+  host time per sampled sequence of an engine whose loop runs between GPU steps (vLLM V0; 0 for the others),
   the achievable HBM fraction of decode kernels, a factor on the GEMM efficiency and whether its elementwise
   kernels are fused (``fused_elementwise_values``) or counted as training frameworks run them; ``engine=None`` is
   ``engines.calibrated_engine(cal)``, the calibration's fitted decode factors (what ``estimate infer`` uses).
@@ -249,12 +251,14 @@ class IterationModel:
         return np.asarray(np.where(m > 0, pp * body + self.engine.iteration_overhead_s, 0.0), dtype=float)
 
     def head_s(self, rows: ArrayLike) -> NDArray[np.float64]:
-        """The output head on ``rows`` rows: one per sequence that samples a token (not every prompt token)."""
+        """The output head on ``rows`` rows: one per sequence that samples a token (not every prompt token), and
+        the engine's host work for each of those sequences (``EngineProfile.sequence_overhead_s``)."""
         spec, c = self.spec, self._c
         m = np.asarray(rows, dtype=float)
         head_params = c.embedding if spec.tied_embeddings else c.lm_head
         gemm = {**self._gemm, "bytes_per_el": max(float(self._gemm["bytes_per_el"]), 2.0)}
         t = np.asarray(gemm_time(np.maximum(m, 1.0), spec.hidden, head_params / spec.hidden / self.tp, **gemm))
+        t = t + self.engine.sequence_overhead_s * m  # the engine's host-side work per sampled sequence
         return np.asarray(np.where(m > 0, t, 0.0), dtype=float)
 
     def times_s(self, *, prefill_tokens: ArrayLike = 0, decode_batch: ArrayLike = 0,
