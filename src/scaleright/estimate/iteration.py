@@ -195,6 +195,19 @@ class IterationModel:
         self._gemm = dict(peak=rl.tensor, eff_max=min(prof.gemm_efficiency_factor, 1.0 / share),
                           half_dim=cal.gemm_half_dim, hbm=self.hbm_bytes_per_s, bytes_per_el=bpe,
                           rows_floor=cal.gemm_half_dim)  # fmt: skip
+        # an engine that dequantises int8 / int4 weights for GEMMs of many rows (``dequantize_above_rows``): those
+        # GEMMs run in 16-bit on the fp16 copy, after a pass that reads the packed weights and writes the copy
+        self._dequant_rows: int | None = None
+        self._dequant_s = 0.0
+        if prof.dequantize_above_rows is not None and precision in ("int8", "int4"):
+            rl16 = roofline(gpu, compute_precision(gpu, "fp16"), cal)
+            share16 = rl16.tensor / (rl16.peak * rl16.arch.gemm_efficiency)
+            self._gemm16 = dict(self._gemm, peak=rl16.tensor, eff_max=min(prof.gemm_efficiency_factor, 1.0 / share16),
+                                bytes_per_el=2.0)  # fmt: skip
+            per_gpu = (c.layers * c.attn_per_layer + c.dense_layers * c.dense_ffn_per_layer
+                       + c.moe_layers * c.moe_ffn_per_layer) / tp  # fmt: skip
+            self._dequant_rows = prof.dequantize_above_rows
+            self._dequant_s = per_gpu * (bpe + 2.0) / rl.hbm  # a STREAM-like read of the packed, write of the copy
         # elementwise values per row and layer (replicated over tp, split over tp)
         if prof.fused_elementwise:
             self._elementwise = fused_elementwise_values(spec, c)
@@ -230,6 +243,13 @@ class IterationModel:
         # serving splits experts over the ep ranks of the tensor-parallel group: each expert sliced tp / ep ways
         attn, layer_ffn = layer_gemm_times(spec, c, tokens=mm, tp=tp, ep=ep, gemm=self._gemm, expert_tokens=mm,
                                            expert_tp=tp // ep)  # fmt: skip
+        deq = 0.0 * mm
+        if self._dequant_rows is not None:  # many rows: dequantise once per iteration, then 16-bit GEMMs
+            a16, f16 = layer_gemm_times(spec, c, tokens=mm, tp=tp, ep=ep, gemm=self._gemm16, expert_tokens=mm,
+                                        expert_tp=tp // ep)  # fmt: skip
+            big = mm > self._dequant_rows
+            attn, layer_ffn = np.where(big, a16, attn), np.where(big, f16, layer_ffn)
+            deq = np.where(big, self._dequant_s, 0.0)
         a2a = 0.0 * mm
         if spec.moe and ep > 1:  # dispatch and combine per MoE layer over the ep adjacent ranks
             a2a = c.moe_layers * 2 * collective_time_s("all_to_all", mm * spec.moe.top_k * h * act, system=system,
@@ -247,7 +267,7 @@ class IterationModel:
         p2p = 0.0 * mm
         if pp > 1:
             p2p = (pp - 1) * collective_time_s("p2p", mm * h * act, system=system, size=pp, stride=tp, fits=fits)
-        body = (L * (attn + layer_ffn + elem) + ar + a2a) / pp + p2p / pp  # per stage, then pp stages in a row
+        body = (L * (attn + layer_ffn + elem) + ar + a2a + deq) / pp + p2p / pp  # per stage, pp stages in a row
         return np.asarray(np.where(m > 0, pp * body + self.engine.iteration_overhead_s, 0.0), dtype=float)
 
     def head_s(self, rows: ArrayLike) -> NDArray[np.float64]:
