@@ -24,8 +24,8 @@ A profile is a small named data entry (a registry, as Vidur's ``utils/base_regis
   runs that work between GPU steps, so it grows with the batch (the vLLM v0.6.0 blog, 2024-09-05, measured the GPU
   idle for much of each step from it); vLLM V1 (default from 0.8) moves output processing and detokenisation to
   another process and overlaps scheduling with the GPU step, and TensorRT-LLM's C++ batch manager and llama.cpp
-  add no per-sequence Python work: 0 for every shipped profile. ``benchmarks/serve_accuracy.py`` fits it on rows of
-  a V0 engine (the 405B blog) only;
+  add no per-sequence Python work: 0 for every shipped profile. ``benchmarks/serve_accuracy.py`` fits it to, and applies
+  it on, rows of a V0 engine (the 405B blog) only;
 - ``dequantize_above_rows``: for int8 / int4 (GGUF Q8_0 / Q4_0) weights, a GEMM of more rows than this runs as the
   engine's dequantise-then-16-bit-GEMM path: each quantised weight matrix is read, written out as fp16, and the
   fp16 copy multiplied (llama.cpp's CUDA backend: products of more than ``MMQ_MAX_BATCH_SIZE`` = 32 tokens go to
