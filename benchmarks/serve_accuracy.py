@@ -10,7 +10,13 @@ from a neutral 1 ms / the calibration's decode bandwidth fraction, not from the 
 source is scored with that profile. The other sources are those of the same engine where there are any; an engine
 with no second source (TensorRT-LLM's online table: its other sources are the Azure tables, left out below;
 llama.cpp) is predicted from the rows of the other engines, as a user of an engine without measurements would be.
-The engine's documented behaviour (its KV format for 8-bit checkpoints, its one-shot all-reduce) is kept.
+The engine's documented behaviour (its KV format for 8-bit checkpoints, its one-shot all-reduce, its default
+``max_num_seqs``) is kept. Rows of an engine whose host loop runs between GPU steps (vLLM's V0 engine: the 405B
+blog, which names ``benchmarks/benchmark_latency.py`` and no version, is taken as V0; AMD's rows state vLLM 0.10.1,
+V1) are simulated with the profile's ``sequence_overhead_s`` (host time per sampled sequence per iteration), every
+other row without it (V1 overlaps that work with the GPU step); it is fitted, within ``SEQUENCE_OVERHEAD_BOUNDS_S``
+and from 0, wherever the training rows hold such rows, as a property of those rows: no other row pays it, so it is
+never carried to a held-out V1 row or another engine's.
 
 Sources (``validation/reference``):
 - ``infer_measured.csv`` 'Online Serving Measurements' (TensorRT-LLM 0.14 + Triton, 500 requests per row): each row
@@ -81,6 +87,8 @@ def _spec(model: str):
     raise SkipRow(f"model not mapped: {model!r}")
 
 
+SEQUENCE_OVERHEAD_BOUNDS_S = (0.0, 1e-3)  # host time per sequence per iteration: none to 1 ms (a Python loop's)
+V1_FROM = (0, 8)  # vLLM V1 is the default engine from 0.8.0 (its release notes); older versions ran V0's loop
 REPORTED_ONLY = ("trtllm_azure",)  # reported, kept out of the overall median and of every fit (see main)
 FIT_EVALS = 16  # least-squares evaluations per fold (each re-simulates the fold's training rows)
 
@@ -97,11 +105,18 @@ class Case:
     measured: float
     sim: Callable[[EngineProfile], SimulationResult]  # the row's simulation under a profile
     value: Callable[[SimulationResult], float]  # the predicted number from it
+    serial_host: bool = False  # the engine's host loop runs between GPU steps (vLLM V0): sequence_overhead_s applies
 
     @property
     def online(self) -> bool:
         """Measured through an HTTP server (online serving), where the profile's frontend latency applies."""
         return self.group.startswith("online")
+
+
+def _vllm_v0(version: str) -> bool:
+    """Whether a vLLM row ran the V0 engine loop: a stated version before ``V1_FROM``, or none stated."""
+    m = re.search(r"vLLM (\d+)\.(\d+)", version)
+    return m is None or (int(m.group(1)), int(m.group(2))) < V1_FROM
 
 
 def _source(text: str) -> str:
@@ -164,6 +179,7 @@ def engine_rows():
                           kv_precision=kvp)  # fmt: skip
                 case = ("vllm_e2e", "vllm", f"{spec.name} {n}x{gpu.id} batch {b}", "mean e2e s", value,
                         lambda res: res.e2e_ms["mean"] / 1e3)  # fmt: skip
+                serial = _vllm_v0(r["engine_version"])
             elif eng == "llama.cpp (CUDA backend)" and "tg 128" in metric:
                 kw = dict(gpu=gpu, input_len=1, output_len=128, concurrency=1, requests=1, precision=prec)
                 case = ("llamacpp", "llama.cpp", f"{spec.name} {gpu.id} {r['precision']} tg128", "ms/token",
@@ -180,13 +196,15 @@ def engine_rows():
                         lambda res: res.output_tokens_per_s + res.input_tokens_per_s)  # fmt: skip
             else:
                 raise SkipRow(f"not scored: {eng} / {metric} / {batch}")
+            if not eng.startswith("vLLM (ROCm)"):
+                serial = False
 
             def sim(prof, spec=spec, kw=kw):
                 return simulate(spec, engine=prof, **kw)
 
             group, engine, label, unit, measured, pick = case
             sim(get_engine(engine))  # a row the simulator refuses (too little memory, bad layout) is skipped here
-            out.append(Case(group, src, engine, label, unit, measured, sim, pick))
+            out.append(Case(group, src, engine, label, unit, measured, sim, pick, serial))
         except SkipRow as exc:
             skipped.append((r["model"], str(exc)))
         except ScalerightError as exc:
@@ -197,14 +215,16 @@ def engine_rows():
 def predict(cases: list[Case], profile: EngineProfile) -> list[float]:
     """Each case's predicted value under ``profile`` (one simulation per row, shared by its metrics). Rows of an
     offline benchmark (``benchmark_latency``, ``llama-bench``, closed-loop tables) run without the profile's
-    frontend latency: no HTTP server or tokeniser stands between their clock and the engine loop."""
+    frontend latency: no HTTP server or tokeniser stands between their clock and the engine loop. Only rows of a
+    serial host loop (``Case.serial_host``) pay the profile's ``sequence_overhead_s``."""
     sims: dict[int, SimulationResult] = {}
-    offline = dataclasses.replace(profile, frontend_latency_s=0.0)
     out = []
     for c in cases:
         key = id(c.sim)
         if key not in sims:
-            sims[key] = c.sim(profile if c.online else offline)
+            sims[key] = c.sim(dataclasses.replace(
+                profile, frontend_latency_s=profile.frontend_latency_s if c.online else 0.0,
+                sequence_overhead_s=profile.sequence_overhead_s if c.serial_host else 0.0))
         out.append(float(c.value(sims[key])))
     return out
 
@@ -226,13 +246,16 @@ def leave_one_source_out(cases: list[Case], *, log=print) -> dict[str, list[floa
             train = [c for c in scored if c.source != src]
             kind = f"every other source (no other {engine} source)"
         online = any(c.online for c in train)
-        params = ("iteration_overhead_s", "hbm_fraction") + (("frontend_latency_s",) if online else ())
+        serial = any(c.serial_host for c in train)
+        params = (("iteration_overhead_s", "hbm_fraction") + (("frontend_latency_s",) if online else ())
+                  + (("sequence_overhead_s",) if serial else ()))  # fmt: skip
+        bounds = {**ENGINE_FIT_BOUNDS, "sequence_overhead_s": SEQUENCE_OVERHEAD_BOUNDS_S}
         start = dataclasses.replace(get_engine(engine), iteration_overhead_s=1e-3,
                                     hbm_fraction=DEFAULT_CALIBRATION.decode_memory_efficiency,
-                                    frontend_latency_s=FRONTEND_START_S if online else 0.0)  # fmt: skip
+                                    frontend_latency_s=FRONTEND_START_S if online else 0.0,
+                                    sequence_overhead_s=0.0)  # fmt: skip
         res = fit(lambda p, train=train: predict(train, p), [c.measured for c in train], start,
-                  {n: ENGINE_FIT_BOUNDS[n] for n in params}, f_scale=1.0, max_nfev=FIT_EVALS,
-                  step=SIM_DIFF_STEP)  # fmt: skip
+                  {n: bounds[n] for n in params}, f_scale=1.0, max_nfev=FIT_EVALS, step=SIM_DIFF_STEP)  # fmt: skip
         prof = res.calibration
         errs = [p / c.measured - 1 for c, p in zip(held, predict(held, prof), strict=True)]
         for c, e in zip(held, errs, strict=True):

@@ -208,3 +208,56 @@ def test_the_array_path_is_the_table_path(llama_8b, batch, prefill, ctx, seqs, e
     kw = dict(prefill_tokens=prefill, decode_batch=batch, decode_context_tokens=batch * ctx,
               prefill_pairs=prefill * (prefill + 1) / 2, prefill_kv_tokens=prefill, prefill_seqs=seqs if prefill else 0)
     assert float(model.times_s(**kw)) == pytest.approx(model.time_s(**kw), rel=1e-12, abs=1e-15)
+
+
+@given(batch=st.integers(1, 256), prefill=st.sampled_from([0, 128, 512]), ctx=st.integers(0, 2048),
+       per_seq_us=st.floats(1.0, 500.0))  # fmt: skip
+def test_a_serial_host_loop_adds_its_per_sequence_time_for_every_sequence_that_samples(llama_8b, batch, prefill, ctx,
+                                                                                      per_seq_us):  # fmt: skip
+    """vLLM V0's host work per sequence (input building, output processing, detokenisation) runs between GPU steps:
+    an iteration that samples ``batch`` decode tokens plus one prefill's first token takes exactly that many times
+    the per-sequence time longer, and the shipped profiles, whose loops overlap or have no such work, none."""
+    import dataclasses
+
+    gpu = get_gpu("h100-sxm")
+    kw = dict(gpu=gpu, prefill_tokens=prefill, decode_batch=batch, decode_context_tokens=batch * ctx)
+    base = iteration_time_s(llama_8b, engine="vllm", **kw)
+    v0 = dataclasses.replace(get_engine("vllm"), sequence_overhead_s=per_seq_us * 1e-6)
+    sampled = batch + (1 if prefill else 0)
+    assert iteration_time_s(llama_8b, engine=v0, **kw) - base == pytest.approx(sampled * per_seq_us * 1e-6, rel=1e-9)
+    assert all(p.sequence_overhead_s == 0.0 for p in ENGINES.values())
+
+
+# llama.cpp PR #4766 (serving_engine.csv): codellama-7b on an RTX 4090, pp512 tokens/s for F16, Q8_0 and Q4_0
+PP512_TOK_S = {"fp16": 11048.22, "int8": 7664.0, "int4": 7979.85}
+
+
+@pytest.mark.parametrize("precision", ["int8", "int4"])
+def test_llama_cpp_prefill_of_gguf_weights_pays_a_dequantisation_pass_as_measured(load_spec, precision):
+    """A 512-token prompt on Q8_0 / Q4_0 weights takes longer than on F16 in llama.cpp's CUDA backend, though it
+    reads fewer weight bytes: products of more than 32 tokens dequantise every matrix to an fp16 copy and run the
+    same 16-bit GEMM. The extra time is that pass (read the packed weights, write 2 B each): measured 20.5 ms
+    (Q8_0) and 17.9 ms (Q4_0) over F16's 46.3 ms; within 30 % of those differences (the GEMM itself cancels)."""
+    spec, gpu = load_spec("llama-2-7b"), get_gpu("rtx-4090")
+
+    def prefill_s(p):
+        return iteration_time_s(spec, gpu=gpu, prefill_tokens=512, precision=p, engine="llama.cpp")
+
+    measured_s = 512 / PP512_TOK_S[precision] - 512 / PP512_TOK_S["fp16"]
+    assert prefill_s(precision) - prefill_s("fp16") == pytest.approx(measured_s, rel=0.30)
+
+
+def test_llama_cpp_reads_packed_weights_up_to_32_rows_and_dequantises_above(load_spec):
+    """At 32 rows or fewer the quantised kernels stream the packed Q4_0 blocks (about a quarter of F16's bytes: a
+    batch-1 decode step takes under half as long, and 32 rows never longer than F16); from 33 rows the
+    dequantise-then-fp16 path costs more than F16 itself."""
+    spec, gpu = load_spec("llama-2-7b"), get_gpu("rtx-4090")
+    model = {p: IterationModel(spec, gpu=gpu, precision=p, engine="llama.cpp", max_rows=64) for p in ("fp16", "int4")}
+    assert model["int4"].time_s(decode_batch=1) < 0.5 * model["fp16"].time_s(decode_batch=1)
+    assert model["int4"].time_s(decode_batch=32) <= model["fp16"].time_s(decode_batch=32)
+    assert model["int4"].time_s(prefill_tokens=33, prefill_seqs=1) > model["fp16"].time_s(prefill_tokens=33,
+                                                                                          prefill_seqs=1)  # fmt: skip
+    # engines whose quantised kernels read the packed weights at every size (vLLM's Marlin / int8 GEMMs) never do
+    vllm = {p: IterationModel(spec, gpu=gpu, precision=p, engine="vllm", max_rows=64) for p in ("fp16", "int4")}
+    assert vllm["int4"].time_s(prefill_tokens=33, prefill_seqs=1) < vllm["fp16"].time_s(prefill_tokens=33,
+                                                                                        prefill_seqs=1)  # fmt: skip

@@ -200,3 +200,22 @@ def test_a_fitted_engine_profile_object_runs_as_its_name_does_plus_its_frontend_
         assert slow.ttft_ms[stat] == pytest.approx(named.ttft_ms[stat] + 10.0, abs=1e-9)
         assert slow.e2e_ms[stat] == pytest.approx(named.e2e_ms[stat] + 10.0, abs=1e-9)
     assert slow.tpot_ms == named.tpot_ms and slow.engine == "vllm"
+
+
+def test_a_backlog_runs_in_one_batch_up_to_the_engines_default_cap(run, llama_8b, h100):
+    """With no ``max_num_seqs`` the engine's default cap applies: vLLM's ``--max-num-seqs`` 256, TensorRT-LLM's
+    ``max_batch_size`` 2048 (``trtllm-build``'s default). 512 requests at once: TensorRT-LLM runs them in one wave
+    (one batch of 512, so no request waits for another's decode: the last TTFT is the prefill of all of them, well
+    under one request's decode), vLLM in two (the second wave waits for the first's 64 decode steps)."""
+    kw = dict(concurrency=512, requests=512, input_len=128, output_len=64)
+    trt, trt256 = run(engine="trtllm", **kw), run(engine="trtllm", max_num_seqs=256, **kw)
+    vllm, vllm256 = run(engine="vllm", **kw), run(engine="vllm", max_num_seqs=256, **kw)
+    assert vllm.as_dict() == vllm256.as_dict()
+    assert trt.as_dict() == run(engine="trtllm", max_num_seqs=2048, **kw).as_dict()
+    # one wave: the slowest first token comes before the fastest request has finished its decode
+    one_decode_ms = 63 * trt.tpot_ms["p50"]
+    assert trt.ttft_ms["p99"] < one_decode_ms
+    # two waves: the second wave's first tokens wait for the first wave's decode
+    assert trt256.ttft_ms["p99"] > 63 * trt256.tpot_ms["p50"]
+    # the larger batch costs more per iteration (more KV read, more rows), never less
+    assert trt.tpot_ms["p50"] > trt256.tpot_ms["p50"]

@@ -14,7 +14,24 @@ A profile is a small named data entry (a registry, as Vidur's ``utils/base_regis
   fused_elementwise_values``: residual add with RMSNorm, RoPE and the KV write inside attention); False: the
   unfused count of training frameworks times the calibration's ``elementwise_factor``;
 - ``frontend_latency_s``: time a request spends outside the engine loop (HTTP server, tokenisation and
-  detokenisation, Triton ensemble steps), added to its TTFT and end-to-end latency; it does not use the GPU.
+  detokenisation, Triton ensemble steps), added to its TTFT and end-to-end latency; it does not use the GPU;
+- ``max_num_seqs``: the engine's default cap on sequences in flight per replica, what ``serve.simulate`` runs when
+  the caller states none (vLLM ``--max-num-seqs`` 256; TensorRT-LLM's ``max_batch_size``, 2048 as
+  ``trtllm-build`` builds an engine by default). Under a backlog it sets the batch, and so the iteration time, the
+  inter-token latency and how long a request queues before its prefill;
+- ``sequence_overhead_s``: host time per sampled sequence per iteration on the engine loop's critical path
+  (building the inputs, processing each sequence's output, incremental detokenisation in Python). vLLM's V0 engine
+  runs that work between GPU steps, so it grows with the batch (the vLLM v0.6.0 blog, 2024-09-05, measured the GPU
+  idle for much of each step from it); vLLM V1 (default from 0.8) moves output processing and detokenisation to
+  another process and overlaps scheduling with the GPU step, and TensorRT-LLM's C++ batch manager and llama.cpp
+  add no per-sequence Python work: 0 for every shipped profile. ``benchmarks/serve_accuracy.py`` fits it to, and applies
+  it on, rows of a V0 engine (the 405B blog) only;
+- ``dequantize_above_rows``: for int8 / int4 (GGUF Q8_0 / Q4_0) weights, a GEMM of more rows than this runs as the
+  engine's dequantise-then-16-bit-GEMM path: each quantised weight matrix is read, written out as fp16, and the
+  fp16 copy multiplied (llama.cpp's CUDA backend: products of more than ``MMQ_MAX_BATCH_SIZE`` = 32 tokens go to
+  cuBLAS on a dequantised fp16 buffer when tensor cores are used, fewer run its quantised mat-vec / MMQ kernels on
+  the packed blocks). None: the engine's quantised kernels read the packed weights at every size (vLLM, SGLang,
+  TensorRT-LLM).
 
 Each entry names the rows of ``validation/reference`` it is grounded in (``serving_engine.csv`` in
 ``components/``, ``infer_measured.csv``) and how its values were chosen; ``benchmarks/serve_accuracy.py`` scores them.
@@ -49,6 +66,9 @@ class EngineProfile:
     status: str  # "fitted" (values chosen against the rows in grounded_in) or "uncalibrated" (assumed)
     grounded_in: tuple[str, ...]  # reference rows the values rest on (file: selection)
     note: str  # how the values were chosen, and caveats
+    max_num_seqs: int = 256  # default cap on sequences in flight per replica (see the module docstring)
+    sequence_overhead_s: float = 0.0  # CPU seconds per sampled sequence per iteration (see the module docstring)
+    dequantize_above_rows: int | None = None  # quantised GEMMs of more rows dequantise to fp16 first (docstring)
 
     def kv_precision_for(self, precision: str) -> str:
         """The KV-cache format this engine uses by default for weights in ``precision``."""
@@ -88,38 +108,45 @@ ENGINES: dict[str, EngineProfile] = {
                  "behind the GPU step). Treat its numbers as a scenario, not a prediction.",
         ),
         EngineProfile(
-            name="trtllm", iteration_overhead_s=0.5e-3, hbm_fraction=0.60, gemm_efficiency_factor=1.0,
-            quantised_kv_precision="fp8", frontend_latency_s=4e-3, custom_all_reduce=True, fused_elementwise=False,
-            status="fitted",
+            name="trtllm", iteration_overhead_s=0.5e-3, hbm_fraction=0.575, gemm_efficiency_factor=1.0,
+            quantised_kv_precision="fp8", frontend_latency_s=4e-3, custom_all_reduce=True, fused_elementwise=True,
+            max_num_seqs=2048, status="fitted",
             grounded_in=(
                 ("infer_measured.csv: 'Online Serving Measurements' (TensorRT-LLM 0.14 + Triton), lowest-QPS rows "
                 "(mean TTFT and ITL), Llama 3.1 8B / 70B on H100 and H200"),
                 "components/serving_engine.csv: TensorRT-LLM Azure ND A100/H100/H200 end-to-end tables",
             ),
-            note="Grid fit (hbm_fraction 0.55-0.80, overhead 0.5-4 ms) of mean ITL, TTFT (finite QPS) and output "
-                 "throughput of the 72 online rows, redone with the TP all-reduce on the measured fabric fits "
-                 "(hbm_fraction 0.55-0.70 x overhead 0.5-2 ms): the same values stay best (in-sample). The overhead "
-                 "sits on the grid's lower bound (0.5 ms). Elementwise traffic is the unfused training count x "
-                 "elementwise_factor (fused_elementwise False), although TensorRT-LLM fuses those kernels: with "
-                 "the fused count the grid picks 0.60 / 1 ms (inside it) and benchmarks/serve_accuracy.py's "
-                 "overall median falls from 8.7 % to 7.7 %, but mean TTFT rises from 10.5 % to 12.0 % and ITL from "
-                 "12.4 % to 13.1 %, so the profile is left as fitted. Mean TTFT at QPS=2 "
-                 "exceeds the prefill time by ~4 ms (Triton HTTP and the tokeniser / detokeniser ensemble steps): "
-                 "the frontend latency, set by hand. ModelOpt fp8 recipes quantise the KV cache to fp8.",
+            note="Grid fit (hbm_fraction 0.55-0.65 x overhead 0.25-1.5 ms) of mean ITL, TTFT (finite QPS) and "
+                 "output throughput of the 72 online rows, the TP all-reduce on the measured fabric fits: 0.575 / "
+                 "0.5 ms, inside the grid (in-sample median 7.3 %; TTFT 7.5 %, ITL 10.9 %, throughput 6.8 %). "
+                 "Elementwise traffic is the fused count (fused_elementwise): TensorRT-LLM fuses the residual add "
+                 "into RMSNorm (its residual_rms_norm plugin / fused kernels), applies RoPE and writes the KV cache "
+                 "inside its attention kernel (gptAttentionPlugin's fused QKV bias + RoPE) and runs the gated "
+                 "activation as one kernel. At most 2048 requests in flight (max_num_seqs): trtllm-build's default "
+                 "max_batch_size, the Triton rows state none other. With the fused count and a 256 cap the fit "
+                 "traded ITL and TTFT for the median: the rows at QPS >= 16 (a backlog) ran a batch of at most 256 "
+                 "where TensorRT-LLM runs every waiting request, so their iterations came out too short (ITL -23 to "
+                 "-46 %) and their queues too long (TTFT); the unfused elementwise term, proportional to the rows, "
+                 "had stood in for the longer iterations of the larger batch. Mean TTFT at QPS=2 exceeds the "
+                 "prefill time by ~4 ms (Triton HTTP and the tokeniser / detokeniser ensemble steps): the frontend "
+                 "latency, set by hand. ModelOpt fp8 recipes quantise the KV cache to fp8.",
         ),
         EngineProfile(
             name="llama.cpp", iteration_overhead_s=0.3e-3, hbm_fraction=0.80, gemm_efficiency_factor=1.0,
             quantised_kv_precision="fp16", frontend_latency_s=0.0, custom_all_reduce=False, fused_elementwise=False,
-            status="fitted",
+            dequantize_above_rows=32, status="fitted",
             grounded_in=(
                 ("components/serving_engine.csv: llama.cpp (CUDA backend) tg128 rows, codellama-7b F16 / Q8_0 on "
                 "RTX 4090, llama 7B Q4_0 on RTX 3090 Ti (ms per token = 1000 / tokens per second)"),
                 "components/serving_engine.csv: llama.cpp pp512 rows (prefill tokens per second)",
             ),
-            note="Single-stream decode streams weights at ~80 % of HBM bandwidth (tg128 rows within ~15 %). Prefill "
-                 "(pp512) is not fitted: llama.cpp dequantises Q4_0 / Q8_0 into fp16 GEMMs or runs int8 MMQ kernels, "
-                 "neither of which the precision model separates; pp512 errors are reported, not tuned away. "
-                 "Default KV cache f16.",
+            note="Single-stream decode streams weights at ~80 % of HBM bandwidth (tg128 rows within ~15 %; Q8_0 "
+                 "counted at 1 B per weight, GGUF's block scales make it 1.0625). Prefill (pp512) is not fitted: "
+                 "Q8_0 / Q4_0 prompts run the dequantise-then-fp16 path (dequantize_above_rows), which puts the "
+                 "quantised rows 20.5 / 17.9 ms above F16 as measured (modelled 25 / 21 ms), but all three pp512 "
+                 "rows sit ~45 % under: their GEMMs run at the ada-ad102 ceiling taken from the L40S (0.744 of "
+                 "165 TFLOP/s, uncalibrated) while the F16 row implies ~150 TFLOP/s and torch.mm rows on the RTX "
+                 "4090 reach 165-173. Reported, not tuned away. Default KV cache f16.",
         ),
     )
 }

@@ -8,6 +8,7 @@ chunked prefills. On one replica of ``tp · pp`` GPUs it costs
           + elementwise(m) + max(decode attention FLOPs / peak_attn, KV bytes / HBM)         (KV read per sequence)
           + max(prefill attention FLOPs / peak_attn, prefix KV bytes / HBM)
           + 2 · layers · all_reduce(m · h · 2 B, tp) + MoE all-to-all(m, ep) + (pp − 1) · p2p(m)
+          + sequence_overhead · (sequences sampling a token)                (host work of a serial engine loop)
 
 - Collectives (the TP all-reduce, the MoE all-to-all, the pipeline send/recv) are timed by
   ``estimate.collectives`` on the tiers of the ``catalog.systems.System`` the group spans, from measured
@@ -29,7 +30,8 @@ chunked prefills. On one replica of ``tp · pp`` GPUs it costs
   GPU holds E/ep experts and tokens cross two all-to-alls per MoE layer (dispatch and combine).
 - Pipeline stages run one after another for one iteration; pp adds (pp − 1) activation transfers. Interleaving of
   several micro-batches over the stages (vLLM virtual engines) is not modelled.
-- The engine profile (``estimate.engines``) sets the per-iteration overhead (scheduling, sampling, launch gaps),
+- The engine profile (``estimate.engines``) sets the per-iteration overhead (scheduling, sampling, launch gaps), the
+  host time per sampled sequence of an engine whose loop runs between GPU steps (vLLM V0; 0 for the others),
   the achievable HBM fraction of decode kernels, a factor on the GEMM efficiency and whether its elementwise
   kernels are fused (``fused_elementwise_values``) or counted as training frameworks run them; ``engine=None`` is
   ``engines.calibrated_engine(cal)``, the calibration's fitted decode factors (what ``estimate infer`` uses).
@@ -193,6 +195,19 @@ class IterationModel:
         self._gemm = dict(peak=rl.tensor, eff_max=min(prof.gemm_efficiency_factor, 1.0 / share),
                           half_dim=cal.gemm_half_dim, hbm=self.hbm_bytes_per_s, bytes_per_el=bpe,
                           rows_floor=cal.gemm_half_dim)  # fmt: skip
+        # an engine that dequantises int8 / int4 weights for GEMMs of many rows (``dequantize_above_rows``): those
+        # GEMMs run in 16-bit on the fp16 copy, after a pass that reads the packed weights and writes the copy
+        self._dequant_rows: int | None = None
+        self._dequant_s = 0.0
+        if prof.dequantize_above_rows is not None and precision in ("int8", "int4"):
+            rl16 = roofline(gpu, compute_precision(gpu, "fp16"), cal)
+            share16 = rl16.tensor / (rl16.peak * rl16.arch.gemm_efficiency)
+            self._gemm16 = dict(self._gemm, peak=rl16.tensor, eff_max=min(prof.gemm_efficiency_factor, 1.0 / share16),
+                                bytes_per_el=2.0)  # fmt: skip
+            per_gpu = (c.layers * c.attn_per_layer + c.dense_layers * c.dense_ffn_per_layer
+                       + c.moe_layers * c.moe_ffn_per_layer) / tp  # fmt: skip
+            self._dequant_rows = prof.dequantize_above_rows
+            self._dequant_s = per_gpu * (bpe + 2.0) / rl.hbm  # a STREAM-like read of the packed, write of the copy
         # elementwise values per row and layer (replicated over tp, split over tp)
         if prof.fused_elementwise:
             self._elementwise = fused_elementwise_values(spec, c)
@@ -228,6 +243,13 @@ class IterationModel:
         # serving splits experts over the ep ranks of the tensor-parallel group: each expert sliced tp / ep ways
         attn, layer_ffn = layer_gemm_times(spec, c, tokens=mm, tp=tp, ep=ep, gemm=self._gemm, expert_tokens=mm,
                                            expert_tp=tp // ep)  # fmt: skip
+        deq = 0.0 * mm
+        if self._dequant_rows is not None:  # many rows: dequantise once per iteration, then 16-bit GEMMs
+            a16, f16 = layer_gemm_times(spec, c, tokens=mm, tp=tp, ep=ep, gemm=self._gemm16, expert_tokens=mm,
+                                        expert_tp=tp // ep)  # fmt: skip
+            big = mm > self._dequant_rows
+            attn, layer_ffn = np.where(big, a16, attn), np.where(big, f16, layer_ffn)
+            deq = np.where(big, self._dequant_s, 0.0)
         a2a = 0.0 * mm
         if spec.moe and ep > 1:  # dispatch and combine per MoE layer over the ep adjacent ranks
             a2a = c.moe_layers * 2 * collective_time_s("all_to_all", mm * spec.moe.top_k * h * act, system=system,
@@ -245,16 +267,18 @@ class IterationModel:
         p2p = 0.0 * mm
         if pp > 1:
             p2p = (pp - 1) * collective_time_s("p2p", mm * h * act, system=system, size=pp, stride=tp, fits=fits)
-        body = (L * (attn + layer_ffn + elem) + ar + a2a) / pp + p2p / pp  # per stage, then pp stages in a row
+        body = (L * (attn + layer_ffn + elem) + ar + a2a + deq) / pp + p2p / pp  # per stage, pp stages in a row
         return np.asarray(np.where(m > 0, pp * body + self.engine.iteration_overhead_s, 0.0), dtype=float)
 
     def head_s(self, rows: ArrayLike) -> NDArray[np.float64]:
-        """The output head on ``rows`` rows: one per sequence that samples a token (not every prompt token)."""
+        """The output head on ``rows`` rows: one per sequence that samples a token (not every prompt token), and
+        the engine's host work for each of those sequences (``EngineProfile.sequence_overhead_s``)."""
         spec, c = self.spec, self._c
         m = np.asarray(rows, dtype=float)
         head_params = c.embedding if spec.tied_embeddings else c.lm_head
         gemm = {**self._gemm, "bytes_per_el": max(float(self._gemm["bytes_per_el"]), 2.0)}
         t = np.asarray(gemm_time(np.maximum(m, 1.0), spec.hidden, head_params / spec.hidden / self.tp, **gemm))
+        t = t + self.engine.sequence_overhead_s * m  # the engine's host-side work per sampled sequence
         return np.asarray(np.where(m > 0, t, 0.0), dtype=float)
 
     def times_s(self, *, prefill_tokens: ArrayLike = 0, decode_batch: ArrayLike = 0,

@@ -161,7 +161,7 @@ def simulate(
     engine: str | EngineProfile = "vllm",
     precision: str = "bf16",
     kv_precision: str | None = None,
-    max_num_seqs: int = 256,
+    max_num_seqs: int | None = None,
     max_num_batched_tokens: int = 8192,
     prefix_cache_hit_rate: float = 0.0,
     result_cache_hit_rate: float = 0.0,
@@ -185,7 +185,8 @@ def simulate(
     lognormal (mean = input_len / output_len, ``length_cv``) or empirical (``input_samples`` / ``output_samples``,
     arrays of token counts, e.g. from ``serve.lengths.read_lengths``). ``speculative``: (acceptance rate, tokens
     proposed per step, draft cost), see ``serve.speculative``. ``system``: the network (``catalog.systems``).
-    ``engine``: a profile name or an ``EngineProfile`` (a fitted one: its frontend latency and factors apply)."""
+    ``engine``: a profile name or an ``EngineProfile`` (a fitted one: its frontend latency and factors apply);
+    ``max_num_seqs`` None: the engine's default cap on sequences in flight (``EngineProfile.max_num_seqs``)."""
     gpus = _int_arg("gpus", gpus, "gpus")
     for name, v in (("tp", tp), ("pp", pp), ("ep", ep)):
         _int_arg(name, v, "parallel_degree")
@@ -198,6 +199,9 @@ def simulate(
         raise InputError("give exactly one of rate, concurrency or trace")
     if requests is not None and duration_s is not None:
         raise InputError("requests and duration_s are alternatives; give one")
+    profile = engine if isinstance(engine, EngineProfile) else get_engine(engine)
+    if max_num_seqs is None:  # the engine's default (``EngineProfile.max_num_seqs``)
+        max_num_seqs = profile.max_num_seqs
     _int_arg("max_num_seqs", max_num_seqs, "batch")
     _int_arg("max_num_batched_tokens", max_num_batched_tokens, "tokens_per_request")
     if not 0 < gpu_memory_utilization <= 1:
@@ -205,7 +209,6 @@ def simulate(
     config = SchedulerConfig(max_num_seqs, max_num_batched_tokens, prefix_cache_hit_rate, preemption)
     if not 0 <= result_cache_hit_rate < 1:
         raise InputError(f"result_cache_hit_rate={result_cache_hit_rate} must lie in [0, 1)")
-    profile = engine if isinstance(engine, EngineProfile) else get_engine(engine)
     env = Environment(seed, log=log)
     rng = env.rng
     arrivals = None
@@ -445,6 +448,9 @@ def find_capacity(spec: TransformerSpec, *, slo_ttft_p99_ms: float, slo_tpot_p99
             raise InputError(f"{name}={v!r} must be a finite positive number of milliseconds")
     if any(k in kw for k in ("rate", "concurrency", "trace", "duration_s")):
         raise InputError("capacity searches the rate itself: give no rate, concurrency, trace or duration_s")
+    if kw.get("max_num_seqs") is None:  # the engine's default, as simulate takes it
+        eng = kw.get("engine", "vllm")
+        kw["max_num_seqs"] = (eng if isinstance(eng, EngineProfile) else get_engine(eng)).max_num_seqs
     names = ("gpu", "system", "cluster", "tp", "pp", "ep", "precision", "kv_precision", "engine", "cal", "max_num_seqs",
              "max_num_batched_tokens", "speculative")
     model = build_model(spec, **{k: kw[k] for k in names if k in kw})
@@ -458,7 +464,7 @@ def find_capacity(spec: TransformerSpec, *, slo_ttft_p99_ms: float, slo_tpot_p99
 
     replicas = max(1, kw.get("gpus", 1) // (kw.get("tp", 1) * kw.get("pp", 1)))
     if saturated is None:
-        saturated, sat = saturated_rate(spec, model=model, clients=kw.get("max_num_seqs", 256) * replicas, **kw)
+        saturated, sat = saturated_rate(spec, model=model, clients=kw["max_num_seqs"] * replicas, **kw)
         if sat.rejected:
             return Capacity(0.0, None, (), float(saturated), "kv_cache", *slos)
     ceiling = float(saturated)
