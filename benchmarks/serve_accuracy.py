@@ -58,7 +58,7 @@ from scaleright.bench.calibrate_serving import ENGINE_FIT_BOUNDS, FRONTEND_START
 from scaleright.catalog import get_gpu
 from scaleright.errors import ScalerightError
 from scaleright.estimate.calibration import DEFAULT_CALIBRATION
-from scaleright.estimate.engines import EngineProfile, get_engine
+from scaleright.estimate.engines import SEQUENCE_OVERHEAD_BOUNDS_S, EngineProfile, get_engine
 from scaleright.estimate.fit import fit
 from scaleright.serve import SimulationResult, simulate
 from validation.files import SkipRow
@@ -87,7 +87,6 @@ def _spec(model: str):
     raise SkipRow(f"model not mapped: {model!r}")
 
 
-SEQUENCE_OVERHEAD_BOUNDS_S = (0.0, 1e-3)  # host time per sequence per iteration: none to 1 ms (a Python loop's)
 V1_FROM = (0, 8)  # vLLM V1 is the default engine from 0.8.0 (its release notes); older versions ran V0's loop
 REPORTED_ONLY = ("trtllm_azure",)  # reported, kept out of the overall median and of every fit (see main)
 FIT_EVALS = 16  # least-squares evaluations per fold (each re-simulates the fold's training rows)

@@ -7,8 +7,10 @@ server as the user described it (``--sim-model``, ``--gpu``, ``--gpus``, ``--tp`
 which redraw the identical requests (``bench.serve.draw_workload``). A run stopped early (Ctrl-C, wall time) is
 simulated in full and compared with the requests that finished: it says so (``stopped``).
 
-``fit_engine`` fits ``iteration_overhead_s``, ``hbm_fraction`` and ``frontend_latency_s`` of a base profile to the
-measured mean TTFT, mean TPOT and mean ITL of the runs with the project's one fitter (``scaleright.estimate.fit``:
+``fit_engine`` fits ``iteration_overhead_s``, ``hbm_fraction`` and ``frontend_latency_s`` of a base profile, and
+``sequence_overhead_s`` (host time per sampled sequence per iteration, ``estimate.engines``) where every run was
+served by vLLM's V0 engine loop (``default_fit_params``), to the measured mean TTFT, mean TPOT and mean ITL of the
+runs with the project's one fitter (``scaleright.estimate.fit``:
 bounded soft-L1 least squares on log errors, within ``ENGINE_FIT_BOUNDS``; a trust-region step follows the valley
 along which the first two trade off: decode time ≈ bytes / (fraction · bandwidth) + overhead). The frontend latency
 is added to every request's TTFT and end-to-end latency and to nothing else (``serve.simulate``), so a profile
@@ -16,12 +18,22 @@ differing only in it is the cached simulation with every TTFT and end-to-end sta
 only the other two factors re-run the simulator. A factor that
 ends on its bound is named in the report (``on_bound``): the profile is then missing a physical term, and widening
 the bound would hide it. The fit is in-sample: its ``error_after`` is on the runs it was fitted to.
+
+Which engine loop served a run is read from what ``bench serve`` stored of the server (``hardware.engine``, the
+``owned_by`` of ``GET /v1/models``, and ``hardware.engine_version``, ``GET /version``): vLLM before ``VLLM_V1_FROM``
+(0.8, when V1 became the default) ran V0's loop, which does each sequence's output processing and detokenisation in
+Python between GPU steps; V1, TensorRT-LLM's C++ batch manager, SGLang and llama.cpp do not (0 in their shipped
+profiles). A vLLM run without a release version (none reported, or a development tag) is not assumed to be either,
+so the term is not fitted by default; nor is it when the runs mix loops (one profile describes one engine). A
+server from 0.8 to 0.10 started with ``VLLM_USE_V1=0`` runs V0 under a V1 version number: ``params`` then names
+``sequence_overhead_s`` explicitly.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,17 +41,25 @@ import numpy as np
 
 from scaleright.errors import InputError
 from scaleright.estimate.calibration import DEFAULT_CALIBRATION, Calibration
-from scaleright.estimate.engines import EngineProfile, get_engine
+from scaleright.estimate.engines import SEQUENCE_OVERHEAD_BOUNDS_S, EngineProfile, get_engine
 
-__all__ = ["ENGINE_FIT_BOUNDS", "FIT_METRICS", "COMPARED", "ServingInputs", "serving_inputs", "load_serving_runs",
-           "simulate_run", "compare_run", "fit_engine", "engine_provenance"]
+__all__ = ["ENGINE_FIT_BOUNDS", "FIT_METRICS", "COMPARED", "VLLM_V1_FROM", "ServingInputs", "serving_inputs",
+           "load_serving_runs", "simulate_run", "compare_run", "fit_engine", "default_fit_params", "serial_host_loop",
+           "engine_provenance"]
 
 # factor -> (low, high): the physical range the fit may not leave
 ENGINE_FIT_BOUNDS: dict[str, tuple[float, float]] = {
     "iteration_overhead_s": (1e-5, 0.1),  # 10 µs (a CUDA-graph replay) to 100 ms per iteration
     "hbm_fraction": (0.05, 1.0),  # of the datasheet HBM bandwidth; more than all of it is not physical
     "frontend_latency_s": (1e-5, 1.0),  # HTTP + tokenisation per request
+    "sequence_overhead_s": SEQUENCE_OVERHEAD_BOUNDS_S,  # host time per sampled sequence per iteration (engines)
 }
+# fitted unless the caller names others: every factor but the per-sequence host time (see default_fit_params)
+ALWAYS_FITTED = ("iteration_overhead_s", "hbm_fraction", "frontend_latency_s")
+VLLM_V1_FROM = (0, 8)  # vLLM's V1 engine loop is the default from 0.8.0 (its release notes); before, V0's
+# a release version as vLLM numbers them (PEP 440: 0.6.3, 0.6.3.post1, 0.7.0rc1, 0.6.4.dev26+g1a2b3c); the
+# major and minor release are groups 1 and 2
+_RELEASE = re.compile(r"^v?(\d+)\.(\d+)(?:\.\d+)*(?:(?:a|b|rc)\d+)?(?:\.post\d+)?(?:\.dev\d+)?(?:\+[A-Za-z0-9.]+)?$")
 SIM_DIFF_STEP = 0.02  # finite-difference step (share of a factor's range): the simulator's output moves in jumps
 FRONTEND_START_S = 1e-3  # where the fit starts a frontend latency the base profile leaves at 0
 FIT_METRICS = (("ttft_ms", "mean"), ("tpot_ms", "mean"), ("itl_ms", "mean"))
@@ -61,6 +81,7 @@ class ServingInputs:
     measured: dict[str, Any]  # the run's metrics
     stopped: str | None
     server: str | None = None  # the engine and version the server reported (``GET /v1/models``), e.g. "vllm 0.6.3"
+    serial_host: bool | None = None  # served by a V0-style loop (``serial_host_loop``); None: not known
 
 
 def serving_inputs(run: dict, *, catalog: Any = None, sim_model: str | None = None, gpu: str | None = None,
@@ -112,7 +133,37 @@ def serving_inputs(run: dict, *, catalog: Any = None, sim_model: str | None = No
     server = " ".join(str(hw[k]) for k in ("engine", "engine_version") if hw.get(k)) or None
     return ServingInputs(run_id=int(run["id"]), spec=load_model(str(model_name), catalog=catalog), gpu=g,
                          engine=str(engine_name), sim=sim, measured=met, stopped=met.get("stopped"),
-                         server=server)  # fmt: skip
+                         server=server, serial_host=serial_host_loop(hw.get("engine"), hw.get("engine_version")))
+
+
+def serial_host_loop(engine: object, version: object) -> bool | None:
+    """Whether the server ``bench serve`` identified (``engine``: ``GET /v1/models``' ``owned_by``, ``version``:
+    ``GET /version``) runs its per-sequence host work between GPU steps: True for vLLM before ``VLLM_V1_FROM`` (V0),
+    False for vLLM from it and for every other engine, None for vLLM without a release version (not known)."""
+    from scaleright.bench.serve_client import ENGINE_OF_OWNER
+
+    if not isinstance(engine, str) or ENGINE_OF_OWNER.get(engine.lower()) is None:
+        return None  # an engine the run does not name: nothing is known of its loop
+    if ENGINE_OF_OWNER[engine.lower()] != "vllm":
+        return False
+    m = _RELEASE.match(version.strip()) if isinstance(version, str) else None
+    if m is None:
+        return None
+    return (int(m.group(1)), int(m.group(2))) < VLLM_V1_FROM
+
+
+def default_fit_params(runs: list[ServingInputs]) -> tuple[tuple[str, ...], str]:
+    """The factors ``fit_engine`` fits when the caller names none, and why: ``ALWAYS_FITTED``, and
+    ``sequence_overhead_s`` when every run was served by a V0-style loop (``serial_host_loop``; module docstring)."""
+    if runs and all(si.serial_host for si in runs):
+        return (*ALWAYS_FITTED, "sequence_overhead_s"), (
+            "sequence_overhead_s fitted: every run was served by vLLM before "
+            f"{'.'.join(map(str, VLLM_V1_FROM))} (V0's host loop between GPU steps)")
+    other = [si for si in runs if not si.serial_host]
+    why = ", ".join(f"run {si.run_id} ({si.server or 'server not identified'}: "
+                    f"{'no serial host loop' if si.serial_host is False else 'engine loop not known'})"
+                    for si in other)  # fmt: skip
+    return ALWAYS_FITTED, f"sequence_overhead_s not fitted (kept as in the base profile): {why}"
 
 
 def load_serving_runs(store: Any, run_ids: list[int] | tuple[int, ...] | None = None, *, catalog: Any = None,
@@ -189,15 +240,20 @@ def _errors(runs: list[ServingInputs], sims: list[dict[str, Any]]) -> list[float
 
 
 def fit_engine(runs: list[ServingInputs], *, base: str | EngineProfile | None = None,
-               cal: Calibration = DEFAULT_CALIBRATION, params: tuple[str, ...] = tuple(ENGINE_FIT_BOUNDS),
+               cal: Calibration = DEFAULT_CALIBRATION, params: tuple[str, ...] | None = None,
                evals: int = 120) -> tuple[EngineProfile, dict[str, Any]]:  # fmt: skip
-    """Fit ``params`` of the ``base`` profile (default: the runs' engine) to ``runs`` (see the module docstring).
-    Returns the fitted profile and a report: factors before and after, which ended on a bound, and the median
-    absolute % error of the fitted statistics before and after (in-sample)."""
+    """Fit ``params`` (default: ``default_fit_params``) of the ``base`` profile (default: the runs' engine) to
+    ``runs`` (see the module docstring). Returns the fitted profile and a report: factors before and after, which
+    ended on a bound, why the per-sequence host time was or was not fitted (``fit_choice``), and the median absolute
+    % error of the fitted statistics before and after (in-sample)."""
     from scaleright.estimate.fit import fit
 
     if not runs:
         raise InputError("no serve runs to fit")
+    if params is None:
+        params, choice = default_fit_params(runs)
+    else:
+        choice = f"as asked: {', '.join(params)}"
     unknown = [p for p in params if p not in ENGINE_FIT_BOUNDS]
     if unknown:
         raise InputError(f"cannot fit {', '.join(unknown)}; fittable: {', '.join(ENGINE_FIT_BOUNDS)}")
@@ -210,10 +266,10 @@ def fit_engine(runs: list[ServingInputs], *, base: str | EngineProfile | None = 
     if start.hbm_fraction is None:
         start = dataclasses.replace(start, hbm_fraction=cal.decode_memory_efficiency)
     fronts = [get_engine(si.engine).frontend_latency_s for si in runs]
-    cache: dict[tuple[float, float], list[dict[str, Any]]] = {}
+    cache: dict[tuple[float, float, float], list[dict[str, Any]]] = {}
 
     def sims(p: EngineProfile) -> list[dict[str, Any]]:
-        key = (p.iteration_overhead_s, float(p.hbm_fraction or 0.0))
+        key = (p.iteration_overhead_s, float(p.hbm_fraction or 0.0), p.sequence_overhead_s)
         if key not in cache:
             cache[key] = [simulate_run(si, dataclasses.replace(p, frontend_latency_s=fr), cal)
                           for si, fr in zip(runs, fronts, strict=True)]  # fmt: skip
@@ -256,7 +312,7 @@ def fit_engine(runs: list[ServingInputs], *, base: str | EngineProfile | None = 
     report = {
         "base": start.name, "runs": [si.run_id for si in runs], "fitted": list(params),
         "before": {n: getattr(start, n) for n in params}, "after": {n: getattr(fitted, n) for n in params},
-        "bounds": {n: ENGINE_FIT_BOUNDS[n] for n in params}, "on_bound": on_bound,
+        "bounds": {n: ENGINE_FIT_BOUNDS[n] for n in params}, "on_bound": on_bound, "fit_choice": choice,
         "rms_log_error_before": math.sqrt(before), "rms_log_error_after": math.sqrt(after),
         "median_abs_pct_error_before": pct(start), "median_abs_pct_error_after": pct(fitted),
         "in_sample": True, "stopped_runs": [si.run_id for si in runs if si.stopped],
@@ -266,6 +322,9 @@ def fit_engine(runs: list[ServingInputs], *, base: str | EngineProfile | None = 
 
 
 def _near_bound(v: float, lo: float, hi: float, rel: float = 0.02) -> bool:
+    """Within ``rel`` of a bound: as a ratio (log) for a range above 0, as a share of the range for one from 0."""
+    if lo <= 0:
+        return v - lo <= rel * (hi - lo) or hi - v <= rel * (hi - lo)
     return abs(math.log(v / lo)) < rel or abs(math.log(hi / v)) < rel
 
 

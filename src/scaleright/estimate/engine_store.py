@@ -9,12 +9,24 @@ and the in-sample error. ``get_engine(NAME)`` (``estimate.engines``) falls back 
 --engine NAME``, ``serve capacity`` and fleet files take a stored name as they take ``vllm``.
 
 A file that does not load as a profile is an ``InputError`` naming the file and the field, never a silent default.
+
+Schema evolution. ``EngineProfile`` gains fields (``fused_elementwise``, ``max_num_seqs``, ``sequence_overhead_s``,
+``dequantize_above_rows`` were added after the store's first files were written), and a file holds the fields of
+the scaleright that wrote it. ``FIRST_SCHEMA_FIELDS``, the fields of the first version, must be in every file: one
+of them absent is a damaged file, not an old one. A field added since that a file lacks takes the value of the
+profile the file was fitted from (``provenance.base``: a built-in engine as shipped now, or a stored profile, read
+by the same rules), and loading it says so once per file and process, on stderr: which fields came from the base
+and that they were not fitted (``calibrate --serving --name NAME --force`` refits them). A file without a base to
+take them from, or whose provenance lists such a field as fitted, does not load. A key this version does not know
+(written by a newer scaleright) is refused, not ignored: it is a factor of the engine model the file was fitted
+under, and simulating without it would describe another engine than the one measured.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import sys
 from dataclasses import asdict, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -25,10 +37,16 @@ if TYPE_CHECKING:
     from scaleright.estimate.engines import EngineProfile
 
 __all__ = ["ENGINE_SUBDIR", "engine_dir", "engine_profile_path", "stored_engine_names", "load_engine_profile",
-           "save_engine_profile", "read_stored", "engine_choice_text", "check_engine", "PROVENANCE_KEYS"]
+           "save_engine_profile", "read_stored", "engine_choice_text", "check_engine", "PROVENANCE_KEYS",
+           "FIRST_SCHEMA_FIELDS"]
 
 ENGINE_SUBDIR = "engines"  # under the calibration directory
 # what a stored profile's provenance holds (all written by ``calibrate --serving --name``)
+# the ``EngineProfile`` fields of the store's first files (commit 9d538b6): every stored file holds them
+FIRST_SCHEMA_FIELDS = ("name", "iteration_overhead_s", "hbm_fraction", "gemm_efficiency_factor",
+                       "quantised_kv_precision", "frontend_latency_s", "custom_all_reduce", "status", "grounded_in",
+                       "note")  # fmt: skip
+_NOTED: set[tuple[str, tuple[str, ...]]] = set()  # (file, fields taken from its base) already said this process
 PROVENANCE_KEYS = ("created_utc", "base", "runs", "runs_sha256", "engines", "gpus", "fitted", "before", "after",
                    "on_bound", "median_abs_pct_error_before", "median_abs_pct_error_after", "in_sample")
 
@@ -79,32 +97,117 @@ def check_engine(flag: str, name: str) -> str:
     raise InputError(f"{flag}={name!r} not allowed; {engine_choice_text()}")
 
 
+def _number(where: str, key: str, v: Any, low: float = 0.0, high: float = math.inf) -> float:
+    """``v`` as a float when it is a finite number in [low, high]; else one line naming the file and the field."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or not low <= v <= high:
+        rng = f">= {low:g}" if high == math.inf else f"in [{low:g}, {high:g}]"
+        raise CatalogFileError(f"{where}: {key}={v!r} must be a finite number {rng}")
+    return float(v)
+
+
+def _count(where: str, key: str, v: Any, kind: str, *, none: bool = False) -> None:
+    """One line naming the file and the field unless ``v`` is an integer from 1 to ``limits.LIMITS[kind]`` (or
+    null, with ``none``)."""
+    from scaleright.limits import check_limit
+
+    if none and v is None:
+        return
+    if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+        raise CatalogFileError(f"{where}: {key}={v!r} must be an integer >= 1" + (" or null" if none else ""))
+    check_limit(f"{where}: {key}", v, kind)
+
+
+def _base_values(where: str, path: Path, data: dict[str, Any], added: list[str],
+                 seen: tuple[Path, ...]) -> dict[str, Any]:  # fmt: skip
+    """The values of ``added`` (fields newer than the file) in the profile the file was fitted from (module
+    docstring), said once on stderr; one line naming the file when there is no such profile."""
+    from scaleright.estimate.engines import ENGINES
+
+    prov = data.get("provenance")
+    base = prov.get("base") if isinstance(prov, dict) else None
+    refit = f"refit it with calibrate --serving --name {path.stem} --force"
+    if not isinstance(base, str) or not base:
+        raise CatalogFileError(f"{where}: missing {', '.join(added)} (stored before they existed) and its provenance "
+                               f"names no base engine to take them from; {refit}")  # fmt: skip
+    fitted = prov.get("fitted") if isinstance(prov, dict) else None
+    claimed = [n for n in added if isinstance(fitted, list) and n in fitted]
+    if claimed:
+        raise CatalogFileError(f"{where}: missing {', '.join(claimed)}, which its provenance lists as fitted")
+    prof = ENGINES[base] if base in ENGINES else _stored_base(where, base, seen)
+    values = {n: getattr(prof, n) for n in added}
+    said = (str(path), tuple(added))
+    if said not in _NOTED:
+        _NOTED.add(said)
+        kind = "built-in engine" if base in ENGINES else "stored profile"
+        sys.stderr.write(f"note: engine profile {path} was stored before {', '.join(added)} existed: "
+                         + ", ".join(f"{n}={v!r}" for n, v in values.items())
+                         + f" taken from its base, the {kind} {base!r}, not fitted ({refit})\n")  # fmt: skip
+    return values
+
+
+def _stored_base(where: str, base: str, seen: tuple[Path, ...]) -> EngineProfile:
+    """The stored profile ``base`` a file was fitted from (itself read by these rules); one line when there is none
+    or the chain of bases returns to a file already on it."""
+    from scaleright.estimate.calibration import check_profile_name
+    from scaleright.textfile import read_text
+    from scaleright.userdata import load_json
+
+    try:
+        check_profile_name(base)
+        target: Path | None = engine_dir() / f"{base}.json"
+    except InputError:
+        target = None
+    if target is None or target.is_symlink() or not target.is_file():
+        raise CatalogFileError(f"{where}: its base engine {base!r} (provenance.base) is neither built-in nor stored, "
+                               "so the fields it lacks have no value; refit it with calibrate --serving --name")
+    if target in seen:
+        raise CatalogFileError(f"{where}: its chain of base profiles returns to {target} (provenance.base)")
+    return _read(load_json(read_text(target), str(target)), target, seen)[0]
+
+
 def _profile_from(data: Any, path: Path) -> EngineProfile:
-    from scaleright.estimate.engines import EngineProfile
+    """The profile in the parsed file ``data`` at ``path`` (module docstring); ``CatalogFileError`` naming the file
+    and the field when it is not one."""
+    return _read(data, path, ())[0]
+
+
+def _read(data: Any, path: Path, seen: tuple[Path, ...]) -> tuple[EngineProfile, list[str]]:
+    """The profile, and the fields it took from its base (``seen``: the files already on the chain of bases)."""
+    from scaleright.estimate.engines import SEQUENCE_OVERHEAD_BOUNDS_S, EngineProfile
     from scaleright.workload.precision import KV_PRECISIONS
 
     where = f"engine profile {path}"
     if not isinstance(data, dict) or not isinstance(data.get("profile"), dict):
         raise CatalogFileError(f"{where}: not an engine profile (expected an object with 'profile')")
-    p = data["profile"]
+    p = dict(data["profile"])
     names = [f.name for f in fields(EngineProfile)]
-    missing, extra = [n for n in names if n not in p], sorted(set(p) - set(names))
-    if missing or extra:
-        raise CatalogFileError(f"{where}: " + "; ".join(
-            x for x in (f"missing {', '.join(missing)}" if missing else "",
-                        f"unknown {', '.join(extra)}" if extra else "") if x))  # fmt: skip
+    extra = sorted(set(p) - set(names))
+    if extra:
+        raise CatalogFileError(f"{where}: unknown field {', '.join(extra)}: not a factor this scaleright models (a "
+                               f"newer version wrote it?); upgrade scaleright, or refit it with calibrate --serving "
+                               f"--name {path.stem} --force")  # fmt: skip
+    missing = [n for n in FIRST_SCHEMA_FIELDS if n not in p]
+    if missing:
+        raise CatalogFileError(f"{where}: missing {', '.join(missing)}")
+    added = [n for n in names if n not in p]  # fields newer than the file: its base's values
     for key in ("iteration_overhead_s", "gemm_efficiency_factor", "frontend_latency_s"):
-        v = p[key]
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
-            raise CatalogFileError(f"{where}: {key}={v!r} must be a finite number >= 0")
+        _number(where, key, p[key])
     hbm = p["hbm_fraction"]
     if hbm is not None and (isinstance(hbm, bool) or not isinstance(hbm, (int, float)) or not 0 < hbm <= 1):
         raise CatalogFileError(f"{where}: hbm_fraction={hbm!r} must lie in (0, 1] or be null")
-    if p["quantised_kv_precision"] not in KV_PRECISIONS:
+    if not isinstance(p["quantised_kv_precision"], str) or p["quantised_kv_precision"] not in KV_PRECISIONS:
         raise CatalogFileError(f"{where}: quantised_kv_precision={p['quantised_kv_precision']!r} not allowed; "
                                f"allowed: {', '.join(KV_PRECISIONS)}")  # fmt: skip
-    if not isinstance(p["custom_all_reduce"], bool):
-        raise CatalogFileError(f"{where}: custom_all_reduce must be true or false")
+    for key in ("custom_all_reduce", "fused_elementwise"):
+        if key in p and not isinstance(p[key], bool):
+            raise CatalogFileError(f"{where}: {key}={p[key]!r} must be true or false")
+    if "max_num_seqs" in p:
+        _count(where, "max_num_seqs", p["max_num_seqs"], "batch")
+    if "sequence_overhead_s" in p:
+        p["sequence_overhead_s"] = _number(where, "sequence_overhead_s", p["sequence_overhead_s"],
+                                           *SEQUENCE_OVERHEAD_BOUNDS_S)  # fmt: skip
+    if "dequantize_above_rows" in p:
+        _count(where, "dequantize_above_rows", p["dequantize_above_rows"], "tokens_per_request", none=True)
     for key in ("name", "status", "note"):
         if not isinstance(p[key], str):
             raise CatalogFileError(f"{where}: {key} must be text")
@@ -113,7 +216,10 @@ def _profile_from(data: Any, path: Path) -> EngineProfile:
     g = p["grounded_in"]
     if not isinstance(g, list) or not all(isinstance(x, str) for x in g):
         raise CatalogFileError(f"{where}: grounded_in must be a list of text")
-    return EngineProfile(**{**p, "grounded_in": tuple(g), "hbm_fraction": None if hbm is None else float(hbm)})
+    if added:
+        p.update(_base_values(where, path, data, added, (*seen, path)))
+    prof = EngineProfile(**{**p, "grounded_in": tuple(g), "hbm_fraction": None if hbm is None else float(hbm)})
+    return prof, added
 
 
 def check_engine_name(name: str) -> str:
@@ -144,18 +250,19 @@ def load_engine_profile(name: str) -> EngineProfile | None:
 
 
 def read_stored(path: Path) -> dict[str, Any]:
-    """What ``calibrate list`` shows of one stored engine profile: its provenance, or why it does not load."""
+    """What ``calibrate list`` shows of one stored engine profile: its provenance and the fields it took from its
+    base profile (``from_base``, not fitted: the file predates them), or why it does not load."""
     from scaleright.errors import ScalerightError
     from scaleright.textfile import read_text
     from scaleright.userdata import load_json
 
     try:
         data = load_json(read_text(path), str(path))
-        prof = _profile_from(data, path)
+        prof, added = _read(data, path, ())
     except ScalerightError as exc:
         return {"name": path.stem, "path": str(path), "ok": False, "error": str(exc)}
     return {"name": path.stem, "path": str(path), "ok": True, "profile": asdict(prof),
-            "provenance": data.get("provenance")}  # fmt: skip
+            "provenance": data.get("provenance"), "from_base": added}  # fmt: skip
 
 
 def save_engine_profile(name: str, profile: EngineProfile, *, provenance: dict[str, Any],

@@ -48,7 +48,13 @@ from scaleright.errors import UnknownNameError
 if TYPE_CHECKING:
     from scaleright.estimate.calibration import Calibration
 
-__all__ = ["ENGINES", "EngineProfile", "calibrated_engine", "engine_names", "get_engine"]
+__all__ = ["ENGINES", "EngineProfile", "SEQUENCE_OVERHEAD_BOUNDS_S", "calibrated_engine", "engine_names", "get_engine"]
+
+# the physical range of ``sequence_overhead_s`` (seconds per sampled sequence per iteration): none (an engine loop
+# that overlaps its host work with the GPU step) to 1 ms (a Python loop's per-sequence work); the one home of the
+# range that ``bench.calibrate_serving`` fits within, ``benchmarks/serve_accuracy.py`` too, and that a stored
+# profile (``estimate.engine_store``) must lie in
+SEQUENCE_OVERHEAD_BOUNDS_S = (0.0, 1e-3)
 
 
 @dataclass(frozen=True)
