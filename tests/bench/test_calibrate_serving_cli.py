@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from test_serve_calibrate import RUN_SHAPES, _synthetic_run
+from test_serve_calibrate import RUN_SHAPES, V0, _synthetic_run
 
 from scaleright.bench.db import RunStore
 
@@ -48,6 +48,26 @@ def test_calibrate_serving_out_writes_the_same_fit(cli, serve_db, tmp_path):
     assert json.loads(out.read_text()) == data
     # the hand-chosen frontend latency of the synthetic runs (20 ms), recovered
     assert data["profile"]["frontend_latency_s"] == pytest.approx(0.02, rel=0.05) and data["runs"] == [1, 2, 3]
+
+
+def test_calibrate_serving_fits_the_host_time_per_sequence_of_vllm_v0_runs(cli, tmp_path):
+    # the synthetic runs measured under 100 µs of host work per sequence per iteration, stored as bench serve stores
+    # a run against a vLLM 0.6.3 server (V0's engine loop): calibrate --serving fits the term without being asked
+    db = tmp_path / "runs.sqlite"
+    store = RunStore(db)
+    for i, shape in enumerate(RUN_SHAPES):
+        r = _synthetic_run(i + 1, V0, **shape)
+        store.add(kind="serve", model=r["model"], layout=r["layout"], metrics=r["metrics"],
+                  hardware={"fingerprint": "synthetic", "engine": "vllm", "engine_version": "0.6.3"},
+                  software={})  # fmt: skip
+    proc = cli("calibrate", "--serving", "--db", db, "--json")
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    assert "sequence_overhead_s" in data["fitted"] and data["on_bound"] == []
+    assert data["profile"]["sequence_overhead_s"] == pytest.approx(100e-6, rel=0.15)
+    proc = cli("calibrate", "--serving", "--db", db)
+    assert proc.returncode == 0, proc.stderr
+    assert [line for line in proc.stdout.splitlines() if "sequence_overhead_s" in line]  # a row of the table
 
 
 @pytest.mark.parametrize("args, line", [

@@ -16,7 +16,13 @@ import json
 import pytest
 from fake_openai_server import FakeOpenAIServer, FakeTiming
 
-from scaleright.bench.calibrate_serving import fit_engine, serving_inputs, simulate_run
+from scaleright.bench.calibrate_serving import (
+    default_fit_params,
+    fit_engine,
+    serial_host_loop,
+    serving_inputs,
+    simulate_run,
+)
 from scaleright.bench.db import RunStore
 from scaleright.catalog import get_gpu
 from scaleright.errors import InputError
@@ -163,3 +169,67 @@ def test_calibrate_serving_refuses_to_write_over_the_database(cli, tmp_path, syn
     proc = cli("bench", "calibrate-serving", "--db", db, "--out", db)
     assert proc.returncode == 2 and "--out" in proc.stderr and len(proc.stderr.splitlines()) == 1
     assert db.read_bytes() == before
+
+
+# vLLM's V1 engine loop is the default from 0.8.0 (the vLLM 0.8.0 release notes); before it, V0 ran each sequence's
+# output processing and detokenisation in Python between GPU steps. TensorRT-LLM (C++ batch manager) and llama.cpp
+# have no such loop. "0.0.0-fake" (the fake server's) and no version are not release versions: not known.
+@pytest.mark.parametrize("engine, version, serial", [
+    ("vllm", "0.6.3", True), ("vllm", "0.6.3.post1", True), ("vllm", "0.7.3", True),
+    ("vllm", "0.6.4.dev26+g1a2b3c4", True), ("vllm", "0.8.0", False), ("vllm", "0.10.1", False),
+    ("vllm", "1.0.0rc1", False), ("vllm", "0.0.0-fake", None), ("vllm", None, None), ("vllm", "", None),
+    ("tensorrt_llm", "0.14.0", False), ("llamacpp", None, False), ("sglang", "0.4.1", False), (None, None, None),
+    ("uvicorn", "0.6.3", None),
+])  # fmt: skip
+def test_which_servers_ran_a_serial_host_loop(engine, version, serial):
+    assert serial_host_loop(engine, version) is serial
+
+
+V0 = dataclasses.replace(TRUTH, sequence_overhead_s=100e-6)  # 100 µs of host work per sequence per iteration
+
+
+def _served(run: dict, engine: str | None = "vllm", version: str | None = "0.6.3.post1") -> dict:
+    """``run`` as bench serve stores it when the server identified itself as ``engine`` ``version``."""
+    return {**run, "hardware": {"engine": engine, "engine_version": version, "fingerprint": "synthetic"}}
+
+
+@pytest.fixture(scope="module")
+def v0_runs() -> list[dict]:
+    return [_served(_synthetic_run(i + 1, V0, **shape)) for i, shape in enumerate(RUN_SHAPES)]
+
+
+def test_runs_of_vllm_v0_fit_the_per_sequence_host_time_by_default(v0_runs):
+    runs = [serving_inputs(r) for r in v0_runs]
+    profile, report = fit_engine(runs)
+    assert report["fitted"] == ["iteration_overhead_s", "hbm_fraction", "frontend_latency_s", "sequence_overhead_s"]
+    assert report["fit_choice"].startswith("sequence_overhead_s fitted: every run was served by vLLM before 0.8")
+    assert profile.sequence_overhead_s == pytest.approx(100e-6, rel=0.15)
+    assert profile.frontend_latency_s == pytest.approx(0.02, rel=0.05)
+    assert report["median_abs_pct_error_after"] < 1.0 and report["on_bound"] == []
+    # without the term the 64-sequence batches of run 2 cannot be matched with the batch-1 run 1 (it costs 6.4 ms
+    # per iteration there and 0.1 ms at batch 1): the same runs fit worse
+    _, three = fit_engine(runs, params=("iteration_overhead_s", "hbm_fraction", "frontend_latency_s"))
+    assert three["fit_choice"] == "as asked: iteration_overhead_s, hbm_fraction, frontend_latency_s"
+    assert three["median_abs_pct_error_after"] > 5 * report["median_abs_pct_error_after"]
+
+
+def test_other_runs_keep_the_base_per_sequence_host_time_and_say_why(v0_runs):
+    v0 = serving_inputs(v0_runs[0])
+    v1 = serving_inputs(_served(v0_runs[1], version="0.10.1"))
+    unknown = serving_inputs(_served(v0_runs[2], version=None))
+    trt = serving_inputs(_served(v0_runs[2], engine="tensorrt_llm", version="0.14.0"))
+    params, why = default_fit_params([v0, v1, unknown])
+    assert params == ("iteration_overhead_s", "hbm_fraction", "frontend_latency_s")
+    assert why == ("sequence_overhead_s not fitted (kept as in the base profile): run 2 (vllm 0.10.1: no serial "
+                   "host loop), run 3 (vllm: engine loop not known)")  # fmt: skip
+    assert default_fit_params([trt])[0] == params
+    assert default_fit_params([serving_inputs(r) for r in v0_runs])[0] == (*params, "sequence_overhead_s")
+
+
+def test_a_per_sequence_host_time_pushed_to_its_bound_of_zero_is_named():
+    # a V0 server measured without any per-sequence host work: the fitted term sits on its lower bound (0)
+    runs = [serving_inputs(_served(_synthetic_run(1, TRUTH, concurrency=8, requests=16)))]
+    profile, report = fit_engine(runs, base=TRUTH, params=("sequence_overhead_s",))
+    assert profile.sequence_overhead_s == 0.0
+    assert report["on_bound"] == ["sequence_overhead_s"] and report["bounds"]["sequence_overhead_s"] == (0.0, 1e-3)
+    assert "on its bound: sequence_overhead_s" in profile.note

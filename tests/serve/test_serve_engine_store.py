@@ -159,3 +159,32 @@ def test_delete_removes_only_a_stored_engine_profile(cal_env, monkeypatch, capsy
     assert not (d / "copy.json").exists() and (d / "fake-vllm.json").exists()
     assert_one_line(*run_main(["calibrate", "delete", "nothing", "--serving"], monkeypatch, capsys),
                     r"^error: NAME=nothing: no engine profile of that name in .*; stored: fake-vllm$")
+
+
+def test_the_fit_stored_without_the_fields_added_since_loads_simulates_and_shows(cal_env, monkeypatch, capsys):
+    # the file as a scaleright before fused_elementwise, max_num_seqs, sequence_overhead_s and dequantize_above_rows
+    # wrote it: the fake-vllm fit (vLLM base, which the fit left those fields at) with the four keys removed
+    d: Path = cal_env["dir"] / "engines"
+    body = json.loads((d / "fake-vllm.json").read_text())
+    new = ("fused_elementwise", "max_num_seqs", "sequence_overhead_s", "dequantize_above_rows")
+    assert all(k in body["profile"] for k in new)  # a profile written now holds them
+    old = {k: v for k, v in body["profile"].items() if k not in new} | {"name": "fake-old"}
+    (d / "fake-old.json").write_text(json.dumps({**body, "profile": old}))
+    try:
+        code, out, err = run_main(["serve", "simulate", *SIM, "--engine", "fake-old", "--json"], monkeypatch, capsys)
+        assert code == 0, err
+        assert [line for line in err.splitlines() if line.startswith("note:")] == [
+            f"note: engine profile {d / 'fake-old.json'} was stored before fused_elementwise, max_num_seqs, "
+            "sequence_overhead_s, dequantize_above_rows existed: fused_elementwise=False, max_num_seqs=256, "
+            "sequence_overhead_s=0.0, dequantize_above_rows=None taken from its base, the built-in engine 'vllm', "
+            "not fitted (refit it with calibrate --serving --name fake-old --force)"]
+        full = json.loads(run_main(["serve", "simulate", *SIM, "--engine", "fake-vllm", "--json"], monkeypatch,
+                                   capsys)[1])  # fmt: skip
+        got = json.loads(out)
+        for key in ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms", "output_tokens_per_s"):
+            assert got[key] == full[key]  # the removed fields held vLLM's values: the same simulation
+        code, out, err = run_main(["calibrate", "show", "fake-old", "--serving"], monkeypatch, capsys)
+        assert code == 0, err
+        assert "Engine profile 'fake-old' (fitted from vllm" in out and "iteration_overhead_s" in out
+    finally:
+        (d / "fake-old.json").unlink()
