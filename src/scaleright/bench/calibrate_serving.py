@@ -15,7 +15,7 @@ bounded soft-L1 least squares on log errors, within ``ENGINE_FIT_BOUNDS``; a tru
 along which the first two trade off: decode time ≈ bytes / (fraction · bandwidth) + overhead). The frontend latency
 is added to every request's TTFT and end-to-end latency and to nothing else (``serve.simulate``), so a profile
 differing only in it is the cached simulation with every TTFT and end-to-end statistic shifted by the difference:
-only the other two factors re-run the simulator. A factor that
+only the other factors re-run the simulator. A factor that
 ends on its bound is named in the report (``on_bound``): the profile is then missing a physical term, and widening
 the bound would hide it. The fit is in-sample: its ``error_after`` is on the runs it was fitted to.
 
@@ -43,9 +43,9 @@ from scaleright.errors import InputError
 from scaleright.estimate.calibration import DEFAULT_CALIBRATION, Calibration
 from scaleright.estimate.engines import SEQUENCE_OVERHEAD_BOUNDS_S, EngineProfile, get_engine
 
-__all__ = ["ENGINE_FIT_BOUNDS", "FIT_METRICS", "COMPARED", "VLLM_V1_FROM", "ServingInputs", "serving_inputs",
-           "load_serving_runs", "simulate_run", "compare_run", "fit_engine", "default_fit_params", "serial_host_loop",
-           "engine_provenance"]
+__all__ = ["ENGINE_FIT_BOUNDS", "ALWAYS_FITTED", "FIT_METRICS", "COMPARED", "VLLM_V1_FROM", "ServingInputs",
+           "serving_inputs", "load_serving_runs", "simulate_run", "compare_run", "fit_engine", "default_fit_params",
+           "serial_host_loop", "engine_provenance"]
 
 # factor -> (low, high): the physical range the fit may not leave
 ENGINE_FIT_BOUNDS: dict[str, tuple[float, float]] = {
@@ -139,7 +139,8 @@ def serving_inputs(run: dict, *, catalog: Any = None, sim_model: str | None = No
 def serial_host_loop(engine: object, version: object) -> bool | None:
     """Whether the server ``bench serve`` identified (``engine``: ``GET /v1/models``' ``owned_by``, ``version``:
     ``GET /version``) runs its per-sequence host work between GPU steps: True for vLLM before ``VLLM_V1_FROM`` (V0),
-    False for vLLM from it and for every other engine, None for vLLM without a release version (not known)."""
+    False for vLLM from it and for every other engine ``ENGINE_OF_OWNER`` knows, None for vLLM without a release
+    version and for a server not identified (not known)."""
     from scaleright.bench.serve_client import ENGINE_OF_OWNER
 
     if not isinstance(engine, str) or ENGINE_OF_OWNER.get(engine.lower()) is None:
