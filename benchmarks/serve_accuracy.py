@@ -74,7 +74,7 @@ _GPU = {  # serving_engine.csv GPU strings -> catalog ids
     "NVIDIA H100 80GB HBM3 (Azure ND H100 v5)": "h100-sxm", "NVIDIA H200 141GB (Azure ND H200 v5)": "h200-sxm",
     "NVIDIA GeForce RTX 4090": "rtx-4090", "NVIDIA GeForce RTX 3090": "rtx-3090",
 }  # fmt: skip
-_PREC = {"FP8": "fp8", "FP16": "fp16", "F16": "fp16", "BF16": "bf16", "Q8_0": "int8", "Q4_0": "int4"}
+_PREC = {"FP8": "fp8", "FP16": "fp16", "F16": "fp16", "BF16": "bf16", "Q8_0": "q8_0", "Q4_0": "q4_0"}  # GGUF types
 _MODEL = {"llama 7b (codellama-7b)": "llama-2-7b", "llama 7b": "llama-2-7b", "llama 8b": "llama-3.1-8b"}
 
 
@@ -212,18 +212,26 @@ def engine_rows():
     return out, skipped
 
 
+FITTED = ("iteration_overhead_s", "hbm_fraction", "frontend_latency_s", "sequence_overhead_s")  # what a fold fits
+
+
 def predict(cases: list[Case], profile: EngineProfile) -> list[float]:
     """Each case's predicted value under ``profile`` (one simulation per row, shared by its metrics). Rows of an
     offline benchmark (``benchmark_latency``, ``llama-bench``, closed-loop tables) run without the profile's
     frontend latency: no HTTP server or tokeniser stands between their clock and the engine loop. Only rows of a
-    serial host loop (``Case.serial_host``) pay the profile's ``sequence_overhead_s``."""
+    serial host loop (``Case.serial_host``) pay the profile's ``sequence_overhead_s``. A row of another engine
+    than ``profile``'s (a fold that trains on other engines' rows) runs its own engine's profile with ``profile``'s
+    fitted factors (``FITTED``): its documented behaviour (GGUF loading and llama.cpp's dequantisation, fused
+    kernels, KV format, ``max_num_seqs``) stays its engine's."""
     sims: dict[int, SimulationResult] = {}
     out = []
     for c in cases:
         key = id(c.sim)
         if key not in sims:
+            own = profile if c.engine == profile.name else dataclasses.replace(
+                get_engine(c.engine), **{k: getattr(profile, k) for k in FITTED})
             sims[key] = c.sim(dataclasses.replace(
-                profile, frontend_latency_s=profile.frontend_latency_s if c.online else 0.0,
+                own, frontend_latency_s=profile.frontend_latency_s if c.online else 0.0,
                 sequence_overhead_s=profile.sequence_overhead_s if c.serial_host else 0.0))
         out.append(float(c.value(sims[key])))
     return out
