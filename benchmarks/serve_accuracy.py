@@ -10,13 +10,14 @@ from a neutral 1 ms / the calibration's decode bandwidth fraction, not from the 
 source is scored with that profile. The other sources are those of the same engine where there are any; an engine
 with no second source (TensorRT-LLM's online table: its other sources are the Azure tables, left out below;
 llama.cpp) is predicted from the rows of the other engines, as a user of an engine without measurements would be.
-The engine's documented behaviour (its KV format for 8-bit checkpoints, its one-shot all-reduce, its default
-``max_num_seqs``) is kept. Rows of an engine whose host loop runs between GPU steps (vLLM's V0 engine: the 405B
-blog, which names ``benchmarks/benchmark_latency.py`` and no version, is taken as V0; AMD's rows state vLLM 0.10.1,
-V1) are simulated with the profile's ``sequence_overhead_s`` (host time per sampled sequence per iteration), every
-other row without it (V1 overlaps that work with the GPU step); it is fitted, within ``SEQUENCE_OVERHEAD_BOUNDS_S``
-and from 0, wherever the training rows hold such rows, as a property of those rows: no other row pays it, so it is
-never carried to a held-out V1 row or another engine's.
+Each row keeps its own engine's documented behaviour (its KV format for 8-bit checkpoints, its one-shot all-reduce,
+its default ``max_num_seqs``, fused kernels, GGUF loading and llama.cpp's dequantisation), in a fold that trains on
+another engine's rows too: only the fitted factors are shared (``FITTED``). Rows of an engine whose host loop runs
+between GPU steps (vLLM's V0 engine: the 405B blog, which names ``benchmarks/benchmark_latency.py`` and no version,
+is taken as V0; AMD's rows state vLLM 0.10.1, V1) are simulated with the profile's ``sequence_overhead_s`` (host
+time per sampled sequence per iteration), every other row without it (V1 overlaps that work with the GPU step); it
+is fitted, within ``SEQUENCE_OVERHEAD_BOUNDS_S`` and from 0, wherever the training rows hold such rows, as a
+property of those rows: no other row pays it, so it is never carried to a held-out V1 row or another engine's.
 
 Sources (``validation/reference``):
 - ``infer_measured.csv`` 'Online Serving Measurements' (TensorRT-LLM 0.14 + Triton, 500 requests per row): each row
@@ -25,8 +26,9 @@ Sources (``validation/reference``):
 - ``components/serving_engine.csv``:
   vLLM (ROCm) ``benchmark_latency`` rows: B requests at once (closed loop, B clients, B requests), mean end-to-end
   latency; llama.cpp ``tg128`` (single stream, 128 tokens, no prompt: TPOT) and ``pp512`` (one 512-token prompt:
-  512 / TTFT tokens/s); TensorRT-LLM Azure tables: B clients, 4·B requests of 128 in / 8 out, input + output tokens/s
-  (reported, but not in the overall median: the tables sit an order of magnitude below the physical bounds).
+  512 / TTFT tokens/s; F16 / Q8_0 / Q4_0 as fp16 and the GGUF types q8_0 / q4_0); TensorRT-LLM Azure tables: B
+  clients, 4·B requests of 128 in / 8 out, input + output tokens/s (reported, but not in the overall median: the
+  tables sit an order of magnitude below the physical bounds).
   Rows without stated lengths (DBRX), token kinds not stated (offline tables), micro-batch sweeps and engines
   without a profile (MLC LLM, ExLlama) are skipped with the reason.
 Errors are ``predicted / measured − 1``; a group's score is the median of |error| over its rows, overall the median
