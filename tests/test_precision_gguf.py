@@ -83,6 +83,19 @@ def test_rows_not_a_whole_number_of_k_blocks_fall_back_as_llama_cpp_does(load_sp
     assert w.attention == pytest.approx(attn, rel=1e-12)
 
 
+def test_an_8_expert_model_keeps_attn_k_and_attn_v_at_q8_0_and_attn_output_at_q5_k(load_spec):
+    """llama.cpp's n_expert == 8 rule (Mixtral): attn_k / attn_v Q8_0 in every file type, attn_output Q5_K in Q4_K_M;
+    the experts' ffn_down Q6_K where use_more_bits, gate / up Q4_K; the router f32."""
+    spec = load_spec("mixtral-8x7b")
+    h, q, kv, f, n, e = spec.hidden, spec.q_dim, spec.kv_dim, spec.moe.expert_ffn_hidden, spec.layers, 8
+    more = sum(_more_bits(i, n) for i in range(n))
+    w = gguf_weight_bytes(spec, "q4_k_m")
+    assert w.attention == pytest.approx(n * (h * q * 4.5 + 2 * h * kv * 8.5 + q * h * 5.5) / 8, rel=1e-12)
+    down = (more * 6.5625 + (n - more) * 4.5) / 8 * e * f * h
+    assert w.routed_experts == pytest.approx(n * e * 2 * h * f * 4.5 / 8 + down, rel=1e-12)
+    assert w.ffn == pytest.approx(w.routed_experts + 4.0 * n * h * e, rel=1e-12)
+
+
 def test_every_catalog_model_has_its_own_bits_per_weight(load_spec):
     """The mix is per tensor from the model's shapes: a larger model spends a smaller share on the Q6_K head, so
     70B comes out under 8B; every model lands between its base type and Q8_0, and the blocks' vectors are a
@@ -195,3 +208,10 @@ def test_the_cli_refuses_gguf_on_trtllm_in_one_line_exit_2(monkeypatch, capsys):
     assert code == 0 and '"tpot_ms"' in out, err
     assert_one_line(*run_main([*args, "--engine", "trtllm"], monkeypatch, capsys),
                     r"GGUF file type and engine 'trtllm' loads no GGUF file; llama\.cpp runs GGUF")  # fmt: skip
+
+
+def test_a_plan_prints_no_precision_fallback_note_for_weight_only_gguf():
+    from scaleright.plan.planner import _infer_precision_note
+
+    for gid in ("rtx-4090", "h100-sxm", "mi300x"):
+        assert all(_infer_precision_note(get_gpu(gid), f) is None for f in GGUF_PRECISIONS)

@@ -263,15 +263,15 @@ def gguf_weight_bytes(spec: TransformerSpec, precision: str) -> GGUFBytes:
         moe = spec.moe
         is_moe = moe is not None and i >= moe.num_dense_layers and (i + 1) % moe.moe_every == 0
         if moe is not None and is_moe:
-            for width, count in ((moe.expert_ffn_hidden, moe.num_experts),
-                                 (moe.shared_ffn_hidden * moe.num_shared_experts, 1)):  # fmt: skip
+            for width, count, routed in ((moe.expert_ffn_hidden, moe.num_experts, True),
+                                         (moe.shared_ffn_hidden * moe.num_shared_experts, 1, False)):  # fmt: skip
                 if not width:
                     continue
                 b = count * (_bytes(spec, f, "ffn", i, h, n_up * h * width)
                              + _bytes(spec, f, "ffn_down", i, width, width * h))  # fmt: skip
                 ffn += b
                 ffn_p += count * (n_up + 1) * h * width
-                if count == moe.num_experts:
+                if routed:
                     exp += b
                     exp_p += count * (n_up + 1) * h * width
             ffn += 4.0 * h * moe.num_experts  # router (ffn_gate_inp) f32
