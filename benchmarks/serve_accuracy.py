@@ -10,13 +10,14 @@ from a neutral 1 ms / the calibration's decode bandwidth fraction, not from the 
 source is scored with that profile. The other sources are those of the same engine where there are any; an engine
 with no second source (TensorRT-LLM's online table: its other sources are the Azure tables, left out below;
 llama.cpp) is predicted from the rows of the other engines, as a user of an engine without measurements would be.
-The engine's documented behaviour (its KV format for 8-bit checkpoints, its one-shot all-reduce, its default
-``max_num_seqs``) is kept. Rows of an engine whose host loop runs between GPU steps (vLLM's V0 engine: the 405B
-blog, which names ``benchmarks/benchmark_latency.py`` and no version, is taken as V0; AMD's rows state vLLM 0.10.1,
-V1) are simulated with the profile's ``sequence_overhead_s`` (host time per sampled sequence per iteration), every
-other row without it (V1 overlaps that work with the GPU step); it is fitted, within ``SEQUENCE_OVERHEAD_BOUNDS_S``
-and from 0, wherever the training rows hold such rows, as a property of those rows: no other row pays it, so it is
-never carried to a held-out V1 row or another engine's.
+Each row keeps its own engine's documented behaviour (its KV format for 8-bit checkpoints, its one-shot all-reduce,
+its default ``max_num_seqs``, fused kernels, GGUF loading and llama.cpp's dequantisation), in a fold that trains on
+another engine's rows too: only the fitted factors are shared (``FITTED``). Rows of an engine whose host loop runs
+between GPU steps (vLLM's V0 engine: the 405B blog, which names ``benchmarks/benchmark_latency.py`` and no version,
+is taken as V0; AMD's rows state vLLM 0.10.1, V1) are simulated with the profile's ``sequence_overhead_s`` (host
+time per sampled sequence per iteration), every other row without it (V1 overlaps that work with the GPU step); it
+is fitted, within ``SEQUENCE_OVERHEAD_BOUNDS_S`` and from 0, wherever the training rows hold such rows, as a
+property of those rows: no other row pays it, so it is never carried to a held-out V1 row or another engine's.
 
 Sources (``validation/reference``):
 - ``infer_measured.csv`` 'Online Serving Measurements' (TensorRT-LLM 0.14 + Triton, 500 requests per row): each row
@@ -25,8 +26,9 @@ Sources (``validation/reference``):
 - ``components/serving_engine.csv``:
   vLLM (ROCm) ``benchmark_latency`` rows: B requests at once (closed loop, B clients, B requests), mean end-to-end
   latency; llama.cpp ``tg128`` (single stream, 128 tokens, no prompt: TPOT) and ``pp512`` (one 512-token prompt:
-  512 / TTFT tokens/s); TensorRT-LLM Azure tables: B clients, 4·B requests of 128 in / 8 out, input + output tokens/s
-  (reported, but not in the overall median: the tables sit an order of magnitude below the physical bounds).
+  512 / TTFT tokens/s; F16 / Q8_0 / Q4_0 as fp16 and the GGUF types q8_0 / q4_0); TensorRT-LLM Azure tables: B
+  clients, 4·B requests of 128 in / 8 out, input + output tokens/s (reported, but not in the overall median: the
+  tables sit an order of magnitude below the physical bounds).
   Rows without stated lengths (DBRX), token kinds not stated (offline tables), micro-batch sweeps and engines
   without a profile (MLC LLM, ExLlama) are skipped with the reason.
 Errors are ``predicted / measured − 1``; a group's score is the median of |error| over its rows, overall the median
@@ -74,7 +76,7 @@ _GPU = {  # serving_engine.csv GPU strings -> catalog ids
     "NVIDIA H100 80GB HBM3 (Azure ND H100 v5)": "h100-sxm", "NVIDIA H200 141GB (Azure ND H200 v5)": "h200-sxm",
     "NVIDIA GeForce RTX 4090": "rtx-4090", "NVIDIA GeForce RTX 3090": "rtx-3090",
 }  # fmt: skip
-_PREC = {"FP8": "fp8", "FP16": "fp16", "F16": "fp16", "BF16": "bf16", "Q8_0": "int8", "Q4_0": "int4"}
+_PREC = {"FP8": "fp8", "FP16": "fp16", "F16": "fp16", "BF16": "bf16", "Q8_0": "q8_0", "Q4_0": "q4_0"}  # GGUF types
 _MODEL = {"llama 7b (codellama-7b)": "llama-2-7b", "llama 7b": "llama-2-7b", "llama 8b": "llama-3.1-8b"}
 
 
@@ -211,18 +213,26 @@ def engine_rows():
     return out, skipped
 
 
+FITTED = ("iteration_overhead_s", "hbm_fraction", "frontend_latency_s", "sequence_overhead_s")  # what a fold fits
+
+
 def predict(cases: list[Case], profile: EngineProfile) -> list[float]:
     """Each case's predicted value under ``profile`` (one simulation per row, shared by its metrics). Rows of an
     offline benchmark (``benchmark_latency``, ``llama-bench``, closed-loop tables) run without the profile's
     frontend latency: no HTTP server or tokeniser stands between their clock and the engine loop. Only rows of a
-    serial host loop (``Case.serial_host``) pay the profile's ``sequence_overhead_s``."""
+    serial host loop (``Case.serial_host``) pay the profile's ``sequence_overhead_s``. A row of another engine
+    than ``profile``'s (a fold that trains on other engines' rows) runs its own engine's profile with ``profile``'s
+    fitted factors (``FITTED``): its documented behaviour (GGUF loading and llama.cpp's dequantisation, fused
+    kernels, KV format, ``max_num_seqs``) stays its engine's."""
     sims: dict[int, SimulationResult] = {}
     out = []
     for c in cases:
         key = id(c.sim)
         if key not in sims:
+            own = profile if c.engine == profile.name else dataclasses.replace(
+                get_engine(c.engine), **{k: getattr(profile, k) for k in FITTED})
             sims[key] = c.sim(dataclasses.replace(
-                profile, frontend_latency_s=profile.frontend_latency_s if c.online else 0.0,
+                own, frontend_latency_s=profile.frontend_latency_s if c.online else 0.0,
                 sequence_overhead_s=profile.sequence_overhead_s if c.serial_host else 0.0))
         out.append(float(c.value(sims[key])))
     return out

@@ -229,10 +229,10 @@ def test_a_serial_host_loop_adds_its_per_sequence_time_for_every_sequence_that_s
 
 
 # llama.cpp PR #4766 (serving_engine.csv): codellama-7b on an RTX 4090, pp512 tokens/s for F16, Q8_0 and Q4_0
-PP512_TOK_S = {"fp16": 11048.22, "int8": 7664.0, "int4": 7979.85}
+PP512_TOK_S = {"fp16": 11048.22, "q8_0": 7664.0, "q4_0": 7979.85}
 
 
-@pytest.mark.parametrize("precision", ["int8", "int4"])
+@pytest.mark.parametrize("precision", ["q8_0", "q4_0"])
 def test_llama_cpp_prefill_of_gguf_weights_pays_a_dequantisation_pass_as_measured(load_spec, precision):
     """A 512-token prompt on Q8_0 / Q4_0 weights takes longer than on F16 in llama.cpp's CUDA backend, though it
     reads fewer weight bytes: products of more than 32 tokens dequantise every matrix to an fp16 copy and run the
@@ -252,10 +252,10 @@ def test_llama_cpp_reads_packed_weights_up_to_32_rows_and_dequantises_above(load
     batch-1 decode step takes under half as long, and 32 rows never longer than F16); from 33 rows the
     dequantise-then-fp16 path costs more than F16 itself."""
     spec, gpu = load_spec("llama-2-7b"), get_gpu("rtx-4090")
-    model = {p: IterationModel(spec, gpu=gpu, precision=p, engine="llama.cpp", max_rows=64) for p in ("fp16", "int4")}
-    assert model["int4"].time_s(decode_batch=1) < 0.5 * model["fp16"].time_s(decode_batch=1)
-    assert model["int4"].time_s(decode_batch=32) <= model["fp16"].time_s(decode_batch=32)
-    assert model["int4"].time_s(prefill_tokens=33, prefill_seqs=1) > model["fp16"].time_s(prefill_tokens=33,
+    model = {p: IterationModel(spec, gpu=gpu, precision=p, engine="llama.cpp", max_rows=64) for p in ("fp16", "q4_0")}
+    assert model["q4_0"].time_s(decode_batch=1) < 0.5 * model["fp16"].time_s(decode_batch=1)
+    assert model["q4_0"].time_s(decode_batch=32) <= model["fp16"].time_s(decode_batch=32)
+    assert model["q4_0"].time_s(prefill_tokens=33, prefill_seqs=1) > model["fp16"].time_s(prefill_tokens=33,
                                                                                           prefill_seqs=1)  # fmt: skip
     # engines whose quantised kernels read the packed weights at every size (vLLM's Marlin / int8 GEMMs) never do
     vllm = {p: IterationModel(spec, gpu=gpu, precision=p, engine="vllm", max_rows=64) for p in ("fp16", "int4")}

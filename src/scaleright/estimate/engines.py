@@ -26,9 +26,9 @@ A profile is a small named data entry (a registry, as Vidur's ``utils/base_regis
   another process and overlaps scheduling with the GPU step, and TensorRT-LLM's C++ batch manager and llama.cpp
   add no per-sequence Python work: 0 for every shipped profile. ``benchmarks/serve_accuracy.py`` fits it to, and applies
   it on, rows of a V0 engine (the 405B blog) only;
-- ``dequantize_above_rows``: for int8 / int4 (GGUF Q8_0 / Q4_0) weights, a GEMM of more rows than this runs as the
-  engine's dequantise-then-16-bit-GEMM path: each quantised weight matrix is read, written out as fp16, and the
-  fp16 copy multiplied (llama.cpp's CUDA backend: products of more than ``MMQ_MAX_BATCH_SIZE`` = 32 tokens go to
+- ``dequantize_above_rows``: for int8 / int4 and GGUF (``q8_0`` .. ``q4_0``) weights, a GEMM of more rows than this
+  runs as the engine's dequantise-then-16-bit-GEMM path: each quantised weight matrix is read, written out as fp16,
+  and the fp16 copy multiplied (llama.cpp's CUDA backend: products of more than ``MMQ_MAX_BATCH_SIZE`` = 32 tokens go to
   cuBLAS on a dequantised fp16 buffer when tensor cores are used, fewer run its quantised mat-vec / MMQ kernels on
   the packed blocks). None: the engine's quantised kernels read the packed weights at every size (vLLM, SGLang,
   TensorRT-LLM).
@@ -146,8 +146,9 @@ ENGINES: dict[str, EngineProfile] = {
                 "RTX 4090, llama 7B Q4_0 on RTX 3090 Ti (ms per token = 1000 / tokens per second)"),
                 "components/serving_engine.csv: llama.cpp pp512 rows (prefill tokens per second)",
             ),
-            note="Single-stream decode streams weights at ~80 % of HBM bandwidth (tg128 rows within ~15 %; Q8_0 "
-                 "counted at 1 B per weight, GGUF's block scales make it 1.0625). Prefill (pp512) is not fitted: "
+            note="Single-stream decode streams weights at ~80 % of HBM bandwidth (tg128 rows within ~15 %; Q8_0 / "
+                 "Q4_0 read at their GGUF bytes, 1.0625 / 0.5625 B per weight, the head Q8_0 / Q6_K). Prefill "
+                 "(pp512) is not fitted: "
                  "Q8_0 / Q4_0 prompts run the dequantise-then-fp16 path (dequantize_above_rows), which puts the "
                  "quantised rows 20.5 / 17.9 ms above F16 as measured (modelled 25 / 21 ms), but all three pp512 "
                  "rows sit ~45 % under: their GEMMs run at the ada-ad102 ceiling taken from the L40S (0.744 of "

@@ -23,6 +23,12 @@ chunked prefills. On one replica of ``tp · pp`` GPUs it costs
   proportional to the HBM bandwidth; a long prefill chunk is compute-bound. Peak and GEMM efficiency follow the
   compute precision (``compute_precision``; fp32 weights run GEMMs and attention at the fp32 / TF32 rate), set
   up once by ``layer.roofline``.
+- Weights are read at their stored bytes (``workload.precision``): a GGUF file type (``q8_0``, ``q6_k``,
+  ``q5_k_m``, ``q4_k_m``, ``q4_0``) at its own tensors' bytes (``workload.params.gguf_weight_bytes``: the attention
+  and FFN matrices each at their mix of ggml types, the head at its output tensor's type). GGUF is weight-only
+  and runs as the int8 path (``compute_precision``); an engine with ``dequantize_above_rows`` (llama.cpp)
+  dequantises it to fp16 for GEMMs of more rows, as it does int8 / int4. TensorRT-LLM loads no GGUF file: the
+  ``trtllm`` profile refuses one (``workload.precision.check_gguf_engine``).
 - Decode attention reads every sequence's KV cache once: its time is affine in the batch's total context, so a run
   of identical iterations whose contexts only grow can be summed in closed form (``DecodeRun``).
 - MoE layers read only the experts the batch touches, E·(1 − (1 − k/E)^m) of E; with expert parallelism
@@ -59,8 +65,8 @@ from scaleright.estimate.engines import EngineProfile, calibrated_engine, get_en
 from scaleright.estimate.layer import elementwise_values, ffn_width, gemm_time, layer_gemm_times, roofline
 from scaleright.estimate.layout import Layout
 from scaleright.estimate.memory import kv_cache_bytes
-from scaleright.workload.params import ParamCounts, count_params
-from scaleright.workload.precision import bytes_per_element
+from scaleright.workload.params import ParamCounts, count_params, gguf_weight_bytes
+from scaleright.workload.precision import bytes_per_element, check_gguf_engine, is_gguf
 from scaleright.workload.spec import TransformerSpec
 
 if TYPE_CHECKING:
@@ -73,9 +79,13 @@ __all__ = ["DecodeRun", "IterationModel", "compute_precision", "fused_elementwis
 
 def compute_precision(gpu: Accelerator, precision: str) -> str:
     """The tensor-core format the GEMMs run in: weight-only int4 runs in 16-bit; fp8/fp4/int8 natively if the
-    GPU has a rate for it, else in 16-bit after dequantisation."""
+    GPU has a rate for it, else in 16-bit after dequantisation. GGUF types run int8 where the GPU has an int8
+    rate: ggml's quantised kernels (llama.cpp's MMQ / MMVQ, vLLM's ``ggml_mul_mat_a8`` ports) quantise the
+    activations to q8_1 and take integer dot products on the unpacked blocks, for every block format."""
     if precision in ("fp32",):
         return "fp32"
+    if is_gguf(precision):
+        precision = "int8"
     if precision in ("fp8", "fp4", "int8") and gpu.dense_tflops.get(precision):
         return precision
     return "fp16" if not gpu.dense_tflops.get("bf16") else "bf16"
@@ -169,6 +179,7 @@ class IterationModel:
         serving_layout(spec, tp=tp, pp=pp, ep=ep)
         self.engine = (calibrated_engine(cal) if engine is None
                        else get_engine(engine) if isinstance(engine, str) else engine)  # fmt: skip
+        check_gguf_engine(precision, self.engine.name)
         self.kv_precision = kv_precision or self.engine.kv_precision_for(precision)
         bytes_per_element(self.kv_precision, field="kv_precision")
         if max_rows < 0:
@@ -189,6 +200,14 @@ class IterationModel:
                                 if prof.hbm_fraction is not None else rl.decode_hbm)  # fmt: skip
         self._stream_hbm = rl.hbm  # norms, activations, residuals: STREAM-like kernels
         bpe = bytes_per_element(precision)
+        # GGUF: the file's own bytes per weight of the attention and FFN matrices and of the head's tensor
+        # (``workload.params.gguf_weight_bytes``); other formats: one figure, the head at 16 bits at least
+        self._ffn_bpe: float | None = None
+        self._head_bpe = max(bpe, 2.0)
+        if is_gguf(precision):
+            w = gguf_weight_bytes(spec, precision)
+            bpe, self._ffn_bpe = w.attention / w.attention_params, w.ffn / w.ffn_params
+            self._head_bpe = w.head_bytes_per_weight
         self._act = 4.0 if precision == "fp32" else 2.0  # activation bytes: fp32 models keep fp32 activations
         share = rl.tensor / (rl.peak * rl.arch.gemm_efficiency)  # the calibration's share of the GEMM ceiling
         # the engine's factor on that share, the product at most 1 (the measured ceiling)
@@ -199,15 +218,17 @@ class IterationModel:
         # GEMMs run in 16-bit on the fp16 copy, after a pass that reads the packed weights and writes the copy
         self._dequant_rows: int | None = None
         self._dequant_s = 0.0
-        if prof.dequantize_above_rows is not None and precision in ("int8", "int4"):
+        if prof.dequantize_above_rows is not None and (precision in ("int8", "int4") or is_gguf(precision)):
             rl16 = roofline(gpu, compute_precision(gpu, "fp16"), cal)
             share16 = rl16.tensor / (rl16.peak * rl16.arch.gemm_efficiency)
             self._gemm16 = dict(self._gemm, peak=rl16.tensor, eff_max=min(prof.gemm_efficiency_factor, 1.0 / share16),
                                 bytes_per_el=2.0)  # fmt: skip
-            per_gpu = (c.layers * c.attn_per_layer + c.dense_layers * c.dense_ffn_per_layer
-                       + c.moe_layers * c.moe_ffn_per_layer) / tp  # fmt: skip
+            attn_el = c.layers * c.attn_per_layer / tp
+            ffn_el = (c.dense_layers * c.dense_ffn_per_layer + c.moe_layers * c.moe_ffn_per_layer) / tp
+            packed = attn_el * bpe + ffn_el * (self._ffn_bpe if self._ffn_bpe is not None else bpe)
             self._dequant_rows = prof.dequantize_above_rows
-            self._dequant_s = per_gpu * (bpe + 2.0) / rl.hbm  # a STREAM-like read of the packed, write of the copy
+            # a STREAM-like read of the packed weights and write of the fp16 copy
+            self._dequant_s = (packed + 2.0 * (attn_el + ffn_el)) / rl.hbm
         # elementwise values per row and layer (replicated over tp, split over tp)
         if prof.fused_elementwise:
             self._elementwise = fused_elementwise_values(spec, c)
@@ -243,6 +264,9 @@ class IterationModel:
         # serving splits experts over the ep ranks of the tensor-parallel group: each expert sliced tp / ep ways
         attn, layer_ffn = layer_gemm_times(spec, c, tokens=mm, tp=tp, ep=ep, gemm=self._gemm, expert_tokens=mm,
                                            expert_tp=tp // ep)  # fmt: skip
+        if self._ffn_bpe is not None:  # GGUF: the FFN matrices at their own bytes per weight
+            layer_ffn = layer_gemm_times(spec, c, tokens=mm, tp=tp, ep=ep, expert_tokens=mm, expert_tp=tp // ep,
+                                         gemm={**self._gemm, "bytes_per_el": self._ffn_bpe})[1]  # fmt: skip
         deq = 0.0 * mm
         if self._dequant_rows is not None:  # many rows: dequantise once per iteration, then 16-bit GEMMs
             a16, f16 = layer_gemm_times(spec, c, tokens=mm, tp=tp, ep=ep, gemm=self._gemm16, expert_tokens=mm,
@@ -276,7 +300,7 @@ class IterationModel:
         spec, c = self.spec, self._c
         m = np.asarray(rows, dtype=float)
         head_params = c.embedding if spec.tied_embeddings else c.lm_head
-        gemm = {**self._gemm, "bytes_per_el": max(float(self._gemm["bytes_per_el"]), 2.0)}
+        gemm = {**self._gemm, "bytes_per_el": self._head_bpe}
         t = np.asarray(gemm_time(np.maximum(m, 1.0), spec.hidden, head_params / spec.hidden / self.tp, **gemm))
         t = t + self.engine.sequence_overhead_s * m  # the engine's host-side work per sampled sequence
         return np.asarray(np.where(m > 0, t, 0.0), dtype=float)

@@ -322,11 +322,13 @@ def _allowed_gpus(scn: Scenario, cat: Catalog):
 
 def _infer_precision_note(gpu, precision: str) -> str | None:
     """One line when ``gpu`` has no tensor rate for the serving ``precision`` and its GEMMs run wider (the weights
-    stay stored in ``precision``); None when it runs natively. int4 is weight-only by design, not a fallback."""
+    stay stored in ``precision``); None when it runs natively. int4 and the GGUF types are weight-only by design,
+    not a fallback."""
     from scaleright.estimate.infer import compute_precision
+    from scaleright.workload.precision import is_gguf
 
     ran = compute_precision(gpu, precision)
-    if precision in ("int4", "fp32") or ran == precision:
+    if precision in ("int4", "fp32") or is_gguf(precision) or ran == precision:
         return None
     return f"{gpu.id} has no {precision} tensor rate: {precision} weights multiply in {ran}"
 

@@ -164,7 +164,9 @@ class Inference(_Strict):
     output_len: _ReqTokens = Field(256, ge=1)  # generated tokens per request
     ttft_slo_s: _Seconds | None = Field(None, gt=0)  # time-to-first-token limit (None: no limit)
     tpot_slo_s: _Seconds | None = Field(None, gt=0)  # time-per-output-token limit (None: no limit)
-    precision: Literal["fp32", "bf16", "fp16", "fp8", "int8", "int4", "fp4"] = "bf16"
+    # weights as stored (workload.precision.STORAGE_PRECISIONS); q8_0 .. q4_0 are GGUF file types (llama.cpp)
+    precision: Literal["fp32", "bf16", "fp16", "fp8", "int8", "int4", "fp4",
+                       "q8_0", "q6_k", "q5_k_m", "q4_k_m", "q4_0"] = "bf16"  # fmt: skip
     kv_precision: Literal["fp32", "bf16", "fp16", "fp8", "int8"] = "bf16"
     api_usd_per_1m_output_tokens: _UsdTotal | None = Field(None, gt=0)  # an API's price to compare self-hosting with
     # the API's prompt-token price (economics.tokens: blended with the completion price over input_len/output_len)
@@ -195,6 +197,17 @@ class Inference(_Strict):
         from scaleright.estimate.engine_store import check_engine_name
 
         return check_engine_name(v)
+
+    @model_validator(mode="after")
+    def _gguf_engine(self) -> Inference:
+        from scaleright.errors import InputError
+        from scaleright.workload.precision import check_gguf_engine
+
+        try:
+            check_gguf_engine(self.precision, self.engine, field="inference.precision")
+        except InputError as exc:
+            raise ValueError(str(exc)) from None
+        return self
 
     @model_validator(mode="after")
     def _rate(self) -> Inference:

@@ -221,7 +221,7 @@ def build_fleet(f: FleetFile, *, catalog=None, cal=None, source: str = "fleet"):
     from scaleright.serve.replica import SchedulerConfig
     from scaleright.serve.simulate import MAX_REQUESTS, build_model, kv_blocks_per_replica
     from scaleright.workload import load_model
-    from scaleright.workload.precision import KV_PRECISIONS, STORAGE_PRECISIONS
+    from scaleright.workload.precision import KV_PRECISIONS, STORAGE_PRECISIONS, check_gguf_engine
 
     cal = cal or DEFAULT_CALIBRATION
     env = Environment(f.seed)
@@ -230,6 +230,7 @@ def build_fleet(f: FleetFile, *, catalog=None, cal=None, source: str = "fleet"):
         where = f"{source}: pools.{i} ({p.name})"
         if p.precision not in STORAGE_PRECISIONS:
             raise InputError(f"{where}: precision={p.precision!r}; allowed: {', '.join(STORAGE_PRECISIONS)}")
+        check_gguf_engine(p.precision, p.engine, field=f"{where}: precision")
         if p.kv_precision is not None and p.kv_precision not in KV_PRECISIONS:
             raise InputError(f"{where}: kv_precision={p.kv_precision!r}; allowed: {', '.join(KV_PRECISIONS)}")
         spec = load_model(p.model, catalog=catalog)

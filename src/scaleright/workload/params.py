@@ -9,15 +9,20 @@ Qwen3 adds q/k RMSNorms of ``head_dim``; DeepSeek-V3.2's DSA indexer adds per la
 query latent (q_lora_rank x heads·dim), a key projection (hidden x dim) with a LayerNorm, and a head-weight
 projection (hidden x heads) (DeepSeek-V3.2-Exp ``inference/model.py``, class ``Indexer``). ``active`` counts every
 parameter a token touches, the input embedding included; OpenAI's gpt-oss card and Qwen count without it.
+
+``gguf_weight_bytes`` is the stored size of the same tensors in a GGUF file type (``workload.precision``), tensor by
+tensor as llama.cpp's ``llama_tensor_get_type`` (``src/llama-quant.cpp``) picks each one's ggml type.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from scaleright.errors import InputError
+from scaleright.workload.precision import GGML_BLOCKS, GGUF_BASE_TYPE, is_gguf
 from scaleright.workload.spec import TransformerSpec
 
-__all__ = ["ParamCounts", "count_params"]
+__all__ = ["GGUFBytes", "ParamCounts", "count_params", "gguf_weight_bytes"]
 
 
 @dataclass(frozen=True)
@@ -131,3 +136,161 @@ def count_params(spec: TransformerSpec) -> ParamCounts:
         top_k=moe.top_k if moe else 0,
         num_experts=moe.num_experts if moe else 0,
     )
+
+
+@dataclass(frozen=True)
+class GGUFBytes:
+    """Stored bytes of a model's tensors in one GGUF file type, by the parts inference reads differently; each
+    ``*_params`` the elements of that part (so ``bytes / params`` is its bytes per weight)."""
+
+    attention: float  # every layer's attention matrices
+    attention_params: int
+    ffn: float  # every layer's FFN matrices: dense FFNs, shared and routed experts, routers
+    ffn_params: int
+    routed_experts: float  # the routed experts' part of ``ffn``
+    routed_expert_params: int
+    vectors: float  # the blocks' norms, biases and sinks (f32)
+    embedding: float  # token embedding (a tied model's one table, at the output tensor's type)
+    positions: float  # learned position table (GPT-2), else 0
+    lm_head: float  # output.weight, 0 when tied
+    lm_head_params: int  # elements of the tensor the head multiplies (the embedding when tied)
+    head_bytes_per_weight: float  # of that tensor
+    final_norm: float
+
+    @property
+    def total(self) -> float:
+        return (self.attention + self.ffn + self.vectors + self.embedding + self.positions + self.lm_head
+                + self.final_norm)  # fmt: skip
+
+
+_FUSED_QKV = ("gpt2", "gpt_neox", "falcon", "phi3")  # families llama.cpp stores with one attn_qkv tensor
+# a K-quant or Q6_K tensor whose rows are not a whole number of 256-weight blocks falls back (llama-quant.cpp)
+_FALLBACK = {"q4_k": "q5_0", "q5_k": "q5_1", "q6_k": "q8_0"}
+
+
+def _more_bits(i: int, n: int) -> bool:
+    """llama.cpp's ``use_more_bits(i_layer, n_layers)`` (integer arithmetic as in C)."""
+    return i < n // 8 or i >= 7 * n // 8 or (i - n // 8) % 3 == 2
+
+
+def _ggml_type(spec: TransformerSpec, ftype: str, role: str, i: int) -> str:
+    """The ggml type ``llama_tensor_get_type`` gives a matrix of ``role`` in layer ``i`` of a ``ftype`` file
+    (without an importance matrix): the base type, except
+    - output.weight (and a tied model's token_embd.weight): Q6_K, Q8_0 in a Q8_0 file (Falcon: Q8_0);
+    - attn_v.weight: Q6_K in Q4_K_M / Q5_K_M files in the layers where ``use_more_bits``; Q4_K → Q5_K in 80-layer
+      GQA models (llama.cpp's LLM_TYPE_70B); Q8_0 with 8 experts (Mixtral), as attn_k.weight;
+    - attn_output.weight of an 8-expert model: Q5_K in Q4_K_M files; fused attn_qkv: Q5_K (Q4_K_M), Q6_K (Q5_K_M);
+    - ffn_down (dense, shared, experts): Q6_K where ``use_more_bits`` in Q4_K_M (Falcon: Q6_K in the first n/16
+      layers, Q5_K where use_more_bits) and Q5_K_M files."""
+    base = GGUF_BASE_TYPE[ftype]
+    n = spec.layers
+    experts8 = spec.moe is not None and spec.moe.num_experts == 8
+    if role == "output":
+        if spec.family == "falcon" or base == "q8_0":
+            return "q8_0"
+        return "q6_k"
+    if role == "attn_v":
+        t = "q6_k" if ftype in ("q4_k_m", "q5_k_m") and _more_bits(i, n) else base
+        if n == 80 and spec.kv_heads < spec.heads and t == "q4_k":
+            t = "q5_k"
+        return "q8_0" if experts8 else t
+    if role == "attn_k":
+        return "q8_0" if experts8 else base
+    if role == "attn_output":
+        return "q5_k" if experts8 and ftype == "q4_k_m" and spec.family != "falcon" else base
+    if role == "attn_qkv":
+        return {"q4_k_m": "q5_k", "q5_k_m": "q6_k"}.get(ftype, base)
+    if role == "ffn_down":
+        if ftype == "q4_k_m" and spec.family == "falcon":
+            return "q6_k" if i < n // 16 else "q5_k" if _more_bits(i, n) else "q4_k"
+        if ftype in ("q4_k_m", "q5_k_m") and _more_bits(i, n):
+            return "q6_k"
+    return base
+
+
+def _bytes(spec: TransformerSpec, ftype: str, role: str, i: int, row: int, params: float) -> float:
+    """Bytes of a matrix of ``params`` elements in rows of ``row`` weights (ggml's ne[0], the input width)."""
+    t = _ggml_type(spec, ftype, role, i)
+    if row % GGML_BLOCKS[t][1]:
+        t = _FALLBACK.get(t, t)
+    nbytes, per = GGML_BLOCKS[t]
+    if row % per:
+        raise InputError(f"precision={ftype!r}: {spec.name}'s {role} rows of {row} weights are not a whole number of "
+                         f"{per}-weight {t} blocks; llama.cpp cannot quantise that tensor")  # fmt: skip
+    return params / per * nbytes
+
+
+def gguf_weight_bytes(spec: TransformerSpec, precision: str) -> GGUFBytes:
+    """Bytes of ``spec``'s weights in the GGUF file type ``precision``, tensor by tensor (``_ggml_type``).
+
+    Tensors as llama.cpp's converter names them for a llama-style model: token_embd, output, and per layer attn_q,
+    attn_k, attn_v, attn_output (one attn_qkv in ``_FUSED_QKV`` families; MLA's low-rank matrices and the DSA
+    indexer's at the base type), ffn_gate / ffn_up / ffn_down (per expert: *_exps, *_shexp), the router
+    (ffn_gate_inp) f32 and every vector (norms, biases, sinks) f32. A row length (the input width) not a whole
+    number of the type's blocks takes llama.cpp's fallback (Q4_K → Q5_0, Q5_K → Q5_1, Q6_K → Q8_0). Not modelled:
+    an importance matrix (it changes Q4_0's first ffn_down layers) and per-architecture exceptions beyond Falcon
+    and the fused-QKV families."""
+    if not is_gguf(precision):
+        raise InputError(f"precision={precision!r} is not a GGUF file type; allowed: {', '.join(GGUF_BASE_TYPE)}")
+    c = count_params(spec)
+    h, f = spec.hidden, precision
+    att = ffn = exp = 0.0
+    att_p = ffn_p = exp_p = 0
+    n_up = 2 if spec.gated_mlp else 1
+    for i in range(spec.layers):
+        mats: list[tuple[str, int, int]] = []  # attention matrices: (role, row length, elements)
+        if spec.mla:
+            m = spec.mla
+            if m.q_lora_rank:
+                mats += [("attn", h, h * m.q_lora_rank), ("attn", m.q_lora_rank, m.q_lora_rank * spec.q_dim)]
+            else:
+                mats.append(("attn", h, h * spec.q_dim))
+            mats += [("attn", h, h * (m.kv_lora_rank + m.qk_rope_head_dim)),
+                     ("attn", m.kv_lora_rank, m.kv_lora_rank * spec.heads * (m.qk_nope_head_dim + m.v_head_dim)),
+                     ("attn_output", spec.heads * m.v_head_dim, spec.heads * m.v_head_dim * h)]  # fmt: skip
+            if spec.sparse:
+                s = spec.sparse
+                mats += [("attn", m.q_lora_rank, m.q_lora_rank * s.indexer_heads * s.indexer_head_dim),
+                         ("attn", h, h * s.indexer_head_dim), ("attn", h, h * s.indexer_heads)]  # fmt: skip
+        elif spec.family in _FUSED_QKV:
+            mats += [("attn_qkv", h, h * (spec.q_dim + 2 * spec.kv_dim)), ("attn_output", spec.q_dim, spec.q_dim * h)]
+        else:
+            mats += [("attn", h, h * spec.q_dim), ("attn_k", h, h * spec.kv_dim), ("attn_v", h, h * spec.kv_dim),
+                     ("attn_output", spec.q_dim, spec.q_dim * h)]  # fmt: skip
+        for role, row, p in mats:
+            att += _bytes(spec, f, role, i, row, p)
+            att_p += p
+        moe = spec.moe
+        is_moe = moe is not None and i >= moe.num_dense_layers and (i + 1) % moe.moe_every == 0
+        if moe is not None and is_moe:
+            for width, count, routed in ((moe.expert_ffn_hidden, moe.num_experts, True),
+                                         (moe.shared_ffn_hidden * moe.num_shared_experts, 1, False)):  # fmt: skip
+                if not width:
+                    continue
+                b = count * (_bytes(spec, f, "ffn", i, h, n_up * h * width)
+                             + _bytes(spec, f, "ffn_down", i, width, width * h))  # fmt: skip
+                ffn += b
+                ffn_p += count * (n_up + 1) * h * width
+                if routed:
+                    exp += b
+                    exp_p += count * (n_up + 1) * h * width
+            ffn += 4.0 * h * moe.num_experts  # router (ffn_gate_inp) f32
+            ffn_p += h * moe.num_experts
+        else:
+            w = spec.ffn_hidden
+            ffn += _bytes(spec, f, "ffn", i, h, n_up * h * w) + _bytes(spec, f, "ffn_down", i, w, w * h)
+            ffn_p += (n_up + 1) * h * w
+    matrices = att_p + ffn_p
+    vectors = 4.0 * (c.blocks - matrices)  # norms, biases, sinks, router and expert biases: f32
+    head_type = _ggml_type(spec, f, "output", 0)
+    if h % GGML_BLOCKS[head_type][1]:
+        head_type = _FALLBACK.get(head_type, head_type)
+    head_bpw = GGML_BLOCKS[head_type][0] / GGML_BLOCKS[head_type][1]
+    emb_bpw = head_bpw if spec.tied_embeddings else _bytes(spec, f, "token_embd", 0, h, 1.0)
+    return GGUFBytes(
+        attention=att, attention_params=att_p, ffn=ffn, ffn_params=ffn_p, routed_experts=exp,
+        routed_expert_params=exp_p, vectors=vectors, embedding=c.embedding * emb_bpw,
+        positions=4.0 * c.positions, lm_head=c.lm_head * head_bpw,
+        lm_head_params=c.embedding if spec.tied_embeddings else c.lm_head, head_bytes_per_weight=head_bpw,
+        final_norm=4.0 * c.final_norm,
+    )  # fmt: skip

@@ -13,8 +13,8 @@ from scaleright.estimate.memory.breakdown import GB, MemoryBreakdown, _breakdown
 from scaleright.estimate.memory.overheads import Overheads, allocator_reserve_bytes, nccl_buffer_bytes
 from scaleright.estimate.memory.states import _end_params, _stage_params
 from scaleright.workload.kv import kv_cache_tokens_per_layer
-from scaleright.workload.params import ParamCounts, count_params
-from scaleright.workload.precision import bytes_per_element
+from scaleright.workload.params import ParamCounts, count_params, gguf_weight_bytes
+from scaleright.workload.precision import bytes_per_element, is_gguf
 from scaleright.workload.spec import TransformerSpec
 
 __all__ = ["kv_cache_bytes", "inference_memory_arrays", "inference_memory"]
@@ -50,7 +50,18 @@ def kv_cache_bytes(
 def _inference_weight_bytes(
     spec: TransformerSpec, c: ParamCounts, *, tp: ArrayLike, pp: ArrayLike, ep: ArrayLike, precision: str
 ) -> float | NDArray[np.float64]:
-    """Weights per GPU: block matmuls at ``precision``; embeddings, head and norms stay 16-bit when quantised."""
+    """Weights per GPU: block matmuls at ``precision``; embeddings, head and norms stay 16-bit when quantised. A GGUF
+    file type: its tensors' own bytes (``workload.params.gguf_weight_bytes``), split as ``_stage_params`` splits
+    the elements (the blocks' mix of ggml types taken as even over the stages)."""
+    if is_gguf(precision):
+        w = gguf_weight_bytes(spec, precision)
+        t, p, e = (np.asarray(x, dtype=float) for x in (tp, pp, ep))
+        stage = np.ceil(c.layers / p) / c.layers
+        first = w.embedding + w.positions
+        last = (w.embedding if spec.tied_embeddings else w.lm_head) + w.final_norm
+        ends = np.where(p > 1, np.maximum(first, last), first + w.lm_head + w.final_norm)
+        blocks = w.attention + w.ffn - w.routed_experts + w.vectors
+        return cast("float | NDArray[np.float64]", (stage * blocks + ends) / t + stage * w.routed_experts / (t * e))
     bpe = bytes_per_element(precision)
     dense, expert = _stage_params(c, tp, pp, ep, tied=spec.tied_embeddings)
     hi = 4.0 if precision == "fp32" else 2.0
