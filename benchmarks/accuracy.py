@@ -25,7 +25,8 @@ from measured nccl-tests bus bandwidth (``scaleright.estimate.collectives``, fit
 FlashAttention-2 paper), ``memory_efficiency``
 (degenerate with ``elementwise_factor``) and ``gemm_half_dim``, which these rows cannot identify: fitted, it runs
 to either end of [0, 512] depending on whether prefill is timed per prompt or batched. Tables whose hardware is
-not the catalog part they are mapped to (``NOT_FITTED``: power-capped GPUs) are reported but not fitted.
+not the catalog part they are mapped to (``NOT_FITTED``: power-capped GPUs), or whose layouts the model cannot
+represent (the RTX PRO 6000 PCIe server's pipelined and PCIe tensor-parallel serving), are reported but not fitted.
 Held-out check: the tables are split in two halves (alternating, by table, never by row); we fit on one half,
 report the error on the other, and swap.
 """
@@ -68,7 +69,8 @@ FIT_BOUNDS: dict[str, tuple[float, float]] = {
     "decode_overhead_s": (0.0, 0.02),
     "decode_memory_efficiency": (0.5, 1.0),
 }
-# Tables reported but left out of the fit: their hardware is not the catalog part the rows are mapped to.
+# Tables reported but left out of the fit: their hardware is not the catalog part the rows are mapped to, or the
+# model lacks a term their layouts need.
 NOT_FITTED = {
     "torchtitan H100 (500 W)": "H100 96GB HBM2e capped at 500 W, mapped to the 700 W h100-sxm",
     "torchtitan/torchao B200": "power-limited B200, mapped to the datasheet b200",

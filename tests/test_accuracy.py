@@ -199,6 +199,20 @@ def test_the_catalogs_newer_parts_are_mapped_to_their_own_entries(train_cases, i
     assert gh200.gpu.memory_gb == pytest.approx(96 * 2**30 / 1e9)  # the 96 GB HBM3 part of a "GH200 480GB"
 
 
+def test_the_rtx_pro_6000_rows_are_their_own_table_and_reported_only(train_cases, infer_cases):
+    """benchmarks/accuracy.py leaves its NOT_FITTED tables out of every fit: the PCIe server's rows form one table
+    (its pipelined and PCIe tensor-parallel serving is not in the model), and every NOT_FITTED name is a table."""
+    sys.path.insert(0, str(REPO_ROOT / "benchmarks"))
+    try:
+        import accuracy
+    finally:
+        sys.path.remove(str(REPO_ROOT / "benchmarks"))
+    rtx = {c.group for c in infer_cases[0] if c.gpu.id == "rtx-pro-6000"}
+    assert rtx == {"TensorRT-LLM v1.0 RTX PRO 6000 (PCIe)"} and rtx <= set(accuracy.NOT_FITTED)
+    assert not any(c.gpu.id == "rtx-pro-6000" for c in infer_cases[0] if c.group not in accuracy.NOT_FITTED)
+    assert set(accuracy.NOT_FITTED) <= {c.group for c in (*train_cases[0], *infer_cases[0])}
+
+
 # ---- where the reference data is -----------------------------------------------------------------------------------
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
