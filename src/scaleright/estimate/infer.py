@@ -234,8 +234,8 @@ def estimate_infer(
     ``max_num_tokens`` are given: ``scheduler_batch_cap``). With ``tp`` None, every valid TP size (replicas =
     gpus / (tp·pp)) is evaluated and the one with the highest output throughput that fits is returned; the others
     are listed in ``alternatives`` (the seeds' replicas-vs-tensor-parallel question). A TP size need not divide
-    ``gpus``: the GPUs left over idle (``layout["idle_gpus"]``), so adding a GPU never lowers the best throughput (the previous
-    count's layout is still a candidate)."""
+    ``gpus``: the GPUs left over idle (``layout["idle_gpus"]``), so adding a GPU never lowers the best throughput
+    (the previous count's layout is still a candidate)."""
     if input_len < 1 or output_len < 1:
         raise InputError(f"input_len={input_len} and output_len={output_len} must be positive integers")
     if gpus < 1:
