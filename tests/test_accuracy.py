@@ -151,10 +151,13 @@ def test_trtllm_llama31_8b_fp8_h100_128_128(infer_cases):
 
 def test_predict_infer_is_what_estimate_infer_says(infer_cases):
     case = _case(infer_cases[0], 311)
+    assert (case.max_batch_size, case.max_num_tokens) == (2048, 8192)  # TensorRT-LLM's scheduler defaults
     est = estimate_infer(case.spec, gpu=case.gpu, gpus=case.gpus, tp=case.tp, input_len=case.input_len,
                          output_len=case.output_len, batch="max", precision=case.precision,
-                         kv_precision=case.kv_precision)  # fmt: skip
+                         kv_precision=case.kv_precision, max_batch_size=2048, max_num_tokens=8192)  # fmt: skip
     assert ref.predict_infer(case)["predicted"] == pytest.approx(est.output_tokens_per_s, rel=1e-9)
+    # 128 / 128 on an H100: the KV cache holds more sequences than TensorRT-LLM's 2048, so the engine cap binds
+    assert est.max_batch > 2048 and est.batch == 2048
 
 
 # ---- the mapping of the reference rows -----------------------------------------------------------------------------
@@ -184,8 +187,30 @@ def test_flop_convention_matches_the_sources_own_tflops_over_tokens(train_cases,
 
 def test_unknown_gpus_and_models_are_counted_not_dropped(train_cases, infer_cases):
     reasons = [s.reason for s in (*train_cases[1], *infer_cases[1])]
-    assert any("GB300" in r for r in reasons)
     assert any("model not in catalog" in r for r in reasons)
+    assert not any("GPU not" in r for r in reasons)  # every GPU the rows name is in the catalog
+
+
+def test_the_catalogs_newer_parts_are_mapped_to_their_own_entries(train_cases, infer_cases):
+    # DGX-GB300 (Megatron-Bridge), GH200 480GB and RTX PRO 6000 Server Edition (TensorRT-LLM perf overview)
+    gpus = {c.gpu.id for c in (*train_cases[0], *infer_cases[0])}
+    assert {"gb300", "gh200", "rtx-pro-6000"} <= gpus
+    gh200 = next(c for c in infer_cases[0] if c.gpu.id == "gh200")
+    assert gh200.gpu.memory_gb == pytest.approx(96 * 2**30 / 1e9)  # the 96 GB HBM3 part of a "GH200 480GB"
+
+
+def test_the_rtx_pro_6000_rows_are_their_own_table_and_reported_only(train_cases, infer_cases):
+    """benchmarks/accuracy.py leaves its NOT_FITTED tables out of every fit: the PCIe server's rows form one table
+    (its pipelined and PCIe tensor-parallel serving is not in the model), and every NOT_FITTED name is a table."""
+    sys.path.insert(0, str(REPO_ROOT / "benchmarks"))
+    try:
+        import accuracy
+    finally:
+        sys.path.remove(str(REPO_ROOT / "benchmarks"))
+    rtx = {c.group for c in infer_cases[0] if c.gpu.id == "rtx-pro-6000"}
+    assert rtx == {"TensorRT-LLM v1.0 RTX PRO 6000 (PCIe)"} and rtx <= set(accuracy.NOT_FITTED)
+    assert not any(c.gpu.id == "rtx-pro-6000" for c in infer_cases[0] if c.group not in accuracy.NOT_FITTED)
+    assert set(accuracy.NOT_FITTED) <= {c.group for c in (*train_cases[0], *infer_cases[0])}
 
 
 # ---- where the reference data is -----------------------------------------------------------------------------------

@@ -8,6 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from scaleright.catalog import get_gpu
+from scaleright.errors import InputError
 from scaleright.estimate.calibration import DEFAULT_CALIBRATION
 from scaleright.estimate.engines import calibrated_engine
 from scaleright.estimate.infer import estimate_infer
@@ -159,3 +160,42 @@ def test_ttft_is_never_shorter_than_the_iteration_that_runs_the_prompt(llama_8b)
     one iteration. The prompt runs in an iteration with the other sequences' decode steps: TTFT >= TPOT."""
     est = estimate_infer(llama_8b, gpu=get_gpu("h100-sxm"), gpus=1, input_len=1024, output_len=256, batch=384)
     assert est.ttft_s >= est.tpot_s
+
+
+def test_scheduler_cap_by_hand():
+    """The token budget of an iteration: B/O prompts of I tokens plus B − B/O decode steps, B·(I + O − 1)/O tokens
+    <= max_num_tokens. TensorRT-LLM's defaults (max_num_tokens 8192, max_batch_size 2048) at 2048 in / 128 out:
+    8192 · 128 / 2175 = 482.1 -> 482 sequences; at 128 / 2048 the budget admits 8192 · 2048 / 2175 = 7713, so
+    max_batch_size (2048) binds."""
+    from scaleright.estimate.infer import scheduler_batch_cap
+
+    assert scheduler_batch_cap(input_len=2048, output_len=128, max_batch_size=2048, max_num_tokens=8192) == 482
+    assert scheduler_batch_cap(input_len=128, output_len=2048, max_batch_size=2048, max_num_tokens=8192) == 2048
+    assert scheduler_batch_cap(input_len=128, output_len=2048) is None
+    with pytest.raises(InputError, match="max_num_tokens=0 must be a positive integer"):
+        scheduler_batch_cap(input_len=1, output_len=1, max_num_tokens=0)
+
+
+@settings(max_examples=60)
+@given(i_len=st.integers(1, 30_000), o_len=st.integers(1, 5000), tokens=st.integers(1, 1 << 16))
+def test_the_capped_batch_fills_but_never_exceeds_the_token_budget(i_len, o_len, tokens):
+    from scaleright.estimate.infer import scheduler_batch_cap
+
+    b = scheduler_batch_cap(input_len=i_len, output_len=o_len, max_num_tokens=tokens)
+    per_iteration = lambda batch: batch * (i_len + o_len - 1) / o_len  # noqa: E731
+    assert b >= 1
+    assert b == 1 or per_iteration(b) <= tokens * (1 + 1e-12)
+    assert per_iteration(b + 1) > tokens * (1 - 1e-12)
+
+
+def test_a_max_batch_runs_at_the_engine_cap_where_it_is_below_the_kv_capacity(llama_8b):
+    """Llama 3.1 8B on one H200 at 128 / 128 holds thousands of sequences; an engine capped at 256 runs 256, and
+    its throughput is that of batch 256 (not of the KV capacity)."""
+    gpu = get_gpu("h200-sxm")
+    kw = dict(gpu=gpu, gpus=2, tp=1, input_len=128, output_len=128)
+    free = estimate_infer(llama_8b, batch="max", **kw)
+    capped = estimate_infer(llama_8b, batch="max", max_batch_size=256, **kw)
+    assert free.max_batch > 256 and free.batch == 2 * free.max_batch
+    assert capped.batch == 2 * 256 and capped.max_batch == free.max_batch
+    assert capped.output_tokens_per_s == pytest.approx(estimate_infer(llama_8b, batch=512, **kw).output_tokens_per_s,
+                                                       rel=1e-12)

@@ -46,9 +46,22 @@ GPU_MAP: dict[str, tuple[str, str] | None] = {
     "DGX-GB200": ("gb200", ""),
     "GB200 192GB (GB200 NVL72)": ("gb200", ""),
     "L40S": ("l40s", ""),
-    "DGX-GB300": None,
-    "GH200 480GB": None,
-    "RTX PRO 6000 Blackwell Server Edition": None,
+    "DGX-GB300": (
+        "gb300",
+        "DGX GB300 = GB300 NVL72 (72 Blackwell Ultra GPUs in one NVLink domain): modelled as the catalog's per-GPU "
+        "gb300 (rack datasheet / 72)",
+    ),
+    "GH200 480GB": (
+        "gh200",
+        "GH200 480GB = the 96 GB HBM3 GPU with 480 GB LPDDR5X (the 144 GB HBM3e variant is sold as 'GH200 624GB'): "
+        "modelled as the catalog gh200 (96 GB, 4.0 TB/s), one superchip per node; the run's power setting is not "
+        "stated (the module is configurable 450-1000 W)",
+    ),
+    "RTX PRO 6000 Blackwell Server Edition": (
+        "rtx-pro-6000",
+        "RTX PRO 6000 Blackwell Server Edition: modelled as the catalog rtx-pro-6000 (96 GB GDDR7, 1.79 TB/s, "
+        "PCIe 5.0 with peer-to-peer, no NVLink: assumed, as in the catalog's notes)",
+    ),
 }
 
 # Jean Zay's A100 partition (BLOOM): 8 GPUs per node and 4 x 100 Gb/s Omni-Path per node (BLOOM paper,

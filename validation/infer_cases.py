@@ -2,7 +2,12 @@
 
 Conventions (reference README, "Read before comparing numbers"):
 - TensorRT-LLM throughput tables: output tokens/s of the whole system at maximum load, compared with
-  ``estimate_infer(batch="max", tp=row tp)``. Quantised checkpoints (FP8, NVFP4) are assumed to run an FP8 KV
+  ``estimate_infer(batch="max", tp=row tp, max_batch_size=2048, max_num_tokens=8192)``: each replica runs the
+  largest batch that fits its KV cache and that the engine's scheduler admits. The rows do not state the engine's
+  ``max_batch_size`` / ``max_num_tokens``; we assume TensorRT-LLM's defaults, 2048 sequences and 8192 tokens per
+  iteration (TensorRT-LLM docs, "Tuning Max Batch Size and Max Num Tokens" and the LLM API / ``BuildConfig``
+  reference: ``max_batch_size=2048``, ``max_num_tokens=8192``), which ``trtllm-bench`` uses unless told otherwise
+  (``estimate.infer.scheduler_batch_cap``). Quantised checkpoints (FP8, NVFP4) are assumed to run an FP8 KV
   cache (trtllm-bench ``--quantization FP8`` / ModelOpt recipes); 16-bit rows a 16-bit one.
 - TensorRT-LLM online serving: mean inter-token latency at an achieved request rate. We compare TPOT at the
   concurrency Little's law gives, rate × measured end-to-end latency (TTFT + (O − 1)·ITL), capped at the KV-cache
@@ -26,9 +31,14 @@ from validation.files import Skipped, SkipRow, cell_float, cell_int, read_rows
 from validation.hardware import map_gpu
 from validation.models import MODEL_MAP, catalog_spec, model_key
 
-__all__ = ["INFER_METRICS", "InferCase", "kv_capacity", "load_infer_cases"]
+__all__ = ["INFER_METRICS", "InferCase", "TRTLLM_MAX_BATCH_SIZE", "TRTLLM_MAX_NUM_TOKENS", "kv_capacity",
+           "load_infer_cases"]
 
 INFER_METRICS = ("output_tokens_per_s", "tpot_s")
+# TensorRT-LLM's scheduler defaults (docs: "Tuning Max Batch Size and Max Num Tokens"; LLM API BuildConfig /
+# TorchLlmArgs): at most 2048 sequences in flight and 8192 tokens (prefill + decode) per iteration
+TRTLLM_MAX_BATCH_SIZE = 2048
+TRTLLM_MAX_NUM_TOKENS = 8192
 
 
 @dataclass(frozen=True)
@@ -54,6 +64,9 @@ class InferCase:
     measured: float  # output tokens/s of the whole system, or seconds per output token
     convention: str
     assumptions: tuple[str, ...] = ()
+    # the engine scheduler's caps on a "max" batch (``estimate.infer.scheduler_batch_cap``); None: no cap
+    max_batch_size: int | None = None
+    max_num_tokens: int | None = None
 
 
 _INFER_PRECISION = {"FP8": "fp8", "FP4": "fp4", "FP16": "fp16", "BF16": "bf16"}
@@ -62,7 +75,10 @@ _INFER_PRECISION = {"FP8": "fp8", "FP4": "fp4", "FP16": "fp16", "BF16": "bf16"}
 def _infer_group(row: dict[str, str]) -> str:
     if row["table"].startswith("Online"):
         return "TensorRT-LLM online serving (TPOT)"
-    return "TensorRT-LLM v0.17 throughput" if "v0.17" in row["table"] else "TensorRT-LLM v1.0 throughput"
+    if "v0.17" in row["table"]:
+        return "TensorRT-LLM v0.17 throughput"
+    # the PCIe server's rows apart (benchmarks/accuracy.py NOT_FITTED): 89 of its 109 mapped rows run TP or PP over PCIe
+    return "TensorRT-LLM v1.0 RTX PRO 6000 (PCIe)" if "RTX PRO" in row["gpu"] else "TensorRT-LLM v1.0 throughput"
 
 
 def _infer_case(line: int, row: dict[str, str]) -> InferCase:
@@ -90,7 +106,10 @@ def _infer_case(line: int, row: dict[str, str]) -> InferCase:
             source="infer_measured.csv", line=line, group=group, label=label, spec=spec, gpu=gpu, cluster=cluster,
             gpus=n, tp=tp, pp=pp, input_len=i_len, output_len=o_len, precision=precision, kv_precision=kv,
             batch="max", metric="output_tokens_per_s", measured=measured_tps,
-            convention="output tokens/s, whole system, maximum load", assumptions=tuple(assumptions),
+            convention="output tokens/s, whole system, maximum load",
+            assumptions=(*assumptions, f"engine caps assumed (TensorRT-LLM defaults): max_batch_size "
+                         f"{TRTLLM_MAX_BATCH_SIZE}, max_num_tokens {TRTLLM_MAX_NUM_TOKENS}"),
+            max_batch_size=TRTLLM_MAX_BATCH_SIZE, max_num_tokens=TRTLLM_MAX_NUM_TOKENS,
         )  # fmt: skip
     if "QPS=INF" in row["batch_or_concurrency"]:
         raise SkipRow("QPS=INF: concurrency set by the server's unstated max batch size (queue unbounded)")

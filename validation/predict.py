@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 
 from scaleright.estimate.calibration import DEFAULT_CALIBRATION, Calibration
-from scaleright.estimate.infer import infer_arrays
+from scaleright.estimate.infer import infer_arrays, scheduler_batch_cap
 from scaleright.estimate.memory import LoraConfig, MemoryBreakdown, training_memory
 from scaleright.estimate.train import train_step_arrays
 from validation.conventions import source_flops_per_token
@@ -44,12 +44,18 @@ def predict_train(case: TrainCase, cal: Calibration = DEFAULT_CALIBRATION, *,
 
 
 def predict_infer(case: InferCase, cal: Calibration = DEFAULT_CALIBRATION) -> dict[str, float]:
-    """The model's prediction for ``case`` (what ``estimate_infer(..., tp=case.tp)`` computes, with the KV-cache
-    capacity cached across calibrations) plus ``predicted`` in the case's metric."""
+    """The model's prediction for ``case`` (what ``estimate_infer(..., tp=case.tp, max_batch_size=...,
+    max_num_tokens=...)`` computes, with the KV-cache capacity cached across calibrations) plus ``predicted`` in the
+    case's metric."""
     replicas = case.gpus // (case.tp * case.pp)
     mb = kv_capacity(case.spec, case.gpu, case.input_len + case.output_len, case.tp, case.pp, case.precision,
                      case.kv_precision)  # fmt: skip
-    per_replica = mb if case.batch == "max" else max(math.ceil(int(case.batch) / replicas), 1)
+    if case.batch == "max":
+        cap = scheduler_batch_cap(input_len=case.input_len, output_len=case.output_len,
+                                  max_batch_size=case.max_batch_size, max_num_tokens=case.max_num_tokens)
+        per_replica = mb if cap is None else min(mb, cap)
+    else:
+        per_replica = max(math.ceil(int(case.batch) / replicas), 1)
     out = {"max_batch": float(mb), "batch_per_replica": float(per_replica), "fits": float(mb >= 1)}
     if mb < 1:
         out["predicted"] = float("nan")

@@ -19,7 +19,9 @@ iterations with ``k`` prompts and ``f`` with ``k + 1``; an iteration with ``j`` 
   latency: a closed-loop client submits when a sequence ends, at an iteration boundary, so there is no wait for
   an iteration in progress and no queue (``scaleright serve simulate`` has both);
 - end-to-end latency is TTFT + (O − 1)·TPOT.
-The largest batch is the largest B whose weights, KV cache for I + O tokens, activations and overheads fit.
+The largest batch is the largest B whose weights, KV cache for I + O tokens, activations and overheads fit, and
+that the engine's scheduler admits (``scheduler_batch_cap``: its ``max_batch_size`` and its token budget per
+iteration, ``max_num_tokens``, where they are given).
 """
 
 from __future__ import annotations
@@ -43,7 +45,8 @@ if TYPE_CHECKING:
     from scaleright.catalog.gpus import Accelerator
     from scaleright.catalog.systems import System
 
-__all__ = ["InferEstimate", "infer_arrays", "estimate_infer", "max_batch", "compute_precision", "steady_state"]
+__all__ = ["InferEstimate", "infer_arrays", "estimate_infer", "max_batch", "compute_precision", "steady_state",
+           "scheduler_batch_cap"]
 
 
 def steady_state(model: IterationModel, *, batch: ArrayLike, input_len: float,
@@ -81,6 +84,26 @@ def steady_state(model: IterationModel, *, batch: ArrayLike, input_len: float,
         "requests_per_s": out_tps / O,
         "total_tokens_per_s": out_tps / O * (I + O),
     }
+
+
+def scheduler_batch_cap(*, input_len: float, output_len: float, max_batch_size: int | None = None,
+                        max_num_tokens: int | None = None) -> int | None:
+    """The largest steady-state concurrency an engine's scheduler admits (None: no cap given).
+
+    ``max_batch_size`` caps the sequences in flight; ``max_num_tokens`` the tokens of one iteration (TensorRT-LLM,
+    vLLM ``max_num_batched_tokens``: prefill and decode tokens together). In the steady state of the module
+    docstring an iteration runs ``B / O`` prompts of ``I`` tokens and ``B − B / O`` decode steps, i.e.
+    ``B · (I + O − 1) / O`` tokens, so the budget admits ``B ≤ max_num_tokens · O / (I + O − 1)``; the sequences
+    beyond it wait in the queue, and throughput is that of the capped batch."""
+    caps = []
+    for name, v in (("max_batch_size", max_batch_size), ("max_num_tokens", max_num_tokens)):
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
+            raise InputError(f"{name}={v!r} must be a positive integer")
+    if max_batch_size is not None:
+        caps.append(max_batch_size)
+    if max_num_tokens is not None:
+        caps.append(max(1, int(max_num_tokens * output_len // (input_len + output_len - 1))))
+    return min(caps) if caps else None
 
 
 def max_batch(spec: TransformerSpec, *, gpu: Accelerator, context: int, tp: int = 1, pp: int = 1,
@@ -148,15 +171,15 @@ class InferEstimate:
 
 def _one_layout(spec: TransformerSpec, *, gpu: Accelerator, system: System, gpus: int, tp: int, pp: int,
                 batch: int | str, input_len: int, output_len: int, precision: str, kv_precision: str,
-                cal: Calibration, overheads: Overheads) -> InferEstimate:  # fmt: skip
+                cal: Calibration, overheads: Overheads, batch_cap: int | None) -> InferEstimate:  # fmt: skip
     context = input_len + output_len
     mb = max_batch(spec, gpu=gpu, context=context, tp=tp, pp=pp, precision=precision, kv_precision=kv_precision,
                    overheads=overheads)  # fmt: skip
     replicas = gpus // (tp * pp)
     layout = {"tp": tp, "pp": pp, "replicas": replicas, "idle_gpus": gpus - replicas * tp * pp}
     # Concurrency spread over replicas: ``rem`` replicas carry q + 1 sequences, the others q (max: all at capacity).
-    if batch == "max":
-        q, rem = mb, 0
+    if batch == "max":  # each replica at its KV-cache capacity or the scheduler's cap, whichever is smaller
+        q, rem = (mb if batch_cap is None else min(mb, batch_cap)), 0
     else:
         q, rem = divmod(int(batch), replicas)
     busiest = q + 1 if rem else q
@@ -203,13 +226,16 @@ def estimate_infer(
     kv_precision: str | None = None,
     cal: Calibration = DEFAULT_CALIBRATION,
     overheads: Overheads = Overheads(),
+    max_batch_size: int | None = None,
+    max_num_tokens: int | None = None,
 ) -> InferEstimate:
     """Predict serving ``spec`` on ``gpus`` GPUs at concurrency ``batch`` (total over replicas) or ``"max"``
-    (each replica at its KV-cache capacity). With ``tp`` None, every valid TP size (replicas = gpus / (tp·pp)) is
-    evaluated and the one with the highest output throughput that fits is returned; the others are listed in
-    ``alternatives`` (the seeds' replicas-vs-tensor-parallel question). A TP size need not divide ``gpus``: the
-    GPUs left over idle (``layout["idle_gpus"]``), so adding a GPU never lowers the best throughput (the previous
-    count's layout is still a candidate)."""
+    (each replica at its KV-cache capacity, or at the engine scheduler's cap when ``max_batch_size`` /
+    ``max_num_tokens`` are given: ``scheduler_batch_cap``). With ``tp`` None, every valid TP size (replicas =
+    gpus / (tp·pp)) is evaluated and the one with the highest output throughput that fits is returned; the others
+    are listed in ``alternatives`` (the seeds' replicas-vs-tensor-parallel question). A TP size need not divide
+    ``gpus``: the GPUs left over idle (``layout["idle_gpus"]``), so adding a GPU never lowers the best throughput
+    (the previous count's layout is still a candidate)."""
     if input_len < 1 or output_len < 1:
         raise InputError(f"input_len={input_len} and output_len={output_len} must be positive integers")
     if gpus < 1:
@@ -221,6 +247,8 @@ def estimate_infer(
         gpu=gpu, system=system_of(gpu, system=system, cluster=cluster), gpus=gpus, pp=pp, batch=batch,
         input_len=input_len, output_len=output_len,
         precision=precision, kv_precision=kv_precision, cal=cal, overheads=overheads,
+        batch_cap=scheduler_batch_cap(input_len=input_len, output_len=output_len, max_batch_size=max_batch_size,
+                                      max_num_tokens=max_num_tokens),
     )  # fmt: skip
     if tp is not None:
         Layout(tp=tp, pp=pp, dp=gpus // (tp * pp) or 1).validate(spec)
