@@ -142,8 +142,25 @@ def test_a_plan_result_to_dict_is_the_plans_json(monkeypatch, capsys):
     (lambda: scaleright.estimate_infer("llama-3.1-8b", gpus=64, pp=64, input_len=8, output_len=8),
      ["estimate", "infer", "--model", "llama-3.1-8b", "--gpus", "64", "--pp", "64", "--input-len", "8",
       "--output-len", "8"], None),
+    # the argument checks the CLI calls (scaleright.api.check_*): the same line, the flag named where the API names
+    # the argument
+    (lambda: scaleright.estimate_train("llama-3.1-8b", tokens=float("inf")),
+     ["estimate", "train", "--model", "llama-3.1-8b", "--tokens", "inf"], "--tokens"),
+    (lambda: scaleright.estimate_infer("llama-3.1-8b", input_len=8, output_len=8, batch="all"),
+     ["estimate", "infer", "--model", "llama-3.1-8b", "--input-len", "8", "--output-len", "8", "--batch", "all"],
+     "--batch"),
+    (lambda: scaleright.estimate_infer("llama-3.1-8b", tp=0, input_len=8, output_len=8),
+     ["estimate", "infer", "--model", "llama-3.1-8b", "--tp", "0", "--input-len", "8", "--output-len", "8"], "--tp"),
+    (lambda: scaleright.estimate_memory("llama-3.1-8b", task="inference", precision="fp7"),
+     ["estimate", "memory", "--model", "llama-3.1-8b", "--task", "inference", "--precision", "fp7"], "--precision"),
+    (lambda: scaleright.simulate("llama-3.1-8b", rate=1.0, slo_ttft_ms=-1.0),
+     ["serve", "simulate", "--model", "llama-3.1-8b", "--rate", "1", "--slo-ttft-ms=-1"], "--slo-ttft-ms"),
+    (lambda: scaleright.simulate("llama-3.1-8b", rate=1.0, diurnal_period_s=0.0),
+     ["serve", "simulate", "--model", "llama-3.1-8b", "--rate", "1", "--diurnal-period-s", "0"],
+     "--diurnal-period-s"),
 ], ids=["get_gpu", "gpu", "model", "layout-train", "layout-memory", "calibration", "scenario", "precision",
-        "seq_len", "engine", "pp-divides", "pp-layers"])  # fmt: skip
+        "seq_len", "engine", "pp-divides", "pp-layers", "tokens", "batch-word", "tp", "inference-precision",
+        "slo", "diurnal-period"])  # fmt: skip
 def test_an_api_error_is_the_clis_message(call, args, flag, monkeypatch, capsys):
     """The same line; where the CLI names its flag (``--seq-len``) the API names the argument (``seq_len``)."""
     with pytest.raises(scaleright.InputError) as err:

@@ -17,12 +17,17 @@ function               result                              command
 Bad input raises ``InputError`` with one line naming the argument and what is allowed: the CLI's message where
 the check lives below the CLI (catalog names, model files, layouts, scenarios, calibration profiles, the models'
 own checks), the argument's name where the CLI's message names its flag (``seq_len=0`` for ``--seq-len=0``).
+
+The argument checks (``check_*`` below) are the CLI's too: a command passes ``FLAGS`` and its messages name the
+flag, a function here passes ``ARGS`` and they name the argument; the rest of each line is the same, from one place.
 """
 
 from __future__ import annotations
 
 import inspect
 import math
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -42,7 +47,129 @@ if TYPE_CHECKING:
     from scaleright.results.train import TrainResult
     from scaleright.workload import TransformerSpec
 
-__all__ = ["estimate_memory", "estimate_train", "estimate_infer", "simulate", "simulation_price", "plan_scenario"]
+__all__ = ["estimate_memory", "estimate_train", "estimate_infer", "simulate", "simulation_price", "plan_scenario",
+           "ARGS", "FLAGS", "Names", "check_choice", "check_count", "check_counts", "check_positive", "check_batch",
+           "check_pp_fits", "check_sequence_parallel", "check_task_precision", "check_infer_args",
+           "check_simulate_args"]
+
+
+# ---- argument checks: the API's and the CLI's, one home ------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Names:
+    """How a check's message names an argument: by its name (``seq_len``; a layout's field as ``layout.tp``), or,
+    for the CLI, by its flag (``--seq-len``, ``--tp``)."""
+
+    flags: bool = False
+
+    def __call__(self, arg: str, *, layout: bool = False) -> str:
+        if self.flags:
+            return "--" + arg.replace("_", "-")
+        return f"layout.{arg}" if layout else arg
+
+    def given(self, arg: str, value: object) -> str:
+        """The argument with its value, as the message quotes it: ``tp=1`` / ``--tp 1``."""
+        return f"{self(arg)} {value}" if self.flags else f"{arg}={value}"
+
+
+ARGS = Names()
+FLAGS = Names(flags=True)
+
+
+def check_choice(field: str, value: str, allowed: tuple[str, ...] | list[str]) -> str:
+    """``value`` if it is one of ``allowed``; otherwise InputError naming ``field`` and every allowed value."""
+    if value not in allowed:
+        raise InputError(f"{field}={value!r} not allowed; allowed: {', '.join(allowed)}")
+    return value
+
+
+def check_count(field: str, value: int | None, kind: str) -> None:
+    """A positive integer at most ``LIMITS[kind]`` (the bound and its reason in the message); None: not given."""
+    from scaleright.limits import check_limit
+
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InputError(f"{field}={value!r} must be a positive integer")
+    check_limit(field, value, kind)
+
+
+def check_counts(kind: str, values: Mapping[str, int | None], names: Names = ARGS, *, layout: bool = False) -> None:
+    """``check_count`` for each argument of ``values`` (by name, in order), named by ``names``."""
+    for arg, v in values.items():
+        check_count(names(arg, layout=layout), v, kind)
+
+
+def check_positive(field: str, value: float | None, kind: str | None = None) -> None:
+    """A finite positive number (at most ``LIMITS[kind]`` when ``kind`` is given); None: not given."""
+    from scaleright.limits import check_limit
+
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (math.isfinite(value) and value > 0):
+        raise InputError(f"{field}={value!r} must be a finite positive number")
+    if kind is not None:
+        check_limit(field, value, kind)
+
+
+def check_batch(field: str, value: int | str) -> None:
+    """Concurrent sequences: a positive integer (at most ``LIMITS["batch"]``) or ``"max"`` (the KV cache's room)."""
+    if isinstance(value, str):
+        if value != "max":
+            raise InputError(f"{field}={value!r} must be a positive integer or 'max'")
+        return
+    check_count(field, value, "batch")
+
+
+def check_pp_fits(gpus: int, pp: int, layers: int | None = None) -> None:
+    """``pp`` divides the GPU count and is at most the layer count (each stage holds a layer)."""
+    if gpus % pp:
+        raise InputError(f"pp({pp}) does not divide gpus({gpus})")
+    if layers is not None and pp > layers:
+        raise InputError(f"pp({pp}) > num_hidden_layers({layers}): each stage needs at least one layer")
+
+
+def check_sequence_parallel(sequence_parallel: bool, tp: int, names: Names = ARGS) -> None:
+    """Sequence parallelism splits activations over tensor parallelism: it needs tp > 1."""
+    if sequence_parallel and tp == 1:
+        raise InputError(f"{names('sequence_parallel', layout=True)} splits activations over tensor parallelism; "
+                         f"it needs {names('tp')} > 1 (got {names.given('tp', tp)})")  # fmt: skip
+
+
+def check_task_precision(task: str, precision: str, names: Names = ARGS) -> None:
+    """A memory estimate's task (``estimate.memory.TASKS``) and the precisions it allows (storage formats for
+    inference, training precisions otherwise)."""
+    from scaleright.estimate.memory import TASKS
+    from scaleright.workload.precision import STORAGE_PRECISIONS, TRAIN_PRECISIONS
+
+    check_choice(names("task"), task, TASKS)
+    check_choice(names("precision"), precision, STORAGE_PRECISIONS if task == "inference" else TRAIN_PRECISIONS)
+
+
+def check_infer_args(*, gpus: int, tp: int | None, pp: int, input_len: int, output_len: int, precision: str,
+                     kv_precision: str | None, names: Names = ARGS) -> None:  # fmt: skip
+    """The arguments of an inference estimate that need no model: precisions, counts and their bounds, pp | gpus."""
+    from scaleright.workload.precision import KV_PRECISIONS, STORAGE_PRECISIONS
+
+    check_choice(names("precision"), precision, STORAGE_PRECISIONS)
+    if kv_precision is not None:
+        check_choice(names("kv_precision"), kv_precision, KV_PRECISIONS)
+    check_counts("gpus", {"gpus": gpus}, names)
+    check_counts("parallel_degree", {"tp": tp, "pp": pp}, names)
+    check_counts("tokens_per_request", {"input_len": input_len, "output_len": output_len}, names)
+    check_pp_fits(gpus, pp)
+
+
+# What a simulation's callers check (the simulator itself checks its counts and lengths): finite positive numbers.
+SIMULATE_POSITIVE = ("burstiness", "duration_s", "slo_ttft_ms", "slo_tpot_ms", "price_usd_per_gpu_hour",
+                     "diurnal_period_s")  # fmt: skip
+
+
+def check_simulate_args(values: Mapping[str, Any], names: Names = ARGS) -> None:
+    """Each of ``SIMULATE_POSITIVE`` given in ``values`` (None or absent: not given) is a finite positive number."""
+    for arg in SIMULATE_POSITIVE:
+        check_positive(names(arg), values.get(arg))
 
 
 def _catalog(catalog: Catalog | str | Path | None) -> Catalog:
@@ -63,23 +190,6 @@ def _resolve(model: str | TransformerSpec, gpu: str | Accelerator,
     return spec, g, cat
 
 
-def _choice(field: str, value: str, allowed: tuple[str, ...]) -> None:
-    from scaleright.cli.common import check_choice
-
-    check_choice(field, value, allowed)
-
-
-def _count(field: str, value: int | None, kind: str) -> None:
-    """A positive integer at most ``LIMITS[kind]`` (None: not given)."""
-    from scaleright.limits import check_limit
-
-    if value is None:
-        return
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise InputError(f"{field}={value!r} must be a positive integer")
-    check_limit(field, value, kind)
-
-
 def _layout(layout: Layout | None, spec: TransformerSpec) -> Layout:
     """``layout`` (default: one GPU) checked against ``spec`` and the bounds of ``scaleright.limits``."""
     from scaleright.estimate.layout import Layout
@@ -95,9 +205,7 @@ def _layout(layout: Layout | None, spec: TransformerSpec) -> Layout:
     if lay.global_batch is not None:
         check_limit("layout.global_batch", lay.global_batch, "global_batch")
     check_limit("layout.gpus", lay.gpus, "gpus")  # tp x pp x dp x cp
-    if lay.sequence_parallel and lay.tp == 1:
-        raise InputError("layout.sequence_parallel splits activations over tensor parallelism; it needs tp > 1 "
-                         "(got tp=1)")
+    check_sequence_parallel(lay.sequence_parallel, lay.tp, ARGS)
     return lay
 
 
@@ -125,14 +233,13 @@ def estimate_memory(
     paper's accounting); ``states`` and ``cross_entropy`` override it.
     """
     from scaleright.estimate.layout import Layout
-    from scaleright.estimate.memory import TASKS, inference_memory, training_memory
+    from scaleright.estimate.memory import inference_memory, training_memory
     from scaleright.results.memory import MemoryResult
-    from scaleright.workload.precision import KV_PRECISIONS, STORAGE_PRECISIONS, TRAIN_PRECISIONS
+    from scaleright.workload.precision import KV_PRECISIONS
 
-    _choice("task", task, TASKS)
-    _choice("precision", precision, STORAGE_PRECISIONS if task == "inference" else TRAIN_PRECISIONS)
-    _count("seq_len", seq_len, "seq_len")
-    _count("batch", batch, "batch")
+    check_task_precision(task, precision)
+    check_count("seq_len", seq_len, "seq_len")
+    check_count("batch", batch, "batch")
     spec, g, cat = _resolve(model, gpu, catalog)
     lay = _layout(layout, spec)
     if task == "inference":
@@ -142,7 +249,7 @@ def estimate_memory(
             what = f"layout.{given[0]}" if given else "lora"
             raise InputError(f"{what} applies to training; task 'inference' uses the layout's tp and pp only")
         kvp = kv_precision or ("fp32" if precision == "fp32" else "bf16")
-        _choice("kv_precision", kvp, KV_PRECISIONS)
+        check_choice("kv_precision", kvp, KV_PRECISIONS)
         mem = inference_memory(spec, batch=batch, context=seq_len, tp=lay.tp, pp=lay.pp, precision=precision,
                                kv_precision=kvp, gpu_memory_gb=g.memory_gb)  # fmt: skip
         return MemoryResult.of(mem, model=spec.name, gpu=g, task=task)
@@ -182,17 +289,12 @@ def estimate_train(
     the built-in defaults).
     """
     from scaleright.estimate.train import estimate_train as _estimate
-    from scaleright.limits import check_limit
     from scaleright.results.train import TrainResult
     from scaleright.workload.precision import TRAIN_PRECISIONS
 
-    _choice("precision", precision, TRAIN_PRECISIONS)
-    _count("seq_len", seq_len, "seq_len")
-    if tokens is not None:
-        if isinstance(tokens, bool) or not isinstance(tokens, (int, float)) or not (math.isfinite(tokens)
-                                                                                  and tokens > 0):
-            raise InputError(f"tokens={tokens!r} must be a finite positive number")
-        check_limit("tokens", tokens, "tokens")
+    check_choice("precision", precision, TRAIN_PRECISIONS)
+    check_count("seq_len", seq_len, "seq_len")
+    check_positive("tokens", tokens, "tokens")
     prof = _profile(calibration)
     spec, g, _ = _resolve(model, gpu, catalog)
     lay = _layout(layout, spec)
@@ -212,26 +314,13 @@ def estimate_infer(
     of every valid size, the others in ``alternatives``)."""
     from scaleright.estimate.infer import estimate_infer as _estimate
     from scaleright.results.infer import InferResult
-    from scaleright.workload.precision import KV_PRECISIONS, STORAGE_PRECISIONS
 
-    _choice("precision", precision, STORAGE_PRECISIONS)
-    if kv_precision is not None:
-        _choice("kv_precision", kv_precision, KV_PRECISIONS)
-    _count("gpus", gpus, "gpus")
-    for name, v in (("tp", tp), ("pp", pp)):
-        _count(name, v, "parallel_degree")
-    for name, v in (("input_len", input_len), ("output_len", output_len)):
-        _count(name, v, "tokens_per_request")
-    if not isinstance(batch, str):
-        _count("batch", batch, "batch")
-    elif batch != "max":
-        raise InputError(f"batch={batch!r} must be a positive integer or 'max'")
-    if gpus % pp:  # (the CLI's estimate_cmd._pp_fits, which belongs with estimate.infer)
-        raise InputError(f"pp({pp}) does not divide gpus({gpus})")
+    check_infer_args(gpus=gpus, tp=tp, pp=pp, input_len=input_len, output_len=output_len, precision=precision,
+                     kv_precision=kv_precision)  # fmt: skip
+    check_batch("batch", batch)
     prof = _profile(calibration)
     spec, g, _ = _resolve(model, gpu, catalog)
-    if pp > spec.layers:
-        raise InputError(f"pp({pp}) > num_hidden_layers({spec.layers}): each stage needs at least one layer")
+    check_pp_fits(gpus, pp, spec.layers)
     est = _estimate(spec, gpu=g, gpus=gpus, tp=tp, pp=pp, input_len=input_len, output_len=output_len, batch=batch,
                     system=system, precision=precision, kv_precision=kv_precision, cal=prof.calibration)
     return InferResult.of(est, model=spec.name, gpu=g, calibration=prof.record())
@@ -262,14 +351,8 @@ def simulate(
     defaults = inspect.signature(_simulate).parameters
     engine = options.get("engine", defaults["engine"].default)
     check_engine("engine", engine)  # a built-in or a stored (calibrate --serving --name) profile, as the CLI
-    _choice("router", options.get("router", defaults["router"].default), tuple(ROUTERS))
-    given = {"price_usd_per_gpu_hour": price_usd_per_gpu_hour} | options
-    for name in ("burstiness", "duration_s", "slo_ttft_ms", "slo_tpot_ms", "price_usd_per_gpu_hour",
-                 "diurnal_period_s"):  # what the simulator leaves to its callers (the CLI checks its flags)
-        v = given.get(name)
-        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not (math.isfinite(v)
-                                                                                           and v > 0)):
-            raise InputError(f"{name}={v!r} must be a finite positive number")
+    check_choice("router", options.get("router", defaults["router"].default), tuple(ROUTERS))
+    check_simulate_args({"price_usd_per_gpu_hour": price_usd_per_gpu_hour} | options)
     prof = _profile(calibration)
     spec, g, cat = _resolve(model, gpu, catalog)
     price, source = simulation_price(price_usd_per_gpu_hour, g, cat)

@@ -1,5 +1,8 @@
 """Shared pieces of the CLI: catalog resolution, JSON output, rich tables, option validation, terminal safety.
 
+Option checks are the Python API's (``scaleright.api.check_*``, named by flag with ``FLAGS``): a notebook and the
+command get the same line from one place; ``check_choice`` is re-exported here for the commands.
+
 Terminal safety: every string that comes from the user (a scenario name, a model path, a catalog id, an error
 message quoting them) reaches the terminal through ``visible`` (control characters such as ESC, CR or NUL shown
 as ``\\x1b``-style escapes, so no escape sequence runs) and, where rich renders it, through ``esc`` (markup such
@@ -18,6 +21,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import typer
 
+from scaleright.api import check_choice
 from scaleright.errors import InputError
 
 if TYPE_CHECKING:
@@ -181,12 +185,6 @@ def fmt(x: Any) -> str:
             return f"{x:.3g}"
         return f"{x:.2e}"
     return str(x)
-
-
-def check_choice(field: str, value: str, allowed: tuple[str, ...] | list[str]) -> str:
-    if value not in allowed:
-        raise InputError(f"{field}={value!r} not allowed; allowed: {', '.join(allowed)}")
-    return value
 
 
 def check_output_path(flag: str, path: Path) -> None:

@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import Any
 
 import typer
 
+from scaleright.api import (
+    FLAGS,
+    check_counts,
+    check_infer_args,
+    check_positive,
+    check_pp_fits,
+    check_sequence_parallel,
+    check_task_precision,
+)
 from scaleright.cli.common import (
     CatalogOpt,
     JsonOpt,
@@ -20,7 +28,7 @@ from scaleright.cli.common import (
     table,
 )
 from scaleright.errors import InputError
-from scaleright.limits import LIMITS, check_limit
+from scaleright.limits import LIMITS
 
 estimate_app = typer.Typer(help="Estimate memory, training speed or inference latency/throughput for one setup.",
                            no_args_is_help=True)  # fmt: skip
@@ -87,32 +95,16 @@ def _load(model: str, gpu: str, catalog: Path | None):
     return load_model(model, catalog=cat), cat.gpu(gpu)
 
 
-def _positive(**kw: int) -> None:
-    for k, v in kw.items():
-        if v is None or v < 1:
-            raise InputError(f"--{k.replace('_', '-')}={v} must be a positive integer")
-
-
 def _bounded(kind: str, **kw: int | None) -> None:
-    """Each given count is a positive integer at most ``LIMITS[kind]`` (the bound and its reason in the message)."""
-    for k, v in kw.items():
-        if v is not None:
-            _positive(**{k: v})
-            check_limit(f"--{k.replace('_', '-')}", v, kind)
-
-
-def _finite_positive(flag: str, v: float | None, kind: str | None = None) -> None:
-    if v is not None and not (math.isfinite(v) and v > 0):
-        raise InputError(f"{flag}={v} must be a finite positive number")
-    if v is not None and kind is not None:
-        check_limit(flag, v, kind)
+    """Each given count is a positive integer at most ``LIMITS[kind]`` (the API's ``check_counts``, by flag)."""
+    check_counts(kind, kw, FLAGS)
 
 
 MIN_LINK_GBPS = 0.01  # 10 Mb/s: slower than any data-centre NIC; keeps collective times finite
 
 
 def _link_gbps(flag: str, v: float | None) -> None:
-    _finite_positive(flag, v, "link_gbps")
+    check_positive(flag, v, "link_gbps")
     if v is not None and v < MIN_LINK_GBPS:
         raise InputError(f"{flag}={v:g} must be at least {MIN_LINK_GBPS:g} Gb/s (10 Mb/s, slower than any "
                          "data-centre NIC)")  # fmt: skip
@@ -124,20 +116,6 @@ def _zero_recompute(zero: int, recompute: str) -> None:
     if zero not in (0, 1, 2, 3):
         raise InputError(f"--zero={zero} not allowed; allowed: 0, 1, 2, 3")
     check_choice("--recompute", recompute, RECOMPUTE)
-
-
-def _sequence_parallel_needs_tp(sequence_parallel: bool, tp: int) -> None:
-    if sequence_parallel and tp == 1:
-        raise InputError("--sequence-parallel splits activations over tensor parallelism; it needs --tp > 1 "
-                         "(got --tp 1)")
-
-
-def _pp_fits(gpus: int, pp: int, layers: int | None = None) -> None:
-    """pp must divide the GPU count and be at most the layer count (checked before any tp search)."""
-    if gpus % pp:
-        raise InputError(f"pp({pp}) does not divide gpus({gpus})")
-    if layers is not None and pp > layers:
-        raise InputError(f"pp({pp}) > num_hidden_layers({layers}): each stage needs at least one layer")
 
 
 # Training-only options of ``estimate memory`` and the values that change nothing (the default, or what no
@@ -227,16 +205,14 @@ def memory_cmd(
     from scaleright.estimate.memory import (
         CROSS_ENTROPY,
         STATE_FORMATS,
-        TASKS,
         inference_memory,
         resolve_profile,
         training_memory,
     )
     from scaleright.results.memory import MemoryResult
-    from scaleright.workload.precision import KV_PRECISIONS, STORAGE_PRECISIONS, TRAIN_PRECISIONS
+    from scaleright.workload.precision import KV_PRECISIONS
 
-    check_choice("--task", task, TASKS)
-    check_choice("--precision", precision, STORAGE_PRECISIONS if task == "inference" else TRAIN_PRECISIONS)
+    check_task_precision(task, precision, FLAGS)
     for flag, value, allowed in (("--states", states, tuple(STATE_FORMATS)),
                                  ("--cross-entropy", cross_entropy, tuple(CROSS_ENTROPY)),
                                  ("--framework", framework, tuple(FRAMEWORKS)),
@@ -266,7 +242,7 @@ def memory_cmd(
         for flag, v, default in (("--batch", batch, 1), ("--kv-precision", kv_precision, None)):
             if v != default:
                 raise InputError(f"{flag}={v} applies to --task inference; --task {task} does not use it (drop it)")
-    _sequence_parallel_needs_tp(sequence_parallel, tp)
+    check_sequence_parallel(sequence_parallel, tp, FLAGS)
     lora = _lora(task, lora_rank, lora_targets)
     spec, g = _load(model, gpu, catalog)
     if task == "inference":
@@ -409,11 +385,11 @@ def train_cmd(
     _bounded("seq_len", seq_len=seq_len)
     _bounded("micro_batch", micro_batch=micro_batch)
     _bounded("global_batch", global_batch=global_batch)
-    _finite_positive("--tokens", tokens, "tokens")
+    check_positive("--tokens", tokens, "tokens")
     _zero_recompute(zero, recompute)
     if fsdp and zero not in (0, 3):
         raise InputError(f"--fsdp is ZeRO-3; drop --zero or set --zero 3 (got --zero {zero})")
-    _sequence_parallel_needs_tp(sequence_parallel, tp)
+    check_sequence_parallel(sequence_parallel, tp, FLAGS)
     lora = _lora(task, lora_rank, lora_targets)
     _bounded("gpus_per_node", gpus_per_node=gpus_per_node)
     _link_gbps("--inter-node-gbps-per-gpu", inter_node_gbps_per_gpu)
@@ -485,37 +461,28 @@ def infer_cmd(
     as_json: bool = JsonOpt,
 ) -> None:
     """TTFT, TPOT, end-to-end latency and throughput for serving; replicas vs tensor parallel."""
+    from scaleright.api import check_batch
     from scaleright.estimate.calibration import arch_factors
     from scaleright.estimate.infer import estimate_infer
     from scaleright.results.infer import InferResult
-    from scaleright.workload.precision import KV_PRECISIONS, STORAGE_PRECISIONS
 
-    check_choice("--precision", precision, STORAGE_PRECISIONS)
-    if kv_precision is not None:
-        check_choice("--kv-precision", kv_precision, KV_PRECISIONS)
-    _bounded("gpus", gpus=gpus)
-    _bounded("parallel_degree", tp=tp, pp=pp)
-    _bounded("tokens_per_request", input_len=input_len, output_len=output_len)
-    _pp_fits(gpus, pp)
+    check_infer_args(gpus=gpus, tp=tp, pp=pp, input_len=input_len, output_len=output_len, precision=precision,
+                     kv_precision=kv_precision, names=FLAGS)  # fmt: skip
     if batch is not None and concurrency is not None:
         raise InputError("--batch and --concurrency are alternatives; give one")
     _bounded("batch", concurrency=concurrency)
-    if batch is None:
-        b: int | str = concurrency if concurrency is not None else 1
-    elif batch == "max":
-        b = "max"
-    else:
+    b: int | str = concurrency if concurrency is not None else 1
+    if batch is not None:  # a count or "max"; any other word is refused by check_batch, naming --batch
         try:
             b = int(batch)
         except ValueError:
-            raise InputError(f"--batch={batch!r} must be a positive integer or 'max'") from None
-    if b != "max" and batch is not None:
-        _bounded("batch", batch=int(b))
+            b = batch
+        check_batch("--batch", b)
     _bounded("gpus_per_node", gpus_per_node=gpus_per_node)
     prof = profile_from("--calibration", calibration)
     cal = prof.calibration
     spec, g = _load(model, gpu, catalog)
-    _pp_fits(gpus, pp, spec.layers)
+    check_pp_fits(gpus, pp, spec.layers)
     est = estimate_infer(
         spec, gpu=g, gpus=gpus, tp=tp, pp=pp, input_len=input_len, output_len=output_len, batch=b,
         system=_system(g, system, gpus_per_node, None), precision=precision, kv_precision=kv_precision,

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import typer
 
+from scaleright.api import FLAGS, check_positive, check_simulate_args
 from scaleright.cli.common import CatalogOpt, JsonOpt, catalog_from, check_choice, console, emit_json, esc, table
 from scaleright.errors import InputError
 
@@ -45,8 +46,8 @@ def _check_int(flag: str, v: int, kind: str, low: int = 1) -> None:
 
 
 def _check_pos(flag: str, v: float | None) -> None:
-    if v is not None and not (math.isfinite(v) and v > 0):
-        raise InputError(f"{flag}={v} must be a finite positive number")
+    """A finite positive number, or not given (the API's ``check_positive``, named by flag)."""
+    check_positive(flag, v)
 
 
 def _common(model, gpu, gpus, tp, pp, ep, input_len, output_len, engine, precision, kv_precision, max_num_seqs,
@@ -231,11 +232,9 @@ def simulate_cmd(
         from scaleright.limits import check_limit
 
         check_limit("--rate", rate, "requests_per_s", low=MIN_RATE_PER_S)
-    _check_pos("--burstiness", burstiness)
-    _check_pos("--duration-s", duration_s)
-    _check_pos("--slo-ttft-ms", slo_ttft_ms)
-    _check_pos("--slo-tpot-ms", slo_tpot_ms)
-    _check_pos("--price-usd-per-gpu-hour", price_usd_per_gpu_hour)
+    check_simulate_args(dict(burstiness=burstiness, duration_s=duration_s, slo_ttft_ms=slo_ttft_ms,
+                             slo_tpot_ms=slo_tpot_ms, price_usd_per_gpu_hour=price_usd_per_gpu_hour,
+                             diurnal_period_s=diurnal_period_s), FLAGS)  # the API's simulate() checks the same
     if concurrency is not None:
         _check_int("--concurrency", concurrency, "batch")
     if requests is not None:
@@ -260,7 +259,6 @@ def simulate_cmd(
         raise InputError("--input-lengths / --output-lengths apply to --rate and --concurrency; a --trace has its own")
     samples_in = read_lengths(input_lengths, flag="--input-lengths") if input_lengths is not None else None
     samples_out = read_lengths(output_lengths, flag="--output-lengths") if output_lengths is not None else None
-    _check_pos("--diurnal-period-s", diurnal_period_s)
     check_choice("--preemption", preemption, ("recompute", "swap"))
     if not 0 <= result_cache_hit_rate < 1:
         raise InputError(f"--result-cache-hit-rate={result_cache_hit_rate} must lie in [0, 1)")
