@@ -173,10 +173,12 @@ def check_simulate_args(values: Mapping[str, Any], names: Names = ARGS) -> None:
 
 
 def _catalog(catalog: Catalog | str | Path | None) -> Catalog:
-    """``catalog``, or the built-in catalog overlaid with the directory ``catalog`` (default: $SCALERIGHT_CATALOG)."""
+    """``catalog``, or the built-in catalog overlaid with the directory ``catalog`` (default: $SCALERIGHT_CATALOG),
+    the directory checked as the CLI checks ``--catalog``."""
     from scaleright.catalog import Catalog
+    from scaleright.cli.common import catalog_from
 
-    return catalog if isinstance(catalog, Catalog) else Catalog.load(catalog)
+    return catalog if isinstance(catalog, Catalog) else catalog_from(catalog, flag="catalog")
 
 
 def _resolve(model: str | TransformerSpec, gpu: str | Accelerator,

@@ -71,13 +71,16 @@ CatalogOpt = typer.Option(
 JsonOpt = typer.Option(False, "--json", help="Print one JSON object instead of tables.")
 
 
-def catalog_from(path: Path | None):
-    """The built-in catalog overridden by the directory ``--catalog`` (checked here, with the true reason)."""
+def catalog_from(path: Path | str | None, *, flag: str = "--catalog"):
+    """The built-in catalog overridden by the directory ``path`` (``flag``; None: $SCALERIGHT_CATALOG), checked
+    here with the true reason (the API's ``catalog`` argument too, named ``catalog``)."""
     from scaleright.catalog import Catalog
     from scaleright.catalog.store import ENV_VAR
     from scaleright.textfile import path_problem
 
-    flag, where = ("--catalog", path) if path is not None else (f"${ENV_VAR}", os.environ.get(ENV_VAR) or None)
+    if path is not None and str(path) == "":  # (the command line refuses it before parsing, with the same line)
+        raise InputError(f"{flag}: empty value; give a path")
+    flag, where = (flag, path) if path is not None else (f"${ENV_VAR}", os.environ.get(ENV_VAR) or None)
     if where is not None:
         why = path_problem(where, want="dir")
         if why is not None:
