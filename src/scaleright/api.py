@@ -27,7 +27,6 @@ from __future__ import annotations
 import inspect
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -56,12 +55,14 @@ __all__ = ["estimate_memory", "estimate_train", "estimate_infer", "simulate", "s
 # ---- argument checks: the API's and the CLI's, one home ------------------------------------------------------
 
 
-@dataclass(frozen=True)
 class Names:
     """How a check's message names an argument: by its name (``seq_len``; a layout's field as ``layout.tp``), or,
-    for the CLI, by its flag (``--seq-len``, ``--tp``)."""
+    for the CLI, by its flag (``--seq-len``, ``--tp``). (A plain class: every command imports this module.)"""
 
-    flags: bool = False
+    __slots__ = ("flags",)
+
+    def __init__(self, *, flags: bool = False) -> None:
+        self.flags = flags
 
     def __call__(self, arg: str, *, layout: bool = False) -> str:
         if self.flags:
