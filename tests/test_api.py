@@ -192,8 +192,16 @@ def test_a_scenario_error_names_the_field_as_the_cli_does(tmp_path, monkeypatch,
 @pytest.mark.parametrize(("call", "match"), [
     (lambda: scaleright.estimate_train("llama-3.1-8b", tokens=float("inf")), r"^tokens=inf must be a finite"),
     (lambda: scaleright.estimate_memory("llama-3.1-8b", task="inference", layout=scaleright.Layout(zero=3)),
-     r"^layout\.zero applies to training"),
-    (lambda: scaleright.estimate_memory("llama-3.1-8b", batch=4), r"^batch=4 applies to task 'inference'"),
+     r"^layout\.zero=3 applies to training; task='inference' does not use it \(drop it\)$"),
+    (lambda: scaleright.estimate_memory("llama-3.1-8b", task="inference",
+                                        layout=scaleright.Layout(offload_activations=True)),
+     r"^layout\.offload_activations applies to training; task='inference' does not use it"),
+    (lambda: scaleright.estimate_memory("llama-3.1-8b", task="inference", framework="megatron-core"),
+     r"^framework='megatron-core' applies to training; task='inference' does not use it"),
+    (lambda: scaleright.estimate_memory("llama-3.1-8b", task="inference", lora=scaleright.LoraConfig()),
+     r"^lora applies to task lora or qlora; task='inference' does not use it \(drop it\)$"),
+    (lambda: scaleright.estimate_memory("llama-3.1-8b", batch=4),
+     r"^batch=4 applies to task='inference'; task='pretrain' does not use it \(drop it\)$"),
     (lambda: scaleright.estimate_infer("llama-3.1-8b", input_len=8, output_len=8, batch="all"),
      r"^batch='all' must be a positive integer or 'max'$"),
     (lambda: scaleright.simulate("llama-3.1-8b", rate=1.0, rps=2.0), r"^simulate: unknown option 'rps'; known: "),
@@ -209,8 +217,9 @@ def test_a_scenario_error_names_the_field_as_the_cli_does(tmp_path, monkeypatch,
      r"^layout\.dp must be <= 1,048,576 \(.*\); got 2097152$"),
     (lambda: scaleright.estimate_train("llama-3.1-8b", layout=scaleright.Layout(dp=2**10, cp=2**11)),
      r"^layout\.gpus must be <= 1,048,576 \(.*\); got 2097152$"),
-], ids=["tokens", "inference-layout", "training-batch", "infer-batch", "option", "slo", "burstiness", "router",
-        "sequence-parallel", "dp-bound", "gpus-bound"])  # fmt: skip
+], ids=["tokens", "inference-layout", "inference-offload", "inference-framework", "inference-lora", "training-batch",
+        "infer-batch", "option", "slo", "burstiness", "router", "sequence-parallel", "dp-bound",
+        "gpus-bound"])  # fmt: skip
 def test_api_arguments_are_checked_by_name(call, match):
     with pytest.raises(scaleright.InputError, match=match):
         call()

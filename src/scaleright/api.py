@@ -49,7 +49,7 @@ if TYPE_CHECKING:
 __all__ = ["estimate_memory", "estimate_train", "estimate_infer", "simulate", "simulation_price", "plan_scenario",
            "ARGS", "FLAGS", "Names", "check_choice", "check_count", "check_counts", "check_positive", "check_batch",
            "check_pp_fits", "check_sequence_parallel", "check_task_precision", "check_infer_args",
-           "check_simulate_args"]
+           "check_simulate_args", "check_memory_task_args", "check_lora_task", "TRAINING_ONLY", "INFERENCE_ONLY"]
 
 
 # ---- argument checks: the API's and the CLI's, one home ------------------------------------------------------
@@ -70,8 +70,16 @@ class Names:
         return f"layout.{arg}" if layout else arg
 
     def given(self, arg: str, value: object) -> str:
-        """The argument with its value, as the message quotes it: ``tp=1`` / ``--tp 1``."""
-        return f"{self(arg)} {value}" if self.flags else f"{arg}={value}"
+        """The argument with its value, as a message quotes it: ``tp=1``, ``task='inference'`` / ``--tp 1``."""
+        return f"{self(arg)} {value}" if self.flags else f"{arg}={value!r}"
+
+    def set(self, arg: str, value: object, *, layout: bool = False) -> str:
+        """An argument someone set, as a message names it: ``--zero=3``, ``layout.zero=3``; a boolean (a flag, or
+        "given") by its name alone."""
+        name = self(arg, layout=layout)
+        if isinstance(value, bool):
+            return name
+        return f"{name}={value}" if self.flags else f"{name}={value!r}"
 
 
 ARGS = Names()
@@ -146,6 +154,47 @@ def check_task_precision(task: str, precision: str, names: Names = ARGS) -> None
 
     check_choice(names("task"), task, TASKS)
     check_choice(names("precision"), precision, STORAGE_PRECISIONS if task == "inference" else TRAIN_PRECISIONS)
+
+
+# A memory estimate's training-only arguments and the values that change nothing (the default, or what no framework
+# means): with task inference any other value is an error, never silently ignored. The first group are Layout's.
+TRAINING_ONLY: dict[str, tuple[object, ...]] = {
+    "dp": (1,), "cp": (1,), "ep": (1,), "etp": (None,), "zero": (0,), "dp_shard": (None,), "micro_batch": (1,),
+    "global_batch": (None,), "recompute": ("none",), "sequence_parallel": (False,), "virtual_stages": (1,),
+    "offload_optimizer": (False,), "offload_activations": (False,),
+    "optimizer": ("adamw",), "states": (None, "zero"), "cross_entropy": (None, "fused"), "framework": (None,),
+    "attention": (None,),
+}  # fmt: skip
+_LAYOUT_ONLY = ("dp", "cp", "ep", "etp", "zero", "dp_shard", "micro_batch", "global_batch", "recompute",
+                "sequence_parallel", "virtual_stages", "offload_optimizer", "offload_activations")  # fmt: skip
+# ... and its inference-only arguments with their defaults
+INFERENCE_ONLY: dict[str, object] = {"batch": 1, "kv_precision": None}
+
+
+def check_memory_task_args(task: str, given: Mapping[str, object], names: Names = ARGS) -> None:
+    """Every argument of ``given`` (name -> value, checked in order) applies to ``task``: with inference each
+    training-only one (``TRAINING_ONLY``) keeps a value that changes nothing, otherwise each inference-only one
+    (``INFERENCE_ONLY``) its default. A layout's arguments are named as its fields (``layout.zero``)."""
+    inference = names.given("task", "inference")
+    if task == "inference":
+        for arg, v in given.items():
+            if arg in TRAINING_ONLY and v not in TRAINING_ONLY[arg]:
+                shown = names.set(arg, v, layout=arg in _LAYOUT_ONLY)
+                raise InputError(f"{shown} applies to training; {inference} does not use it (drop it)")
+        return
+    for arg, v in given.items():
+        if arg in INFERENCE_ONLY and v != INFERENCE_ONLY[arg]:
+            raise InputError(f"{names.set(arg, v)} applies to {inference}; {names.given('task', task)} does not use "
+                             "it (drop it)")  # fmt: skip
+
+
+def check_lora_task(task: str, given: Mapping[str, object], names: Names = ARGS) -> None:
+    """Adapter arguments someone set (``given``: name -> value; True for "given") apply to task lora or qlora."""
+    if task in ("lora", "qlora"):
+        return
+    for arg, v in given.items():
+        raise InputError(f"{names.set(arg, v)} applies to {names('task')} lora or qlora; {names.given('task', task)} "
+                         "does not use it (drop it)")  # fmt: skip
 
 
 def check_infer_args(*, gpus: int, tp: int | None, pp: int, input_len: int, output_len: int, precision: str,
@@ -243,24 +292,20 @@ def estimate_memory(
     check_task_precision(task, precision)
     check_count("seq_len", seq_len, "seq_len")
     check_count("batch", batch, "batch")
+    lay0 = layout if layout is not None else Layout()
+    fw_name = framework if framework is None or isinstance(framework, str) else framework.name
+    check_memory_task_args(task, {**{k: getattr(lay0, k) for k in _LAYOUT_ONLY}, "optimizer": optimizer,
+                                  "states": states, "cross_entropy": cross_entropy, "framework": fw_name,
+                                  "batch": batch, "kv_precision": kv_precision})  # fmt: skip
+    check_lora_task(task, {"lora": True} if lora is not None else {})
     spec, g, cat = _resolve(model, gpu, catalog)
     lay = _layout(layout, spec)
     if task == "inference":
-        given = [k for k in ("dp", "cp", "ep", "zero", "micro_batch", "global_batch", "recompute",
-                             "sequence_parallel", "virtual_stages") if getattr(lay, k) != getattr(Layout(), k)]
-        if given or lora is not None:
-            what = f"layout.{given[0]}" if given else "lora"
-            raise InputError(f"{what} applies to training; task 'inference' uses the layout's tp and pp only")
         kvp = kv_precision or ("fp32" if precision == "fp32" else "bf16")
         check_choice("kv_precision", kvp, KV_PRECISIONS)
         mem = inference_memory(spec, batch=batch, context=seq_len, tp=lay.tp, pp=lay.pp, precision=precision,
                                kv_precision=kvp, gpu_memory_gb=g.memory_gb)  # fmt: skip
         return MemoryResult.of(mem, model=spec.name, gpu=g, task=task)
-    for name, v, default in (("batch", batch, 1), ("kv_precision", kv_precision, None)):
-        if v != default:
-            raise InputError(f"{name}={v} applies to task 'inference'; task {task!r} does not use it")
-    if lora is not None and task not in ("lora", "qlora"):
-        raise InputError(f"lora applies to task lora or qlora; task {task!r} does not use it")
     from scaleright.estimate.framework import framework_of
     from scaleright.estimate.memory import resolve_profile
 

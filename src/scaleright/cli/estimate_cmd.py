@@ -11,6 +11,8 @@ from scaleright.api import (
     FLAGS,
     check_counts,
     check_infer_args,
+    check_lora_task,
+    check_memory_task_args,
     check_positive,
     check_pp_fits,
     check_sequence_parallel,
@@ -72,10 +74,8 @@ def _lora(task: str, rank: int, targets: str):
 
     _bounded("lora_rank", lora_rank=rank)
     if task not in ("lora", "qlora"):
-        for k, v in (("lora_rank", rank), ("lora_targets", targets)):
-            if v != _LORA_DEFAULTS[k]:
-                raise InputError(f"--{k.replace('_', '-')}={v} applies to --task lora or qlora; "
-                                 f"--task {task} does not use it (drop it)")  # fmt: skip
+        given = {"lora_rank": rank, "lora_targets": targets}
+        check_lora_task(task, {k: v for k, v in given.items() if v != _LORA_DEFAULTS[k]}, FLAGS)
         return None
     names = tuple(t.strip() for t in targets.split(",") if t.strip())
     if not names:
@@ -116,14 +116,6 @@ def _zero_recompute(zero: int, recompute: str) -> None:
     if zero not in (0, 1, 2, 3):
         raise InputError(f"--zero={zero} not allowed; allowed: 0, 1, 2, 3")
     check_choice("--recompute", recompute, RECOMPUTE)
-
-
-# Training-only options of ``estimate memory`` and the values that change nothing (the default, or what no
-# --framework means): with --task inference any other value is an error rather than silently ignored.
-_TRAINING_ONLY = {"cp": (1,), "ep": (1,), "zero": (0,), "micro_batch": (1,), "global_batch": (None,),
-                  "recompute": ("none",), "sequence_parallel": (False,), "optimizer": ("adamw",),
-                  "states": (None, "zero"), "cross_entropy": (None, "fused"), "framework": (None,),
-                  "attention": (None,), "offload_optimizer": (False,), "offload_activations": (False,)}  # fmt: skip
 
 
 def _offload_link(g, offload_optimizer: bool, offload_activations: bool) -> None:
@@ -231,17 +223,8 @@ def memory_cmd(
              "recompute": recompute, "sequence_parallel": sequence_parallel, "optimizer": optimizer,
              "states": states, "cross_entropy": cross_entropy, "framework": framework,
              "attention": attention, "offload_optimizer": offload_optimizer,
-             "offload_activations": offload_activations}  # fmt: skip
-    if task == "inference":
-        for k, inert in _TRAINING_ONLY.items():
-            if given[k] not in inert:
-                flag = "--" + k.replace("_", "-")
-                shown = flag if isinstance(inert[0], bool) else f"{flag}={given[k]}"
-                raise InputError(f"{shown} applies to training; --task inference does not use it (drop it)")
-    else:
-        for flag, v, default in (("--batch", batch, 1), ("--kv-precision", kv_precision, None)):
-            if v != default:
-                raise InputError(f"{flag}={v} applies to --task inference; --task {task} does not use it (drop it)")
+             "offload_activations": offload_activations, "batch": batch, "kv_precision": kv_precision}  # fmt: skip
+    check_memory_task_args(task, given, FLAGS)  # training-only options with --task inference, and the reverse
     check_sequence_parallel(sequence_parallel, tp, FLAGS)
     lora = _lora(task, lora_rank, lora_targets)
     spec, g = _load(model, gpu, catalog)
