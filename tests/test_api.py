@@ -200,6 +200,9 @@ def test_a_scenario_error_names_the_field_as_the_cli_does(tmp_path, monkeypatch,
      r"^framework='megatron-core' applies to training; task='inference' does not use it"),
     (lambda: scaleright.estimate_memory("llama-3.1-8b", task="inference", lora=scaleright.LoraConfig()),
      r"^lora applies to task lora or qlora; task='inference' does not use it \(drop it\)$"),
+    (lambda: scaleright.estimate_memory("llama-3.1-8b", gpu="gh200", layout=scaleright.Layout(zero=1,
+                                                                                               offload_optimizer=True)),
+     r"^layout\.offload_optimizer on gh200: the catalog gives it no PCIe host link \(pcie_gen\)"),
     (lambda: scaleright.estimate_memory("llama-3.1-8b", batch=4),
      r"^batch=4 applies to task='inference'; task='pretrain' does not use it \(drop it\)$"),
     (lambda: scaleright.estimate_infer("llama-3.1-8b", input_len=8, output_len=8, batch="all"),
@@ -217,9 +220,9 @@ def test_a_scenario_error_names_the_field_as_the_cli_does(tmp_path, monkeypatch,
      r"^layout\.dp must be <= 1,048,576 \(.*\); got 2097152$"),
     (lambda: scaleright.estimate_train("llama-3.1-8b", layout=scaleright.Layout(dp=2**10, cp=2**11)),
      r"^layout\.gpus must be <= 1,048,576 \(.*\); got 2097152$"),
-], ids=["tokens", "inference-layout", "inference-offload", "inference-framework", "inference-lora", "training-batch",
-        "infer-batch", "option", "slo", "burstiness", "router", "sequence-parallel", "dp-bound",
-        "gpus-bound"])  # fmt: skip
+], ids=["tokens", "inference-layout", "inference-offload", "inference-framework", "inference-lora",
+        "offload-no-host-link", "training-batch", "infer-batch", "option", "slo", "burstiness", "router",
+        "sequence-parallel", "dp-bound", "gpus-bound"])  # fmt: skip
 def test_api_arguments_are_checked_by_name(call, match):
     with pytest.raises(scaleright.InputError, match=match):
         call()

@@ -49,7 +49,8 @@ if TYPE_CHECKING:
 __all__ = ["estimate_memory", "estimate_train", "estimate_infer", "simulate", "simulation_price", "plan_scenario",
            "ARGS", "FLAGS", "Names", "check_choice", "check_count", "check_counts", "check_positive", "check_batch",
            "check_pp_fits", "check_sequence_parallel", "check_task_precision", "check_infer_args",
-           "check_simulate_args", "check_memory_task_args", "check_lora_task", "TRAINING_ONLY", "INFERENCE_ONLY"]
+           "check_simulate_args", "check_memory_task_args", "check_lora_task", "check_offload_link", "TRAINING_ONLY",
+           "INFERENCE_ONLY"]
 
 
 # ---- argument checks: the API's and the CLI's, one home ------------------------------------------------------
@@ -197,6 +198,20 @@ def check_lora_task(task: str, given: Mapping[str, object], names: Names = ARGS)
                          "does not use it (drop it)")  # fmt: skip
 
 
+def check_offload_link(gpu: Accelerator, offload_optimizer: bool, offload_activations: bool,
+                       names: Names = ARGS) -> None:  # fmt: skip
+    """Offload needs a host link the catalog gives (``estimate.memory.offload``): refused, naming what asked for it,
+    on a part without one (NVLink-C2C superchips, TPUs, Trainium: the planner does not offer offload there either)."""
+    from scaleright.estimate.memory.offload import host_link_bytes_per_s
+
+    if (offload_optimizer or offload_activations) and host_link_bytes_per_s(gpu) is None:
+        given = [names.set(a, True, layout=True) for a, on in (("offload_optimizer", offload_optimizer),
+                                                                ("offload_activations", offload_activations)) if on]
+        drop = "them" if len(given) > 1 else "it"
+        raise InputError(f"{' and '.join(given)} on {gpu.id}: the catalog gives it no PCIe host link (pcie_gen), so "
+                         f"host offload is not modelled there; drop {drop} or pick a GPU with one")
+
+
 def check_infer_args(*, gpus: int, tp: int | None, pp: int, input_len: int, output_len: int, precision: str,
                      kv_precision: str | None, names: Names = ARGS) -> None:  # fmt: skip
     """The arguments of an inference estimate that need no model: precisions, counts and their bounds, pp | gpus."""
@@ -300,6 +315,7 @@ def estimate_memory(
     check_lora_task(task, {"lora": True} if lora is not None else {})
     spec, g, cat = _resolve(model, gpu, catalog)
     lay = _layout(layout, spec)
+    check_offload_link(g, lay.offload_optimizer, lay.offload_activations)
     if task == "inference":
         kvp = kv_precision or ("fp32" if precision == "fp32" else "bf16")
         check_choice("kv_precision", kvp, KV_PRECISIONS)
@@ -346,6 +362,7 @@ def estimate_train(
     prof = _profile(calibration)
     spec, g, _ = _resolve(model, gpu, catalog)
     lay = _layout(layout, spec)
+    check_offload_link(g, lay.offload_optimizer, lay.offload_activations)
     est = _estimate(spec, gpu=g, layout=lay, seq_len=seq_len, system=system, precision=precision, task=task,
                     lora=lora, optimizer=optimizer, tokens=tokens, cal=prof.calibration, framework=framework)
     return TrainResult.of(est, model=spec.name, calibration=prof.record())

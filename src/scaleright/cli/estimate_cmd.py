@@ -13,6 +13,7 @@ from scaleright.api import (
     check_infer_args,
     check_lora_task,
     check_memory_task_args,
+    check_offload_link,
     check_positive,
     check_pp_fits,
     check_sequence_parallel,
@@ -116,19 +117,6 @@ def _zero_recompute(zero: int, recompute: str) -> None:
     if zero not in (0, 1, 2, 3):
         raise InputError(f"--zero={zero} not allowed; allowed: 0, 1, 2, 3")
     check_choice("--recompute", recompute, RECOMPUTE)
-
-
-def _offload_link(g, offload_optimizer: bool, offload_activations: bool) -> None:
-    """Offload needs a host link the catalog gives (``estimate.memory.offload``): refuse it, naming the flags, on a
-    part without one (NVLink-C2C superchips, TPUs, Trainium: the planner does not offer offload there either)."""
-    from scaleright.estimate.memory.offload import host_link_bytes_per_s
-
-    if (offload_optimizer or offload_activations) and host_link_bytes_per_s(g) is None:
-        given = [f for f, on in (("--offload-optimizer", offload_optimizer),
-                                 ("--offload-activations", offload_activations)) if on]  # fmt: skip
-        drop = "them" if len(given) > 1 else "it"
-        raise InputError(f"{' and '.join(given)} on {g.id}: the catalog gives it no PCIe host link (pcie_gen), so "
-                         f"host offload is not modelled there; drop {drop} or pick a GPU with one")
 
 
 def _dp(gpus: int, tp: int, pp: int, cp: int) -> int:
@@ -242,7 +230,7 @@ def memory_cmd(
                         global_batch=global_batch, recompute=recompute, sequence_parallel=sequence_parallel,
                         offload_optimizer=offload_optimizer, offload_activations=offload_activations)
         layout.validate(spec, gpus=gpus)
-        _offload_link(g, offload_optimizer, offload_activations)
+        check_offload_link(g, offload_optimizer, offload_activations, FLAGS)
         fw = _framework(framework, attention=attention) if framework is not None else None
         memory_kw: dict[str, Any] = dict(precision=precision, optimizer=optimizer, lora=lora, framework=fw,
                                          states=states, cross_entropy=cross_entropy,
@@ -386,7 +374,7 @@ def train_cmd(
                     virtual_stages=virtual_stages, offload_optimizer=offload_optimizer,
                     offload_activations=offload_activations)  # fmt: skip
     layout.validate(spec, gpus=gpus)
-    _offload_link(g, offload_optimizer, offload_activations)
+    check_offload_link(g, offload_optimizer, offload_activations, FLAGS)
     est = estimate_train(
         spec, gpu=g, layout=layout, seq_len=seq_len,
         system=_system(g, system, gpus_per_node, inter_node_gbps_per_gpu), precision=precision, task=task, lora=lora,
