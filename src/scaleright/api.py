@@ -50,7 +50,7 @@ __all__ = ["estimate_memory", "estimate_train", "estimate_infer", "simulate", "s
            "ARGS", "FLAGS", "Names", "check_choice", "check_count", "check_counts", "check_positive", "check_batch",
            "check_pp_fits", "check_sequence_parallel", "check_task_precision", "check_infer_args",
            "check_simulate_args", "check_memory_task_args", "check_lora_task", "check_offload_link", "TRAINING_ONLY",
-           "INFERENCE_ONLY"]
+           "INFERENCE_ONLY", "SIMULATE_POSITIVE"]
 
 
 # ---- argument checks: the API's and the CLI's, one home ------------------------------------------------------
@@ -191,11 +191,11 @@ def check_memory_task_args(task: str, given: Mapping[str, object], names: Names 
 
 def check_lora_task(task: str, given: Mapping[str, object], names: Names = ARGS) -> None:
     """Adapter arguments someone set (``given``: name -> value; True for "given") apply to task lora or qlora."""
-    if task in ("lora", "qlora"):
+    if task in ("lora", "qlora") or not given:
         return
-    for arg, v in given.items():
-        raise InputError(f"{names.set(arg, v)} applies to {names('task')} lora or qlora; {names.given('task', task)} "
-                         "does not use it (drop it)")  # fmt: skip
+    arg, v = next(iter(given.items()))  # the first one named
+    raise InputError(f"{names.set(arg, v)} applies to {names('task')} lora or qlora; {names.given('task', task)} does "
+                     "not use it (drop it)")  # fmt: skip
 
 
 def check_offload_link(gpu: Accelerator, offload_optimizer: bool, offload_activations: bool,
