@@ -155,6 +155,16 @@ def test_a_plan_result_to_dict_is_the_plans_json(monkeypatch, capsys):
      ["estimate", "memory", "--model", "llama-3.1-8b", "--task", "inference", "--precision", "fp7"], "--precision"),
     (lambda: scaleright.simulate("llama-3.1-8b", rate=1.0, slo_ttft_ms=-1.0),
      ["serve", "simulate", "--model", "llama-3.1-8b", "--rate", "1", "--slo-ttft-ms=-1"], "--slo-ttft-ms"),
+    (lambda: scaleright.simulate("llama-3.1-8b", rate=1.0, diurnal_amplitude=2.0),
+     ["serve", "simulate", "--model", "llama-3.1-8b", "--rate", "1", "--diurnal-amplitude", "2"],
+     "--diurnal-amplitude"),
+    (lambda: scaleright.simulate("llama-3.1-8b", rate=1.0, requests=0),
+     ["serve", "simulate", "--model", "llama-3.1-8b", "--rate", "1", "--requests", "0"], "--requests"),
+    (lambda: scaleright.simulate("llama-3.1-8b", rate=1.0, precision="tf32"),
+     ["serve", "simulate", "--model", "llama-3.1-8b", "--rate", "1", "--precision", "tf32"], "--precision"),
+    (lambda: scaleright.simulate("llama-3.1-8b", rate=1.0, gpu_memory_utilization=1.5),
+     ["serve", "simulate", "--model", "llama-3.1-8b", "--rate", "1", "--gpu-memory-utilization", "1.5"],
+     "--gpu-memory-utilization"),
     (lambda: scaleright.estimate_train("llama-3.1-8b", catalog="/no/such/catalog"),
      ["estimate", "train", "--model", "llama-3.1-8b", "--catalog", "/no/such/catalog"], "--catalog"),
     (lambda: scaleright.estimate_train("llama-3.1-8b", catalog=""),
@@ -164,7 +174,8 @@ def test_a_plan_result_to_dict_is_the_plans_json(monkeypatch, capsys):
      "--diurnal-period-s"),
 ], ids=["get_gpu", "gpu", "model", "layout-train", "layout-memory", "calibration", "scenario", "precision",
         "seq_len", "engine", "pp-divides", "pp-layers", "tokens", "batch-word", "tp", "inference-precision",
-        "slo", "catalog", "catalog-empty", "diurnal-period"])  # fmt: skip
+        "slo", "diurnal-amplitude", "requests", "serve-precision", "memory-share", "catalog", "catalog-empty",
+        "diurnal-period"])  # fmt: skip
 def test_an_api_error_is_the_clis_message(call, args, flag, monkeypatch, capsys):
     """The same line; where the CLI names its flag (``--seq-len``) the API names the argument (``seq_len``)."""
     with pytest.raises(scaleright.InputError) as err:
@@ -172,7 +183,7 @@ def test_an_api_error_is_the_clis_message(call, args, flag, monkeypatch, capsys)
     code, _, cli_err = run_main(args, monkeypatch, capsys)
     expected = cli_err.strip().removeprefix("error: ")
     if flag is not None:
-        assert expected.startswith(flag) and expected[len(flag)] in "=:"
+        assert expected.startswith(flag) and expected[len(flag)] in "=: "
         expected = flag[2:].replace("-", "_") + expected.removeprefix(flag)
     assert code == 2 and str(err.value) == expected
 

@@ -50,7 +50,8 @@ __all__ = ["estimate_memory", "estimate_train", "estimate_infer", "simulate", "s
            "ARGS", "FLAGS", "Names", "check_choice", "check_count", "check_counts", "check_positive", "check_batch",
            "check_pp_fits", "check_sequence_parallel", "check_task_precision", "check_infer_args",
            "check_simulate_args", "check_memory_task_args", "check_lora_task", "check_offload_link", "TRAINING_ONLY",
-           "INFERENCE_ONLY", "SIMULATE_POSITIVE"]
+           "INFERENCE_ONLY", "SIMULATE_POSITIVE",
+           "MIN_RATE_PER_S", "check_pool_args"]
 
 
 # ---- argument checks: the API's and the CLI's, one home ------------------------------------------------------
@@ -226,15 +227,75 @@ def check_infer_args(*, gpus: int, tp: int | None, pp: int, input_len: int, outp
     check_pp_fits(gpus, pp)
 
 
-# What a simulation's callers check (the simulator itself checks its counts and lengths): finite positive numbers.
+# A simulation's finite positive numbers (None or absent: not given).
 SIMULATE_POSITIVE = ("burstiness", "duration_s", "slo_ttft_ms", "slo_tpot_ms", "price_usd_per_gpu_hour",
                      "diurnal_period_s")  # fmt: skip
+# The smallest request rate simulated: one request per ~11.6 days. Arrival times are float64 seconds; at a lower rate
+# a run of 2**20 requests spans over 10**12 s, where float64 no longer resolves a millisecond (2**-52 x 10**12 s is
+# 0.2 ms), and 5e-324 makes every arrival time infinite.
+MIN_RATE_PER_S = 1e-6
 
 
 def check_simulate_args(values: Mapping[str, Any], names: Names = ARGS) -> None:
-    """Each of ``SIMULATE_POSITIVE`` given in ``values`` (None or absent: not given) is a finite positive number."""
+    """A simulation's load arguments in ``values`` (absent or None: not given; checked in this order): the arrival
+    process, the rate (finite, positive, at least ``MIN_RATE_PER_S``), ``SIMULATE_POSITIVE``, the closed-loop
+    concurrency and request count, the preemption policy, the result-cache hit rate in [0, 1) and the diurnal
+    amplitude in [0, 1]."""
+    from scaleright.limits import check_limit
+    from scaleright.serve.arrivals import ARRIVALS
+
+    if values.get("arrival") is not None:
+        check_choice(names("arrival"), values["arrival"], ARRIVALS)
+    rate = values.get("rate")
+    if rate is not None:
+        check_positive(names("rate"), rate)
+        check_limit(names("rate"), rate, "requests_per_s", low=MIN_RATE_PER_S)
     for arg in SIMULATE_POSITIVE:
         check_positive(names(arg), values.get(arg))
+    for arg in ("concurrency", "requests"):
+        if values.get(arg) is not None:
+            check_limit(names(arg), values[arg], "batch", low=1)
+    if values.get("preemption") is not None:
+        check_choice(names("preemption"), values["preemption"], ("recompute", "swap"))
+    hit, amplitude = values.get("result_cache_hit_rate"), values.get("diurnal_amplitude")
+    if hit is not None and not 0 <= hit < 1:
+        raise InputError(f"{names('result_cache_hit_rate')}={hit} must lie in [0, 1)")
+    if amplitude is not None and not 0 <= amplitude <= 1:
+        raise InputError(f"{names('diurnal_amplitude')}={amplitude} must lie in [0, 1]")
+
+
+def check_pool_args(values: Mapping[str, Any], names: Names = ARGS) -> None:
+    """A serving pool's arguments that need no model (``values`` holds each): GPU, parallel and token counts within
+    their bounds, the iteration's token budget at least ``max_num_seqs``, the prefix-cache hit rate in [0, 1), the
+    GPU memory share in (0, 1], tp x pp dividing the GPUs, a known engine, precisions and router."""
+    from scaleright.estimate.engine_store import check_engine
+    from scaleright.limits import check_limit
+    from scaleright.serve.router import ROUTERS
+    from scaleright.workload.precision import KV_PRECISIONS, STORAGE_PRECISIONS
+
+    v = values
+    for arg, kind in (("gpus", "gpus"), ("tp", "parallel_degree"), ("pp", "parallel_degree"),
+                      ("ep", "parallel_degree"), ("input_len", "tokens_per_request"),
+                      ("output_len", "tokens_per_request"), ("max_num_seqs", "batch"),
+                      ("max_num_batched_tokens", "tokens_per_request")):  # fmt: skip
+        check_limit(names(arg), v[arg], kind, low=1)
+    if v["max_num_batched_tokens"] < v["max_num_seqs"]:
+        raise InputError(f"{names('max_num_batched_tokens')}={v['max_num_batched_tokens']} must be >= "
+                         f"{names('max_num_seqs')}={v['max_num_seqs']}")  # fmt: skip
+    if not 0 <= v["prefix_cache_hit_rate"] < 1:
+        raise InputError(f"{names('prefix_cache_hit_rate')}={v['prefix_cache_hit_rate']} must lie in [0, 1)")
+    if not 0 < v["gpu_memory_utilization"] <= 1:
+        raise InputError(f"{names('gpu_memory_utilization')}={v['gpu_memory_utilization']} must lie in (0, 1]")
+    gpus, tp, pp = v["gpus"], v["tp"], v["pp"]
+    if gpus % (tp * pp):
+        raise InputError(f"{names('tp')}({tp}) * {names('pp')}({pp}) = {tp * pp} does not divide "
+                         f"{names('gpus')}({gpus})")  # fmt: skip
+    if isinstance(v["engine"], str):  # a built-in or a stored (calibrate --serving --name) profile's name
+        check_engine(names("engine"), v["engine"])
+    check_choice(names("precision"), v["precision"], STORAGE_PRECISIONS)
+    if v.get("kv_precision") is not None:
+        check_choice(names("kv_precision"), v["kv_precision"], KV_PRECISIONS)
+    check_choice(names("router"), v["router"], tuple(ROUTERS))
 
 
 def _catalog(catalog: Catalog | str | Path | None) -> Catalog:
@@ -410,14 +471,11 @@ def simulate(
     unknown = sorted(set(options) - known)
     if unknown:
         raise InputError(f"simulate: unknown option {unknown[0]!r}; known: {', '.join(sorted(known))}")
-    from scaleright.estimate.engine_store import check_engine
-    from scaleright.serve.router import ROUTERS
-
     defaults = inspect.signature(_simulate).parameters
-    engine = options.get("engine", defaults["engine"].default)
-    check_engine("engine", engine)  # a built-in or a stored (calibrate --serving --name) profile, as the CLI
-    check_choice("router", options.get("router", defaults["router"].default), tuple(ROUTERS))
-    check_simulate_args({"price_usd_per_gpu_hour": price_usd_per_gpu_hour} | options)
+    given = {k: p.default for k, p in defaults.items() if p.default is not inspect.Parameter.empty} | options
+    engine = given["engine"]
+    check_pool_args(given)
+    check_simulate_args(given | {"price_usd_per_gpu_hour": price_usd_per_gpu_hour})
     prof = _profile(calibration)
     spec, g, cat = _resolve(model, gpu, catalog)
     price, source = simulation_price(price_usd_per_gpu_hour, g, cat)
