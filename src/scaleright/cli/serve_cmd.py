@@ -33,11 +33,6 @@ _LAYOUT = dict(
 )
 
 
-def _check_pos(flag: str, v: float | None) -> None:
-    """A finite positive number, or not given (the API's ``check_positive``, named by flag)."""
-    check_positive(flag, v)
-
-
 def _common(model, gpu, gpus, tp, pp, ep, input_len, output_len, engine, precision, kv_precision, max_num_seqs,
             max_num_batched_tokens, prefix_cache_hit_rate, router, catalog, calibration,
             gpu_memory_utilization):  # fmt: skip
@@ -339,8 +334,8 @@ def capacity_cmd(
 
     check_choice("--arrival", arrival, ARRIVALS)
     check_choice("--length-dist", length_dist, ("fixed", "lognormal"))
-    _check_pos("--slo-ttft-p99-ms", slo_ttft_p99_ms)
-    _check_pos("--slo-tpot-p99-ms", slo_tpot_p99_ms)
+    check_positive("--slo-ttft-p99-ms", slo_ttft_p99_ms)
+    check_positive("--slo-tpot-p99-ms", slo_tpot_p99_ms)
     check_simulate_args(dict(burstiness=burstiness, price_usd_per_gpu_hour=price_usd_per_gpu_hour,
                              requests=requests), FLAGS)
     spec, kw = _common(model, gpu, gpus, tp, pp, ep, input_len, output_len, engine, precision, kv_precision,
