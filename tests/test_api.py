@@ -165,6 +165,12 @@ def test_a_plan_result_to_dict_is_the_plans_json(monkeypatch, capsys):
     (lambda: scaleright.simulate("llama-3.1-8b", rate=1.0, gpu_memory_utilization=1.5),
      ["serve", "simulate", "--model", "llama-3.1-8b", "--rate", "1", "--gpu-memory-utilization", "1.5"],
      "--gpu-memory-utilization"),
+    (lambda: scaleright.estimate_train("llama-3.1-8b", task="inference"),
+     ["estimate", "train", "--model", "llama-3.1-8b", "--task", "inference"], "--task"),
+    (lambda: scaleright.estimate_train("llama-3.1-8b", framework="megatron-3000"),
+     ["estimate", "train", "--model", "llama-3.1-8b", "--framework", "megatron-3000"], "--framework"),
+    (lambda: scaleright.estimate_memory("llama-3.1-8b", framework="megatron-3000"),
+     ["estimate", "memory", "--model", "llama-3.1-8b", "--framework", "megatron-3000"], "--framework"),
     (lambda: scaleright.estimate_train("llama-3.1-8b", catalog="/no/such/catalog"),
      ["estimate", "train", "--model", "llama-3.1-8b", "--catalog", "/no/such/catalog"], "--catalog"),
     (lambda: scaleright.estimate_train("llama-3.1-8b", catalog=""),
@@ -172,10 +178,10 @@ def test_a_plan_result_to_dict_is_the_plans_json(monkeypatch, capsys):
     (lambda: scaleright.simulate("llama-3.1-8b", rate=1.0, diurnal_period_s=0.0),
      ["serve", "simulate", "--model", "llama-3.1-8b", "--rate", "1", "--diurnal-period-s", "0"],
      "--diurnal-period-s"),
-], ids=["get_gpu", "gpu", "model", "layout-train", "layout-memory", "calibration", "scenario", "precision",
-        "seq_len", "engine", "pp-divides", "pp-layers", "tokens", "batch-word", "tp", "inference-precision",
-        "slo", "diurnal-amplitude", "requests", "serve-precision", "memory-share", "catalog", "catalog-empty",
-        "diurnal-period"])  # fmt: skip
+], ids=["get_gpu", "gpu", "model", "layout-train", "layout-memory", "calibration", "scenario", "precision", "seq_len",
+        "engine", "pp-divides", "pp-layers", "tokens", "batch-word", "tp", "inference-precision", "slo",
+        "diurnal-amplitude", "requests", "serve-precision", "memory-share", "train-task", "train-framework",
+        "memory-framework", "catalog", "catalog-empty", "diurnal-period"])  # fmt: skip
 def test_an_api_error_is_the_clis_message(call, args, flag, monkeypatch, capsys):
     """The same line; where the CLI names its flag (``--seq-len``) the API names the argument (``seq_len``)."""
     with pytest.raises(scaleright.InputError) as err:
@@ -214,6 +220,10 @@ def test_a_scenario_error_names_the_field_as_the_cli_does(tmp_path, monkeypatch,
     (lambda: scaleright.estimate_memory("llama-3.1-8b", gpu="gh200", layout=scaleright.Layout(zero=1,
                                                                                                offload_optimizer=True)),
      r"^layout\.offload_optimizer on gh200: the catalog gives it no PCIe host link \(pcie_gen\)"),
+    (lambda: scaleright.estimate_train("llama-3.1-8b", layout=scaleright.Layout(zero=5)),
+     r"^layout\.zero=5 not allowed; allowed: 0, 1, 2, 3$"),
+    (lambda: scaleright.estimate_memory("llama-3.1-8b", layout=scaleright.Layout(recompute="some")),
+     r"^layout\.recompute='some' not allowed; allowed: none, selective, full, op-selective$"),
     (lambda: scaleright.estimate_memory("llama-3.1-8b", batch=4),
      r"^batch=4 applies to task='inference'; task='pretrain' does not use it \(drop it\)$"),
     (lambda: scaleright.estimate_infer("llama-3.1-8b", input_len=8, output_len=8, batch="all"),
@@ -232,8 +242,8 @@ def test_a_scenario_error_names_the_field_as_the_cli_does(tmp_path, monkeypatch,
     (lambda: scaleright.estimate_train("llama-3.1-8b", layout=scaleright.Layout(dp=2**10, cp=2**11)),
      r"^layout\.gpus must be <= 1,048,576 \(.*\); got 2097152$"),
 ], ids=["tokens", "inference-layout", "inference-offload", "inference-framework", "inference-lora",
-        "offload-no-host-link", "training-batch", "infer-batch", "option", "slo", "burstiness", "router",
-        "sequence-parallel", "dp-bound", "gpus-bound"])  # fmt: skip
+        "offload-no-host-link", "zero-stage", "recompute", "training-batch", "infer-batch", "option", "slo",
+        "burstiness", "router", "sequence-parallel", "dp-bound", "gpus-bound"])  # fmt: skip
 def test_api_arguments_are_checked_by_name(call, match):
     with pytest.raises(scaleright.InputError, match=match):
         call()

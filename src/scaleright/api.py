@@ -48,9 +48,9 @@ if TYPE_CHECKING:
 
 __all__ = ["estimate_memory", "estimate_train", "estimate_infer", "simulate", "simulation_price", "plan_scenario",
            "ARGS", "FLAGS", "Names", "check_choice", "check_count", "check_counts", "check_positive", "check_batch",
-           "check_pp_fits", "check_sequence_parallel", "check_task_precision", "check_infer_args",
-           "check_simulate_args", "check_memory_task_args", "check_lora_task", "check_offload_link", "TRAINING_ONLY",
-           "INFERENCE_ONLY", "SIMULATE_POSITIVE",
+           "check_pp_fits", "check_sequence_parallel", "check_zero_recompute", "check_framework", "TRAIN_TASKS",
+           "check_task_precision", "check_infer_args", "check_simulate_args", "check_memory_task_args",
+           "check_lora_task", "check_offload_link", "TRAINING_ONLY", "INFERENCE_ONLY", "SIMULATE_POSITIVE",
            "MIN_RATE_PER_S", "check_pool_args"]
 
 
@@ -146,6 +146,26 @@ def check_sequence_parallel(sequence_parallel: bool, tp: int, names: Names = ARG
     if sequence_parallel and tp == 1:
         raise InputError(f"{names('sequence_parallel', layout=True)} splits activations over tensor parallelism; "
                          f"it needs {names('tp')} > 1 (got {names.given('tp', tp)})")  # fmt: skip
+
+
+TRAIN_TASKS = ("pretrain", "full-finetune", "lora", "qlora")  # what a training estimate trains
+
+
+def check_framework(framework: object, names: Names = ARGS) -> None:
+    """A framework preset's name (``estimate.framework.FRAMEWORKS``); a ``Framework`` object is taken as it is."""
+    from scaleright.estimate.framework import FRAMEWORKS
+
+    if isinstance(framework, str):
+        check_choice(names("framework"), framework, tuple(FRAMEWORKS))
+
+
+def check_zero_recompute(zero: int, recompute: str, names: Names = ARGS) -> None:
+    """A ZeRO stage 0-3 and a recomputation policy of ``estimate.layout.RECOMPUTE`` (a layout's fields)."""
+    from scaleright.estimate.layout import RECOMPUTE
+
+    if zero not in (0, 1, 2, 3) or isinstance(zero, bool):
+        raise InputError(f"{names('zero', layout=True)}={zero!r} not allowed; allowed: 0, 1, 2, 3")
+    check_choice(names("recompute", layout=True), recompute, RECOMPUTE)
 
 
 def check_task_precision(task: str, precision: str, names: Names = ARGS) -> None:
@@ -324,6 +344,7 @@ def _layout(layout: Layout | None, spec: TransformerSpec) -> Layout:
     from scaleright.limits import check_limit
 
     lay = layout if layout is not None else Layout()
+    check_zero_recompute(lay.zero, lay.recompute)
     lay.validate(spec)
     for name in ("tp", "pp", "dp", "cp", "ep", "etp", "dp_shard", "virtual_stages"):
         v = getattr(lay, name)
@@ -366,6 +387,7 @@ def estimate_memory(
     from scaleright.workload.precision import KV_PRECISIONS
 
     check_task_precision(task, precision)
+    check_framework(framework)
     check_count("seq_len", seq_len, "seq_len")
     check_count("batch", batch, "batch")
     lay0 = layout if layout is not None else Layout()
@@ -418,6 +440,8 @@ def estimate_train(
     from scaleright.workload.precision import TRAIN_PRECISIONS
 
     check_choice("precision", precision, TRAIN_PRECISIONS)
+    check_framework(framework)
+    check_choice("task", task, TRAIN_TASKS)
     check_count("seq_len", seq_len, "seq_len")
     check_positive("tokens", tokens, "tokens")
     prof = _profile(calibration)

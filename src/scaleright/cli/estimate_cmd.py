@@ -9,6 +9,7 @@ import typer
 
 from scaleright.api import (
     FLAGS,
+    TRAIN_TASKS,
     check_counts,
     check_infer_args,
     check_lora_task,
@@ -18,6 +19,7 @@ from scaleright.api import (
     check_pp_fits,
     check_sequence_parallel,
     check_task_precision,
+    check_zero_recompute,
 )
 from scaleright.cli.common import (
     CatalogOpt,
@@ -111,14 +113,6 @@ def _link_gbps(flag: str, v: float | None) -> None:
                          "data-centre NIC)")  # fmt: skip
 
 
-def _zero_recompute(zero: int, recompute: str) -> None:
-    from scaleright.estimate.layout import RECOMPUTE
-
-    if zero not in (0, 1, 2, 3):
-        raise InputError(f"--zero={zero} not allowed; allowed: 0, 1, 2, 3")
-    check_choice("--recompute", recompute, RECOMPUTE)
-
-
 def _dp(gpus: int, tp: int, pp: int, cp: int) -> int:
     if gpus % (tp * pp * cp):
         raise InputError(f"tp({tp}) * pp({pp}) * cp({cp}) = {tp * pp * cp} does not divide gpus({gpus})")
@@ -206,7 +200,7 @@ def memory_cmd(
     _bounded("micro_batch", micro_batch=micro_batch)
     _bounded("global_batch", global_batch=global_batch)
     _bounded("batch", batch=batch)
-    _zero_recompute(zero, recompute)
+    check_zero_recompute(zero, recompute, FLAGS)
     given = {"cp": cp, "ep": ep, "zero": zero, "micro_batch": micro_batch, "global_batch": global_batch,
              "recompute": recompute, "sequence_parallel": sequence_parallel, "optimizer": optimizer,
              "states": states, "cross_entropy": cross_entropy, "framework": framework,
@@ -349,7 +343,7 @@ def train_cmd(
             check_choice(flag, value, allowed)
     fw = _framework(framework, tp_comm_overlap=tp_comm_overlap, attention=attention, cp_variant=cp_variant,
                     pipeline_schedule=pipeline_schedule)
-    check_choice("--task", task, ("pretrain", "full-finetune", "lora", "qlora"))
+    check_choice("--task", task, TRAIN_TASKS)
     _bounded("gpus", gpus=gpus)
     _bounded("parallel_degree", tp=tp, pp=pp, cp=cp, ep=ep, etp=etp, dp=dp, dp_shard=dp_shard,
              virtual_stages=virtual_stages)
@@ -357,7 +351,7 @@ def train_cmd(
     _bounded("micro_batch", micro_batch=micro_batch)
     _bounded("global_batch", global_batch=global_batch)
     check_positive("--tokens", tokens, "tokens")
-    _zero_recompute(zero, recompute)
+    check_zero_recompute(zero, recompute, FLAGS)
     if fsdp and zero not in (0, 3):
         raise InputError(f"--fsdp is ZeRO-3; drop --zero or set --zero 3 (got --zero {zero})")
     check_sequence_parallel(sequence_parallel, tp, FLAGS)
