@@ -142,8 +142,46 @@ def test_a_plan_result_to_dict_is_the_plans_json(monkeypatch, capsys):
     (lambda: scaleright.estimate_infer("llama-3.1-8b", gpus=64, pp=64, input_len=8, output_len=8),
      ["estimate", "infer", "--model", "llama-3.1-8b", "--gpus", "64", "--pp", "64", "--input-len", "8",
       "--output-len", "8"], None),
-], ids=["get_gpu", "gpu", "model", "layout-train", "layout-memory", "calibration", "scenario", "precision",
-        "seq_len", "engine", "pp-divides", "pp-layers"])  # fmt: skip
+    # the argument checks the CLI calls (scaleright.api.check_*): the same line, the flag named where the API names
+    # the argument
+    (lambda: scaleright.estimate_train("llama-3.1-8b", tokens=float("inf")),
+     ["estimate", "train", "--model", "llama-3.1-8b", "--tokens", "inf"], "--tokens"),
+    (lambda: scaleright.estimate_infer("llama-3.1-8b", input_len=8, output_len=8, batch="all"),
+     ["estimate", "infer", "--model", "llama-3.1-8b", "--input-len", "8", "--output-len", "8", "--batch", "all"],
+     "--batch"),
+    (lambda: scaleright.estimate_infer("llama-3.1-8b", tp=0, input_len=8, output_len=8),
+     ["estimate", "infer", "--model", "llama-3.1-8b", "--tp", "0", "--input-len", "8", "--output-len", "8"], "--tp"),
+    (lambda: scaleright.estimate_memory("llama-3.1-8b", task="inference", precision="fp7"),
+     ["estimate", "memory", "--model", "llama-3.1-8b", "--task", "inference", "--precision", "fp7"], "--precision"),
+    (lambda: scaleright.simulate("llama-3.1-8b", rate=1.0, slo_ttft_ms=-1.0),
+     ["serve", "simulate", "--model", "llama-3.1-8b", "--rate", "1", "--slo-ttft-ms=-1"], "--slo-ttft-ms"),
+    (lambda: scaleright.simulate("llama-3.1-8b", rate=1.0, diurnal_amplitude=2.0),
+     ["serve", "simulate", "--model", "llama-3.1-8b", "--rate", "1", "--diurnal-amplitude", "2"],
+     "--diurnal-amplitude"),
+    (lambda: scaleright.simulate("llama-3.1-8b", rate=1.0, requests=0),
+     ["serve", "simulate", "--model", "llama-3.1-8b", "--rate", "1", "--requests", "0"], "--requests"),
+    (lambda: scaleright.simulate("llama-3.1-8b", rate=1.0, precision="tf32"),
+     ["serve", "simulate", "--model", "llama-3.1-8b", "--rate", "1", "--precision", "tf32"], "--precision"),
+    (lambda: scaleright.simulate("llama-3.1-8b", rate=1.0, gpu_memory_utilization=1.5),
+     ["serve", "simulate", "--model", "llama-3.1-8b", "--rate", "1", "--gpu-memory-utilization", "1.5"],
+     "--gpu-memory-utilization"),
+    (lambda: scaleright.estimate_train("llama-3.1-8b", task="inference"),
+     ["estimate", "train", "--model", "llama-3.1-8b", "--task", "inference"], "--task"),
+    (lambda: scaleright.estimate_train("llama-3.1-8b", framework="megatron-3000"),
+     ["estimate", "train", "--model", "llama-3.1-8b", "--framework", "megatron-3000"], "--framework"),
+    (lambda: scaleright.estimate_memory("llama-3.1-8b", framework="megatron-3000"),
+     ["estimate", "memory", "--model", "llama-3.1-8b", "--framework", "megatron-3000"], "--framework"),
+    (lambda: scaleright.estimate_train("llama-3.1-8b", catalog="/no/such/catalog"),
+     ["estimate", "train", "--model", "llama-3.1-8b", "--catalog", "/no/such/catalog"], "--catalog"),
+    (lambda: scaleright.estimate_train("llama-3.1-8b", catalog=""),
+     ["estimate", "train", "--model", "llama-3.1-8b", "--catalog", ""], "--catalog"),
+    (lambda: scaleright.simulate("llama-3.1-8b", rate=1.0, diurnal_period_s=0.0),
+     ["serve", "simulate", "--model", "llama-3.1-8b", "--rate", "1", "--diurnal-period-s", "0"],
+     "--diurnal-period-s"),
+], ids=["get_gpu", "gpu", "model", "layout-train", "layout-memory", "calibration", "scenario", "precision", "seq_len",
+        "engine", "pp-divides", "pp-layers", "tokens", "batch-word", "tp", "inference-precision", "slo",
+        "diurnal-amplitude", "requests", "serve-precision", "memory-share", "train-task", "train-framework",
+        "memory-framework", "catalog", "catalog-empty", "diurnal-period"])  # fmt: skip
 def test_an_api_error_is_the_clis_message(call, args, flag, monkeypatch, capsys):
     """The same line; where the CLI names its flag (``--seq-len``) the API names the argument (``seq_len``)."""
     with pytest.raises(scaleright.InputError) as err:
@@ -151,7 +189,7 @@ def test_an_api_error_is_the_clis_message(call, args, flag, monkeypatch, capsys)
     code, _, cli_err = run_main(args, monkeypatch, capsys)
     expected = cli_err.strip().removeprefix("error: ")
     if flag is not None:
-        assert expected.startswith(flag + "=")
+        assert expected.startswith(flag) and expected[len(flag)] in "=: "
         expected = flag[2:].replace("-", "_") + expected.removeprefix(flag)
     assert code == 2 and str(err.value) == expected
 
@@ -171,8 +209,23 @@ def test_a_scenario_error_names_the_field_as_the_cli_does(tmp_path, monkeypatch,
 @pytest.mark.parametrize(("call", "match"), [
     (lambda: scaleright.estimate_train("llama-3.1-8b", tokens=float("inf")), r"^tokens=inf must be a finite"),
     (lambda: scaleright.estimate_memory("llama-3.1-8b", task="inference", layout=scaleright.Layout(zero=3)),
-     r"^layout\.zero applies to training"),
-    (lambda: scaleright.estimate_memory("llama-3.1-8b", batch=4), r"^batch=4 applies to task 'inference'"),
+     r"^layout\.zero=3 applies to training; task='inference' does not use it \(drop it\)$"),
+    (lambda: scaleright.estimate_memory("llama-3.1-8b", task="inference",
+                                        layout=scaleright.Layout(offload_activations=True)),
+     r"^layout\.offload_activations applies to training; task='inference' does not use it"),
+    (lambda: scaleright.estimate_memory("llama-3.1-8b", task="inference", framework="megatron-core"),
+     r"^framework='megatron-core' applies to training; task='inference' does not use it"),
+    (lambda: scaleright.estimate_memory("llama-3.1-8b", task="inference", lora=scaleright.LoraConfig()),
+     r"^lora applies to task lora or qlora; task='inference' does not use it \(drop it\)$"),
+    (lambda: scaleright.estimate_memory("llama-3.1-8b", gpu="gh200", layout=scaleright.Layout(zero=1,
+                                                                                               offload_optimizer=True)),
+     r"^layout\.offload_optimizer on gh200: the catalog gives it no PCIe host link \(pcie_gen\)"),
+    (lambda: scaleright.estimate_train("llama-3.1-8b", layout=scaleright.Layout(zero=5)),
+     r"^layout\.zero=5 not allowed; allowed: 0, 1, 2, 3$"),
+    (lambda: scaleright.estimate_memory("llama-3.1-8b", layout=scaleright.Layout(recompute="some")),
+     r"^layout\.recompute='some' not allowed; allowed: none, selective, full, op-selective$"),
+    (lambda: scaleright.estimate_memory("llama-3.1-8b", batch=4),
+     r"^batch=4 applies to task='inference'; task='pretrain' does not use it \(drop it\)$"),
     (lambda: scaleright.estimate_infer("llama-3.1-8b", input_len=8, output_len=8, batch="all"),
      r"^batch='all' must be a positive integer or 'max'$"),
     (lambda: scaleright.simulate("llama-3.1-8b", rate=1.0, rps=2.0), r"^simulate: unknown option 'rps'; known: "),
@@ -188,8 +241,9 @@ def test_a_scenario_error_names_the_field_as_the_cli_does(tmp_path, monkeypatch,
      r"^layout\.dp must be <= 1,048,576 \(.*\); got 2097152$"),
     (lambda: scaleright.estimate_train("llama-3.1-8b", layout=scaleright.Layout(dp=2**10, cp=2**11)),
      r"^layout\.gpus must be <= 1,048,576 \(.*\); got 2097152$"),
-], ids=["tokens", "inference-layout", "training-batch", "infer-batch", "option", "slo", "burstiness", "router",
-        "sequence-parallel", "dp-bound", "gpus-bound"])  # fmt: skip
+], ids=["tokens", "inference-layout", "inference-offload", "inference-framework", "inference-lora",
+        "offload-no-host-link", "zero-stage", "recompute", "training-batch", "infer-batch", "option", "slo",
+        "burstiness", "router", "sequence-parallel", "dp-bound", "gpus-bound"])  # fmt: skip
 def test_api_arguments_are_checked_by_name(call, match):
     with pytest.raises(scaleright.InputError, match=match):
         call()

@@ -158,6 +158,26 @@ def test_the_built_in_systems_are_cached_too(cache, monkeypatch):
     assert systems.list_systems() == parsed  # entries that are not Systems are ignored
 
 
+def test_the_collective_fits_are_cached_and_a_hit_is_the_parsed_file(cache, monkeypatch):
+    from scaleright.estimate.collectives import CollectiveFits
+
+    monkeypatch.setenv(NO_CACHE_ENV, "1")
+    CollectiveFits.builtin.cache_clear()
+    parsed = CollectiveFits.builtin()
+    monkeypatch.delenv(NO_CACHE_ENV)
+    CollectiveFits.builtin.cache_clear()
+    first = CollectiveFits.builtin()  # a miss: parsed and written
+    assert len(list(cache.glob("catalog-*.pickle"))) == 1
+    CollectiveFits.builtin.cache_clear()
+    hit = CollectiveFits.builtin()
+    CollectiveFits.builtin.cache_clear()
+    assert hit == first == parsed and hit.fabrics["nvswitch"].eta == parsed.fabrics["nvswitch"].eta
+    (f,) = cache.glob("catalog-*.pickle")
+    f.write_bytes(pickle.dumps({"format": FORMAT, "key": f.stem.removeprefix("catalog-"), "entries": ["junk"]}))
+    assert CollectiveFits.builtin() == parsed  # what is not a mapping is ignored (and the file rewritten)
+    CollectiveFits.builtin.cache_clear()
+
+
 def test_a_cache_hit_parses_no_yaml_and_builds_no_validator(cache):
     code = ("import sys; from scaleright.catalog import Catalog; from scaleright.catalog.systems import list_systems; "
             "from scaleright.catalog.gpus import Accelerator; Catalog.load(); list_systems(); "

@@ -38,6 +38,26 @@ def test_a_json_command_imports_its_own_module_and_no_rich(args, own, tmp_path):
     cli = {m for m in seen["modules"] if m.startswith("scaleright.cli.") and m.endswith("_cmd")}
     assert cli == {own}, cli
     assert not [m for m in seen["modules"] if m == "rich" or m.startswith("rich.")]
+    assert not [m for m in seen["modules"] if m == "scipy" or m.startswith("scipy.")]  # only a calibration fit
+
+
+@pytest.mark.parametrize("args, other", [
+    (["estimate", "train", "--model", "llama-3.1-8b", "--gpus", "8", "--json"], "scaleright.estimate.infer"),
+    (["estimate", "infer", "--model", "llama-3.1-8b", "--input-len", "8", "--output-len", "8", "--json"],
+     "scaleright.estimate.train"),
+])  # fmt: skip
+def test_an_estimate_imports_only_its_own_model(args, other, tmp_path):
+    seen = _modules_after(args, tmp_path)
+    assert seen["code"] in (0, None) and other not in seen["modules"]
+
+
+def test_a_warm_estimate_imports_no_yaml_library(tmp_path):
+    """The catalog, the systems and the collective fits come from the cache once it is written (``catalog.cache``);
+    the first run parses them."""
+    args = ["estimate", "train", "--model", "llama-3.1-8b", "--gpus", "8", "--zero", "3", "--json"]
+    cold, warm = _modules_after(args, tmp_path), _modules_after(args, tmp_path)
+    assert cold["code"] in (0, None) and warm["code"] in (0, None)
+    assert "yaml" in cold["modules"] and "yaml" not in warm["modules"]
 
 
 @pytest.mark.parametrize("name", sorted(COMMANDS))

@@ -7,7 +7,6 @@ keeps its traceback. Internal invariants use ``assert``.
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Iterable
 
 __all__ = [
@@ -50,6 +49,8 @@ def closest(name: str, valid: Iterable[str], n: int = 3) -> list[str]:
     """Up to ``n`` valid names closest to ``name`` (case-insensitive), best first."""
     valid = list(valid)
     lowered = {v.lower(): v for v in valid}
+    import difflib  # only when a name is unknown (every command imports this module)
+
     hits = difflib.get_close_matches(name.lower(), list(lowered), n=n, cutoff=0.4)
     if not hits:
         hits = [v for v in lowered if name.lower() in v or v in name.lower()][:n]

@@ -9,33 +9,47 @@ does not make: a key given twice in one mapping (PyYAML keeps the last silently)
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import yaml
 from pydantic import ValidationError
 
 from scaleright.errors import CatalogFileError
 from scaleright.limits import _show
 from scaleright.textfile import _short
 
+if TYPE_CHECKING:
+    import yaml
+
 __all__ = ["MAX_DEPTH", "load_yaml", "load_json", "validation_line"]
 
 MAX_DEPTH = 64  # nesting of mappings and lists; real scenarios, catalogs and HF configs use at most 5
 
 
-_BaseLoader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's C parser where PyYAML was built with it
+@functools.cache
+def _loader() -> Any:
+    """The safe loader that refuses duplicate keys (PyYAML is imported here, on the first YAML parsed: a command that
+    reads only JSON or the catalog cache never imports it). Parsing runs in libyaml's C parser when PyYAML has it (a
+    tenth of the pure-Python parser's time on the catalog); construction, where the duplicate check lives, is Python
+    in both."""
+    import yaml
 
+    base: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
-class _UniqueKeyLoader(_BaseLoader):  # type: ignore[misc]
-    """Safe loader that refuses duplicate keys. Parsing runs in libyaml's C parser when PyYAML has it (a tenth of
-    the pure-Python parser's time on the catalog); construction, where the duplicate check lives, is Python in both."""
+    class _UniqueKeyLoader(base):  # type: ignore[misc,valid-type]
+        pass
+
+    _UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+    return _UniqueKeyLoader
 
 
 def _construct_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode, deep: bool = False) -> dict:
+    import yaml
+
     loader.flatten_mapping(node)
     seen: dict[Any, int] = {}
     for key_node, _ in node.value:
@@ -54,9 +68,6 @@ def _construct_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode, deep: bo
     return dict(loader.construct_pairs(node, deep=deep))
 
 
-_UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
-
-
 MAX_VALUES = 1_000_000  # values in a document once YAML aliases are expanded (a real scenario or catalog has ~10**3)
 
 
@@ -64,6 +75,8 @@ def _depth_of_yaml(node: yaml.Node, limit: int) -> None:
     """Refuse nesting deeper than ``limit`` and documents that YAML aliases expand past ``MAX_VALUES`` values (an
     "alias bomb": nine lists of nine aliases of each other are 9**9 values for a few hundred bytes). Each node is
     visited once (aliases are the same node object), so the check itself is linear in the file."""
+    import yaml
+
     depth: dict[int, int] = {}  # id(node) -> nesting below it, nodes done
     size: dict[int, int] = {}  # id(node) -> values once expanded
     stack: list[tuple[yaml.Node, bool]] = [(node, False)]
@@ -114,10 +127,12 @@ def _rough_depth(text: str) -> int:
 
 def load_yaml(text: str, where: str) -> Any:
     """Parse YAML ``text`` (from the file named ``where``) into plain Python data."""
+    import yaml
+
     if _rough_depth(text) > MAX_DEPTH:
         raise CatalogFileError(f"{where}: nested deeper than {MAX_DEPTH} levels")
     try:
-        loader = _UniqueKeyLoader(text)
+        loader = _loader()(text)
         try:
             node = loader.get_single_node()
             if node is None:

@@ -1,5 +1,5 @@
-"""The validated entries of a catalog directory (and of the built-in ``systems.yaml``), cached on disk by the content
-hash of their files.
+"""The validated entries of a catalog directory (and of the built-in ``systems.yaml``; the parsed package data of
+``collective_fits.yaml``), cached on disk by the content hash of their files.
 
 Parsing the catalog's YAML (and importing the YAML library), validating it and building the validators is most of what
 loading it costs; the validated entries, pickled, read back in a millisecond (the catalog's pydantic models build their
@@ -38,8 +38,8 @@ if TYPE_CHECKING:
 
 M = TypeVar("M", bound="BaseModel")
 
-__all__ = ["CACHE_ENV", "KEEP", "NO_CACHE_ENV", "cache_dir", "cached_entries", "layer_key", "read_layer",
-           "write_layer"]
+__all__ = ["CACHE_ENV", "KEEP", "NO_CACHE_ENV", "cache_dir", "cached", "cached_data", "cached_entries", "layer_key",
+           "read_layer", "write_layer"]
 
 CACHE_ENV = "SCALERIGHT_CACHE_DIR"
 NO_CACHE_ENV = "SCALERIGHT_NO_CACHE"
@@ -154,6 +154,22 @@ def write_layer(key: str | None, layer: dict[str, Any], *, user: bool) -> Path |
 def cached_entries(tag: str, path: Traversable, model: type[M], build: Callable[[], tuple[M, ...]]) -> tuple[M, ...]:
     """``build()`` (the validated entries of the one file ``path``, of pydantic ``model``), or the same entries from
     the cache when ``path``'s bytes and the code are unchanged; written on a miss."""
+    return cached(tag, path, build, lambda e: isinstance(e, tuple) and _all(e, model))
+
+
+def cached_data(tag: str, path: Traversable, build: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    """``build()`` (plain data parsed from the one file ``path``: a mapping of strings, numbers, lists and mappings,
+    such as a YAML file of package data), or the same data from the cache when ``path``'s bytes and the code are
+    unchanged; written on a miss. A hit costs neither the parse nor the import of the YAML library."""
+    return cached(tag, path, build, lambda e: isinstance(e, dict))
+
+
+T = TypeVar("T")
+
+
+def cached(tag: str, path: Traversable, build: Callable[[], T], ok: Callable[[Any], bool]) -> T:
+    """``build()``, or what it returned before for the same bytes of ``path`` and the same code (``ok`` checks
+    what the cache holds); written on a miss."""
     try:
         data = path.read_bytes()
         h = hashlib.sha256(_code_digest())
@@ -162,10 +178,6 @@ def cached_entries(tag: str, path: Traversable, model: type[M], build: Callable[
         key: str | None = h.hexdigest()
     except (OSError, UnicodeError):
         key = None
-
-    def ok(e: Any) -> bool:
-        return isinstance(e, tuple) and _all(e, model)
-
     hit = _read(key)
     if ok(hit):
         return hit  # type: ignore[no-any-return]

@@ -1,5 +1,8 @@
 """Shared pieces of the CLI: catalog resolution, JSON output, rich tables, option validation, terminal safety.
 
+Option checks are the Python API's (``scaleright.api.check_*``, named by flag with ``FLAGS``): a notebook and the
+command get the same line from one place; ``check_choice`` is re-exported here for the commands.
+
 Terminal safety: every string that comes from the user (a scenario name, a model path, a catalog id, an error
 message quoting them) reaches the terminal through ``visible`` (control characters such as ESC, CR or NUL shown
 as ``\\x1b``-style escapes, so no escape sequence runs) and, where rich renders it, through ``esc`` (markup such
@@ -18,6 +21,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import typer
 
+from scaleright.api import check_choice
 from scaleright.errors import InputError
 
 if TYPE_CHECKING:
@@ -67,13 +71,16 @@ CatalogOpt = typer.Option(
 JsonOpt = typer.Option(False, "--json", help="Print one JSON object instead of tables.")
 
 
-def catalog_from(path: Path | None):
-    """The built-in catalog overridden by the directory ``--catalog`` (checked here, with the true reason)."""
+def catalog_from(path: Path | str | None, *, flag: str = "--catalog"):
+    """The built-in catalog overridden by the directory ``path`` (``flag``; None: $SCALERIGHT_CATALOG), checked
+    here with the true reason (the API's ``catalog`` argument too, named ``catalog``)."""
     from scaleright.catalog import Catalog
     from scaleright.catalog.store import ENV_VAR
     from scaleright.textfile import path_problem
 
-    flag, where = ("--catalog", path) if path is not None else (f"${ENV_VAR}", os.environ.get(ENV_VAR) or None)
+    if path is not None and str(path) == "":  # (the command line refuses it before parsing, with the same line)
+        raise InputError(f"{flag}: empty value; give a path")
+    flag, where = (flag, path) if path is not None else (f"${ENV_VAR}", os.environ.get(ENV_VAR) or None)
     if where is not None:
         why = path_problem(where, want="dir")
         if why is not None:
@@ -181,12 +188,6 @@ def fmt(x: Any) -> str:
             return f"{x:.3g}"
         return f"{x:.2e}"
     return str(x)
-
-
-def check_choice(field: str, value: str, allowed: tuple[str, ...] | list[str]) -> str:
-    if value not in allowed:
-        raise InputError(f"{field}={value!r} not allowed; allowed: {', '.join(allowed)}")
-    return value
 
 
 def check_output_path(flag: str, path: Path) -> None:

@@ -2,12 +2,25 @@
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import Any
 
 import typer
 
+from scaleright.api import (
+    FLAGS,
+    TRAIN_TASKS,
+    check_counts,
+    check_infer_args,
+    check_lora_task,
+    check_memory_task_args,
+    check_offload_link,
+    check_positive,
+    check_pp_fits,
+    check_sequence_parallel,
+    check_task_precision,
+    check_zero_recompute,
+)
 from scaleright.cli.common import (
     CatalogOpt,
     JsonOpt,
@@ -20,7 +33,7 @@ from scaleright.cli.common import (
     table,
 )
 from scaleright.errors import InputError
-from scaleright.limits import LIMITS, check_limit
+from scaleright.limits import LIMITS
 
 estimate_app = typer.Typer(help="Estimate memory, training speed or inference latency/throughput for one setup.",
                            no_args_is_help=True)  # fmt: skip
@@ -64,10 +77,8 @@ def _lora(task: str, rank: int, targets: str):
 
     _bounded("lora_rank", lora_rank=rank)
     if task not in ("lora", "qlora"):
-        for k, v in (("lora_rank", rank), ("lora_targets", targets)):
-            if v != _LORA_DEFAULTS[k]:
-                raise InputError(f"--{k.replace('_', '-')}={v} applies to --task lora or qlora; "
-                                 f"--task {task} does not use it (drop it)")  # fmt: skip
+        given = {"lora_rank": rank, "lora_targets": targets}
+        check_lora_task(task, {k: v for k, v in given.items() if v != _LORA_DEFAULTS[k]}, FLAGS)
         return None
     names = tuple(t.strip() for t in targets.split(",") if t.strip())
     if not names:
@@ -87,78 +98,19 @@ def _load(model: str, gpu: str, catalog: Path | None):
     return load_model(model, catalog=cat), cat.gpu(gpu)
 
 
-def _positive(**kw: int) -> None:
-    for k, v in kw.items():
-        if v is None or v < 1:
-            raise InputError(f"--{k.replace('_', '-')}={v} must be a positive integer")
-
-
 def _bounded(kind: str, **kw: int | None) -> None:
-    """Each given count is a positive integer at most ``LIMITS[kind]`` (the bound and its reason in the message)."""
-    for k, v in kw.items():
-        if v is not None:
-            _positive(**{k: v})
-            check_limit(f"--{k.replace('_', '-')}", v, kind)
-
-
-def _finite_positive(flag: str, v: float | None, kind: str | None = None) -> None:
-    if v is not None and not (math.isfinite(v) and v > 0):
-        raise InputError(f"{flag}={v} must be a finite positive number")
-    if v is not None and kind is not None:
-        check_limit(flag, v, kind)
+    """Each given count is a positive integer at most ``LIMITS[kind]`` (the API's ``check_counts``, by flag)."""
+    check_counts(kind, kw, FLAGS)
 
 
 MIN_LINK_GBPS = 0.01  # 10 Mb/s: slower than any data-centre NIC; keeps collective times finite
 
 
 def _link_gbps(flag: str, v: float | None) -> None:
-    _finite_positive(flag, v, "link_gbps")
+    check_positive(flag, v, "link_gbps")
     if v is not None and v < MIN_LINK_GBPS:
         raise InputError(f"{flag}={v:g} must be at least {MIN_LINK_GBPS:g} Gb/s (10 Mb/s, slower than any "
                          "data-centre NIC)")  # fmt: skip
-
-
-def _zero_recompute(zero: int, recompute: str) -> None:
-    from scaleright.estimate.layout import RECOMPUTE
-
-    if zero not in (0, 1, 2, 3):
-        raise InputError(f"--zero={zero} not allowed; allowed: 0, 1, 2, 3")
-    check_choice("--recompute", recompute, RECOMPUTE)
-
-
-def _sequence_parallel_needs_tp(sequence_parallel: bool, tp: int) -> None:
-    if sequence_parallel and tp == 1:
-        raise InputError("--sequence-parallel splits activations over tensor parallelism; it needs --tp > 1 "
-                         "(got --tp 1)")
-
-
-def _pp_fits(gpus: int, pp: int, layers: int | None = None) -> None:
-    """pp must divide the GPU count and be at most the layer count (checked before any tp search)."""
-    if gpus % pp:
-        raise InputError(f"pp({pp}) does not divide gpus({gpus})")
-    if layers is not None and pp > layers:
-        raise InputError(f"pp({pp}) > num_hidden_layers({layers}): each stage needs at least one layer")
-
-
-# Training-only options of ``estimate memory`` and the values that change nothing (the default, or what no
-# --framework means): with --task inference any other value is an error rather than silently ignored.
-_TRAINING_ONLY = {"cp": (1,), "ep": (1,), "zero": (0,), "micro_batch": (1,), "global_batch": (None,),
-                  "recompute": ("none",), "sequence_parallel": (False,), "optimizer": ("adamw",),
-                  "states": (None, "zero"), "cross_entropy": (None, "fused"), "framework": (None,),
-                  "attention": (None,), "offload_optimizer": (False,), "offload_activations": (False,)}  # fmt: skip
-
-
-def _offload_link(g, offload_optimizer: bool, offload_activations: bool) -> None:
-    """Offload needs a host link the catalog gives (``estimate.memory.offload``): refuse it, naming the flags, on a
-    part without one (NVLink-C2C superchips, TPUs, Trainium: the planner does not offer offload there either)."""
-    from scaleright.estimate.memory.offload import host_link_bytes_per_s
-
-    if (offload_optimizer or offload_activations) and host_link_bytes_per_s(g) is None:
-        given = [f for f, on in (("--offload-optimizer", offload_optimizer),
-                                 ("--offload-activations", offload_activations)) if on]  # fmt: skip
-        drop = "them" if len(given) > 1 else "it"
-        raise InputError(f"{' and '.join(given)} on {g.id}: the catalog gives it no PCIe host link (pcie_gen), so "
-                         f"host offload is not modelled there; drop {drop} or pick a GPU with one")
 
 
 def _dp(gpus: int, tp: int, pp: int, cp: int) -> int:
@@ -227,16 +179,14 @@ def memory_cmd(
     from scaleright.estimate.memory import (
         CROSS_ENTROPY,
         STATE_FORMATS,
-        TASKS,
         inference_memory,
         resolve_profile,
         training_memory,
     )
     from scaleright.results.memory import MemoryResult
-    from scaleright.workload.precision import KV_PRECISIONS, STORAGE_PRECISIONS, TRAIN_PRECISIONS
+    from scaleright.workload.precision import KV_PRECISIONS
 
-    check_choice("--task", task, TASKS)
-    check_choice("--precision", precision, STORAGE_PRECISIONS if task == "inference" else TRAIN_PRECISIONS)
+    check_task_precision(task, precision, FLAGS)
     for flag, value, allowed in (("--states", states, tuple(STATE_FORMATS)),
                                  ("--cross-entropy", cross_entropy, tuple(CROSS_ENTROPY)),
                                  ("--framework", framework, tuple(FRAMEWORKS)),
@@ -250,23 +200,14 @@ def memory_cmd(
     _bounded("micro_batch", micro_batch=micro_batch)
     _bounded("global_batch", global_batch=global_batch)
     _bounded("batch", batch=batch)
-    _zero_recompute(zero, recompute)
+    check_zero_recompute(zero, recompute, FLAGS)
     given = {"cp": cp, "ep": ep, "zero": zero, "micro_batch": micro_batch, "global_batch": global_batch,
              "recompute": recompute, "sequence_parallel": sequence_parallel, "optimizer": optimizer,
              "states": states, "cross_entropy": cross_entropy, "framework": framework,
              "attention": attention, "offload_optimizer": offload_optimizer,
-             "offload_activations": offload_activations}  # fmt: skip
-    if task == "inference":
-        for k, inert in _TRAINING_ONLY.items():
-            if given[k] not in inert:
-                flag = "--" + k.replace("_", "-")
-                shown = flag if isinstance(inert[0], bool) else f"{flag}={given[k]}"
-                raise InputError(f"{shown} applies to training; --task inference does not use it (drop it)")
-    else:
-        for flag, v, default in (("--batch", batch, 1), ("--kv-precision", kv_precision, None)):
-            if v != default:
-                raise InputError(f"{flag}={v} applies to --task inference; --task {task} does not use it (drop it)")
-    _sequence_parallel_needs_tp(sequence_parallel, tp)
+             "offload_activations": offload_activations, "batch": batch, "kv_precision": kv_precision}  # fmt: skip
+    check_memory_task_args(task, given, FLAGS)  # training-only options with --task inference, and the reverse
+    check_sequence_parallel(sequence_parallel, tp, FLAGS)
     lora = _lora(task, lora_rank, lora_targets)
     spec, g = _load(model, gpu, catalog)
     if task == "inference":
@@ -283,7 +224,7 @@ def memory_cmd(
                         global_batch=global_batch, recompute=recompute, sequence_parallel=sequence_parallel,
                         offload_optimizer=offload_optimizer, offload_activations=offload_activations)
         layout.validate(spec, gpus=gpus)
-        _offload_link(g, offload_optimizer, offload_activations)
+        check_offload_link(g, offload_optimizer, offload_activations, FLAGS)
         fw = _framework(framework, attention=attention) if framework is not None else None
         memory_kw: dict[str, Any] = dict(precision=precision, optimizer=optimizer, lora=lora, framework=fw,
                                          states=states, cross_entropy=cross_entropy,
@@ -402,18 +343,18 @@ def train_cmd(
             check_choice(flag, value, allowed)
     fw = _framework(framework, tp_comm_overlap=tp_comm_overlap, attention=attention, cp_variant=cp_variant,
                     pipeline_schedule=pipeline_schedule)
-    check_choice("--task", task, ("pretrain", "full-finetune", "lora", "qlora"))
+    check_choice("--task", task, TRAIN_TASKS)
     _bounded("gpus", gpus=gpus)
     _bounded("parallel_degree", tp=tp, pp=pp, cp=cp, ep=ep, etp=etp, dp=dp, dp_shard=dp_shard,
              virtual_stages=virtual_stages)
     _bounded("seq_len", seq_len=seq_len)
     _bounded("micro_batch", micro_batch=micro_batch)
     _bounded("global_batch", global_batch=global_batch)
-    _finite_positive("--tokens", tokens, "tokens")
-    _zero_recompute(zero, recompute)
+    check_positive("--tokens", tokens, "tokens")
+    check_zero_recompute(zero, recompute, FLAGS)
     if fsdp and zero not in (0, 3):
         raise InputError(f"--fsdp is ZeRO-3; drop --zero or set --zero 3 (got --zero {zero})")
-    _sequence_parallel_needs_tp(sequence_parallel, tp)
+    check_sequence_parallel(sequence_parallel, tp, FLAGS)
     lora = _lora(task, lora_rank, lora_targets)
     _bounded("gpus_per_node", gpus_per_node=gpus_per_node)
     _link_gbps("--inter-node-gbps-per-gpu", inter_node_gbps_per_gpu)
@@ -427,7 +368,7 @@ def train_cmd(
                     virtual_stages=virtual_stages, offload_optimizer=offload_optimizer,
                     offload_activations=offload_activations)  # fmt: skip
     layout.validate(spec, gpus=gpus)
-    _offload_link(g, offload_optimizer, offload_activations)
+    check_offload_link(g, offload_optimizer, offload_activations, FLAGS)
     est = estimate_train(
         spec, gpu=g, layout=layout, seq_len=seq_len,
         system=_system(g, system, gpus_per_node, inter_node_gbps_per_gpu), precision=precision, task=task, lora=lora,
@@ -485,37 +426,28 @@ def infer_cmd(
     as_json: bool = JsonOpt,
 ) -> None:
     """TTFT, TPOT, end-to-end latency and throughput for serving; replicas vs tensor parallel."""
+    from scaleright.api import check_batch
     from scaleright.estimate.calibration import arch_factors
     from scaleright.estimate.infer import estimate_infer
     from scaleright.results.infer import InferResult
-    from scaleright.workload.precision import KV_PRECISIONS, STORAGE_PRECISIONS
 
-    check_choice("--precision", precision, STORAGE_PRECISIONS)
-    if kv_precision is not None:
-        check_choice("--kv-precision", kv_precision, KV_PRECISIONS)
-    _bounded("gpus", gpus=gpus)
-    _bounded("parallel_degree", tp=tp, pp=pp)
-    _bounded("tokens_per_request", input_len=input_len, output_len=output_len)
-    _pp_fits(gpus, pp)
+    check_infer_args(gpus=gpus, tp=tp, pp=pp, input_len=input_len, output_len=output_len, precision=precision,
+                     kv_precision=kv_precision, names=FLAGS)  # fmt: skip
     if batch is not None and concurrency is not None:
         raise InputError("--batch and --concurrency are alternatives; give one")
     _bounded("batch", concurrency=concurrency)
-    if batch is None:
-        b: int | str = concurrency if concurrency is not None else 1
-    elif batch == "max":
-        b = "max"
-    else:
+    b: int | str = concurrency if concurrency is not None else 1
+    if batch is not None:  # a count or "max"; any other word is refused by check_batch, naming --batch
         try:
             b = int(batch)
         except ValueError:
-            raise InputError(f"--batch={batch!r} must be a positive integer or 'max'") from None
-    if b != "max" and batch is not None:
-        _bounded("batch", batch=int(b))
+            b = batch
+        check_batch("--batch", b)
     _bounded("gpus_per_node", gpus_per_node=gpus_per_node)
     prof = profile_from("--calibration", calibration)
     cal = prof.calibration
     spec, g = _load(model, gpu, catalog)
-    _pp_fits(gpus, pp, spec.layers)
+    check_pp_fits(gpus, pp, spec.layers)
     est = estimate_infer(
         spec, gpu=g, gpus=gpus, tp=tp, pp=pp, input_len=input_len, output_len=output_len, batch=b,
         system=_system(g, system, gpus_per_node, None), precision=precision, kv_precision=kv_precision,

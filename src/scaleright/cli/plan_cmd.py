@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -32,15 +33,17 @@ def register(app: typer.Typer) -> None:
 
 
 class _DelayedProgress:
-    """A progress bar on stderr that appears only once the search has run for over a second."""
+    """A progress bar on stderr that appears only once the search has run for over a second, and only on a terminal
+    (rich draws no live bar into a pipe or file; there it would cost the import of rich and nothing else)."""
 
     def __init__(self) -> None:
         self.t0 = time.perf_counter()
         self.bar: Progress | None = None
         self.task: TaskID | None = None
+        self.terminal = sys.stderr.isatty()
 
     def __call__(self, i: int, n: int, label: str) -> None:
-        if self.bar is None and time.perf_counter() - self.t0 > 1.0 and i < n:
+        if self.bar is None and self.terminal and time.perf_counter() - self.t0 > 1.0 and i < n:
             from rich.console import Console
             from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 

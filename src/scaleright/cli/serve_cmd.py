@@ -11,6 +11,7 @@ from pathlib import Path
 
 import typer
 
+from scaleright.api import FLAGS, MIN_RATE_PER_S, check_pool_args, check_positive, check_simulate_args
 from scaleright.cli.common import CatalogOpt, JsonOpt, catalog_from, check_choice, console, emit_json, esc, table
 from scaleright.errors import InputError
 
@@ -32,52 +33,17 @@ _LAYOUT = dict(
 )
 
 
-# The smallest --rate simulated: one request per ~11.6 days. Arrival times are float64 seconds; at a lower rate a
-# run of 2**20 requests spans over 10**12 s, where float64 no longer resolves a millisecond (2**-52 x 10**12 s is
-# 0.2 ms), and 5e-324 makes every arrival time infinite.
-MIN_RATE_PER_S = 1e-6
-
-
-def _check_int(flag: str, v: int, kind: str, low: int = 1) -> None:
-    from scaleright.limits import check_limit
-
-    check_limit(flag, v, kind, low=low)
-
-
-def _check_pos(flag: str, v: float | None) -> None:
-    if v is not None and not (math.isfinite(v) and v > 0):
-        raise InputError(f"{flag}={v} must be a finite positive number")
-
-
 def _common(model, gpu, gpus, tp, pp, ep, input_len, output_len, engine, precision, kv_precision, max_num_seqs,
             max_num_batched_tokens, prefix_cache_hit_rate, router, catalog, calibration,
             gpu_memory_utilization):  # fmt: skip
     from scaleright.estimate.calibration import load_calibration
-    from scaleright.estimate.engine_store import check_engine
-    from scaleright.serve.router import ROUTERS
     from scaleright.workload import load_model
-    from scaleright.workload.precision import KV_PRECISIONS, STORAGE_PRECISIONS
 
-    _check_int("--gpus", gpus, "gpus")
-    for flag, v in (("--tp", tp), ("--pp", pp), ("--ep", ep)):
-        _check_int(flag, v, "parallel_degree")
-    _check_int("--input-len", input_len, "tokens_per_request")
-    _check_int("--output-len", output_len, "tokens_per_request")
-    _check_int("--max-num-seqs", max_num_seqs, "batch")
-    _check_int("--max-num-batched-tokens", max_num_batched_tokens, "tokens_per_request")
-    if max_num_batched_tokens < max_num_seqs:
-        raise InputError(f"--max-num-batched-tokens={max_num_batched_tokens} must be >= --max-num-seqs={max_num_seqs}")
-    if not 0 <= prefix_cache_hit_rate < 1:
-        raise InputError(f"--prefix-cache-hit-rate={prefix_cache_hit_rate} must lie in [0, 1)")
-    if not 0 < gpu_memory_utilization <= 1:
-        raise InputError(f"--gpu-memory-utilization={gpu_memory_utilization} must lie in (0, 1]")
-    if gpus % (tp * pp):
-        raise InputError(f"--tp({tp}) * --pp({pp}) = {tp * pp} does not divide --gpus({gpus})")
-    check_engine("--engine", engine)
-    check_choice("--precision", precision, STORAGE_PRECISIONS)
-    if kv_precision is not None:
-        check_choice("--kv-precision", kv_precision, KV_PRECISIONS)
-    check_choice("--router", router, tuple(ROUTERS))
+    check_pool_args(dict(gpus=gpus, tp=tp, pp=pp, ep=ep, input_len=input_len, output_len=output_len,
+                         max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
+                         prefix_cache_hit_rate=prefix_cache_hit_rate, gpu_memory_utilization=gpu_memory_utilization,
+                         engine=engine, precision=precision, kv_precision=kv_precision, router=router),
+                    FLAGS)  # the API's simulate() checks the same  # fmt: skip
     cat = catalog_from(catalog)
     spec = load_model(model, catalog=cat)
     return spec, dict(gpu=cat.gpu(gpu), gpus=gpus, tp=tp, pp=pp, ep=ep, input_len=input_len, output_len=output_len,
@@ -199,7 +165,6 @@ def simulate_cmd(
 ) -> None:  # fmt: skip
     """Latency percentiles (TTFT, TPOT, ITL, end-to-end), throughput and utilisation under a request stream."""
     from scaleright.results.simulate import SimulateResult
-    from scaleright.serve.arrivals import ARRIVALS
     from scaleright.serve.simulate import simulate
 
     if fleet is not None:
@@ -224,22 +189,13 @@ def simulate_cmd(
     given = [f for f, v in (("--rate", rate), ("--concurrency", concurrency), ("--trace", trace)) if v is not None]
     if len(given) != 1:
         raise InputError(f"give exactly one of --rate, --concurrency or --trace (got {', '.join(given) or 'none'})")
-    check_choice("--arrival", arrival, ARRIVALS)
     check_choice("--length-dist", length_dist, ("fixed", "lognormal"))
-    if rate is not None:
-        _check_pos("--rate", rate)
-        from scaleright.limits import check_limit
-
-        check_limit("--rate", rate, "requests_per_s", low=MIN_RATE_PER_S)
-    _check_pos("--burstiness", burstiness)
-    _check_pos("--duration-s", duration_s)
-    _check_pos("--slo-ttft-ms", slo_ttft_ms)
-    _check_pos("--slo-tpot-ms", slo_tpot_ms)
-    _check_pos("--price-usd-per-gpu-hour", price_usd_per_gpu_hour)
-    if concurrency is not None:
-        _check_int("--concurrency", concurrency, "batch")
-    if requests is not None:
-        _check_int("--requests", requests, "batch")
+    check_simulate_args(dict(arrival=arrival, rate=rate, burstiness=burstiness, duration_s=duration_s,
+                             slo_ttft_ms=slo_ttft_ms, slo_tpot_ms=slo_tpot_ms,
+                             price_usd_per_gpu_hour=price_usd_per_gpu_hour, diurnal_period_s=diurnal_period_s,
+                             concurrency=concurrency, requests=requests, preemption=preemption,
+                             result_cache_hit_rate=result_cache_hit_rate, diurnal_amplitude=diurnal_amplitude),
+                        FLAGS)  # the API's simulate() checks the same  # fmt: skip
     if requests is not None and duration_s is not None:
         raise InputError("--requests and --duration-s are alternatives; give one")
     if duration_s is not None and rate is None:
@@ -260,12 +216,6 @@ def simulate_cmd(
         raise InputError("--input-lengths / --output-lengths apply to --rate and --concurrency; a --trace has its own")
     samples_in = read_lengths(input_lengths, flag="--input-lengths") if input_lengths is not None else None
     samples_out = read_lengths(output_lengths, flag="--output-lengths") if output_lengths is not None else None
-    _check_pos("--diurnal-period-s", diurnal_period_s)
-    check_choice("--preemption", preemption, ("recompute", "swap"))
-    if not 0 <= result_cache_hit_rate < 1:
-        raise InputError(f"--result-cache-hit-rate={result_cache_hit_rate} must lie in [0, 1)")
-    if not 0 <= diurnal_amplitude <= 1:
-        raise InputError(f"--diurnal-amplitude={diurnal_amplitude} must lie in [0, 1]")
     price, price_source = _price(price_usd_per_gpu_hour, kw["gpu"], catalog)
     run_kw = dict(arrival=arrival, burstiness=burstiness, input_dist="empirical" if samples_in is not None else
                   length_dist, output_dist="empirical" if samples_out is not None else length_dist,
@@ -384,11 +334,10 @@ def capacity_cmd(
 
     check_choice("--arrival", arrival, ARRIVALS)
     check_choice("--length-dist", length_dist, ("fixed", "lognormal"))
-    _check_pos("--slo-ttft-p99-ms", slo_ttft_p99_ms)
-    _check_pos("--slo-tpot-p99-ms", slo_tpot_p99_ms)
-    _check_pos("--burstiness", burstiness)
-    _check_pos("--price-usd-per-gpu-hour", price_usd_per_gpu_hour)
-    _check_int("--requests", requests, "batch")
+    check_positive("--slo-ttft-p99-ms", slo_ttft_p99_ms)
+    check_positive("--slo-tpot-p99-ms", slo_tpot_p99_ms)
+    check_simulate_args(dict(burstiness=burstiness, price_usd_per_gpu_hour=price_usd_per_gpu_hour,
+                             requests=requests), FLAGS)
     spec, kw = _common(model, gpu, gpus, tp, pp, ep, input_len, output_len, engine, precision, kv_precision,
                        max_num_seqs, max_num_batched_tokens, prefix_cache_hit_rate, router, catalog, calibration,
                        gpu_memory_utilization)  # fmt: skip

@@ -87,7 +87,6 @@ from types import MappingProxyType
 from typing import Any
 
 import numpy as np
-import yaml
 from numpy.typing import ArrayLike, NDArray
 
 from scaleright.catalog.systems import System, Tier
@@ -142,9 +141,18 @@ class CollectiveFits:
     @functools.cache
     def builtin(cls) -> CollectiveFits:
         """The package's ``data/collective_fits.yaml``."""
+        from scaleright.catalog.cache import cached_data
+
         path = files("scaleright.catalog") / "data" / "collective_fits.yaml"
-        # package data: libyaml's C parser where PyYAML has it (5 ms less per estimate than the pure-Python one)
-        return cls.from_mapping(yaml.load(read_text(path), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)))
+
+        def parse() -> dict[str, Any]:  # package data: libyaml's C parser where PyYAML has it
+            import yaml
+
+            loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+            return yaml.load(read_text(path), Loader=loader)  # type: ignore[no-any-return]
+
+        # the parsed file from the catalog cache (keyed by its bytes): an estimate imports no YAML library
+        return cls.from_mapping(cached_data("collective_fits", path, parse))
 
 
 def bus_factor(kind: str, n: ArrayLike) -> NDArray[np.float64]:
