@@ -34,6 +34,7 @@ report the error on the other, and swap.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib.util
 import multiprocessing
 import os
@@ -52,7 +53,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import validation as ref
 from scaleright.estimate import fit as fitter
-from scaleright.estimate.calibration import DEFAULT_CALIBRATION, Calibration
+from scaleright.estimate.calibration import ARCH_TABLE, DEFAULT_CALIBRATION, PART_TABLE, Calibration, arch_key
 
 TRAIN_TARGET = 0.10  # median |error| of training TFLOP/s (and tokens/s) per GPU
 INFER_TARGET = 0.15  # median |error| of inference throughput
@@ -99,9 +100,31 @@ class Data:
         return [*self.train, *self.infer]
 
 
+def _gemm_measured(gpu) -> bool:
+    """Whether ``gpu``'s part or architecture has a measured GEMM ceiling (``ARCH_TABLE`` / ``PART_TABLE``)."""
+    entry = PART_TABLE.get(gpu.id) or ARCH_TABLE.get(arch_key(gpu.architecture or ""))
+    return entry is not None and entry[0] is not None
+
+
+def _apart_if_uncalibrated(cases: list) -> list:
+    """Rows on a part with no measured GEMM ceiling (flagged ``uncalibrated`` in every output: its ceiling is the
+    median of the measured architectures) are their own table, reported but not fitted (``NOT_FITTED``): a fit on
+    them would tune the shared factors to a chip the model has no ceiling for (GB300: the same datasheet BF16 / FP8
+    rates as GB200, measured ~1.2x faster at the same layouts)."""
+    out = []
+    for c in cases:
+        if not _gemm_measured(c.gpu) and c.group not in NOT_FITTED:
+            group = f"{c.group} on {c.gpu.id}"
+            NOT_FITTED.setdefault(group, f"{c.gpu.id} has no GEMM measurement (uncalibrated)")
+            c = dataclasses.replace(c, group=group)
+        out.append(c)
+    return out
+
+
 def load_data() -> Data:
     train, s1 = ref.load_train_cases()
     infer, s2 = ref.load_infer_cases()
+    train, infer = _apart_if_uncalibrated(train), _apart_if_uncalibrated(infer)
     fpt = [None if c.metric == "tokens_per_s_per_gpu" else ref.source_flops_per_token(c) for c in train]
     return Data(train=train, infer=infer, skipped=[*s1, *s2], fpt=fpt)
 

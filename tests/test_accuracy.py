@@ -312,3 +312,25 @@ def test_pure_data_parallel_never_scales_superlinearly(llama2_7b, gpu_name, dp):
                                                            recompute="full"), seq_len=2048)  # fmt: skip
     assert est.scaling_efficiency is not None
     assert est.scaling_efficiency <= 1 + 1e-9
+
+
+def test_rows_on_a_part_without_a_gemm_measurement_are_reported_apart_not_fitted(monkeypatch):
+    """GB300 (Blackwell Ultra) has no GEMM row among the component measurements: it is flagged uncalibrated (not
+    given B200's measured ceiling), and benchmarks/accuracy.py reports its rows as their own tables, never fitted."""
+    from scaleright.catalog import get_gpu
+    from scaleright.estimate.calibration import arch_factors
+
+    gb300, b200 = arch_factors(get_gpu("gb300")), arch_factors(get_gpu("b200"))
+    assert not gb300.calibrated and "uncalibrated" in gb300.note and gb300.architecture == "blackwell-ultra"
+    assert b200.architecture == "blackwell" and b200.gemm_efficiency == pytest.approx(1745 / 2250, abs=1e-3)
+    sys.path.insert(0, str(REPO_ROOT / "benchmarks"))
+    try:
+        import accuracy
+    finally:
+        sys.path.remove(str(REPO_ROOT / "benchmarks"))
+    monkeypatch.setattr(accuracy, "NOT_FITTED", dict(accuracy.NOT_FITTED))
+    data = accuracy.load_data()
+    on_gb300 = [c for c in data.cases if c.gpu.id == "gb300"]
+    assert len(on_gb300) >= 30 and all(c.group in accuracy.NOT_FITTED for c in on_gb300)
+    assert all(c.group not in accuracy.NOT_FITTED for c in data.cases if c.gpu.id in ("b200", "gb200", "h100-sxm")
+               and "torchtitan" not in c.group and "torchao" not in c.group)

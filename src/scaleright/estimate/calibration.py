@@ -167,6 +167,9 @@ ARCH_TABLE: dict[str, tuple[float | None, float | None, str]] = {
     "hopper": (0.803, 0.887, "H100 SXM: 794.5 / 989 TFLOP/s; H100 80GB HBM3 Triad 2.97 / 3.35 TB/s"),
     "blackwell": (0.776, None, "B200 SXM: 1745 / 2250 TFLOP/s"),
     "blackwell-gb202": (None, None, "no usable measurement (RTX 5090 reads 115 % of its datasheet peak)"),
+    # Blackwell Ultra (GB300 / B300): another die than B200's (1.5x its FP4 rate, 288 GB), another power limit; no
+    # GEMM or HBM row among the component measurements, so it does not borrow B200's
+    "blackwell-ultra": (None, None, "no measurement"),
     "cdna2": (0.768, None, "MI250X (1 GCD): 147.0 / 191.5 TFLOP/s (ROCm 6.2, older table)"),
     "cdna3": (0.514, 0.774, "MI300X: 668.4 / 1300 TFLOP/s; MI300X Triad 4.10 / 5.3 TB/s"),
     "cdna4": (0.680, None, "MI355X: 1565 / 2300 TFLOP/s"),
@@ -203,7 +206,7 @@ def arch_key(architecture: str) -> str:
     if a.startswith("ada"):
         return "ada-ad102" if "ad102" in a else "ada-ad104"
     if a.startswith("blackwell"):
-        return "blackwell-gb202" if "gb202" in a else "blackwell"
+        return "blackwell-gb202" if "gb202" in a else "blackwell-ultra" if "ultra" in a else "blackwell"
     for prefix, key in (("volta", "volta"), ("turing", "turing"), ("hopper", "hopper"), ("cdna2", "cdna2"),
                         ("cdna3", "cdna3"), ("cdna4", "cdna4"), ("gaudi2", "gaudi2"), ("gaudi3", "gaudi3"),
                         ("tpu", "tpu"), ("neuroncore", "trainium"), ("trainium", "trainium")):  # fmt: skip
