@@ -167,3 +167,13 @@ def test_speculative_flags_lower_batch_1_tpot(app):
     res = runner.invoke(app, [*base, "--speculative-acceptance", "2"])
     assert isinstance(res.exception, InputError) and "--speculative-acceptance=2.0 must lie in [0, 1]" in str(
         res.exception)
+
+
+def test_max_num_seqs_defaults_to_the_engines_cap_not_vllms(app):
+    # TensorRT-LLM admits up to 2048 sequences (trtllm-build's max_batch_size default; EngineProfile.max_num_seqs):
+    # 512 closed-loop clients all run at once by default, while a 256 cap makes half of them wait for a slot
+    args = [*BASE, "--engine", "trtllm", "--concurrency", "512", "--requests", "1024", "--json"]
+    default, capped = _json(app, args), _json(app, [*args, "--max-num-seqs", "256"])
+    assert default["ttft_ms"]["mean"] < 0.6 * capped["ttft_ms"]["mean"]  # (the token budget still queues prefills)
+    explicit = _json(app, [*args, "--max-num-seqs", "2048"])
+    assert explicit["ttft_ms"] == default["ttft_ms"]

@@ -656,7 +656,8 @@ def calibrate_serving(
                                              "(atomically).")] = None,
     as_json: JsonOpt = False,
 ) -> None:  # fmt: skip
-    """Fit the engine profile's iteration overhead, HBM fraction and frontend latency to stored serve runs."""
+    """Fit the engine profile's iteration overhead, HBM fraction and frontend latency to stored serve runs (and
+    the per-sequence host time when every run's server is vLLM before 0.8)."""
     serving_calibrate(run_ids, sim_model, gpu, engine, calibration, catalog, db, out, as_json)
 
 
@@ -706,6 +707,8 @@ def serving_calibrate(run_ids: str | None, sim_model: str | None, gpu: str | Non
            for k in report["fitted"]])  # fmt: skip
     typer.echo(f"median |error| of mean TTFT, TPOT and ITL: {report['median_abs_pct_error_before']:.1f} % -> "
                f"{report['median_abs_pct_error_after']:.1f} %")
+    if report.get("fit_choice"):
+        typer.echo(str(report["fit_choice"]))
 
 
 @bench_app.command("report")

@@ -107,9 +107,10 @@ def calibrate_cmd(
     as a profile that `estimate` and `plan` use with --calibration NAME. Runs whose hardware is not --gpu are
     refused; so is a profile whose leave-one-run-out error is worse than the defaults' on the same runs.
 
-    With --serving: fit the engine profile's iteration overhead, HBM fraction and frontend latency to the stored
-    serve runs (in-sample), as `bench calibrate-serving` does; --name NAME stores it (with its provenance) for
-    `serve simulate --engine NAME`, `serve capacity --engine NAME` and fleet files; --fingerprint does not apply.
+    With --serving: fit the engine profile's iteration overhead, HBM fraction and frontend latency (and the
+    per-sequence host time when every run's server is vLLM before 0.8) to the stored serve runs (in-sample), as
+    `bench calibrate-serving` does; --name NAME stores it (with its provenance) for `serve simulate --engine NAME`,
+    `serve capacity --engine NAME` and fleet files; --fingerprint does not apply.
 
     Saved profiles: `calibrate list`, `calibrate show NAME`, `calibrate delete NAME` (engine profiles: with
     --serving)."""
@@ -342,13 +343,18 @@ def _show_engine(name: str, as_json: bool) -> None:
         raise InputError(found["error"])
     prof, prov = found["profile"], found.get("provenance") or {}
     base = ENGINES.get(str(prov.get("base")))
+    from_base = list(found.get("from_base") or [])
     if as_json:
-        emit_json({"name": name, "path": found["path"], "profile": prof, "provenance": prov})
+        emit_json({"name": name, "path": found["path"], "profile": prof, "provenance": prov, "from_base": from_base})
         return
+    # the factors the fit moved (its provenance), then the four every fit reports; fields the file predates last
+    fitted = [k for k in (prov.get("fitted") or []) if k in prof]
+    shown = [*fitted, *(k for k in ("iteration_overhead_s", "hbm_fraction", "frontend_latency_s",
+                                    "gemm_efficiency_factor") if k not in fitted)]  # fmt: skip
+    rows = [[k, prof[k], getattr(base, k, None), "yes" if k in (prov.get("on_bound") or []) else ""] for k in shown]
+    rows += [[k, prof[k], getattr(base, k, None), "from base, not fitted"] for k in from_base if k not in shown]
     table(f"Engine profile '{name}' (fitted from {prov.get('base')!s}, serve runs "
-          f"{', '.join(map(str, prov.get('runs') or []))})", ["factor", "value", "base", "on bound"],
-          [[k, prof[k], getattr(base, k, None), "yes" if k in (prov.get("on_bound") or []) else ""]
-           for k in ("iteration_overhead_s", "hbm_fraction", "frontend_latency_s", "gemm_efficiency_factor")])
+          f"{', '.join(map(str, prov.get('runs') or []))})", ["factor", "value", "base", "on bound"], rows)
     console.print(f"median |error| of mean TTFT, TPOT and ITL {_pct(prov.get('median_abs_pct_error_before'))} -> "
                   f"{_pct(prov.get('median_abs_pct_error_after'))} (in-sample); served by "
                   f"{esc(', '.join(prov.get('engines') or []))}; fitted {esc(prov.get('created_utc'))}")

@@ -39,6 +39,11 @@ def _common(model, gpu, gpus, tp, pp, ep, input_len, output_len, engine, precisi
     from scaleright.estimate.calibration import load_calibration
     from scaleright.workload import load_model
 
+    if max_num_seqs is None:  # the engine's cap on sequences in flight (EngineProfile.max_num_seqs)
+        from scaleright.estimate.engine_store import check_engine
+        from scaleright.estimate.engines import get_engine
+
+        max_num_seqs = get_engine(check_engine("--engine", engine)).max_num_seqs
     check_pool_args(dict(gpus=gpus, tp=tp, pp=pp, ep=ep, input_len=input_len, output_len=output_len,
                          max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
                          prefix_cache_hit_rate=prefix_cache_hit_rate, gpu_memory_utilization=gpu_memory_utilization,
@@ -57,7 +62,8 @@ _ENGINE = typer.Option("vllm", "--engine", help="Engine profile: vllm, sglang, t
                        "stored by `calibrate --serving --name NAME`.")
 _PREC = typer.Option("bf16", "--precision", help="Weight / GEMM precision.")
 _KVP = typer.Option(None, "--kv-precision", help="KV-cache precision (default: the engine's choice).")
-_SEQS = typer.Option(256, "--max-num-seqs", help="Most sequences running at once per replica (vLLM default 256).")
+_SEQS = typer.Option(None, "--max-num-seqs", help="Most sequences running at once per replica (default: the "
+                     "engine's cap: TensorRT-LLM 2048, the other built-in engines 256).")
 _TOKS = typer.Option(8192, "--max-num-batched-tokens", help="Token budget of one iteration (chunked prefill).")
 _HIT = typer.Option(0.0, "--prefix-cache-hit-rate", help="Share of each prompt found in the prefix cache, [0, 1).")
 _RESULT = typer.Option(0.0, "--result-cache-hit-rate", help="Share of requests answered from a result cache, [0, 1).")
@@ -144,7 +150,7 @@ def simulate_cmd(
     output_lengths: Path | None = typer.Option(None, "--output-lengths", help="File of output lengths to resample."),
     diurnal_period_s: float = typer.Option(86_400.0, "--diurnal-period-s", help="Period of --arrival diurnal."),
     diurnal_amplitude: float = typer.Option(0.5, "--diurnal-amplitude", help="Swing of --arrival diurnal, [0, 1]."),
-    engine: str = _ENGINE, precision: str = _PREC, kv_precision: str | None = _KVP, max_num_seqs: int = _SEQS,
+    engine: str = _ENGINE, precision: str = _PREC, kv_precision: str | None = _KVP, max_num_seqs: int | None = _SEQS,
     max_num_batched_tokens: int = _TOKS, prefix_cache_hit_rate: float = _HIT,
     gpu_memory_utilization: float = _GMU, result_cache_hit_rate: float = _RESULT, preemption: str = _PREEMPT,
     router: str = _ROUTER, seed: int = _SEED,
@@ -319,7 +325,7 @@ def capacity_cmd(
     burstiness: float = typer.Option(1.0, "--burstiness", help="Gamma shape; 1 = Poisson."),
     requests: int = typer.Option(1000, "--requests", help="Requests per trial rate."),
     length_dist: str = _DIST,
-    engine: str = _ENGINE, precision: str = _PREC, kv_precision: str | None = _KVP, max_num_seqs: int = _SEQS,
+    engine: str = _ENGINE, precision: str = _PREC, kv_precision: str | None = _KVP, max_num_seqs: int | None = _SEQS,
     max_num_batched_tokens: int = _TOKS, prefix_cache_hit_rate: float = _HIT,
     gpu_memory_utilization: float = _GMU, router: str = _ROUTER,
     seed: int = _SEED, price_usd_per_gpu_hour: float | None = _PRICE,
