@@ -476,8 +476,12 @@ def infer_cmd(
         table("Replicas vs tensor parallel", ["tp", "replicas", "fits", "output tokens/s", "TPOT (s)", "max batch"],
               [[a["layout"]["tp"], a["layout"]["replicas"], a["fits"], a["output_tokens_per_s"], a["tpot_s"],
                 a["max_batch"]] for a in est.alternatives])  # fmt: skip
+    from scaleright.workload.precision import is_gguf
+
+    kernels = ("GGUF weights at their file's bytes per weight, dequantised to fp16 for prompts as llama.cpp does"
+               if is_gguf(precision) else "TensorRT-LLM-like kernels")
     console.print("Assumes: the steady state of continuous batching (in-flight, prompts fused with decode steps) at "
-                  "a closed-loop concurrency, TensorRT-LLM-like kernels with the calibration's decode factors; no "
+                  f"a closed-loop concurrency, {kernels} with the calibration's decode factors; no "
                   "queueing (for queues and tail latency: scaleright serve simulate).", style="dim")
     console.print(esc(prof.line()), style="dim")
 
