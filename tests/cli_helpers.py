@@ -55,3 +55,19 @@ def sample_provenance(**changes) -> dict:
                    for k in ("defaults", "in_sample", "cross_validated")}}  # fmt: skip
     p["error"]["cross_validated"] |= {"method": "leave-one-run-out", "folds": 2}
     return p | changes
+
+
+PRICES_HEAD = "gpu_id,kind,usd,usd_low,usd_high,unit,provider,sku,date,source,notes\n"
+
+
+def price_catalog(d, rows: list[tuple], *, only: bool = True):
+    """A user catalog of price ``rows`` (each row's source is "src"); ``only``: they are its only prices
+    (``catalog.yaml``: ``prices: only``), so a test's expected values are read off the rows it writes."""
+    from scaleright.catalog import Catalog
+
+    d.mkdir(parents=True, exist_ok=True)
+    body = "".join(",".join(map(str, r)) + ",src,\n" for r in rows)
+    (d / "prices.csv").write_text(PRICES_HEAD + body)
+    if only:
+        (d / "catalog.yaml").write_text("prices: only\n")
+    return Catalog.load(d)

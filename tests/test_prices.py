@@ -18,22 +18,14 @@ from scaleright.catalog.prices import KINDS, MAX_PRICE_AGE_DAYS, PriceRow, price
 from scaleright.errors import InputError
 from scaleright.plan.planner import plan
 from scaleright.plan.scenario import load_scenario, parse_scenario
+from tests.cli_helpers import price_catalog
 
 ROOT = Path(__file__).resolve().parent.parent
 REF = ROOT / "validation" / "reference" / "gpu_prices.csv"
 TODAY = datetime.date(2026, 12, 1)
-HEAD = "gpu_id,kind,usd,usd_low,usd_high,unit,provider,sku,date,source,notes\n"
 
 
-def _cat(d: Path, rows: list[tuple], *, only: bool = True) -> Catalog:
-    """A user catalog of ``rows``; ``only``: they are its only prices (``catalog.yaml``: ``prices: only``), so a
-    test's expected values are read off the rows it writes."""
-    d.mkdir(parents=True, exist_ok=True)
-    body = "".join(",".join(map(str, r)) + ",src,\n" for r in rows)
-    (d / "prices.csv").write_text(HEAD + body)
-    if only:
-        (d / "catalog.yaml").write_text("prices: only\n")
-    return Catalog.load(d)
+_cat = price_catalog
 
 
 @pytest.fixture(scope="module")

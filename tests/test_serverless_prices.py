@@ -20,13 +20,13 @@ from scaleright.catalog.prices_import import prices_csv
 from scaleright.errors import InputError
 from scaleright.plan.planner import plan
 from scaleright.plan.scenario import load_scenario, parse_scenario
+from tests.cli_helpers import price_catalog as _cat
 from tests.cli_helpers import run_main
 
 ROOT = Path(__file__).resolve().parent.parent
 REF = ROOT / "validation" / "reference" / "gpu_prices.csv"
 EXAMPLE = ROOT / "examples" / "batch-job-occasional.yaml"
 TODAY = datetime.date(2026, 12, 1)
-HEAD = "gpu_id,kind,usd,usd_low,usd_high,unit,provider,sku,date,source,notes\n"
 MODAL = "Modal (serverless; CPU/RAM extra)"
 
 
@@ -34,14 +34,6 @@ def _modal_ref() -> dict[str, float]:
     """The reference CSV's Modal rows: csv GPU name -> USD per GPU-hour."""
     with open(REF, newline="") as f:
         return {r["gpu"]: float(r["usd"]) for r in csv.DictReader(f) if r["provider_or_market"] == MODAL}
-
-
-def _cat(d: Path, rows: list[tuple], *, only: bool = True) -> Catalog:
-    d.mkdir(parents=True, exist_ok=True)
-    (d / "prices.csv").write_text(HEAD + "".join(",".join(map(str, r)) + ",src,\n" for r in rows))
-    if only:
-        (d / "catalog.yaml").write_text("prices: only\n")
-    return Catalog.load(d)
 
 
 @pytest.fixture(scope="module")
