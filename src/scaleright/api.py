@@ -294,6 +294,10 @@ def check_pool_args(values: Mapping[str, Any], names: Names = ARGS) -> None:
     from scaleright.workload.precision import KV_PRECISIONS, STORAGE_PRECISIONS
 
     v = values
+    if v["max_num_seqs"] is None:  # the engine's cap on sequences in flight (EngineProfile.max_num_seqs)
+        from scaleright.estimate.engines import get_engine
+
+        v = {**v, "max_num_seqs": get_engine(check_engine(names("engine"), v["engine"])).max_num_seqs}
     for arg, kind in (("gpus", "gpus"), ("tp", "parallel_degree"), ("pp", "parallel_degree"),
                       ("ep", "parallel_degree"), ("input_len", "tokens_per_request"),
                       ("output_len", "tokens_per_request"), ("max_num_seqs", "batch"),
