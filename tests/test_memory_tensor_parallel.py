@@ -9,6 +9,8 @@ ColumnParallelLinear under sequence parallelism (saves the shard, gathers again 
 vocab-parallel loss (2 + 4 B per logit)."""
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from scaleright.estimate.layout import Layout
 from scaleright.estimate.memory import training_memory
@@ -50,3 +52,18 @@ def test_loss_parallel_only_under_tensor_parallelism(llama_70b):
     # an explicit non-eager loss is kept under tp as well (4 B per local logit)
     assert fixed.activations * 1e9 == pytest.approx(
         L * 2 * S * B * H / T + 2 * S * B * H / T + 2 * S * B * H + 4 * S * B * V / T, rel=1e-12)
+
+
+@settings(max_examples=30, deadline=None)
+@given(tp=st.sampled_from([2, 4, 8]), mb=st.integers(1, 16), seq=st.sampled_from([1024, 4096, 8192]),
+       sp=st.booleans(), recompute=st.sampled_from(["full", "op-selective", "none"]))  # fmt: skip
+def test_dtensor_tp_never_holds_less_than_megatrons_accounting(llama_70b, tp, mb, seq, sp, recompute):
+    """With the same loss and attention, DTensor's plan keeps the head's input whole where Megatron keeps a shard,
+    and loss_parallel() holds at least eager's 12 B per logit: never fewer activation bytes, whichever moment
+    (the loss's or a block's recompute) is the peak."""
+    lay = Layout(tp=tp, dp=8, zero=3, micro_batch=mb, global_batch=8 * mb, recompute=recompute,
+                 sequence_parallel=sp)  # fmt: skip
+    kw = dict(layout=lay, seq_len=seq, states="fsdp2", flash_attention=True)
+    dt = training_memory(llama_70b, framework="fsdp2", **kw)
+    eager = training_memory(llama_70b, framework="megatron-core", cross_entropy="eager", **kw)
+    assert dt.activations >= eager.activations - 1e-9
