@@ -248,7 +248,8 @@ def training_memory_arrays(
     (``states``: who keeps them, see ``states.STATE_FORMATS``; FSDP2's sharded gradients do not exist yet at the
     forward's end and read 0 when that is the peak, and the activations 0 when the backward's end is,
     ``states.StateFormat.grads_in_forward``); ``gathered``, ZeRO-3 / FSDP's transient unsharded layers and
-    gradients; ``activations`` (with the loss transient, ``cross_entropy``: ``activations.CROSS_ENTROPY``); ``kv_cache``
+    gradients; ``activations`` (with the loss transient, ``cross_entropy``: ``activations.CROSS_ENTROPY``, under
+    tp > 1 the profile's ``cross_entropy_tp``, and the final norm's and output head's inputs); ``kv_cache``
     (0); ``overhead``: allocator reserve, CUDA context and NCCL buffers (``overheads``). Their sum is what
     nvidia-smi would show, the memory the GPU must have.
 
