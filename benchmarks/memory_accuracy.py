@@ -56,6 +56,36 @@ by more than about 1 GB between the two, so the model is left as it is. Ruled ou
 
 What went out of memory there is not a steady-state term of this model (the chronicles record no cause).
 
+The torchtitan Llama 3.1 70B rows on 256 H100 (lines 12 and 13: FSDP32 × TP8 with sequence parallelism, full AC,
+Float8, torch.compile per block, s 8192, local batch 16) were 22 % and 17 % under (60.1 GB against 77.2 and 72.6):
+the loss's moment, the step's peak, lacked two terms of DTensor's TP plan, now modelled (``profiles.MemoryProfile
+.dtensor_tp``). The loss runs in PyTorch's ``loss_parallel()`` on vocab-sharded fp32 logits, whose backward
+(``_nll_loss_and_log_softmax_backward``: saved log-softmax, ``zeros_like`` gradient, ``exp`` and their sum) holds
+16 B per local logit, not the 12 of plain ``F.cross_entropy`` (+8.4 GB here: 131,072 tokens × 16,032 vocabulary
+per rank; measured on PyTorch 2.13 on CPU with a one-rank mesh, by sampling the resident set: 14.0 B at the
+forward, 16.0 at the backward); the output head ``ColwiseParallel(input_layouts=Shard(1))`` saves its all-gathered
+input whole (s·b·h·2 B = 2.1 GB), and the final norm its sequence-parallel input (0.27 GB). Now -5.6 % and +0.4 %
+(72.8 GB). Considered and ruled out, with this layout's numbers (b·s·h = 1.07e9 values):
+
+- The kept block inputs are the sequence-parallel shards (b·s·h·2/8 = 0.27 GB a layer, 21.5 GB for 80): unsplit
+  they would be 172 GB, which does not fit in 96 GB, so the runs themselves confirm the split.
+- A block's recompute and backward under TP: the all-gathered Float8 inputs of wq/wk/wv and w1/w3 (1.07 GB each),
+  w1/w3/SiLU/product outputs (0.94 GB each), a row-parallel partial sum (2.15 GB) and under vanilla TP its
+  chunk-and-cat copy before the reduce-scatter (``_functional_collectives.reduce_scatter_single``:
+  ``_chunk_or_narrow_cat`` when ``scatter_dim != 0``, +2.15 GB) come to at most about 13 GB: 21.5 + 13 GB is under
+  the loss's moment (57.5 GB of activations), so they are not at the peak in either row.
+- FSDP2's prefetch of the next layer's unsharded bf16 weights: 70.6e9 / 80 / 8 × 2 B = 0.22 GB a layer.
+- Async TP's symmetric-memory workspace (``_symmetric_memory.get_symm_mem_workspace``,
+  ``empty_strided_p2p``) is not the caching allocator's and so not in ``max_memory_reserved``.
+
+The pair difference (the same layout, 2D 77.2 GB against 2D + AsyncTP 72.6 GB) stays unexplained by the model,
+which predicts both alike. Async TP changes only the compiled blocks (Inductor's micro-pipeline pass), whose
+tensors are not at the loss's peak, so the 4.6 GB are reserved-but-unallocated memory, not live tensors. A
+candidate is the allocator's cache: vanilla TP's 2.15 GB chunk-and-cat copies leave cached 2.15 GB segments that the
+loss's 4.2-8.4 GB tensors cannot reuse, and two of them are 4.3 GB; async TP's fused matmul-reduce-scatter writes
+one stacked partial without that copy. It is history-dependent fragmentation, with no published figure to put in
+the model beyond the GMLake average it uses, so it is left out.
+
 The torchao B200 rows (lines 22-25, Llama 3 8B, FSDP2 over 8, op SAC, torch.compile, mb 1) were 30 % high. Their
 counter is the reserved peak (torchtitan 0.1.0 ``components/metrics.py`` logs ``reserved_bytes.all.peak`` as
 "memory: ... GiB"), so reading them as ``max_memory_allocated`` is not the explanation; three terms were over-counted

@@ -73,9 +73,10 @@ def test_fsdp2_peak_is_the_larger_phase(llama_8b, dp, mb, seq):
 def test_the_loss_and_a_blocks_recompute_are_different_moments(llama_8b):
     """Without a pipeline too, the loss's transient is freed before the first block's backward rebuilds its
     activations: Llama 3.1 8B, full recompute, 8192 tokens, eager loss: 32 kept block inputs (2·s·h B each) plus
-    the loss's 12 B per logit (8192 × 128,256), not plus the rebuilt layer as well."""
+    the loss's 12 B per logit (8192 × 128,256) and the final norm's and output head's inputs (2·s·h B each), not
+    plus the rebuilt layer as well."""
     s, h, v = 8192, 4096, 128256
-    kept = 32 * 2 * s * h
+    kept = 32 * 2 * s * h + 2 * 2 * s * h
     loss = 12 * s * v
     acts = training_memory_arrays(llama_8b, seq_len=s, recompute="full", cross_entropy="eager")["activations"]
     assert float(acts) == pytest.approx(kept + loss, rel=1e-12)

@@ -49,12 +49,13 @@ def test_framework_model_states_match_the_published_bytes_per_parameter(llama_8b
 def test_megatron_2021_stores_the_score_matrices_korthikanti_counts(gpt3_175b):
     """GPT-3 175B under megatron-2021 at tp 8, no recompute, pp 1: every layer keeps Korthikanti et al. 2022's
     sbh(10 + 24/t + 5as/(ht)) bytes (materialised softmax, dropout mask and output), and the loss adds Megatron's
-    vocab-parallel cross entropy, 16-bit logits plus one fp32 copy (6 B per logit over tp)."""
+    vocab-parallel cross entropy, 16-bit logits plus one fp32 copy (6 B per logit over tp), beside the final norm's
+    and the output head's inputs (2sbh B each, whole without sequence parallelism)."""
     s, b, t, h, a, L = 2048, 1, 8, 12288, 96, 96
     sbh = s * b * h
     lay = Layout(tp=t, recompute="none", micro_batch=b)
     m = training_memory(gpt3_175b, layout=lay, seq_len=s, framework="megatron-2021")
-    expected = L * sbh * (10 + 24 / t + 5 * a * s / (h * t)) + s * b * gpt3_175b.vocab * 6 / t
+    expected = L * sbh * (10 + 24 / t + 5 * a * s / (h * t)) + s * b * gpt3_175b.vocab * 6 / t + 2 * 2 * sbh
     assert m.activations * 1e9 == pytest.approx(expected, rel=1e-9)
     # the same run with flash attention keeps no s² terms: 5as²b/t per layer less, the fp32 log-sum-exp more
     flash = training_memory(gpt3_175b, layout=lay, seq_len=s, framework="megatron-2021", flash_attention=True)

@@ -65,6 +65,15 @@ CROSS_ENTROPY = {
     # nll_loss into reductions over each row, so no fp32 [tokens, vocab] tensor is written; the backward saves the
     # 16-bit logits and the per-row log-sum-exp and writes the 16-bit logits' gradient in one kernel: 2 + 2 B.
     "compiled": "16-bit logits and their 16-bit gradient, fp32 only per row (torch.compile, 4 B per logit)",
+    # The same F.cross_entropy(pred.float()) on vocab-sharded DTensor logits inside PyTorch's ``loss_parallel()``
+    # (torchtitan's default under tensor parallelism: ``training.disable_loss_parallel = False``, the output head
+    # ColwiseParallel with ``output_layouts=Shard(-1)``), per local logit: the forward's ``_log_softmax``
+    # (torch/distributed/tensor/parallel/loss.py) holds the 16-bit ``pred``, its fp32 copy, ``shifted = x - max``
+    # and ``exp(shifted)`` at once (2 + 4 + 4 + 4); the backward, ``_nll_loss_and_log_softmax_backward``, fuses
+    # log_softmax's backward into nll_loss's as ``(grad_input + torch.exp(x)) * grad_output`` with ``grad_input =
+    # torch.zeros_like(x)``: the saved log-softmax ``x``, ``grad_input``, ``exp(x)`` and their sum live at once
+    # (4 + 4 + 4 + 4; torchtitan deletes ``pred`` before ``loss.backward()``): 16 B per logit.
+    "loss-parallel": "fp32 log-softmax, a zero gradient, exp and their sum in loss_parallel()'s backward (16 B)",
 }
 
 
@@ -76,6 +85,8 @@ def cross_entropy_bytes(cross_entropy: str, bytes_per_value: float) -> float:
         return max(bytes_per_value + 4.0 + 4.0, 12.0)
     if cross_entropy == "compiled":
         return 2.0 * bytes_per_value
+    if cross_entropy == "loss-parallel":
+        return max(bytes_per_value + 12.0, 16.0)
     raise InputError(f"cross_entropy={cross_entropy!r} not allowed; allowed: {', '.join(CROSS_ENTROPY)}")
 
 

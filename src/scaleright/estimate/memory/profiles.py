@@ -18,7 +18,8 @@ explicitly instead (``training_memory(states=, cross_entropy=, flash_attention=,
   the loss with ``F.cross_entropy`` on fp32 logits: ``eager``.
 - ``fsdp2`` (PyTorch FSDP2 / torchtitan): ``fsdp2`` states (fp32 sharded parameters as the master copy), torchtitan's
   eager ``F.cross_entropy(pred.float())`` (``compiled`` when the run compiles the loss, 2025 torchtitan with
-  ``compile.enable``).
+  ``compile.enable``); tensor parallelism is DTensor's (``dtensor_tp``): under tp > 1 the loss runs in
+  ``loss_parallel()`` (``loss-parallel``) and the output head saves its all-gathered input (``training``).
 - ``accelerate``: FSDP with a mixed-precision policy or DDP under autocast keeps fp32 parameters as the optimizer's
   master (``fsdp2`` states), the transformers loss is ``eager``.
 - ``llm-foundry``: Composer FSDP keeps fp32 sharded parameters (``fsdp2`` states); its pretraining YAMLs use
@@ -48,6 +49,16 @@ class MemoryProfile:
     cross_entropy: str
     flash_attention: bool
     runtime_gb: float
+    # tensor parallelism through DTensor's ``parallelize_module`` plan (torchtitan): the loss runs in
+    # ``loss_parallel()`` and the output head's all-gathered input is saved whole (``cross_entropy_tp``, ``training``)
+    dtensor_tp: bool = False
+
+    @property
+    def cross_entropy_tp(self) -> str:
+        """The loss under tensor parallelism (tp > 1): torchtitan's eager ``F.cross_entropy`` on vocab-sharded
+        DTensor logits inside ``loss_parallel()`` (``activations.CROSS_ENTROPY["loss-parallel"]``), else the same
+        loss as without it."""
+        return "loss-parallel" if self.dtensor_tp and self.cross_entropy == "eager" else self.cross_entropy
 
     @property
     def pipeline_outputs(self) -> bool:
@@ -69,7 +80,9 @@ class MemoryProfile:
         attn = "flash attention" if self.flash_attention else "materialized attention (s x s scores through HBM)"
         name = "no framework (the ZeRO paper's accounting)" if self.framework == NO_FRAMEWORK else self.framework
         pipe = ", pipeline stages keep their outputs until backward (pp > 1)" if self.pipeline_outputs else ""
-        return (f"{name}: states {self.states}, {self.cross_entropy} cross-entropy, {attn}, CUDA context "
+        ce = self.cross_entropy if self.cross_entropy_tp == self.cross_entropy else \
+            f"{self.cross_entropy} ({self.cross_entropy_tp} under tp > 1)"  # fmt: skip
+        return (f"{name}: states {self.states}, {ce} cross-entropy, {attn}, CUDA context "
                 f"{self.runtime_gb:g} GB{pipe}")
 
     def as_dict(self) -> dict[str, Any]:
@@ -77,6 +90,7 @@ class MemoryProfile:
         d["attention"] = "flash" if d.pop("flash_attention") else "materialized"
         d["cuda_context_gb"] = d.pop("runtime_gb")
         d["pipeline_keeps_stage_outputs"] = self.pipeline_outputs
+        d.pop("dtensor_tp")  # (shown by the summary's cross-entropy: "eager (loss-parallel under tp > 1)")
         return d
 
 
@@ -113,7 +127,8 @@ def memory_profile(framework: Framework | str, *, zero: int = 0, precision: str 
     else:  # fsdp2, accelerate
         states, ce = "fsdp2", "eager"
     return MemoryProfile(framework=fw.name, states=states, cross_entropy=ce,
-                         flash_attention=fw.attention == "flash", runtime_gb=runtime)  # fmt: skip
+                         flash_attention=fw.attention == "flash", runtime_gb=runtime,
+                         dtensor_tp=preset == "fsdp2")  # fmt: skip
 
 
 def resolve_profile(

@@ -68,6 +68,8 @@ def _training_parts(
     offload_optimizer: ArrayLike = False,
     offload_activations: ArrayLike = False,
     compile_blocks: bool = False,
+    cross_entropy_tp: str | None = None,
+    dtensor_tp: bool = False,
 ) -> dict[str, np.ndarray]:
     """``training_memory_arrays`` with the overhead split into its three terms (one code for both APIs)."""
     if task not in TASKS or task == "inference":
@@ -153,9 +155,20 @@ def _training_parts(
     # backward has run), so it never meets the recompute working set of a block: with or without a pipeline the
     # peak is the larger of the two moments.
     s_local = np.asarray(seq_len, dtype=float) / np.asarray(cp, dtype=float)
-    per_logit = cross_entropy_bytes(cross_entropy, bpv)
-    logits = s_local * np.asarray(micro_batch, dtype=float) * spec.vocab * per_logit / np.asarray(tp, dtype=float)
-    last = stage_acts + logits
+    t_arr = np.asarray(tp, dtype=float)
+    per_logit: ArrayLike = cross_entropy_bytes(cross_entropy, bpv)
+    if cross_entropy_tp is not None and cross_entropy_tp != cross_entropy:  # (profiles.MemoryProfile.cross_entropy_tp)
+        per_logit = np.where(t_arr > 1, cross_entropy_bytes(cross_entropy_tp, bpv), per_logit)
+    logits = s_local * np.asarray(micro_batch, dtype=float) * spec.vocab * per_logit / t_arr
+    # Beside the blocks' tensors the loss moment holds the final norm's input and the output head's input, which
+    # the head's matmul saves for its weight gradient: s·b·h 16-bit values each, the norm's over tp under sequence
+    # parallelism. The head's is over tp only where the framework saves the sequence-parallel shard and gathers it
+    # again in backward (Megatron's ColumnParallelLinear); DTensor's ColwiseParallel(input_layouts=Shard(1))
+    # (torchtitan's output head, ``dtensor_tp``) all-gathers it first and its matmul saves the whole tensor.
+    sp_div = np.where(np.asarray(sequence_parallel, dtype=bool), t_arr, 1.0)
+    sbh = s_local * np.asarray(micro_batch, dtype=float) * spec.hidden * bpv
+    head_in = sbh / sp_div + sbh / (1.0 if dtensor_tp else sp_div)
+    last = stage_acts + logits + head_in
     acts = np.maximum(first, last)
     # ZeRO-3 / FSDP working buffers: transient gathered layers and unsharded gradients, apart from the states
     frozen_b = None
@@ -235,7 +248,8 @@ def training_memory_arrays(
     (``states``: who keeps them, see ``states.STATE_FORMATS``; FSDP2's sharded gradients do not exist yet at the
     forward's end and read 0 when that is the peak, and the activations 0 when the backward's end is,
     ``states.StateFormat.grads_in_forward``); ``gathered``, ZeRO-3 / FSDP's transient unsharded layers and
-    gradients; ``activations`` (with the loss transient, ``cross_entropy``: ``activations.CROSS_ENTROPY``); ``kv_cache``
+    gradients; ``activations`` (with the loss transient, ``cross_entropy``: ``activations.CROSS_ENTROPY``, under
+    tp > 1 the profile's ``cross_entropy_tp``, and the final norm's and output head's inputs); ``kv_cache``
     (0); ``overhead``: allocator reserve, CUDA context and NCCL buffers (``overheads``). Their sum is what
     nvidia-smi would show, the memory the GPU must have.
 
@@ -280,7 +294,8 @@ def _parts_for(
         return _training_parts(
             spec, zero=zero_, precision=precision, states=prof.states, cross_entropy=prof.cross_entropy,
             flash_attention=prof.flash_attention, overheads=overheads or prof.overheads,
-            pipeline_outputs=prof.pipeline_outputs, **kw_,
+            pipeline_outputs=prof.pipeline_outputs, cross_entropy_tp=prof.cross_entropy_tp,
+            dtensor_tp=prof.dtensor_tp, **kw_,
         )  # fmt: skip
 
     if len(by_prof) == 1 or z.size == 0:
