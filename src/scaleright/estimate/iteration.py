@@ -96,14 +96,15 @@ def compute_precision(gpu: Accelerator, precision: str) -> str:
     return "fp16" if not gpu.dense_tflops.get("bf16") else "bf16"
 
 
-def accumulate_factor(gpu: Accelerator, operands: str, accumulate: str) -> float:
-    """The factor on the fp32-accumulate 16-bit tensor rate of GEMMs on ``operands`` ("fp16", "bf16", ...) whose
-    accumulator is ``accumulate``: the datasheet's FP16-accumulate rate over its FP32-accumulate one for fp16
-    operands with an fp16 accumulator on a part that states a faster one (GeForce: 2), else 1."""
-    if operands != "fp16" or accumulate != "fp16":
+def accumulate_factor(gpu: Accelerator, operands: str, accumulate: str, peak_flops: float) -> float:
+    """The factor on ``peak_flops`` (the 16-bit roofline's datasheet rate) of GEMMs on ``operands`` ("fp16", "bf16",
+    ...) whose accumulator is ``accumulate``: for fp16 operands with an fp16 accumulator on a part that states a
+    faster FP16-accumulate rate (GeForce: twice its fp32-accumulate one), that rate over ``peak_flops``, so the
+    GEMMs' datasheet rate is exactly it; else 1."""
+    fast = gpu.fp16_accumulate_tflops
+    if operands != "fp16" or accumulate != "fp16" or not fast:
         return 1.0
-    fast, base = gpu.fp16_tflops("fp16"), gpu.fp16_tflops("fp32")
-    return fast / base if fast and base else 1.0
+    return max(1.0, fast * 1e12 / peak_flops)
 
 
 DEFAULT_PCIE_GEN = "4.0"  # when the catalog gives no host link (e.g. SXM modules listed without one)
@@ -226,7 +227,7 @@ class IterationModel:
         self._act = 4.0 if precision == "fp32" else 2.0  # activation bytes: fp32 models keep fp32 activations
         share = rl.tensor / (rl.peak * rl.arch.gemm_efficiency)  # the calibration's share of the GEMM ceiling
         # the accumulator of the engine's fp16-operand GEMMs: the FP16-accumulate datasheet rate where faster
-        acc = accumulate_factor(gpu, "fp16" if precision == "fp16" else precision, prof.gemm_accumulate)
+        acc = accumulate_factor(gpu, precision, prof.gemm_accumulate, rl.peak)
         self.gemm_peak_flops = rl.peak * acc  # the datasheet rate of the accumulator in use (the GEMMs' roofline)
         # the engine's factor on that share, the product at most 1 (the measured ceiling)
         self._gemm = dict(peak=rl.tensor * acc, eff_max=min(prof.gemm_efficiency_factor, 1.0 / share),
@@ -240,7 +241,7 @@ class IterationModel:
         if prof.dequantize_above_rows is not None and (precision in ("int8", "int4") or is_gguf(precision)):
             rl16 = roofline(gpu, compute_precision(gpu, "fp16"), cal)
             share16 = rl16.tensor / (rl16.peak * rl16.arch.gemm_efficiency)
-            acc16 = accumulate_factor(gpu, "fp16", prof.gemm_accumulate)  # the fp16 copy
+            acc16 = accumulate_factor(gpu, "fp16", prof.gemm_accumulate, rl16.peak)  # the fp16 copy
             self.dequant_gemm_peak_flops = rl16.peak * acc16
             self._gemm16 = dict(self._gemm, peak=rl16.tensor * acc16,
                                 eff_max=min(prof.gemm_efficiency_factor, 1.0 / share16), bytes_per_el=2.0)  # fmt: skip
