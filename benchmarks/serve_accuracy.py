@@ -11,13 +11,14 @@ source is scored with that profile. The other sources are those of the same engi
 with no second source (TensorRT-LLM's online table: its other sources are the Azure tables, left out below;
 llama.cpp) is predicted from the rows of the other engines, as a user of an engine without measurements would be.
 Each row keeps its own engine's documented behaviour (its KV format for 8-bit checkpoints, its one-shot all-reduce,
-its default ``max_num_seqs``, fused kernels, GGUF loading and llama.cpp's dequantisation), in a fold that trains on
-another engine's rows too: only the fitted factors are shared (``FITTED``). Rows of an engine whose host loop runs
-between GPU steps (vLLM's V0 engine: the 405B blog, which names ``benchmarks/benchmark_latency.py`` and no version,
-is taken as V0; AMD's rows state vLLM 0.10.1, V1) are simulated with the profile's ``sequence_overhead_s`` (host
-time per sampled sequence per iteration), every other row without it (V1 overlaps that work with the GPU step); it
-is fitted, within ``SEQUENCE_OVERHEAD_BOUNDS_S`` and from 0, wherever the training rows hold such rows, as a
-property of those rows: no other row pays it, so it is never carried to a held-out V1 row or another engine's.
+its default ``max_num_seqs``, fused kernels, GGUF loading, llama.cpp's dequantisation and fp16 GEMM accumulator), in
+a fold that trains on another engine's rows too: only the fitted factors are shared (``FITTED``). Rows of an engine
+whose host loop runs between GPU steps (vLLM's V0 engine: the 405B blog, which names
+``benchmarks/benchmark_latency.py`` and no version, is taken as V0; AMD's rows state vLLM 0.10.1, V1) are simulated
+with the profile's ``sequence_overhead_s`` (host time per sampled sequence per iteration), every other row without
+it (V1 overlaps that work with the GPU step); it is fitted, within ``SEQUENCE_OVERHEAD_BOUNDS_S`` and from 0,
+wherever the training rows hold such rows, as a property of those rows: no other row pays it, so it is never carried
+to a held-out V1 row or another engine's.
 
 Sources (``validation/reference``):
 - ``infer_measured.csv`` 'Online Serving Measurements' (TensorRT-LLM 0.14 + Triton, 500 requests per row): each row
@@ -222,8 +223,8 @@ def predict(cases: list[Case], profile: EngineProfile) -> list[float]:
     frontend latency: no HTTP server or tokeniser stands between their clock and the engine loop. Only rows of a
     serial host loop (``Case.serial_host``) pay the profile's ``sequence_overhead_s``. A row of another engine
     than ``profile``'s (a fold that trains on other engines' rows) runs its own engine's profile with ``profile``'s
-    fitted factors (``FITTED``): its documented behaviour (GGUF loading and llama.cpp's dequantisation, fused
-    kernels, KV format, ``max_num_seqs``) stays its engine's."""
+    fitted factors (``FITTED``): its documented behaviour (GGUF loading, llama.cpp's dequantisation and fp16
+    GEMM accumulator, fused kernels, KV format, ``max_num_seqs``) stays its engine's."""
     sims: dict[int, SimulationResult] = {}
     out = []
     for c in cases:

@@ -236,6 +236,40 @@ def test_geforce_rates_share_the_fp32_accumulate_basis(builtin):
     assert builtin.gpu("rtx-3090").dense_tflops["bf16"] < builtin.gpu("rtx-4090").dense_tflops["bf16"]
 
 
+def test_geforce_parts_state_their_fp16_accumulate_rate_from_the_reference_csv(builtin):
+    """The FP16-accumulate rate (what llama.cpp's CUBLAS_COMPUTE_16F GEMMs reach) is the csv's figure: the RTX 3090's
+    fp16 column (142, 'FP16 tensor dense with FP16 accumulate'), the RTX 4090's 'FP16 (FP16 acc)' in its note, the
+    RTX 5090's fp8 column halved (838.4: the FP16-accumulate fp8 rate, twice the fp16 one). Each is twice the
+    card's FP32-accumulate fp16 rate; every other part states none (data-center and professional parts run both
+    accumulators at one rate)."""
+    rows = {r["name"]: r for r in _spec_rows()}
+    r3090, r4090, r5090 = (rows[f"NVIDIA RTX {n}"] for n in ("3090", "4090", "5090"))
+    assert "FP16 accumulate" in r3090["dense_note"]
+    want = {"rtx-3090": float(r3090["fp16_dense_tflops"]),
+            "rtx-4090": float(re.search(r"FP16 \(FP16 acc\) ([\d.]+)", r4090["dense_note"]).group(1)),
+            "rtx-5090": float(r5090["fp8_dense_tflops"]) / 2}  # fmt: skip
+    for gid, rate in want.items():
+        g = builtin.gpu(gid)
+        assert g.fp16_accumulate_tflops == pytest.approx(rate, rel=0.001), gid
+        assert g.fp16_tflops("fp16") == g.fp16_accumulate_tflops
+        assert g.fp16_tflops("fp32") == g.dense_tflops["fp16"]
+        assert g.fp16_accumulate_tflops == pytest.approx(2 * g.dense_tflops["fp16"], rel=0.001), gid
+    assert "fp16_accumulate_tflops" in builtin.gpu("rtx-5090").unverified  # not read from a stored whitepaper copy
+    others = [g.id for g in builtin.gpus.values() if g.id not in want and g.fp16_accumulate_tflops is not None]
+    assert others == []
+    assert builtin.gpu("h100-sxm").fp16_tflops("fp16") == builtin.gpu("h100-sxm").dense_tflops["fp16"]
+
+
+def test_an_fp16_accumulate_rate_below_the_fp16_rate_is_refused(builtin):
+    from pydantic import ValidationError
+
+    data = builtin.gpu("rtx-4090").model_dump()
+    with pytest.raises(ValidationError, match=r"fp16_accumulate_tflops=100 .* must be at least it"):
+        type(builtin.gpu("rtx-4090")).model_validate({**data, "fp16_accumulate_tflops": 100.0})
+    with pytest.raises(ValueError, match=r"accumulate='fp8' not allowed; allowed: fp32, fp16"):
+        builtin.gpu("rtx-4090").fp16_tflops("fp8")
+
+
 def test_no_part_has_fp8_above_twice_its_bf16(builtin):
     """Tensor cores double their rate per halving of the operand width at most: an fp8 figure above 2 x bf16 mixes
     accumulate bases or sparse and dense figures (the 5090's 838 vs 209.5 did)."""

@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from scaleright.limits import bounds
 
@@ -70,6 +70,12 @@ class Accelerator(BaseModel):
     memory_type: str  # e.g. "HBM3"; "(32 GiB)" where the source states GiB (memory_gb is then converted)
     hbm_bandwidth_tb_per_s: _TBps = Field(gt=0)  # device-memory bandwidth, 1e12 B/s
     dense_tflops: dict[str, _TFlops | None]  # dense peak per precision (int8 in TOPS); None: lacking or a source gap
+    # dense FP16 tensor rate with FP16 accumulate where the datasheet prints one above ``dense_tflops.fp16`` (which
+    # is the FP32-accumulate rate): GeForce RTX 30 / 40 / 50 run FP16 MMA with an FP32 accumulator at half the
+    # FP16-accumulate rate (GA102, Ada and RTX Blackwell whitepapers, Appendix A). None: the part has no faster
+    # FP16-accumulate rate (data-center and professional NVIDIA parts run either accumulator at the fp16 rate; bf16
+    # MMA accumulates in FP32 only). Read through ``fp16_tflops(accumulate)``
+    fp16_accumulate_tflops: _TFlops | None = Field(default=None, gt=0)
     tdp_w: _Watts | None = Field(default=None, gt=0)  # board power (W); None where none is published
     intra_node_link: Literal["nvlink", "pcie", "infinity-fabric", "ici", "neuronlink", "roce"]
     intra_node_link_generation: str | None = None  # e.g. "NVLink 4"
@@ -101,6 +107,24 @@ class Accelerator(BaseModel):
         if bad:
             raise ValueError(f"unknown field name(s) {bad}; allowed: field names or dense_tflops.<precision>")
         return v
+
+    @model_validator(mode="after")
+    def _accumulate_rate(self) -> Accelerator:
+        fp16 = self.dense_tflops.get("fp16")
+        if self.fp16_accumulate_tflops is not None and (fp16 is None or self.fp16_accumulate_tflops < fp16):
+            raise ValueError(f"fp16_accumulate_tflops={self.fp16_accumulate_tflops:g} needs a dense_tflops.fp16 "
+                             f"rate ({fp16}) and must be at least it: it is the FP16-accumulate rate where the "
+                             "datasheet gives one above the FP32-accumulate fp16 figure")  # fmt: skip
+        return self
+
+    def fp16_tflops(self, accumulate: str) -> float | None:
+        """Dense FP16 tensor TFLOP/s with an ``accumulate`` ("fp32" or "fp16") accumulator: the datasheet's
+        FP16-accumulate rate where it gives one (``fp16_accumulate_tflops``), else ``dense_tflops.fp16`` for both."""
+        if accumulate not in ("fp32", "fp16"):
+            raise ValueError(f"accumulate={accumulate!r} not allowed; allowed: fp32, fp16")
+        if accumulate == "fp16" and self.fp16_accumulate_tflops is not None:
+            return self.fp16_accumulate_tflops
+        return self.dense_tflops.get("fp16")
 
     def names(self) -> list[str]:
         """Every name this part answers to: id, vendor name and aliases."""

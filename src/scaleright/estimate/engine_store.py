@@ -11,15 +11,15 @@ and the in-sample error. ``get_engine(NAME)`` (``estimate.engines``) falls back 
 A file that does not load as a profile is an ``InputError`` naming the file and the field, never a silent default.
 
 Schema evolution. ``EngineProfile`` gains fields (``fused_elementwise``, ``max_num_seqs``, ``sequence_overhead_s``,
-``dequantize_above_rows`` were added after the store's first files were written), and a file holds the fields of
-the scaleright that wrote it. ``FIRST_SCHEMA_FIELDS``, the fields of the first version, must be in every file: one
-of them absent is a damaged file, not an old one. A field added since that a file lacks takes the value of the
-profile the file was fitted from (``provenance.base``: a built-in engine as shipped now, or a stored profile, read
-by the same rules), and loading it says so once per file and process, on stderr: which fields came from the base
-and that they were not fitted (``calibrate --serving --name NAME --force`` refits them). A file without a base to
-take them from, or whose provenance lists such a field as fitted, does not load. A key this version does not know
-(written by a newer scaleright) is refused, not ignored: it is a factor of the engine model the file was fitted
-under, and simulating without it would describe another engine than the one measured.
+``dequantize_above_rows``, ``gemm_accumulate`` were added after the store's first files were written), and a file holds
+the fields of the scaleright that wrote it. ``FIRST_SCHEMA_FIELDS``, the fields of the first version, must be in every
+file: one of them absent is a damaged file, not an old one. A field added since that a file lacks takes the value of the
+profile the file was fitted from (``provenance.base``: a built-in engine as shipped now, or a stored profile, read by
+the same rules), and loading it says so once per file and process, on stderr: which fields came from the base and that
+they were not fitted (``calibrate --serving --name NAME --force`` refits them). A file without a base to take them from,
+or whose provenance lists such a field as fitted, does not load. A key this version does not know (written by a newer
+scaleright) is refused, not ignored: it is a factor of the engine model the file was fitted under, and simulating
+without it would describe another engine than the one measured.
 """
 
 from __future__ import annotations
@@ -173,7 +173,7 @@ def _profile_from(data: Any, path: Path) -> EngineProfile:
 
 def _read(data: Any, path: Path, seen: tuple[Path, ...]) -> tuple[EngineProfile, list[str]]:
     """The profile, and the fields it took from its base (``seen``: the files already on the chain of bases)."""
-    from scaleright.estimate.engines import SEQUENCE_OVERHEAD_BOUNDS_S, EngineProfile
+    from scaleright.estimate.engines import GEMM_ACCUMULATES, SEQUENCE_OVERHEAD_BOUNDS_S, EngineProfile
     from scaleright.workload.precision import KV_PRECISIONS
 
     where = f"engine profile {path}"
@@ -208,6 +208,9 @@ def _read(data: Any, path: Path, seen: tuple[Path, ...]) -> tuple[EngineProfile,
                                            *SEQUENCE_OVERHEAD_BOUNDS_S)  # fmt: skip
     if "dequantize_above_rows" in p:
         _count(where, "dequantize_above_rows", p["dequantize_above_rows"], "tokens_per_request", none=True)
+    if "gemm_accumulate" in p and p["gemm_accumulate"] not in GEMM_ACCUMULATES:
+        raise CatalogFileError(f"{where}: gemm_accumulate={p['gemm_accumulate']!r} not allowed; allowed: "
+                               f"{', '.join(GEMM_ACCUMULATES)}")  # fmt: skip
     for key in ("name", "status", "note"):
         if not isinstance(p[key], str):
             raise CatalogFileError(f"{where}: {key} must be text")

@@ -32,6 +32,15 @@ A profile is a small named data entry (a registry, as Vidur's ``utils/base_regis
   cuBLAS on a dequantised fp16 buffer when tensor cores are used, fewer run its quantised mat-vec / MMQ kernels on
   the packed blocks). None: the engine's quantised kernels read the packed weights at every size (vLLM, SGLang,
   TensorRT-LLM).
+- ``gemm_accumulate``: the accumulator of the engine's GEMMs on fp16 operands, ``"fp32"`` or ``"fp16"``. llama.cpp's
+  CUDA backend runs its fp16 and dequantised GEMMs through cuBLAS with ``CUBLAS_COMPUTE_16F`` (``ggml-cuda.cu``,
+  ``ggml_cuda_op_mul_mat_cublas``: src0 and src1 converted to fp16, ``cublasGemmEx(..., CUBLAS_COMPUTE_16F,
+  CUBLAS_GEMM_DEFAULT_TENSOR_OP)`` on compute capability >= 7.0 unless a graph node asks for ``GGML_PREC_F32``,
+  which llama.cpp does only for Phi-2's KQ; as vendored in llama-cpp-python 0.2.29, 2024-01-15): ``"fp16"``.
+  vLLM, SGLang and TensorRT-LLM (cuBLAS / CUTLASS with fp32 accumulators, as PyTorch's ``torch.mm`` and every
+  training framework): ``"fp32"``. It matters on GeForce parts only, which run an fp32 accumulator at half the
+  fp16-accumulate rate (``catalog.gpus.Accelerator.fp16_accumulate_tflops``); bf16 MMA has only an fp32
+  accumulator, so bf16 weights run the fp32-accumulate rate whatever the engine.
 
 Each entry names the rows of ``validation/reference`` it is grounded in (``serving_engine.csv`` in
 ``components/``, ``infer_measured.csv``) and how its values were chosen; ``benchmarks/serve_accuracy.py`` scores them.
@@ -43,18 +52,20 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from scaleright.errors import UnknownNameError
+from scaleright.errors import InputError, UnknownNameError
 
 if TYPE_CHECKING:
     from scaleright.estimate.calibration import Calibration
 
-__all__ = ["ENGINES", "EngineProfile", "SEQUENCE_OVERHEAD_BOUNDS_S", "calibrated_engine", "engine_names", "get_engine"]
+__all__ = ["ENGINES", "EngineProfile", "GEMM_ACCUMULATES", "SEQUENCE_OVERHEAD_BOUNDS_S", "calibrated_engine",
+           "engine_names", "get_engine"]
 
 # the physical range of ``sequence_overhead_s`` (seconds per sampled sequence per iteration): none (an engine loop
 # that overlaps its host work with the GPU step) to 1 ms (a Python loop's per-sequence work); the one home of the
 # range that ``bench.calibrate_serving`` fits within, ``benchmarks/serve_accuracy.py`` too, and that a stored
 # profile (``estimate.engine_store``) must lie in
 SEQUENCE_OVERHEAD_BOUNDS_S = (0.0, 1e-3)
+GEMM_ACCUMULATES = ("fp32", "fp16")  # the accumulators an engine's fp16-operand GEMMs may use
 
 
 @dataclass(frozen=True)
@@ -75,6 +86,12 @@ class EngineProfile:
     max_num_seqs: int = 256  # default cap on sequences in flight per replica (see the module docstring)
     sequence_overhead_s: float = 0.0  # CPU seconds per sampled sequence per iteration (see the module docstring)
     dequantize_above_rows: int | None = None  # quantised GEMMs of more rows dequantise to fp16 first (docstring)
+    gemm_accumulate: str = "fp32"  # accumulator of its fp16-operand GEMMs: "fp32" or "fp16" (see the docstring)
+
+    def __post_init__(self) -> None:
+        if self.gemm_accumulate not in GEMM_ACCUMULATES:
+            raise InputError(f"engine {self.name!r}: gemm_accumulate={self.gemm_accumulate!r} not allowed; "
+                             f"allowed: {', '.join(GEMM_ACCUMULATES)}")  # fmt: skip
 
     def kv_precision_for(self, precision: str) -> str:
         """The KV-cache format this engine uses by default for weights in ``precision``."""
@@ -140,7 +157,7 @@ ENGINES: dict[str, EngineProfile] = {
         EngineProfile(
             name="llama.cpp", iteration_overhead_s=0.3e-3, hbm_fraction=0.80, gemm_efficiency_factor=1.0,
             quantised_kv_precision="fp16", frontend_latency_s=0.0, custom_all_reduce=False, fused_elementwise=False,
-            dequantize_above_rows=32, status="fitted",
+            dequantize_above_rows=32, gemm_accumulate="fp16", status="fitted",
             grounded_in=(
                 ("components/serving_engine.csv: llama.cpp (CUDA backend) tg128 rows, codellama-7b F16 / Q8_0 on "
                 "RTX 4090, llama 7B Q4_0 on RTX 3090 Ti (ms per token = 1000 / tokens per second)"),
@@ -148,12 +165,14 @@ ENGINES: dict[str, EngineProfile] = {
             ),
             note="Single-stream decode streams weights at ~80 % of HBM bandwidth (tg128 rows within ~15 %; Q8_0 / "
                  "Q4_0 read at their GGUF bytes, 1.0625 / 0.5625 B per weight, the head Q8_0 / Q6_K). Prefill "
-                 "(pp512) is not fitted: "
-                 "Q8_0 / Q4_0 prompts run the dequantise-then-fp16 path (dequantize_above_rows), which puts the "
-                 "quantised rows 20.5 / 17.9 ms above F16 as measured (modelled 25 / 21 ms), but all three pp512 "
-                 "rows sit ~45 % under: their GEMMs run at the ada-ad102 ceiling taken from the L40S (0.744 of "
-                 "165 TFLOP/s, uncalibrated) while the F16 row implies ~150 TFLOP/s and torch.mm rows on the RTX "
-                 "4090 reach 165-173. Reported, not tuned away. Default KV cache f16.",
+                 "(pp512) is not fitted: its fp16 and dequantised GEMMs accumulate in fp16 (gemm_accumulate: cuBLAS "
+                 "CUBLAS_COMPUTE_16F), which a GeForce part runs at twice its FP32-accumulate rate (RTX 4090: 330.3 "
+                 "vs 165.2 dense TFLOP/s, Ada whitepaper App. A), with the ada-ad102 GEMM ceiling measured on the "
+                 "L40S (0.744, at FP32 accumulate; no FP16-accumulate GEMM measurement). The three RTX 4090 pp512 "
+                 "rows come out 8.6 % (F16), 12.3 % (Q8_0) and 10.9 % (Q4_0) under; at the FP32-accumulate rate "
+                 "they were 44-50 % under, the F16 row needing ~145 TFLOP/s end to end, 88 % of that rate. Q8_0 / "
+                 "Q4_0 prompts run the dequantise-then-fp16 path (dequantize_above_rows), which puts them 20.5 / "
+                 "17.9 ms above F16 as measured (modelled 25 / 21 ms). Default KV cache f16.",
         ),
     )
 }

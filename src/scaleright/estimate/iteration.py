@@ -22,7 +22,12 @@ chunked prefills. On one replica of ``tp · pp`` GPUs it costs
   its time the weight bytes over the achievable HBM bandwidth (Pope et al. 2022, section 2), inversely
   proportional to the HBM bandwidth; a long prefill chunk is compute-bound. Peak and GEMM efficiency follow the
   compute precision (``compute_precision``; fp32 weights run GEMMs and attention at the fp32 / TF32 rate), set
-  up once by ``layer.roofline``.
+  up once by ``layer.roofline``. GEMMs on fp16 operands (fp16 weights, or the fp16 copy of an engine that
+  dequantises) of an engine whose accumulator is fp16 (``EngineProfile.gemm_accumulate``: llama.cpp's
+  ``CUBLAS_COMPUTE_16F``) run at the datasheet's FP16-accumulate rate where the part has a faster one
+  (``Accelerator.fp16_accumulate_tflops``: GeForce RTX 30 / 40 / 50, twice their FP32-accumulate rate), with the
+  same architecture ceiling and calibration share as the fp32-accumulate rate (``accumulate_factor``): never above
+  that datasheet rate. Data-center parts run both accumulators at one rate; bf16 has an fp32 accumulator only.
 - Weights are read at their stored bytes (``workload.precision``): a GGUF file type (``q8_0``, ``q6_k``,
   ``q5_k_m``, ``q4_k_m``, ``q4_0``) at its own tensors' bytes (``workload.params.gguf_weight_bytes``: the attention
   and FFN matrices each at their mix of ggml types, the head at its output tensor's type). GGUF is weight-only
@@ -73,8 +78,8 @@ if TYPE_CHECKING:
     from scaleright.catalog.gpus import Accelerator
     from scaleright.catalog.systems import System
 
-__all__ = ["DecodeRun", "IterationModel", "compute_precision", "fused_elementwise_values", "iteration_time_s",
-           "one_shot_all_reduce_s", "serving_layout"]
+__all__ = ["DecodeRun", "IterationModel", "accumulate_factor", "compute_precision", "fused_elementwise_values",
+           "iteration_time_s", "one_shot_all_reduce_s", "serving_layout"]
 
 
 def compute_precision(gpu: Accelerator, precision: str) -> str:
@@ -89,6 +94,17 @@ def compute_precision(gpu: Accelerator, precision: str) -> str:
     if precision in ("fp8", "fp4", "int8") and gpu.dense_tflops.get(precision):
         return precision
     return "fp16" if not gpu.dense_tflops.get("bf16") else "bf16"
+
+
+def accumulate_factor(gpu: Accelerator, operands: str, accumulate: str, peak_flops: float) -> float:
+    """The factor on ``peak_flops`` (the 16-bit roofline's datasheet rate) of GEMMs on ``operands`` ("fp16", "bf16",
+    ...) whose accumulator is ``accumulate``: for fp16 operands with an fp16 accumulator on a part that states a
+    faster FP16-accumulate rate (GeForce: twice its fp32-accumulate one), that rate over ``peak_flops``, so the
+    GEMMs' datasheet rate is exactly it; else 1."""
+    fast = gpu.fp16_accumulate_tflops
+    if operands != "fp16" or accumulate != "fp16" or not fast:
+        return 1.0
+    return max(1.0, fast * 1e12 / peak_flops)
 
 
 DEFAULT_PCIE_GEN = "4.0"  # when the catalog gives no host link (e.g. SXM modules listed without one)
@@ -210,19 +226,25 @@ class IterationModel:
             self._head_bpe = w.head_bytes_per_weight
         self._act = 4.0 if precision == "fp32" else 2.0  # activation bytes: fp32 models keep fp32 activations
         share = rl.tensor / (rl.peak * rl.arch.gemm_efficiency)  # the calibration's share of the GEMM ceiling
+        # the accumulator of the engine's fp16-operand GEMMs: the FP16-accumulate datasheet rate where faster
+        acc = accumulate_factor(gpu, precision, prof.gemm_accumulate, rl.peak)
+        self.gemm_peak_flops = rl.peak * acc  # the datasheet rate of the accumulator in use (the GEMMs' roofline)
         # the engine's factor on that share, the product at most 1 (the measured ceiling)
-        self._gemm = dict(peak=rl.tensor, eff_max=min(prof.gemm_efficiency_factor, 1.0 / share),
+        self._gemm = dict(peak=rl.tensor * acc, eff_max=min(prof.gemm_efficiency_factor, 1.0 / share),
                           half_dim=cal.gemm_half_dim, hbm=self.hbm_bytes_per_s, bytes_per_el=bpe,
                           rows_floor=cal.gemm_half_dim)  # fmt: skip
         # an engine that dequantises int8 / int4 weights for GEMMs of many rows (``dequantize_above_rows``): those
         # GEMMs run in 16-bit on the fp16 copy, after a pass that reads the packed weights and writes the copy
         self._dequant_rows: int | None = None
+        self.dequant_gemm_peak_flops: float | None = None  # the datasheet rate of the fp16 copy's GEMMs
         self._dequant_s = 0.0
         if prof.dequantize_above_rows is not None and (precision in ("int8", "int4") or is_gguf(precision)):
             rl16 = roofline(gpu, compute_precision(gpu, "fp16"), cal)
             share16 = rl16.tensor / (rl16.peak * rl16.arch.gemm_efficiency)
-            self._gemm16 = dict(self._gemm, peak=rl16.tensor, eff_max=min(prof.gemm_efficiency_factor, 1.0 / share16),
-                                bytes_per_el=2.0)  # fmt: skip
+            acc16 = accumulate_factor(gpu, "fp16", prof.gemm_accumulate, rl16.peak)  # the fp16 copy
+            self.dequant_gemm_peak_flops = rl16.peak * acc16
+            self._gemm16 = dict(self._gemm, peak=rl16.tensor * acc16,
+                                eff_max=min(prof.gemm_efficiency_factor, 1.0 / share16), bytes_per_el=2.0)  # fmt: skip
             attn_el = c.layers * c.attn_per_layer / tp
             ffn_el = (c.dense_layers * c.dense_ffn_per_layer + c.moe_layers * c.moe_ffn_per_layer) / tp
             packed = attn_el * bpe + ffn_el * (self._ffn_bpe if self._ffn_bpe is not None else bpe)
