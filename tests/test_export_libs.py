@@ -1,12 +1,17 @@
 """``scaleright export`` outputs read by the launchers' own loaders (the optional ``export`` extra): Accelerate's config
 loader and launch environment down to its FSDP plugin, DeepSpeed's ``DeepSpeedConfig`` (which checks the batch
 arithmetic), SkyPilot's ``Task.from_yaml`` (its task schema) and name list, torchtitan's ``ConfigManager`` and
-``ParallelDims``. Each test skips, with the reason, where its library is not installed. The expected values come
-from the plan (GPUs, nodes, batch) and the definitions of the ZeRO stages, not from the exporter."""
+``ParallelDims``; the serve commands by ``vllm serve``'s own argument parser and config classes and by
+``sglang.launch_server``'s ``prepare_server_args`` (not in the extra: see ``SERVE_PARSERS``). Each test skips, with
+the reason, where its library is not installed. The expected values come from the plan (GPUs, nodes, batch, lengths,
+precisions) and the definitions of the ZeRO stages, not from the exporter."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import os
+import shlex
 import subprocess
 import sys
 import textwrap
@@ -29,12 +34,14 @@ def _train(gpus: int, *, gpu: str = "h100-sxm", spot: bool = False, global_batch
                                "pricing_kind": "spot" if spot else "on-demand"}}  # fmt: skip
 
 
-def _infer(gpu: str, tp: int, replicas: int) -> dict:
-    return {"scenario": {"name": "lib serve", "model": "llama-3.1-8b", "task": "inference",
-                         "inference": {"input_len": 1500, "output_len": 350, "precision": "bf16"},
+def _infer(gpu: str, tp: int, replicas: int, *, pp: int = 1, model: str = "llama-3.1-8b", precision: str = "bf16",
+           kv_precision: str | None = None, batch: int = 64) -> dict:
+    inf = {"input_len": 1500, "output_len": 350, "precision": precision} | ({"kv_precision": kv_precision}
+                                                                             if kv_precision else {})  # fmt: skip
+    return {"scenario": {"name": "lib serve", "model": model, "task": "inference", "inference": inf,
                          "pricing": {"mode": "on-demand"}},
-            "recommendation": {"gpu": gpu, "gpus": tp * replicas,
-                               "layout": {"tp": tp, "pp": 1, "replicas": replicas, "batch_per_replica": 64}}}
+            "recommendation": {"gpu": gpu, "gpus": tp * pp * replicas,
+                               "layout": {"tp": tp, "pp": pp, "replicas": replicas, "batch_per_replica": batch}}}
 
 
 # (plan, ZeRO stage) for the data-parallel formats; the layouts a plan produces: FSDP over 2 nodes, ZeRO-1 and -2
@@ -230,3 +237,155 @@ def test_torchtitan_config_manager(tmp_path, monkeypatch, tag) -> None:
     # the global batch: local batch per data-parallel rank x data-parallel ranks
     assert cfg.training.local_batch_size * lay["dp"] == plan["scenario"]["training"]["global_batch"]
     assert cfg.activation_checkpoint.mode == lay["recompute"]  # none, full, selective: the same names
+
+
+# ---- vLLM and SGLang: the serve commands through the engines' own parsers -------------------------------------------
+
+# Not in the `export` extra: vllm 0.33.0's wheel (336 MB) pins torch==2.14.0 and CUDA kernel packages (flashinfer,
+# cutlass-dsl, tilelang, ...), sglang 0.5.23's (39 MB) pins torch==2.14.1 and sglang-kernel, so installing either
+# with its dependencies replaces this CPU torch with a CUDA build and its CUDA libraries. Their argument parsers run
+# on this CPU torch (2.13) from the wheels installed without their dependencies plus what the parsers import:
+# .ci/run installs exactly that, best effort, in a venv of its own, and runs these tests there.
+SERVE_PARSERS = {
+    "vllm": "vLLM is not installed (not in the export extra: vllm 0.33.0 pins torch==2.14.0 and CUDA kernel packages); "
+            "its parser runs on CPU from the wheel installed with --no-deps plus what it imports, as .ci/run does",
+    "sglang": "SGLang is not installed (not in the export extra: sglang 0.5.23 pins torch==2.14.1 and sglang-kernel); "
+              "its parser runs on CPU from the wheel installed with --no-deps plus triton and what it imports, as "
+              ".ci/run does",
+}  # fmt: skip
+
+
+def _serve_plans() -> dict[str, dict]:
+    from scaleright import plan_scenario
+
+    chat = plan_scenario(Path(__file__).parents[1] / "examples" / "chat-service-8b.yaml").to_dict()
+    assert chat["recommendation"], "examples/chat-service-8b.yaml has a recommendation"
+    return {
+        "chat-service-8b": chat,  # what `scaleright plan examples/chat-service-8b.yaml --json` recommends (fp8, fp8 KV)
+        "tp2-fp8-kv": _infer("h100-sxm", 2, 3, kv_precision="fp8", batch=200),
+        "tp4-pp2-bf16": _infer("h100-sxm", 4, 1, pp=2, model="llama-3.1-70b", batch=32),
+    }
+
+
+def _serve_argv(tmp_path: Path, plan: dict, fmt: str, tag: str, head: list[str]) -> list[str]:
+    """The exported script's command, as the shell would split it, without its leading ``head`` and the trailing
+    ``"$@"`` (the user's extra arguments)."""
+    text = _write(tmp_path, plan, fmt, tag).read_text(encoding="utf-8")
+    [line] = [ln for ln in text.splitlines() if ln.startswith(head[0])]
+    argv = shlex.split(line)
+    assert argv[: len(head)] == head and argv[-1] == "$@", line
+    return argv[len(head) : -1]
+
+
+def _run_reader(script: str, argvs: dict[str, list[str]], tmp_path: Path, **env: str) -> dict:
+    home = tmp_path / "home"
+    home.mkdir(exist_ok=True)
+    keep = {k: v for k, v in os.environ.items() if k in ("PATH", "PYTHONPATH", "LANG", "LC_ALL")}
+    proc = subprocess.run([sys.executable, "-c", script, json.dumps(argvs)], capture_output=True, text=True,
+                          timeout=300, env=keep | {"HOME": str(home), "DO_NOT_TRACK": "1"} | env)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def _kv_ok(plan: dict, got: str) -> bool:
+    """An fp8 KV cache is one of the engine's fp8 cache dtypes; a 16-bit one is the model's own dtype ('auto')."""
+    kv = plan["scenario"]["inference"].get("kv_precision") or plan["scenario"]["inference"]["precision"]
+    return got.startswith("fp8") if kv == "fp8" else got == "auto"
+
+
+def _kv_fraction_planned() -> float:
+    """The fraction of GPU memory the planner's serving simulator gives weights + KV cache (its default)."""
+    import inspect
+
+    from scaleright.serve.simulate import simulate
+
+    return float(inspect.signature(simulate).parameters["gpu_memory_utilization"].default)
+
+
+# what `vllm serve` does with its arguments before it starts the server: its parser (vllm.entrypoints.cli.main builds
+# the same subcommand), its checks, the engine arguments; then the config classes that check dtype and parallel
+# degrees without the model (vLLM's parser itself accepts any --kv-cache-dtype string; CacheConfig refuses an unknown
+# one). VLLM_TARGET_DEVICE=cpu: the CUDA wheel on a machine without a GPU cannot tell its platform otherwise.
+_VLLM_READER = textwrap.dedent("""
+    import json, sys
+    from vllm.config import CacheConfig, ParallelConfig
+    from vllm.engine.arg_utils import AsyncEngineArgs
+    from vllm.entrypoints.cli.serve import ServeSubcommand
+    from vllm.model_executor.layers.quantization import QUANTIZATION_METHODS
+    from vllm.utils.argparse_utils import FlexibleArgumentParser
+    out = {}
+    for tag, argv in json.loads(sys.argv[1]).items():
+        parser = FlexibleArgumentParser(prog="vllm")
+        serve = ServeSubcommand()
+        serve.subparser_init(parser.add_subparsers(dest="subparser"))
+        args = parser.parse_args(argv)
+        serve.validate(args)
+        if args.model_tag is not None:  # ServeSubcommand.cmd: the positional model wins
+            args.model = args.model_tag
+        e = AsyncEngineArgs.from_cli_args(args)
+        cache = CacheConfig(gpu_memory_utilization=e.gpu_memory_utilization, cache_dtype=e.kv_cache_dtype)
+        par = ParallelConfig(tensor_parallel_size=e.tensor_parallel_size,
+                             pipeline_parallel_size=e.pipeline_parallel_size)
+        out[tag] = {"subcommand": args.subparser, "model": e.model, "tp": e.tensor_parallel_size,
+                    "pp": e.pipeline_parallel_size, "world_size": par.world_size, "max_num_seqs": e.max_num_seqs,
+                    "kv_cache_dtype": cache.cache_dtype, "gpu_memory_utilization": cache.gpu_memory_utilization,
+                    "max_model_len": e.max_model_len, "quantization": e.quantization,
+                    "quantization_known": e.quantization is None or e.quantization in QUANTIZATION_METHODS}
+    print(json.dumps(out))
+""")
+
+
+def test_vllm_serve_parser_reads_the_plan(tmp_path) -> None:
+    if importlib.util.find_spec("vllm") is None:
+        pytest.skip(SERVE_PARSERS["vllm"])
+    plans = _serve_plans()
+    argvs = {tag: _serve_argv(tmp_path, p, "vllm", tag, ["vllm"]) for tag, p in plans.items()}
+    got = _run_reader(_VLLM_READER, argvs, tmp_path, VLLM_TARGET_DEVICE="cpu", VLLM_NO_USAGE_STATS="1")
+    for tag, plan in plans.items():
+        g, lay, inf = got[tag], plan["recommendation"]["layout"], plan["scenario"]["inference"]
+        assert g["subcommand"] == "serve", tag
+        assert g["model"] == plan["scenario"]["model"], tag
+        assert (g["tp"], g["pp"]) == (lay["tp"], lay["pp"]), tag
+        # one replica's GPUs: the plan's GPUs shared by its replicas
+        assert g["world_size"] * lay["replicas"] == plan["recommendation"]["gpus"], tag
+        assert g["max_num_seqs"] == lay["batch_per_replica"], tag
+        assert _kv_ok(plan, g["kv_cache_dtype"]), (tag, g["kv_cache_dtype"])
+        assert g["gpu_memory_utilization"] == _kv_fraction_planned(), tag
+        assert g["max_model_len"] == inf["input_len"] + inf["output_len"], tag
+        precision = plan["recommendation"].get("precision") or inf["precision"]
+        assert g["quantization"] == ("fp8" if precision == "fp8" else None), tag
+        assert g["quantization_known"], tag
+
+
+# what `python3 -m sglang.launch_server` does with its arguments first (sglang/launch_server.py): prepare_server_args,
+# SGLang's parser (choices for --kv-cache-dtype and --quantization) and ServerArgs
+_SGLANG_READER = textwrap.dedent("""
+    import json, sys
+    from sglang.srt.server_args import prepare_server_args
+    out = {}
+    for tag, argv in json.loads(sys.argv[1]).items():
+        s = prepare_server_args(argv)
+        out[tag] = {"model": s.model_path, "tp": s.tp_size, "pp": s.pp_size, "max_running": s.max_running_requests,
+                    "kv_cache_dtype": s.kv_cache_dtype, "mem_fraction_static": s.mem_fraction_static,
+                    "quantization": s.quantization}
+    print(json.dumps(out))
+""")
+
+
+def test_sglang_server_args_read_the_plan(tmp_path) -> None:
+    if importlib.util.find_spec("sglang") is None:
+        pytest.skip(SERVE_PARSERS["sglang"])
+    plans = _serve_plans()
+    head = ["python3", "-m", "sglang.launch_server"]
+    argvs = {tag: _serve_argv(tmp_path, p, "sglang", tag, head) for tag, p in plans.items()}
+    got = _run_reader(_SGLANG_READER, argvs, tmp_path)
+    for tag, plan in plans.items():
+        g, lay, inf = got[tag], plan["recommendation"]["layout"], plan["scenario"]["inference"]
+        assert g["model"] == plan["scenario"]["model"], tag
+        assert (g["tp"], g["pp"]) == (lay["tp"], lay["pp"]), tag
+        assert g["tp"] * g["pp"] * lay["replicas"] == plan["recommendation"]["gpus"], tag
+        assert g["max_running"] == lay["batch_per_replica"], tag
+        assert _kv_ok(plan, g["kv_cache_dtype"]), (tag, g["kv_cache_dtype"])
+        assert g["mem_fraction_static"] == _kv_fraction_planned(), tag
+        precision = plan["recommendation"].get("precision") or inf["precision"]
+        assert g["quantization"] == ("fp8" if precision == "fp8" else None), tag

@@ -38,7 +38,9 @@ RDZV_PORT = 29500  # torchrun's default rendezvous port
 # fp8_e5m2; SGLang --kv-cache-dtype: auto, fp8_e5m2, fp8_e4m3)
 _VLLM_KV = {"fp8": "fp8", "int8": "fp8", "bf16": "auto", "fp16": "auto", "fp32": "auto"}
 _SGLANG_KV = {"fp8": "fp8_e4m3", "int8": "fp8_e4m3", "bf16": "auto", "fp16": "auto", "fp32": "auto"}
-GPU_MEMORY_UTILISATION = 0.9  # vLLM's default --gpu-memory-utilization (the planner's KV capacity assumes it)
+# the fraction of GPU memory the planner's serving simulator sizes the KV cache with (scaleright.serve.simulate),
+# passed explicitly: vLLM 0.33.0's own --gpu-memory-utilization default is 0.92
+GPU_MEMORY_UTILISATION = 0.9
 
 
 def formats_for(plan: dict) -> tuple[str, ...]:
