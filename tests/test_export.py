@@ -113,6 +113,10 @@ def test_vllm_and_sglang_serve_one_replica_of_the_plan():
     assert v["--max-model-len"] == "1850" and v["--gpu-memory-utilization"] == "0.9"
     s = _flags(shlex.split(_one(export_plan(plan, "sglang")).strip().splitlines()[-1]))
     assert (s["--tp"], s["--max-running-requests"], s["--kv-cache-dtype"]) == ("2", "128", "fp8_e4m3")
+    # the engines load the Hugging Face repo (the model card's id), not scaleright's catalog name
+    cmd = shlex.split(_one(export_plan(plan, "vllm")).strip().splitlines()[-1])
+    assert cmd[:3] == ["vllm", "serve", "meta-llama/Meta-Llama-3.1-8B"]
+    assert s["--model-path"] == "meta-llama/Meta-Llama-3.1-8B"
     dep = yaml.safe_load(_one(export_plan(plan, "k8s")))
     assert dep["spec"]["replicas"] == 3
     assert dep["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == 2

@@ -73,6 +73,20 @@ def _task(plan: dict) -> str:
                          "prints)") from None
 
 
+def _hub_repo(model: str) -> str:
+    """What a serving engine loads for the plan's ``model``: the Hugging Face repo id among the catalog entry's
+    aliases (``vllm serve`` and SGLang's ``--model-path`` resolve a repo id, not scaleright's catalog name), else
+    ``model`` as given (a path to a config.json's directory, or a name the catalog does not know)."""
+    from scaleright.catalog.models import get_model_entry
+    from scaleright.errors import ScalerightError
+
+    try:
+        entry = get_model_entry(model)
+    except ScalerightError:
+        return model
+    return next((a for a in entry.aliases if "/" in a), model)
+
+
 class _Ctx:
     """The numbers every format needs, read from the plan."""
 
@@ -81,6 +95,7 @@ class _Ctx:
         self.name = str(s.get("name") or "scaleright-plan")
         self.slug = "".join(c if c.isalnum() else "-" for c in self.name.lower()).strip("-")[:50] or "plan"
         self.model = str(s.get("model"))
+        self.serve_model = _hub_repo(self.model)
         if not isinstance(o, dict) or not isinstance(o.get("layout"), dict):
             raise InputError("not a scaleright plan: recommendation.gpu must be a GPU id and recommendation.layout a "
                              "mapping (give what `scaleright plan S --json` prints)")
@@ -401,7 +416,7 @@ def _k8s_train(c: _Ctx) -> dict[str, str]:
 
 # ---- inference ------------------------------------------------------------------------------------------------------
 def _vllm_command(c: _Ctx) -> list[str]:
-    args = ["vllm", "serve", c.model, "--tensor-parallel-size", str(c.get("tp")), "--pipeline-parallel-size",
+    args = ["vllm", "serve", c.serve_model, "--tensor-parallel-size", str(c.get("tp")), "--pipeline-parallel-size",
             str(c.get("pp")), "--max-num-seqs", str(c.get("batch_per_replica", 256)),
             "--kv-cache-dtype", _VLLM_KV.get(c.kv_precision, "auto"),
             "--gpu-memory-utilization", str(GPU_MEMORY_UTILISATION)]  # fmt: skip
@@ -419,7 +434,7 @@ def _vllm(c: _Ctx) -> dict[str, str]:
 
 
 def _sglang(c: _Ctx) -> dict[str, str]:
-    args = ["python3", "-m", "sglang.launch_server", "--model-path", c.model, "--tp", str(c.get("tp")),
+    args = ["python3", "-m", "sglang.launch_server", "--model-path", c.serve_model, "--tp", str(c.get("tp")),
             "--pp-size", str(c.get("pp")), "--max-running-requests", str(c.get("batch_per_replica", 256)),
             "--kv-cache-dtype", _SGLANG_KV.get(c.kv_precision, "auto"),
             "--mem-fraction-static", str(GPU_MEMORY_UTILISATION)]  # fmt: skip

@@ -2,9 +2,10 @@
 request rate a layout sustains under TTFT and TPOT p99 limits.
 
 The KV cache of a replica is what the engine leaves after weights, activation workspace and runtime overheads
-(``estimate.memory.inference_memory_arrays``) of ``gpu_memory_utilization`` of each GPU's memory (vLLM's default
-0.9), in blocks of 16 tokens. Everything random (arrivals, lengths) is drawn from the environment's seeded
-generator: the same seed and inputs give the same result, bit for bit.
+(``estimate.memory.inference_memory_arrays``) of ``gpu_memory_utilization`` of each GPU's memory (0.9 by
+default: vLLM's default for years; vLLM 0.33.0's parser says 0.92), in blocks of 16 tokens. Everything random
+(arrivals, lengths) is drawn from the environment's seeded generator: the same seed and inputs give the same
+result, bit for bit.
 
 The engine profile's frontend latency (HTTP, tokenisation) is added to each request's TTFT and end-to-end latency:
 for an open-loop stream that equals delaying every arrival by it; closed-loop clients send their next request
