@@ -44,7 +44,7 @@ __all__ = ["CACHE_ENV", "KEEP", "NO_CACHE_ENV", "cache_dir", "cached", "cached_d
 CACHE_ENV = "SCALERIGHT_CACHE_DIR"
 NO_CACHE_ENV = "SCALERIGHT_NO_CACHE"
 KEEP = 16  # cache files kept (several checkouts or user catalogs on one machine each have their own)
-FORMAT = 2  # 1: JSON, re-validated on read
+FORMAT = 2  # 1: JSON, re-validated on read; 2: pickle, type-checked on read (``_is_layer``, ``ok``)
 
 # The code whose behaviour is baked into a cached layer: the validators and the loader.
 _CODE = ("catalog/gpus.py", "catalog/models.py", "catalog/prices.py", "catalog/store.py", "catalog/systems.py",
@@ -78,17 +78,11 @@ def _code_digest() -> bytes:
     return h.digest()
 
 
-def layer_key(root: Traversable, names: list[str], *, user: bool) -> str | None:
-    """The cache key of the catalog directory ``root`` whose present files are ``names`` (among gpus.yaml, models.yaml,
-    prices.csv, catalog.yaml), with every ``models/*.json`` beside them; None if a file cannot be read (the loader then
-    reports it)."""
+def _key(tag: str, paths: list[tuple[str, Traversable]]) -> str | None:
+    """SHA-256 over the code (``_code_digest``), ``tag`` and each named file's bytes; None if one cannot be read."""
     try:
         h = hashlib.sha256(_code_digest())
-        h.update(b"user" if user else b"builtin")
-        paths = [(n, root / n) for n in sorted(names)]
-        models = root / "models"
-        if models.is_dir():
-            paths += sorted((f"models/{p.name}", p) for p in models.iterdir() if p.name.endswith(".json"))
+        h.update(tag.encode())
         for name, p in paths:
             data = p.read_bytes()
             h.update(f"\0{name}:{len(data)}:".encode())
@@ -96,6 +90,20 @@ def layer_key(root: Traversable, names: list[str], *, user: bool) -> str | None:
     except (OSError, UnicodeError):
         return None
     return h.hexdigest()
+
+
+def layer_key(root: Traversable, names: list[str], *, user: bool) -> str | None:
+    """The cache key of the catalog directory ``root`` whose present files are ``names`` (among gpus.yaml, models.yaml,
+    prices.csv, catalog.yaml), with every ``models/*.json`` beside them; None if a file cannot be read (the loader then
+    reports it)."""
+    paths = [(n, root / n) for n in sorted(names)]
+    try:
+        models = root / "models"
+        if models.is_dir():
+            paths += sorted((f"models/{p.name}", p) for p in models.iterdir() if p.name.endswith(".json"))
+    except OSError:
+        return None
+    return _key("user" if user else "builtin", paths)
 
 
 def _file(directory: Path, key: str) -> Path:
@@ -137,15 +145,14 @@ def _is_layer(d: Any) -> bool:
             and isinstance(d["settings"], dict) and _all([*d["settings"], *d["settings"].values()], str))  # fmt: skip
 
 
-def read_layer(key: str | None, *, user: bool) -> dict[str, Any] | None:
+def read_layer(key: str | None) -> dict[str, Any] | None:
     """The cached entries of a catalog directory under ``key`` (``gpus``, ``models``, ``prices``, ``configs``,
-    ``settings``), or
-    None. (``user``: part of the key; kept for symmetry with ``write_layer``.)"""
+    ``settings``; whether the directory is a user's is part of the key), or None."""
     entries = _read(key)
     return entries if _is_layer(entries) else None
 
 
-def write_layer(key: str | None, layer: dict[str, Any], *, user: bool) -> Path | None:
+def write_layer(key: str | None, layer: dict[str, Any]) -> Path | None:
     """Cache ``layer``'s entries under ``key``; the file, or None if not written."""
     entries = {k: layer[k] for k in ("gpus", "models", "prices", "configs", "settings")}
     return _write(key, entries, _is_layer)
@@ -170,14 +177,7 @@ T = TypeVar("T")
 def cached(tag: str, path: Traversable, build: Callable[[], T], ok: Callable[[Any], bool]) -> T:
     """``build()``, or what it returned before for the same bytes of ``path`` and the same code (``ok`` checks
     what the cache holds); written on a miss."""
-    try:
-        data = path.read_bytes()
-        h = hashlib.sha256(_code_digest())
-        h.update(f"{tag}:{len(data)}:".encode())
-        h.update(data)
-        key: str | None = h.hexdigest()
-    except (OSError, UnicodeError):
-        key = None
+    key = _key(tag, [("", path)])
     hit = _read(key)
     if ok(hit):
         return hit  # type: ignore[no-any-return]

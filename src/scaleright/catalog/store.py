@@ -307,8 +307,8 @@ class _Layer:
         self.files = {"gpus": gpus, "models": models, "prices": prices, "settings": root / "catalog.yaml"}
         present = {k: _present(p, user) for k, p in self.files.items()}
         key = cache.layer_key(root, [p.name for k, p in self.files.items() if present[k]], user=user)
-        hit = cache.read_layer(key, user=user)
-        if hit is not None:  # validated when it was written, validated again when read
+        hit = cache.read_layer(key)
+        if hit is not None:  # validated when it was written; on read, checked to be entries of these types
             self.gpus, self.models, self.prices = hit["gpus"], hit["models"], hit["prices"]
             self.configs, self.settings = hit["configs"], hit["settings"]
             return
@@ -318,7 +318,7 @@ class _Layer:
         self.configs = {name: parse_config_json(root / "models" / m.file) for name, m in self.models.items()}
         self.settings = _read_settings(self.files["settings"]) if present["settings"] else {}
         _check_families(self.models, self.configs, models)
-        cache.write_layer(key, vars(self), user=user)
+        cache.write_layer(key, vars(self))
 
 
 @functools.lru_cache(maxsize=1)
