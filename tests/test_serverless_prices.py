@@ -92,6 +92,19 @@ def test_serverless_is_neither_the_on_demand_reference_nor_a_data_error(tmp_path
     assert find_price("a100-80gb", "serverless", catalog=cat, today=TODAY).usd == 2.0
 
 
+def test_a_quoted_serverless_range_prices_at_its_midpoint_never_zero(tmp_path):
+    """A row with usd_low and usd_high only is a usable offer (PriceRow's docstring): the comparison takes the
+    midpoint of the quoted range, (1.0 + 3.0) / 2 = $2.00/GPU-hour, not $0 for the missing usd."""
+    from scaleright.plan.scenario import Pricing
+    from scaleright.plan.serving import serverless_price
+
+    cat = _cat(tmp_path / "c", [
+        ("l4", "serverless", "", 1.0, 3.0, "usd_per_gpu_hour", "Range Serverless", "", "2026-11-01"),
+    ])  # fmt: skip
+    o = serverless_price(Pricing(prices_as_of=TODAY), "l4", cat)
+    assert o["usd_per_gpu_hour"] == pytest.approx(2.0)
+
+
 def test_a_serverless_row_round_trips_through_an_imported_prices_csv(tmp_path):
     row = PriceRow(gpu_id="h100-sxm", kind="serverless", usd=3.5, unit="usd_per_gpu_hour", provider="Modal",
                    date="2026-11-20", source="modal.com/pricing", notes="GPU only")  # fmt: skip
