@@ -53,6 +53,11 @@ _CACHE: dict[tuple, tuple[float, Any]] = {}
 _SAT: dict[tuple, float] = {}
 
 
+def _replica_weights_gb(memory_breakdown_gb: dict, tp: int) -> float:
+    """The weights one replica loads at start-up: the per-GPU weights of its ``tp`` shards together."""
+    return memory_breakdown_gb.get("weights", 0.0) * tp
+
+
 def batch_run(inf, pricing, cand, *, spot: bool = False, gpus_per_node: int = 8) -> dict:
     """An occasional job (``inference.batch_job``) on a steady-state candidate ``cand`` (``economics.batch``): the
     fleet works through the run at its capacity (every replica at its largest SLO-meeting batch) after a paid
@@ -69,7 +74,7 @@ def batch_run(inf, pricing, cand, *, spot: bool = False, gpus_per_node: int = 8)
     from scaleright.plan.economics._units import DAYS_PER_MONTH, HOURS_PER_DAY, SECONDS_PER_HOUR
 
     bj = inf.batch_job
-    weights_gb = cand.memory_breakdown_gb.get("weights", 0.0) * cand.tp
+    weights_gb = _replica_weights_gb(cand.memory_breakdown_gb, cand.tp)
     if bj.startup_s is not None:
         startup_s, why = float(bj.startup_s), "inference.batch_job.startup_s"
     else:
@@ -195,7 +200,7 @@ def serverless_service(scn, rec: dict, rate: float, cat) -> dict | None:
     lay = rec["layout"]
     tp = lay["tp"]
     cap = rec["capacity_requests_per_s"] / lay["replicas"]
-    cold_s = rec["memory_breakdown_gb"].get("weights", 0.0) * tp / p.checkpoint_write_gb_per_s
+    cold_s = _replica_weights_gb(rec["memory_breakdown_gb"], tp) / p.checkpoint_write_gb_per_s
     if inf.arrival == "diurnal":
         rates = [rate * (1 + inf.diurnal_amplitude * math.sin(2 * math.pi * (h + 0.5) / 24)) for h in range(24)]
         slot = p.hours_per_day / 24
