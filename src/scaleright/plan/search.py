@@ -91,7 +91,6 @@ HEAP_TOP_PAD_BYTES = 128 * 2**20
 
 
 @functools.cache
-@functools.cache
 def _keep_heap_top() -> None:
     """Let the C heap keep ``HEAP_TOP_PAD_BYTES`` free at its top (glibc ``mallopt(M_TOP_PAD)``), once per process.
 
