@@ -16,13 +16,13 @@ import math
 
 import numpy as np
 
+from scaleright.catalog.prices import RENT_KINDS as _RENTED  # not serverless (catalog.prices says why)
 from scaleright.plan import economics as econ
 from scaleright.plan.economics._units import DAYS_PER_MONTH
 from scaleright.plan.economics.decision import deployment_decision
+from scaleright.plan.serving import hourly_rates
 
 __all__ = ["decide"]
-
-_RENTED = ("on-demand", "spot", "marketplace", "reserved", "reserved-1y", "reserved-3y", "committed")
 
 
 def _profile(scn, rec: dict, use_h: float, rate: float | None) -> tuple[np.ndarray, np.ndarray]:
@@ -36,8 +36,7 @@ def _profile(scn, rec: dict, use_h: float, rate: float | None) -> tuple[np.ndarr
     if inf is not None and inf.batch_job is None and inf.arrival == "diurnal" and rate:
         lay = rec["layout"]
         cap = rec["capacity_requests_per_s"] / lay["replicas"]
-        replicas = [max(1, math.ceil(rate * (1 + inf.diurnal_amplitude * math.sin(2 * math.pi * (h + 0.5) / 24))
-                                     * (1 + inf.headroom) / cap - 1e-9)) for h in range(24)]  # fmt: skip
+        replicas = [max(1, math.ceil(r * (1 + inf.headroom) / cap - 1e-9)) for r in hourly_rates(inf, rate)]
         return np.asarray(replicas, dtype=float) * lay["tp"], np.full(24, use_h / 24 * DAYS_PER_MONTH)
     return np.asarray([float(rec["gpus"])]), np.asarray([use_h * DAYS_PER_MONTH])
 

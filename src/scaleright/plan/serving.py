@@ -42,8 +42,8 @@ from typing import Any
 
 from scaleright.errors import InputError
 
-__all__ = ["MAX_SIMULATED", "TRIAL_REQUESTS", "batch_run", "batch_costs", "batch_explanation", "levers",
-           "serverless_price", "serverless_service", "serverless_explanation", "simulate_option"]
+__all__ = ["MAX_SIMULATED", "TRIAL_REQUESTS", "batch_run", "batch_costs", "batch_explanation", "hourly_rates",
+           "levers", "serverless_price", "serverless_service", "serverless_explanation", "simulate_option"]
 
 MAX_SIMULATED = 8  # (gpu, tp) candidates simulated per plan
 MAX_VERIFIED_REPLICAS = 32  # fleets above this are sized from the single-replica capacity, not simulated whole
@@ -202,7 +202,7 @@ def serverless_service(scn, rec: dict, rate: float, cat) -> dict | None:
     cap = rec["capacity_requests_per_s"] / lay["replicas"]
     cold_s = _replica_weights_gb(rec["memory_breakdown_gb"], tp) / p.checkpoint_write_gb_per_s
     if inf.arrival == "diurnal":
-        rates = [rate * (1 + inf.diurnal_amplitude * math.sin(2 * math.pi * (h + 0.5) / 24)) for h in range(24)]
+        rates = hourly_rates(inf, rate)
         slot = p.hours_per_day / 24
     else:
         rates, slot = [rate], p.hours_per_day
@@ -338,6 +338,12 @@ def trace_rate(path: str) -> float:
 
 def peak_rate(inf, rate: float) -> float:
     return rate * (1 + inf.diurnal_amplitude) if inf.arrival == "diurnal" else rate
+
+
+def hourly_rates(inf, rate: float) -> list[float]:
+    """A diurnal load's 24 hourly rates, each at its hour's midpoint: rate · (1 + amplitude · sin(2π (h + ½) / 24))
+    (the arrival model of ``serve.arrivals``)."""
+    return [rate * (1 + inf.diurnal_amplitude * math.sin(2 * math.pi * (h + 0.5) / 24)) for h in range(24)]
 
 
 def simulate_option(spec, inf, gpu, system, tp: int, cal, *, rate: float, max_batch: int, max_gpus: int,
@@ -504,8 +510,7 @@ def levers(spec, inf, gpu, system, tp: int, cal, *, rate: float, rec: dict, max_
     if inf.arrival == "diurnal":
         # each replica carries what the simulated fleet carried per replica at the peak (its multiplexing kept)
         cap = rec["sized_at_requests_per_s"] / rec["layout"]["replicas"]
-        per_hour = [math.ceil(rate * (1 + inf.diurnal_amplitude * math.sin(2 * math.pi * (h + 0.5) / 24))
-                              * (1 + inf.headroom) / cap - 1e-9) for h in range(24)]  # fmt: skip
+        per_hour = [math.ceil(r * (1 + inf.headroom) / cap - 1e-9) for r in hourly_rates(inf, rate)]
         mean_gpus = sum(max(n, 1) for n in per_hour) / 24 * tp
         out.append({"lever": "autoscaling", "compared_with": "the peak replica count all day",
                     "gpus_without": base, "gpus_with": mean_gpus,
