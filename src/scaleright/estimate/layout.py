@@ -32,10 +32,11 @@ import numpy as np
 from scaleright.errors import LayoutError
 from scaleright.workload.spec import TransformerSpec
 
-__all__ = ["Layout", "LayoutArrays", "RECOMPUTE", "divisors", "layout_text"]
+__all__ = ["Layout", "LayoutArrays", "RECOMPUTE", "ZERO_STAGES", "divisors", "layout_text"]
 
 # "op-selective": torchtitan's per-op selective activation checkpointing (estimate.memory.activations)
 RECOMPUTE = ("none", "selective", "full", "op-selective")
+ZERO_STAGES = (0, 1, 2, 3)
 
 
 def divisors(n: int) -> list[int]:
@@ -106,8 +107,8 @@ class Layout:
                 continue
             if not isinstance(v, int) or v < 1:
                 raise LayoutError(f"{name}={v!r} must be a positive integer")
-        if self.zero not in (0, 1, 2, 3):
-            raise LayoutError(f"zero={self.zero!r} must be one of 0, 1, 2, 3")
+        if self.zero not in ZERO_STAGES:
+            raise LayoutError(f"zero={self.zero!r} must be one of {', '.join(map(str, ZERO_STAGES))}")
         for name in ("offload_optimizer", "offload_activations"):
             if not isinstance(getattr(self, name), bool):
                 raise LayoutError(f"{name}={getattr(self, name)!r} must be true or false")

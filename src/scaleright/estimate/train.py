@@ -262,7 +262,8 @@ def train_step_arrays(
     z0, z12, z3 = zero == 0, (zero == 1) | (zero == 2), zero >= 3
     bucket = 25 * 2**20  # PyTorch DDP's default bucket_cap_mb=25 (MiB): the last bucket cannot overlap
     last = np.minimum(bucket, grad_bytes)
-    kv_chunk = 2 * t * (spec.kv_dim if not spec.mla else spec.heads * spec.head_dim) / tp * bpv
+    kv_width = spec.kv_dim if not spec.mla else spec.heads * spec.head_dim  # K (or V) values per token
+    kv_chunk = 2 * t * kv_width / tp * bpv
     routed = t / tp * spec.moe.top_k * h * bpv if spec.moe else 0.0
     col = _Batch(system, fits)
     if spec.moe:
@@ -282,7 +283,7 @@ def train_step_arrays(
         col.add("cp_ag", "all_gather", kv_chunk * cp, size=cp, stride=tp)
         col.add("cp_rs", "reduce_scatter", kv_chunk * cp, size=cp, stride=tp)
     else:
-        qkv = t * (spec.q_dim + 2 * (spec.kv_dim if not spec.mla else spec.heads * spec.head_dim)) / tp * bpv
+        qkv = t * (spec.q_dim + 2 * kv_width) / tp * bpv
         col.add("cp_qkv", "all_to_all", qkv, size=cp, stride=tp)
         col.add("cp_out", "all_to_all", t * attn_out_width(spec) / tp * bpv, size=cp, stride=tp)
     col.add("pp_p2p", "p2p", t * h * bpv, size=pp, stride=tp * cp * dp)

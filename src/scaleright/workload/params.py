@@ -16,6 +16,7 @@ tensor as llama.cpp's ``llama_tensor_get_type`` (``src/llama-quant.cpp``) picks 
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 from scaleright.errors import InputError
@@ -220,6 +221,7 @@ def _bytes(spec: TransformerSpec, ftype: str, role: str, i: int, row: int, param
     return params / per * nbytes
 
 
+@functools.lru_cache(maxsize=256)  # a per-tensor loop, asked again for every batch size memory tries
 def gguf_weight_bytes(spec: TransformerSpec, precision: str) -> GGUFBytes:
     """Bytes of ``spec``'s weights in the GGUF file type ``precision``, tensor by tensor (``_ggml_type``).
 
@@ -282,10 +284,7 @@ def gguf_weight_bytes(spec: TransformerSpec, precision: str) -> GGUFBytes:
             ffn_p += (n_up + 1) * h * w
     matrices = att_p + ffn_p
     vectors = 4.0 * (c.blocks - matrices)  # norms, biases, sinks, router and expert biases: f32
-    head_type = _ggml_type(spec, f, "output", 0)
-    if h % GGML_BLOCKS[head_type][1]:
-        head_type = _FALLBACK.get(head_type, head_type)
-    head_bpw = GGML_BLOCKS[head_type][0] / GGML_BLOCKS[head_type][1]
+    head_bpw = _bytes(spec, f, "output", 0, h, 1.0)
     emb_bpw = head_bpw if spec.tied_embeddings else _bytes(spec, f, "token_embd", 0, h, 1.0)
     return GGUFBytes(
         attention=att, attention_params=att_p, ffn=ffn, ffn_params=ffn_p, routed_experts=exp,

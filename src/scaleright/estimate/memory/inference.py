@@ -11,7 +11,7 @@ from scaleright.errors import InputError
 from scaleright.estimate.layout import Layout
 from scaleright.estimate.memory.breakdown import GB, MemoryBreakdown, _breakdown, fold_overheads, overhead_details
 from scaleright.estimate.memory.overheads import Overheads, allocator_reserve_bytes, nccl_buffer_bytes
-from scaleright.estimate.memory.states import _end_params, _stage_params
+from scaleright.estimate.memory.states import _end_params, _ends, _stage_params
 from scaleright.workload.kv import kv_cache_tokens_per_layer
 from scaleright.workload.params import ParamCounts, count_params, gguf_weight_bytes
 from scaleright.workload.precision import bytes_per_element, is_gguf
@@ -57,9 +57,7 @@ def _inference_weight_bytes(
         w = gguf_weight_bytes(spec, precision)
         t, p, e = (np.asarray(x, dtype=float) for x in (tp, pp, ep))
         stage = np.ceil(c.layers / p) / c.layers
-        first = w.embedding + w.positions
-        last = (w.embedding if spec.tied_embeddings else w.lm_head) + w.final_norm
-        ends = np.where(p > 1, np.maximum(first, last), first + w.lm_head + w.final_norm)
+        ends = _ends(w.embedding, w.positions, w.lm_head, w.final_norm, p, tied=spec.tied_embeddings)
         blocks = w.attention + w.ffn - w.routed_experts + w.vectors
         return cast("float | NDArray[np.float64]", (stage * blocks + ends) / t + stage * w.routed_experts / (t * e))
     bpe = bytes_per_element(precision)

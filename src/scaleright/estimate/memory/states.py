@@ -131,15 +131,19 @@ def optimizer_bytes_per_param(optimizer: str) -> float:
 
 
 def _end_params(c: ParamCounts, pp: ArrayLike, *, tied: bool) -> NDArray[np.float64]:
-    """Embedding / position / head / final-norm parameters on the fullest pipeline stage, before tp.
+    """Embedding / position / head / final-norm parameters on the fullest pipeline stage, before tp (``_ends``)."""
+    return _ends(c.embedding, c.positions, c.lm_head, c.final_norm, pp, tied=tied)
 
-    pp = 1: all of them (a tied head shares the embedding). pp > 1: the larger of the first stage's (embedding,
-    positions) and the last stage's (head, or a copy of the tied embedding, and the final norm).
-    """
-    head = c.embedding if tied else c.lm_head
-    first = c.embedding + c.positions
-    last = head + c.final_norm
-    single = first + (0 if tied else c.lm_head) + c.final_norm
+
+def _ends(embedding: float, positions: float, lm_head: float, final_norm: float, pp: ArrayLike, *,
+          tied: bool) -> NDArray[np.float64]:  # fmt: skip
+    """Of the embedding, position table, head and final norm (elements or bytes), what the fullest pipeline stage
+    holds. pp = 1: all of them (a tied head shares the embedding). pp > 1: the larger of the first stage's
+    (embedding, positions) and the last stage's (head, or a copy of the tied embedding, and the final norm)."""
+    head = embedding if tied else lm_head
+    first = embedding + positions
+    last = head + final_norm
+    single = first + (0 if tied else lm_head) + final_norm
     return np.where(np.asarray(pp) > 1, np.maximum(first, last), single)
 
 

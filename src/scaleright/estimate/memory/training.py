@@ -9,7 +9,7 @@ from numpy.typing import ArrayLike
 
 from scaleright.errors import InputError
 from scaleright.estimate.framework import Framework
-from scaleright.estimate.layout import Layout
+from scaleright.estimate.layout import ZERO_STAGES, Layout
 from scaleright.estimate.memory.activations import (
     _inflight_microbatches,
     _recompute_code,
@@ -36,7 +36,6 @@ from scaleright.workload.spec import TransformerSpec
 __all__ = ["TASKS", "training_memory_arrays", "training_memory"]
 
 TASKS = ("pretrain", "full-finetune", "lora", "qlora", "inference")
-ZERO_STAGES = (0, 1, 2, 3)
 
 
 def _training_parts(
