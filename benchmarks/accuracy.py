@@ -94,6 +94,7 @@ class Data:
     infer: list[ref.InferCase]  # throughput and latency rows
     skipped: list[ref.Skipped]
     fpt: list[float | None]  # source FLOPs per token of each training case (calibration-free)
+    not_fitted: dict[str, str]  # table -> why it is reported but not fitted (NOT_FITTED and the uncalibrated parts')
 
     @property
     def cases(self) -> list:
@@ -106,16 +107,16 @@ def _gemm_measured(gpu) -> bool:
     return entry is not None and entry[0] is not None
 
 
-def _apart_if_uncalibrated(cases: list) -> list:
+def _apart_if_uncalibrated(cases: list, not_fitted: dict[str, str]) -> list:
     """Rows on a part with no measured GEMM ceiling (flagged ``uncalibrated`` in every output: its ceiling is the
-    median of the measured architectures) are their own table, reported but not fitted (``NOT_FITTED``): a fit on
-    them would tune the shared factors to a chip the model has no ceiling for (GB300: the same datasheet BF16 / FP8
-    rates as GB200, measured ~1.2x faster at the same layouts)."""
+    median of the measured architectures) are their own table, added to ``not_fitted``: reported, never fitted (a
+    fit on them would tune the shared factors to a chip the model has no ceiling for: GB300 has the same datasheet
+    BF16 / FP8 rates as GB200 and measures ~1.2x faster at the same layouts)."""
     out = []
     for c in cases:
-        if not _gemm_measured(c.gpu) and c.group not in NOT_FITTED:
+        if not _gemm_measured(c.gpu) and c.group not in not_fitted:
             group = f"{c.group} on {c.gpu.id}"
-            NOT_FITTED.setdefault(group, f"{c.gpu.id} has no GEMM measurement (uncalibrated)")
+            not_fitted.setdefault(group, f"{c.gpu.id} has no GEMM measurement (uncalibrated)")
             c = dataclasses.replace(c, group=group)
         out.append(c)
     return out
@@ -124,9 +125,10 @@ def _apart_if_uncalibrated(cases: list) -> list:
 def load_data() -> Data:
     train, s1 = ref.load_train_cases()
     infer, s2 = ref.load_infer_cases()
-    train, infer = _apart_if_uncalibrated(train), _apart_if_uncalibrated(infer)
+    not_fitted = dict(NOT_FITTED)
+    train, infer = _apart_if_uncalibrated(train, not_fitted), _apart_if_uncalibrated(infer, not_fitted)
     fpt = [None if c.metric == "tokens_per_s_per_gpu" else ref.source_flops_per_token(c) for c in train]
-    return Data(train=train, infer=infer, skipped=[*s1, *s2], fpt=fpt)
+    return Data(train=train, infer=infer, skipped=[*s1, *s2], fpt=fpt, not_fitted=not_fitted)
 
 
 def predict(data: Data, cal: Calibration, groups: frozenset[str] | None = None) -> np.ndarray:
@@ -282,7 +284,7 @@ def held_out_split(data: Data) -> tuple[frozenset[str], frozenset[str]]:
     """Alternate the tables (sorted by name, training and inference separately) into two halves."""
     halves: tuple[set[str], set[str]] = (set(), set())
     for kind in ("train", "infer", "latency"):
-        groups = sorted({c.group for c in data.cases if _kind(c) == kind and c.group not in NOT_FITTED})
+        groups = sorted({c.group for c in data.cases if _kind(c) == kind and c.group not in data.not_fitted})
         for k, g in enumerate(groups):
             halves[k % 2].add(g)
     return frozenset(halves[0]), frozenset(halves[1])
@@ -321,8 +323,8 @@ def at_bound(cal: Calibration) -> list[str]:
 def leave_one_source_out(data: Data, base: Calibration, pool) -> tuple[float, float]:
     """For each training table: fit on every other table (training and inference), error on that table's rows; the
     pooled median and 90th percentile over all held-out training rows (returned)."""
-    tables = sorted({c.group for c in data.train if c.group not in NOT_FITTED})
-    all_groups = frozenset(c.group for c in data.cases if c.group not in NOT_FITTED)
+    tables = sorted({c.group for c in data.train if c.group not in data.not_fitted})
+    all_groups = frozenset(c.group for c in data.cases if c.group not in data.not_fitted)
     meas = measured(data)
     err = np.full(len(data.cases), np.nan)
     print("\nLeave-one-source-out (training tables; fit on all the others)")
@@ -397,8 +399,8 @@ def main(argv: list[str] | None = None) -> int:
         _POOL_DATA = data
         ctx = multiprocessing.get_context("fork")
         with ctx.Pool(max(1, min(2, os.cpu_count() or 1))) as pool:
-            all_groups = frozenset(c.group for c in data.cases if c.group not in NOT_FITTED)
-            print("\nNot fitted (reported only): " + "; ".join(f"{g}: {why}" for g, why in NOT_FITTED.items()))
+            all_groups = frozenset(c.group for c in data.cases if c.group not in data.not_fitted)
+            print("\nNot fitted (reported only): " + "; ".join(f"{g}: {why}" for g, why in data.not_fitted.items()))
             cal, info = fit(data, DEFAULT_CALIBRATION, all_groups, pool)
             print_parameters(cal, DEFAULT_CALIBRATION)
             print(f"  ({info['nfev']} evaluations, {info['seconds']:.0f} s, status {info['status']})")

@@ -314,7 +314,7 @@ def test_pure_data_parallel_never_scales_superlinearly(llama2_7b, gpu_name, dp):
     assert est.scaling_efficiency <= 1 + 1e-9
 
 
-def test_rows_on_a_part_without_a_gemm_measurement_are_reported_apart_not_fitted(monkeypatch):
+def test_rows_on_a_part_without_a_gemm_measurement_are_reported_apart_not_fitted():
     """GB300 (Blackwell Ultra) has no GEMM row among the component measurements: it is flagged uncalibrated (not
     given B200's measured ceiling), and benchmarks/accuracy.py reports its rows as their own tables, never fitted."""
     from scaleright.catalog import get_gpu
@@ -328,9 +328,8 @@ def test_rows_on_a_part_without_a_gemm_measurement_are_reported_apart_not_fitted
         import accuracy
     finally:
         sys.path.remove(str(REPO_ROOT / "benchmarks"))
-    monkeypatch.setattr(accuracy, "NOT_FITTED", dict(accuracy.NOT_FITTED))
     data = accuracy.load_data()
     on_gb300 = [c for c in data.cases if c.gpu.id == "gb300"]
-    assert len(on_gb300) >= 30 and all(c.group in accuracy.NOT_FITTED for c in on_gb300)
-    assert all(c.group not in accuracy.NOT_FITTED for c in data.cases if c.gpu.id in ("b200", "gb200", "h100-sxm")
+    assert len(on_gb300) >= 30 and all(c.group in data.not_fitted for c in on_gb300)
+    assert all(c.group not in data.not_fitted for c in data.cases if c.gpu.id in ("b200", "gb200", "h100-sxm")
                and "torchtitan" not in c.group and "torchao" not in c.group)
