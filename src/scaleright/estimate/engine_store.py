@@ -41,12 +41,12 @@ __all__ = ["ENGINE_SUBDIR", "engine_dir", "engine_profile_path", "stored_engine_
            "FIRST_SCHEMA_FIELDS"]
 
 ENGINE_SUBDIR = "engines"  # under the calibration directory
-# what a stored profile's provenance holds (all written by ``calibrate --serving --name``)
 # the ``EngineProfile`` fields of the store's first files (commit 9d538b6): every stored file holds them
 FIRST_SCHEMA_FIELDS = ("name", "iteration_overhead_s", "hbm_fraction", "gemm_efficiency_factor",
                        "quantised_kv_precision", "frontend_latency_s", "custom_all_reduce", "status", "grounded_in",
                        "note")  # fmt: skip
 _NOTED: set[tuple[str, tuple[str, ...]]] = set()  # (file, fields taken from its base) already said this process
+# what a stored profile's provenance holds (all written by ``calibrate --serving --name``)
 PROVENANCE_KEYS = ("created_utc", "base", "runs", "runs_sha256", "engines", "gpus", "fitted", "before", "after",
                    "on_bound", "median_abs_pct_error_before", "median_abs_pct_error_after", "in_sample")
 
