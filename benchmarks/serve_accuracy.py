@@ -61,7 +61,7 @@ from scaleright.bench.calibrate_serving import ENGINE_FIT_BOUNDS, FRONTEND_START
 from scaleright.catalog import get_gpu
 from scaleright.errors import ScalerightError
 from scaleright.estimate.calibration import DEFAULT_CALIBRATION
-from scaleright.estimate.engines import SEQUENCE_OVERHEAD_BOUNDS_S, EngineProfile, get_engine
+from scaleright.estimate.engines import EngineProfile, get_engine
 from scaleright.estimate.fit import fit
 from scaleright.serve import SimulationResult, simulate
 from validation.files import SkipRow
@@ -259,13 +259,13 @@ def leave_one_source_out(cases: list[Case], *, log=print) -> dict[str, list[floa
         serial = any(c.serial_host for c in train)
         params = (("iteration_overhead_s", "hbm_fraction") + (("frontend_latency_s",) if online else ())
                   + (("sequence_overhead_s",) if serial else ()))  # fmt: skip
-        bounds = {**ENGINE_FIT_BOUNDS, "sequence_overhead_s": SEQUENCE_OVERHEAD_BOUNDS_S}
         start = dataclasses.replace(get_engine(engine), iteration_overhead_s=1e-3,
                                     hbm_fraction=DEFAULT_CALIBRATION.decode_memory_efficiency,
                                     frontend_latency_s=FRONTEND_START_S if online else 0.0,
                                     sequence_overhead_s=0.0)  # fmt: skip
-        res = fit(lambda p, train=train: predict(train, p), [c.measured for c in train], start,
-                  {n: bounds[n] for n in params}, f_scale=1.0, max_nfev=FIT_EVALS, step=SIM_DIFF_STEP)  # fmt: skip
+        bounds = {n: ENGINE_FIT_BOUNDS[n] for n in params}  # sequence_overhead_s's too (engines' one range)
+        res = fit(lambda p, train=train: predict(train, p), [c.measured for c in train], start, bounds,
+                  f_scale=1.0, max_nfev=FIT_EVALS, step=SIM_DIFF_STEP)  # fmt: skip
         prof = res.calibration
         errs = [p / c.measured - 1 for c, p in zip(held, predict(held, prof), strict=True)]
         for c, e in zip(held, errs, strict=True):

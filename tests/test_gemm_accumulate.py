@@ -86,7 +86,8 @@ def test_an_fp16_accumulator_at_most_halves_a_geforce_prefill(load_spec):
     assert 0.5 * t32 < t16 < 0.75 * t32
 
 
-# llama.cpp PR #4766 (serving_engine.csv): codellama-7b on an RTX 4090, pp512 tokens/s. Not fitted: the llama.cpp
+# llama.cpp PR #4766 (components/serving_engine.csv lines 97-99): codellama-7b on an RTX 4090, pp512 tokens/s (also
+# test_iteration's dequantisation test). Not fitted: the llama.cpp
 # profile's factors come from its tg128 rows, the rate from the datasheet and the AD102 GEMM ceiling (L40S)
 PP512_TOK_S = {"fp16": 11048.22, "q8_0": 7664.0, "q4_0": 7979.85}
 

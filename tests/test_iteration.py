@@ -13,6 +13,7 @@ from scaleright.estimate.engines import ENGINES, get_engine
 from scaleright.estimate.iteration import IterationModel, iteration_time_s
 from scaleright.workload.flops import decode_flops_per_token
 from scaleright.workload.params import count_params
+from tests.test_gemm_accumulate import PP512_TOK_S  # llama.cpp PR #4766 pp512 rows (serving_engine.csv)
 
 GPUS = ("h100-sxm", "h200", "a100-sxm-80gb", "mi300x", "l40s", "rtx-4090")
 MODELS = ("llama-3.1-8b", "llama-2-7b", "mistral-7b", "qwen2.5-7b")
@@ -226,10 +227,6 @@ def test_a_serial_host_loop_adds_its_per_sequence_time_for_every_sequence_that_s
     sampled = batch + (1 if prefill else 0)
     assert iteration_time_s(llama_8b, engine=v0, **kw) - base == pytest.approx(sampled * per_seq_us * 1e-6, rel=1e-9)
     assert all(p.sequence_overhead_s == 0.0 for p in ENGINES.values())
-
-
-# llama.cpp PR #4766 (serving_engine.csv): codellama-7b on an RTX 4090, pp512 tokens/s for F16, Q8_0 and Q4_0
-PP512_TOK_S = {"fp16": 11048.22, "q8_0": 7664.0, "q4_0": 7979.85}
 
 
 @pytest.mark.parametrize("precision", ["q8_0", "q4_0"])

@@ -10,28 +10,13 @@ from __future__ import annotations
 import json
 
 import pytest
-import typer
 from pydantic import ValidationError
 from typer.testing import CliRunner
 
-from scaleright.cli import schema_cmd, serve_cmd
 from scaleright.serve.simulate import build_model, find_capacity, saturated_rate
 
 runner = CliRunner()
 KW = dict(input_len=256, output_len=32, requests=150, rel_tol=0.05)
-
-
-@pytest.fixture(scope="module")
-def app():
-    a = typer.Typer()
-
-    @a.callback()
-    def _root() -> None:
-        """test root"""
-
-    serve_cmd.register(a)
-    schema_cmd.register(a)
-    return a
 
 
 def _run(app, args):

@@ -1,31 +1,17 @@
 """``scaleright serve simulate|capacity``: the JSON contract, the Chrome trace file, and bad flags as one line naming
-the flag. The command group is registered on a fresh typer app here (the lead wires it into ``cli.main``)."""
+the flag. The command group is registered on a fresh typer app (the ``app`` fixture in ``conftest.py``)."""
 
 from __future__ import annotations
 
 import json
 
 import pytest
-import typer
 from typer.testing import CliRunner
 
-from scaleright.cli import serve_cmd
 from scaleright.errors import InputError
 
 runner = CliRunner()
 BASE = ["serve", "simulate", "--model", "llama-3.1-8b", "--gpu", "h100", "--input-len", "256", "--output-len", "32"]
-
-
-@pytest.fixture(scope="module")
-def app():
-    a = typer.Typer()
-
-    @a.callback()
-    def _root() -> None:
-        """test root"""
-
-    serve_cmd.register(a)
-    return a
 
 
 def _json(app, args):

@@ -41,12 +41,12 @@ __all__ = ["ENGINE_SUBDIR", "engine_dir", "engine_profile_path", "stored_engine_
            "FIRST_SCHEMA_FIELDS"]
 
 ENGINE_SUBDIR = "engines"  # under the calibration directory
-# what a stored profile's provenance holds (all written by ``calibrate --serving --name``)
 # the ``EngineProfile`` fields of the store's first files (commit 9d538b6): every stored file holds them
 FIRST_SCHEMA_FIELDS = ("name", "iteration_overhead_s", "hbm_fraction", "gemm_efficiency_factor",
                        "quantised_kv_precision", "frontend_latency_s", "custom_all_reduce", "status", "grounded_in",
                        "note")  # fmt: skip
 _NOTED: set[tuple[str, tuple[str, ...]]] = set()  # (file, fields taken from its base) already said this process
+# what a stored profile's provenance holds (all written by ``calibrate --serving --name``)
 PROVENANCE_KEYS = ("created_utc", "base", "runs", "runs_sha256", "engines", "gpus", "fitted", "before", "after",
                    "on_bound", "median_abs_pct_error_before", "median_abs_pct_error_after", "in_sample")
 
@@ -145,30 +145,37 @@ def _base_values(where: str, path: Path, data: dict[str, Any], added: list[str],
     return values
 
 
-def _stored_base(where: str, base: str, seen: tuple[Path, ...]) -> EngineProfile:
-    """The stored profile ``base`` a file was fitted from (itself read by these rules); one line when there is none
-    or the chain of bases returns to a file already on it."""
+def _stored_path(name: str) -> Path | None:
+    """``<engine dir>/<name>.json`` when a profile is stored under ``name`` (a plain file, no link); None when none
+    is, or the store cannot hold the name (a '.' or a '/')."""
     from scaleright.estimate.calibration import check_profile_name
+
+    try:
+        check_profile_name(name)
+    except InputError:
+        return None
+    path = engine_dir() / f"{name}.json"
+    return None if path.is_symlink() or not path.is_file() else path
+
+
+def _load(path: Path, seen: tuple[Path, ...]) -> EngineProfile:
+    """The stored profile in the file ``path``, read by these rules (``seen``: the files on the chain of bases)."""
     from scaleright.textfile import read_text
     from scaleright.userdata import load_json
 
-    try:
-        check_profile_name(base)
-        target: Path | None = engine_dir() / f"{base}.json"
-    except InputError:
-        target = None
-    if target is None or target.is_symlink() or not target.is_file():
+    return _read(load_json(read_text(path), str(path)), path, seen)[0]
+
+
+def _stored_base(where: str, base: str, seen: tuple[Path, ...]) -> EngineProfile:
+    """The stored profile ``base`` a file was fitted from (itself read by these rules); one line when there is none
+    or the chain of bases returns to a file already on it."""
+    target = _stored_path(base)
+    if target is None:
         raise CatalogFileError(f"{where}: its base engine {base!r} (provenance.base) is neither built-in nor stored, "
                                "so the fields it lacks have no value; refit it with calibrate --serving --name")
     if target in seen:
         raise CatalogFileError(f"{where}: its chain of base profiles returns to {target} (provenance.base)")
-    return _read(load_json(read_text(target), str(target)), target, seen)[0]
-
-
-def _profile_from(data: Any, path: Path) -> EngineProfile:
-    """The profile in the parsed file ``data`` at ``path`` (module docstring); ``CatalogFileError`` naming the file
-    and the field when it is not one."""
-    return _read(data, path, ())[0]
+    return _load(target, seen)
 
 
 def _read(data: Any, path: Path, seen: tuple[Path, ...]) -> tuple[EngineProfile, list[str]]:
@@ -238,18 +245,8 @@ def check_engine_name(name: str) -> str:
 def load_engine_profile(name: str) -> EngineProfile | None:
     """The stored profile ``name``, or None when none is stored under that name (a name the store cannot hold,
     with a '.' or a '/', is None too). A stored file that does not load is a ``CatalogFileError``."""
-    from scaleright.estimate.calibration import check_profile_name
-    from scaleright.textfile import read_text
-    from scaleright.userdata import load_json
-
-    try:
-        check_profile_name(name)
-    except InputError:
-        return None
-    path = engine_dir() / f"{name}.json"
-    if path.is_symlink() or not path.is_file():
-        return None
-    return _profile_from(load_json(read_text(path), str(path)), path)
+    path = _stored_path(name)
+    return None if path is None else _load(path, ())
 
 
 def read_stored(path: Path) -> dict[str, Any]:
@@ -287,7 +284,7 @@ def save_engine_profile(name: str, profile: EngineProfile, *, provenance: dict[s
         text = json.dumps(body, indent=2, allow_nan=False)
     except (TypeError, ValueError) as exc:
         raise CatalogFileError(f"engine profile {name!r}: cannot be written as JSON ({exc})") from None
-    _profile_from(json.loads(text), path)  # what is saved loads (checked before anything is written)
+    _read(json.loads(text), path, ())  # what is saved loads (checked before anything is written)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:

@@ -198,9 +198,12 @@ def engine_names() -> tuple[str, ...]:
     return tuple(ENGINES)
 
 
-def get_engine(name: str) -> EngineProfile:
+def get_engine(name: str | EngineProfile) -> EngineProfile:
     """The profile registered as ``name``, else the one stored under ``name`` by ``calibrate --serving --name``
-    (``estimate.engine_store``). An unknown name lists the closest, the built-in and the stored names."""
+    (``estimate.engine_store``); a profile itself is returned as it is (callers take a name or a fitted profile).
+    An unknown name lists the closest, the built-in and the stored names."""
+    if isinstance(name, EngineProfile):
+        return name
     if name in ENGINES:
         return ENGINES[name]
     from scaleright.estimate.engine_store import engine_choice_text, load_engine_profile, stored_engine_names

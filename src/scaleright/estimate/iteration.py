@@ -193,8 +193,7 @@ class IterationModel:
                  kv_precision: str | None = None, engine: str | EngineProfile | None = "vllm",
                  cal: Calibration = DEFAULT_CALIBRATION, max_rows: int = 8192):  # fmt: skip
         serving_layout(spec, tp=tp, pp=pp, ep=ep)
-        self.engine = (calibrated_engine(cal) if engine is None
-                       else get_engine(engine) if isinstance(engine, str) else engine)  # fmt: skip
+        self.engine = calibrated_engine(cal) if engine is None else get_engine(engine)
         check_gguf_engine(precision, self.engine.name)
         self.kv_precision = kv_precision or self.engine.kv_precision_for(precision)
         bytes_per_element(self.kv_precision, field="kv_precision")

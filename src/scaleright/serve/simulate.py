@@ -200,7 +200,7 @@ def simulate(
         raise InputError("give exactly one of rate, concurrency or trace")
     if requests is not None and duration_s is not None:
         raise InputError("requests and duration_s are alternatives; give one")
-    profile = engine if isinstance(engine, EngineProfile) else get_engine(engine)
+    profile = get_engine(engine)
     if max_num_seqs is None:  # the engine's default (``EngineProfile.max_num_seqs``)
         max_num_seqs = profile.max_num_seqs
     _int_arg("max_num_seqs", max_num_seqs, "batch")
@@ -263,7 +263,7 @@ def simulate(
                                field="output length")  # fmt: skip
     if model is None:
         model = build_model(spec, gpu=gpu, system=system, cluster=cluster, tp=tp, pp=pp, ep=ep, precision=precision,
-                            kv_precision=kv_precision, engine=engine, cal=cal, max_num_seqs=max_num_seqs,
+                            kv_precision=kv_precision, engine=profile, cal=cal, max_num_seqs=max_num_seqs,
                             max_num_batched_tokens=max_num_batched_tokens, speculative=speculative)  # fmt: skip
     blocks = kv_blocks_per_replica(spec, model, gpu=gpu, tp=tp, pp=pp, ep=ep, precision=precision,
                                    max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
@@ -449,9 +449,9 @@ def find_capacity(spec: TransformerSpec, *, slo_ttft_p99_ms: float, slo_tpot_p99
             raise InputError(f"{name}={v!r} must be a finite positive number of milliseconds")
     if any(k in kw for k in ("rate", "concurrency", "trace", "duration_s")):
         raise InputError("capacity searches the rate itself: give no rate, concurrency, trace or duration_s")
+    kw["engine"] = get_engine(kw.get("engine", "vllm"))  # read once (a stored profile), not on every trial
     if kw.get("max_num_seqs") is None:  # the engine's default, as simulate takes it
-        eng = kw.get("engine", "vllm")
-        kw["max_num_seqs"] = (eng if isinstance(eng, EngineProfile) else get_engine(eng)).max_num_seqs
+        kw["max_num_seqs"] = kw["engine"].max_num_seqs
     names = ("gpu", "system", "cluster", "tp", "pp", "ep", "precision", "kv_precision", "engine", "cal", "max_num_seqs",
              "max_num_batched_tokens", "speculative")
     model = build_model(spec, **{k: kw[k] for k in names if k in kw})
