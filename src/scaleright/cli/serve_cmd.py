@@ -39,11 +39,7 @@ def _common(model, gpu, gpus, tp, pp, ep, input_len, output_len, engine, precisi
     from scaleright.estimate.calibration import load_calibration
     from scaleright.workload import load_model
 
-    if max_num_seqs is None:  # the engine's cap on sequences in flight (EngineProfile.max_num_seqs)
-        from scaleright.estimate.engine_store import check_engine
-        from scaleright.estimate.engines import get_engine
-
-        max_num_seqs = get_engine(check_engine("--engine", engine)).max_num_seqs
+    # max_num_seqs None: the engine's cap, which check_pool_args checks and the simulator takes (one home each)
     check_pool_args(dict(gpus=gpus, tp=tp, pp=pp, ep=ep, input_len=input_len, output_len=output_len,
                          max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
                          prefix_cache_hit_rate=prefix_cache_hit_rate, gpu_memory_utilization=gpu_memory_utilization,
