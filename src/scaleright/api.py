@@ -179,16 +179,18 @@ def check_task_precision(task: str, precision: str, names: Names = ARGS) -> None
 
 
 # A memory estimate's training-only arguments and the values that change nothing (the default, or what no framework
-# means): with task inference any other value is an error, never silently ignored. The first group are Layout's.
-TRAINING_ONLY: dict[str, tuple[object, ...]] = {
+# means): with task inference any other value is an error, never silently ignored. First Layout's fields, then the
+# estimate's own arguments.
+_LAYOUT_TRAINING_ONLY: dict[str, tuple[object, ...]] = {
     "dp": (1,), "cp": (1,), "ep": (1,), "etp": (None,), "zero": (0,), "dp_shard": (None,), "micro_batch": (1,),
     "global_batch": (None,), "recompute": ("none",), "sequence_parallel": (False,), "virtual_stages": (1,),
     "offload_optimizer": (False,), "offload_activations": (False,),
-    "optimizer": ("adamw",), "states": (None, "zero"), "cross_entropy": (None, "fused"), "framework": (None,),
-    "attention": (None,),
 }  # fmt: skip
-_LAYOUT_ONLY = ("dp", "cp", "ep", "etp", "zero", "dp_shard", "micro_batch", "global_batch", "recompute",
-                "sequence_parallel", "virtual_stages", "offload_optimizer", "offload_activations")  # fmt: skip
+_LAYOUT_ONLY = tuple(_LAYOUT_TRAINING_ONLY)
+TRAINING_ONLY: dict[str, tuple[object, ...]] = {
+    **_LAYOUT_TRAINING_ONLY, "optimizer": ("adamw",), "states": (None, "zero"), "cross_entropy": (None, "fused"),
+    "framework": (None,), "attention": (None,),
+}  # fmt: skip
 # ... and its inference-only arguments with their defaults
 INFERENCE_ONLY: dict[str, object] = {"batch": 1, "kv_precision": None}
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import io
 import json
 import math
+import os
 
 import pytest
 
@@ -91,8 +92,9 @@ def test_a_cgroup_quota_caps_the_usable_cpus(tmp_path, text, cpus):
     f = tmp_path / "cpu.max"
     f.write_text(text)
     assert resources._quota_cpus(f) == cpus
-    assert resources.usable_cpus(f) == (min(cpus, resources.usable_cpus(tmp_path / "none")) if cpus else
-                                        resources.usable_cpus(tmp_path / "none"))  # fmt: skip
+    # the CPUs this process may run on, read here from the OS (not from usable_cpus itself)
+    affinity = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    assert resources.usable_cpus(f) == (min(cpus, affinity) if cpus else affinity)
 
 
 # ---- the scaling line ----------------------------------------------------------------------------------------------

@@ -109,5 +109,15 @@ def test_fit_options_with_a_subcommand_are_refused(fitted, monkeypatch, capsys):
                     r"--gpu: a fit option; not with 'calibrate list'")
 
 
+@pytest.mark.parametrize("args, flag", [(["--json", "list"], "--json"),
+                                        (["--run-ids", "3", "show", "mine"], "--run-ids"),
+                                        (["--serving", "delete", "mine"], "--serving")])  # fmt: skip
+def test_each_fit_option_before_a_subcommand_is_refused_by_its_flag(fitted, monkeypatch, capsys, args, flag):
+    sub = next(a for a in args if a in ("list", "show", "delete"))
+    assert_one_line(*run_main(["calibrate", *args], monkeypatch, capsys),
+                    rf"^error: {flag}: a fit option; not with 'calibrate {sub}'")
+    assert fitted.exists()
+
+
 def test_calibrate_alone_still_asks_for_the_fit_options(cal_dir, monkeypatch, capsys):
     assert_one_line(*run_main(["calibrate"], monkeypatch, capsys), r"--name is required for train runs")

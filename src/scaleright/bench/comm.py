@@ -20,7 +20,7 @@ from scaleright.bench.errors import BenchRunError
 from scaleright.bench.fingerprint import hardware_info, software_info
 from scaleright.bench.launch import REMOTE, Launch, run_ranks, worker_config
 from scaleright.bench.progress import Reporter
-from scaleright.bench.resources import oversubscription
+from scaleright.bench.resources import oversubscription, shared_hardware_warning
 from scaleright.bench.stats import SPREAD_CV_LIMIT, coefficient_of_variation, elementwise_max, summarize
 from scaleright.bench.validate import validated
 
@@ -110,8 +110,8 @@ def comm_warnings(runs: list[dict[str, Any]], *, iters: int) -> list[str]:
         if r["status"] != "ok":
             continue
         if r.get("shared_hardware"):
-            out.append(f"world_size={r['world_size']}: {r['shared_hardware']}: the ranks time-shared the hardware, so "
-                       "its times and bandwidths are not the interconnect's")  # fmt: skip
+            out.append(shared_hardware_warning(r["world_size"], r["shared_hardware"],
+                                               "its times and bandwidths are not the interconnect's"))
         spread = [row for row in r["rows"] if (row.get("time_s_cv") or 0.0) > SPREAD_CV_LIMIT]
         if spread:
             worst = max(spread, key=lambda row: row["time_s_cv"])

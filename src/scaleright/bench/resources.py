@@ -13,7 +13,7 @@ import math
 import os
 from pathlib import Path
 
-__all__ = ["oversubscription", "usable_cpus"]
+__all__ = ["oversubscription", "shared_hardware_warning", "usable_cpus"]
 
 CGROUP_CPU_MAX = Path("/sys/fs/cgroup/cpu.max")
 
@@ -56,3 +56,9 @@ def oversubscription(*, ranks_per_node: int, device_type: str, threads_per_rank:
         return (f"{ranks_per_node} rank{'s' if ranks_per_node != 1 else ''}{each} on {have} usable CPU "
                 f"core{'s' if have != 1 else ''}")
     return None
+
+
+def shared_hardware_warning(world_size: int, why: str, spoils: str) -> str:
+    """A sweep's one-line warning for a world size whose ranks shared hardware (``why``, from ``oversubscription``),
+    naming what that ``spoils``."""
+    return f"world_size={world_size}: {why}: the ranks time-shared the hardware, so {spoils}"

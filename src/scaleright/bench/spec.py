@@ -18,7 +18,7 @@ Hugging Face config names, so ``hf_config()`` is a config ``from_hf_config`` rea
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -92,7 +92,8 @@ def gpt_spec(preset: str | None = "tiny", **overrides: int | None) -> GPTSpec:
     return validated(GPTSpec, base, what="model")
 
 
-DECODER_FAMILIES = ("llama", "mistral", "qwen2", "qwen3", "phi3")  # dense decoders bench/decoder.py builds
+DecoderFamily = Literal["llama", "mistral", "qwen2", "qwen3", "phi3"]  # dense decoders bench/decoder.py builds
+DECODER_FAMILIES: tuple[str, ...] = get_args(DecoderFamily)
 CATALOG_SEQ_LEN = 2048  # default training sequence length of a catalog model (capped by its context length)
 
 
@@ -103,7 +104,7 @@ class DecoderSpec(BaseModel):
 
     arch: Literal["llama-decoder"] = "llama-decoder"
     name: str = Field(min_length=1, max_length=200, description="catalog model name (or the config.json path)")
-    family: Literal["llama", "mistral", "qwen2", "qwen3", "phi3"] = Field(description="model_type of the config")
+    family: DecoderFamily = Field(description="model_type of the config")
     num_hidden_layers: int = Field(ge=1, le=LIMITS["layers"].high, description="decoder layers benchmarked")
     catalog_layers: int = Field(ge=1, le=LIMITS["layers"].high, description="decoder layers of the catalog model")
     hidden_size: int = Field(ge=1, le=LIMITS["hidden"].high)

@@ -31,7 +31,7 @@ from scaleright.bench.fingerprint import hardware_info, software_info
 from scaleright.bench.fit import FitCheck, build_path, check_fits, fit_checks
 from scaleright.bench.launch import REMOTE, Launch, run_ranks, worker_config
 from scaleright.bench.progress import Reporter
-from scaleright.bench.resources import oversubscription
+from scaleright.bench.resources import oversubscription, shared_hardware_warning
 from scaleright.bench.scaling import scaling_curve
 from scaleright.bench.spec import DecoderSpec
 from scaleright.bench.stats import coefficient_of_variation, elementwise_max, spread_warning, summarize
@@ -215,6 +215,6 @@ def train_warnings(runs: list[dict[str, Any]]) -> list[str]:
             out.append(f"world_size={r['world_size']}: the loss is not finite ({', '.join(f'{v:g}' for v in losses)}"
                        "): the timed steps computed NaN or infinity")
         if r.get("shared_hardware"):
-            out.append(f"world_size={r['world_size']}: {r['shared_hardware']}: the ranks time-shared the hardware, so "
-                       "its throughput, speedup and scaling efficiency are not meaningful")  # fmt: skip
+            out.append(shared_hardware_warning(r["world_size"], r["shared_hardware"],
+                                               "its throughput, speedup and scaling efficiency are not meaningful"))
     return out

@@ -115,12 +115,14 @@ def calibrate_cmd(
     Saved profiles: `calibrate list`, `calibrate show NAME`, `calibrate delete NAME` (engine profiles: with
     --serving)."""
     if ctx.invoked_subcommand is not None:
-        if ctx.params != _FIT_DEFAULTS:
+        # the first fit option given on the command line (click records where each value came from)
+        given = next((p for p in ctx.command.params if p.name is not None and getattr(
+            ctx.get_parameter_source(p.name), "name", None) == "COMMANDLINE"), None)  # fmt: skip
+        if given is not None:
             from scaleright.errors import InputError
 
-            given = next(k for k, v in ctx.params.items() if _FIT_DEFAULTS.get(k) != v)
-            raise InputError(f"--{given.replace('_', '-').removeprefix('as-')}: a fit option; not with "
-                             f"'calibrate {ctx.invoked_subcommand}' (which takes its own options after it)")
+            raise InputError(f"{given.opts[0]}: a fit option; not with 'calibrate {ctx.invoked_subcommand}' (which "
+                             "takes its own options after it)")
         return
     if serving:
         from scaleright.cli.bench_cmd import serving_calibrate
@@ -239,11 +241,6 @@ def compare_cmd(
     console.print("peak_memory_gb on CPU is the process RSS growth, not comparable to the model's per-GPU memory",
                   style="dim")
     console.print(esc(prof.line()), style="dim")
-
-
-_FIT_DEFAULTS = {"name": None, "gpu": None, "db": None, "fingerprint": None, "catalog": None, "as_json": False,
-                 "force": False, "serving": False, "run_ids": None, "sim_model": None, "engine": None,
-                 "calibration": None, "out": None}  # fmt: skip
 
 
 # ---- saved profiles: list, show, delete -------------------------------------------------------------------------

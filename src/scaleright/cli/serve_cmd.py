@@ -39,6 +39,7 @@ def _common(model, gpu, gpus, tp, pp, ep, input_len, output_len, engine, precisi
     from scaleright.estimate.calibration import load_calibration
     from scaleright.workload import load_model
 
+    # max_num_seqs None: the engine's cap, which check_pool_args checks and the simulator takes (one home each)
     check_pool_args(dict(gpus=gpus, tp=tp, pp=pp, ep=ep, input_len=input_len, output_len=output_len,
                          max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
                          prefix_cache_hit_rate=prefix_cache_hit_rate, gpu_memory_utilization=gpu_memory_utilization,

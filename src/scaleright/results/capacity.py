@@ -8,6 +8,7 @@ cache), so each is optional here.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING, Literal
 
 from scaleright.results.common import OptReal, Part, Real, Result
@@ -80,8 +81,7 @@ class CapacityResult(Result):
         """The result of the search ``c`` for ``model`` on ``gpu``, with the price its costs use."""
         d = {"max_rate_per_s": c.max_rate_per_s, "binding": c.binding, "saturated_rate_per_s": c.saturated_rate_per_s,
              "slo_ttft_p99_ms": c.slo_ttft_p99_ms, "slo_tpot_p99_ms": c.slo_tpot_p99_ms,
-             "trials": [{"rate_per_s": t.rate_per_s, "meets_slo": t.meets_slo, "ttft_p99_ms": t.ttft_p99_ms,
-                         "tpot_p99_ms": t.tpot_p99_ms, "rejected": t.rejected} for t in c.trials],
+             "trials": [dataclasses.asdict(t) for t in c.trials],  # CapacityTrial's fields: CapacityTrialRecord's
              "model": model, "gpu": gpu, "price_usd_per_gpu_hour": price_usd_per_gpu_hour,
              "price_source": price_source, "engine_status": engine_status}  # fmt: skip
         return cls.from_dict(d | (c.result.as_dict() if c.result is not None else {}))
