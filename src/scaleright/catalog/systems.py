@@ -9,6 +9,15 @@ host size (GPUs sharing one host's NICs) and its tiers; it knows nothing of mode
 ``Accelerator`` keeps chip facts only. Every tier carries its source; tiers built from an accelerator's
 ``intra_node_*`` / ``nic_*`` catalog fields where no better source exists say ``derived: true``.
 
+A system also carries its host memory (``HostMemory``): the DRAM bandwidth of one host, shared by its GPUs. It
+times what runs on or passes through the host: the CPU optimizer step of ZeRO-Offload and the host-staged copies of
+PCIe without peer-to-peer. A peak figure is derived as ``sockets x channels_per_socket x MT/s x 8 B`` (a 64-bit DDR
+channel moves 8 bytes per transfer) and the validator checks the product; a measured figure (Grace's LPDDR5X, STREAM)
+says so in ``basis``. ``assumed: true`` marks a host whose CPU no source of the system states (a typical server of
+the GPU's generation, named in ``notes``). A system without ``host_memory`` (TPU, Trainium and Inferentia hosts,
+whose CPUs are not published with the system) gets ``DEFAULT_HOST_MEMORY``, explicitly: ``System.host`` returns it
+with ``basis: default`` and its source says why, so an output can print it as assumed.
+
 Built-in systems: ``data/systems.yaml``; the first system that lists an accelerator is its default
 (``system_for``). Units are in the field names and converted to SI by the collective model (1 GB = 1e9 B).
 """
@@ -28,7 +37,8 @@ from scaleright.errors import InputError, UnknownNameError
 if TYPE_CHECKING:
     from importlib.resources.abc import Traversable
 
-__all__ = ["FABRIC_OF_KIND", "TIER_KINDS", "System", "Tier", "list_systems", "system_for"]
+__all__ = ["DEFAULT_HOST_MEMORY", "FABRIC_OF_KIND", "TIER_KINDS", "HostMemory", "System", "Tier", "list_systems",
+           "peak_gb_per_s", "system_for"]
 
 TIER_KINDS = ("nvswitch", "nvlink", "xgmi", "neuronlink", "ici", "roce-mesh", "pcie-p2p", "pcie-host",
               "infiniband", "roce", "efa", "ethernet")  # fmt: skip
@@ -87,6 +97,60 @@ class Tier(BaseModel):
         return self.kind in SCALE_OUT_KINDS
 
 
+class HostMemory(BaseModel):
+    """DRAM bandwidth of one host (all its sockets), GB/s (1e9 B/s). Unknown keys are an error.
+
+    ``basis``: ``peak`` (derived: ``sockets x channels_per_socket x mt_per_s x 8 B``, all three given and checked),
+    ``measured`` (a benchmark such as STREAM, below the peak), ``override`` (given by the user), or ``default``
+    (``DEFAULT_HOST_MEMORY``: the system states none).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False, defer_build=True)
+
+    gb_per_s: float = Field(gt=0)
+    basis: Literal["peak", "measured", "override", "default"]
+    memory: str = ""  # e.g. DDR5-4800, LPDDR5X
+    sockets: int | None = Field(default=None, ge=1)
+    channels_per_socket: int | None = Field(default=None, ge=1)
+    mt_per_s: int | None = Field(default=None, ge=1)  # transfers per second of one channel, millions
+    assumed: bool = False  # no source of the system names its CPU: a typical host of the GPU's generation
+    source: str
+    notes: str = ""
+
+    @model_validator(mode="after")
+    def _derivation(self) -> HostMemory:
+        parts = (self.sockets, self.channels_per_socket, self.mt_per_s)
+        if self.basis == "peak":
+            if any(p is None for p in parts):
+                raise ValueError("a peak host_memory needs sockets, channels_per_socket and mt_per_s (its derivation)")
+            want = peak_gb_per_s(*parts)  # type: ignore[arg-type]
+            if abs(self.gb_per_s - want) > 1e-6 * want:
+                raise ValueError(f"gb_per_s={self.gb_per_s} but {self.sockets} sockets x {self.channels_per_socket} "
+                                 f"channels x {self.mt_per_s} MT/s x 8 B = {want:g} GB/s")  # fmt: skip
+        return self
+
+    @property
+    def derivation(self) -> str:
+        """How the figure was obtained, in one line (``2 x 8 x DDR5-4800 x 8 B = 614.4 GB/s (peak)``)."""
+        if self.basis == "peak":
+            return (f"{self.sockets} x {self.channels_per_socket} x {self.memory or f'{self.mt_per_s} MT/s'} x 8 B = "
+                    f"{self.gb_per_s:g} GB/s (peak{', assumed host' if self.assumed else ''})")  # fmt: skip
+        return f"{self.gb_per_s:g} GB/s ({self.basis}{', assumed host' if self.assumed else ''}): {self.source}"
+
+
+def peak_gb_per_s(sockets: int, channels_per_socket: int, mt_per_s: int) -> float:
+    """Peak DRAM bandwidth (GB/s) of ``sockets`` x ``channels_per_socket`` 64-bit channels at ``mt_per_s`` MT/s."""
+    return sockets * channels_per_socket * mt_per_s * 8 / 1000.0
+
+
+# The host memory of a system that states none: two sockets of eight DDR5-4800 channels, the host of a DGX H100
+# (two Xeon Platinum 8480C), the figure every host was given before host memory became system data.
+DEFAULT_HOST_MEMORY = HostMemory(
+    gb_per_s=614.4, basis="default", memory="DDR5-4800", sockets=2, channels_per_socket=8, mt_per_s=4800,
+    assumed=True, source="scaleright default (the system states no host memory): 2 x 8 x DDR5-4800 x 8 B, "
+    "a DGX H100's two Xeon Platinum 8480C; override with host_memory_gb_per_s")  # fmt: skip
+
+
 class System(BaseModel):
     """A machine type: host size and network tiers, innermost first. Unknown keys are an error."""
 
@@ -97,6 +161,7 @@ class System(BaseModel):
     accelerators: list[str] = Field(min_length=1)  # catalog GPU ids this system applies to
     gpus_per_node: int = Field(ge=1)  # GPUs of one host, sharing its NICs
     tiers: list[Tier] = Field(min_length=1)  # innermost first; a NIC tier, if any, is last
+    host_memory: HostMemory | None = None  # DRAM of one host; None: DEFAULT_HOST_MEMORY (see ``host``)
     source: str
     notes: str = ""
 
@@ -116,6 +181,11 @@ class System(BaseModel):
             raise ValueError(f"innermost domain_gpus={self.tiers[0].domain_gpus} and gpus_per_node="
                              f"{self.gpus_per_node}: one must divide the other")  # fmt: skip
         return self
+
+    @property
+    def host(self) -> HostMemory:
+        """The host memory of one host: ``host_memory``, or ``DEFAULT_HOST_MEMORY`` (``basis: default``)."""
+        return self.host_memory if self.host_memory is not None else DEFAULT_HOST_MEMORY
 
     @property
     def nic(self) -> Tier | None:
@@ -148,12 +218,13 @@ def list_systems() -> list[System]:
 
 def system_for(gpu_id: str, *, system: str | None = None, gpus_per_node: int | None = None,
                intra_node_gb_per_s: float | None = None, nic_gbps_per_gpu: float | None = None,
-               p2p: bool | None = None) -> System:  # fmt: skip
+               p2p: bool | None = None, host_memory_gb_per_s: float | None = None) -> System:  # fmt: skip
     """The system of ``gpu_id`` (a catalog id): the named ``system``, else the first one listing it; with overrides.
 
     ``gpus_per_node`` sets the host size (and the innermost domain where it equals the host); ``intra_node_gb_per_s``
     the innermost tier's bandwidth; ``nic_gbps_per_gpu`` the NIC tier as one rail per GPU of that speed (Gb/s, as
-    NICs are sold); ``p2p`` switches a PCIe innermost tier between peer-to-peer and host-staged.
+    NICs are sold); ``p2p`` switches a PCIe innermost tier between peer-to-peer and host-staged;
+    ``host_memory_gb_per_s`` the DRAM bandwidth of one host (``basis: override``).
     """
     systems = _builtin()
     if system is not None:
@@ -193,6 +264,11 @@ def system_for(gpu_id: str, *, system: str | None = None, gpus_per_node: int | N
                                       "source": f"override: {nic_gbps_per_gpu} Gb/s per GPU"})  # fmt: skip
         tiers = [*tiers[:-1], new] if nic is not None else [*tiers, new]
     update: dict[str, object] = {"tiers": tiers}
+    if host_memory_gb_per_s is not None:
+        if not host_memory_gb_per_s > 0 or host_memory_gb_per_s == float("inf"):
+            raise InputError(f"host_memory_gb_per_s={host_memory_gb_per_s}: must be a finite number > 0 (GB/s)")
+        update["host_memory"] = HostMemory(gb_per_s=host_memory_gb_per_s, basis="override",
+                                           source=f"override: {host_memory_gb_per_s} GB/s per host")  # fmt: skip
     if gpus_per_node is not None:
         update["gpus_per_node"] = gpus_per_node
     out = sysm.model_copy(update=update)

@@ -88,7 +88,7 @@ from scaleright.estimate.memory import (
     resolve_profile,
     training_memory_arrays,
 )
-from scaleright.estimate.memory.offload import HOST_MEMORY_GB_PER_S, host_link_bytes_per_s
+from scaleright.estimate.memory.offload import host_link_bytes_per_s, host_memory_bytes_per_s_per_gpu
 from scaleright.workload.flops import attention_flops_per_token, train_flops_per_token
 from scaleright.workload.params import count_params
 from scaleright.workload.precision import bytes_per_element
@@ -480,7 +480,7 @@ def train_step_arrays(
     offload_s = n_micro * act_mb
     if off_o.any():  # ZeRO-Offload: gradients down every micro-batch (behind backward), CPU step, parameters up
         grad_down = np.maximum(bpv * opt_params / link - bwd_window, 0.0)
-        cpu_step = step_bytes / (HOST_MEMORY_GB_PER_S * 1e9 / system.gpus_per_node)
+        cpu_step = step_bytes / host_memory_bytes_per_s_per_gpu(system)
         offload_s = offload_s + np.where(off_o, n_micro * grad_down + cpu_step + bpv * opt_params / link, 0.0)
         optimizer_s = np.where(off_o, 0.0, optimizer_s)
     # ---- total -----------------------------------------------------------------------------------------------

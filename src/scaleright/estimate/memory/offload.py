@@ -17,9 +17,12 @@ in-flight micro-batch.
 
 The host link is the accelerator's PCIe generation in the catalog (``Accelerator.pcie_gen``; x16 per-direction
 rates from PCI-SIG) at the fraction of it that host/device copies reach (``HOST_COPY_EFFICIENCY``, measured); a
-part the catalog lists without a host link (NVLink-C2C superchips, TPUs, Trainium) is not offered offload. This
-module holds the memory side (``resident_states``, ``resident_activations``) and the link and host figures the step
-model (``estimate.train``) costs the traffic with.
+part the catalog lists without a host link (NVLink-C2C superchips, TPUs, Trainium) is not offered offload. The CPU
+step runs at the host's DRAM bandwidth, a field of the system (``System.host``, ``catalog/data/systems.yaml``: e.g.
+409.6 GB/s for a DGX A100's two EPYC 7742, 614.4 for a DGX H100's two Xeon 8480C; a system that states none gets
+``systems.DEFAULT_HOST_MEMORY``, marked ``basis: default``), shared by the host's GPUs. This module holds the memory
+side (``resident_states``, ``resident_activations``) and the link and host figures the step model
+(``estimate.train``) costs the traffic with.
 """
 
 from __future__ import annotations
@@ -33,20 +36,16 @@ from scaleright.catalog.gpus import PCIE_X16_GB_PER_S
 
 if TYPE_CHECKING:
     from scaleright.catalog.gpus import Accelerator
+    from scaleright.catalog.systems import System
 
-__all__ = ["HOST_COPY_EFFICIENCY", "HOST_MEMORY_GB_PER_S", "OFFLOAD_BUFFER_LAYERS",
-           "host_link_bytes_per_s", "resident_activations", "resident_states"]  # fmt: skip
+__all__ = ["HOST_COPY_EFFICIENCY", "OFFLOAD_BUFFER_LAYERS", "host_link_bytes_per_s", "host_memory_bytes_per_s_per_gpu",
+           "resident_activations", "resident_states"]  # fmt: skip
 
 # Host<->device copies reach this fraction of the x16 rate: the median of the PCIe H2D / D2H rows of
 # validation/reference/components/pcie_p2p.csv (nvbandwidth / TransferBench, H2D / D2H: H200 node 88.0 / 87.4 %,
 # Azure H100 81.0 / 82.5 %, Azure H200 82.5 / 82.5 %, Azure A100 H2D 84.8 %, Azure MI300X 87.3 / 88.9 %; the Azure
 # A100 D2H row, 20 %, is left out as that VM's anomaly).
 HOST_COPY_EFFICIENCY = 0.848
-# Host DRAM bandwidth of one node, GB/s, shared by its GPUs' CPU optimizer steps: two sockets of eight DDR5-4800
-# channels (2 x 8 x 4800 MT/s x 8 B = 614.4 GB/s, the peak of a DGX H100's two Xeon Platinum 8480C; derived from
-# the datasheet, not measured). CPU-Adam is bound by memory bandwidth (Ren et al. 2021, section 5.1), so the step is
-# timed at this peak: a lower bound on the CPU step time.
-HOST_MEMORY_GB_PER_S = 614.4
 OFFLOAD_BUFFER_LAYERS = 2  # layers of activations kept on the GPU under activation offload (double buffering)
 
 
@@ -57,6 +56,13 @@ def host_link_bytes_per_s(gpu: Accelerator) -> float | None:
     if gen is None or gen not in PCIE_X16_GB_PER_S:
         return None
     return PCIE_X16_GB_PER_S[gen] * 1e9 * HOST_COPY_EFFICIENCY
+
+
+def host_memory_bytes_per_s_per_gpu(system: System) -> float:
+    """Host DRAM bandwidth (B/s) one GPU's CPU optimizer step gets: the host's (``System.host``) shared by its
+    ``gpus_per_node`` GPUs, whose steps run at once. CPU-Adam is bound by memory bandwidth (Ren et al. 2021, section
+    5.1); at a peak figure (``basis: peak``) the step time is a lower bound."""
+    return system.host.gb_per_s * 1e9 / system.gpus_per_node
 
 
 def resident_states(weights: ArrayLike, grads: ArrayLike, opt: ArrayLike, offload_optimizer: ArrayLike, *,
