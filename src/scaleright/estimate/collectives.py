@@ -34,7 +34,10 @@ carries its share of the ring across tier ``i`` on its own link. ``b_i`` per GPU
   busbw of up to 8 rails, because each GPU carries only 1/8 of the ring's inter-node traffic (multi-node rows of
   collectives.csv: 381.8 GB/s on 4 B200 nodes and 369 GB/s on 2 MI355X nodes, each with 8 × 50 GB/s NICs).
 - PCIe without peer-to-peer (``pcie-host``): the same link, at the fitted host-staged fraction (P2P-disabled rows
-  of ``pcie_p2p.csv``: every transfer is a device-to-host then host-to-device copy).
+  of ``pcie_p2p.csv``: every transfer is a device-to-host then host-to-device copy), and never more than the host's
+  DRAM allows: each staged byte is written to host memory once and read once, and the ``q`` GPUs of the host that
+  stage at once (counted as for NICs) share its bandwidth ``H`` (``System.host``): ``b·η ≤ H / (2q)`` per GPU.
+  (Intel DDIO can land part of a staging buffer in the last-level cache; the bound assumes DRAM.)
 
 ``η`` is the achieved fraction of the link spec, fitted per fabric. Two NCCL protocols are modelled: Simple
 (``η``, ``α``) and LL (low latency: ``η_LL``, ``α_LL``, lower latency and bandwidth), and NCCL takes the faster
@@ -258,6 +261,11 @@ def collective_cost(kind: str, message_bytes: ArrayLike, *, system: System, size
             raise InputError(f"concurrent_groups={concurrent_groups!s}: must be >= 1")
         sharers = np.clip(m_host * c, 1.0, g)
 
+    # GPUs of one host staging through its memory at once (pcie-host): this group's members on the host, times c
+    m_in_host = np.minimum(n, np.maximum(1.0, np.floor(g / st)))
+    stagers = sharers if concurrent_groups is None else np.clip(m_in_host * c, 1.0, g)
+    host_cap = system.host.gb_per_s * 1e9 / (2.0 * stagers)  # B/s one GPU can stage: write once, read once
+
     inf = np.full_like(n, np.inf)
     bw = {"simple": inf.copy(), "ll": inf.copy()}
     alpha = {"simple": np.zeros_like(n), "ll": np.zeros_like(n)}
@@ -280,11 +288,12 @@ def collective_cost(kind: str, message_bytes: ArrayLike, *, system: System, size
             eta = fit.eta if proto == "simple" or fit.ll_eta is None else fit.ll_eta
             a_us = fit.alpha_us if proto == "simple" or fit.ll_alpha_us is None else fit.ll_alpha_us
             a = (t.latency_us if t.latency_us is not None else a_us) * 1e-6
-            ring_b = (1.0 if kind == "p2p" else inner) * b_gpu * eta  # one send/recv pair: one GPU's link
+            b_ach = b_gpu * eta if t.kind != "pcie-host" else np.minimum(b_gpu * eta, host_cap)
+            ring_b = (1.0 if kind == "p2p" else inner) * b_ach  # one send/recv pair: one GPU's link
             bw[proto] = np.where(u, np.minimum(bw[proto], ring_b), bw[proto])
             alpha[proto] = np.where(u, np.maximum(alpha[proto], a), alpha[proto])
             ring_lat[proto] = ring_lat[proto] + np.where(u, _ring_hops(t, m, inner, n) * a, 0.0)
-            a2a_time[proto] = np.where(u, np.maximum(a2a_time[proto], s_bytes * (m - inner) / n / (b_gpu * eta)),
+            a2a_time[proto] = np.where(u, np.maximum(a2a_time[proto], s_bytes * (m - inner) / n / b_ach),
                                        a2a_time[proto])  # fmt: skip
             hops = np.where(first_used, m / inner - 1.0, np.ceil(np.log2(np.maximum(m / inner, 1.0))))
             tree_lat[proto] = tree_lat[proto] + np.where(u, hops * a, 0.0)
