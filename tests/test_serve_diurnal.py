@@ -206,3 +206,30 @@ def test_a_pool_started_at_one_replica_at_most_doubles_each_interval():
         before_next = tl[tl[:, 0] < (k + 1) * INTERVAL]
         assert before_next[:, 2].max() <= 2**k, k
     assert tl[:, 2].max() >= 20  # and it does reach the need
+
+
+def test_a_falling_load_is_followed_with_the_stabilisation_window_not_in_steps_below_it():
+    """The Kubernetes HPA scales down to the highest recommendation of its stabilisation window (the scale-down
+    delay W), so on a falling load the count at t is at least the settled need of t − W: rate(t − W) · S / target
+    (the oldest tick of the window measured that load; the ceiling and the window's maximum only add). With
+    W = 600 s the falling day's need drops by up to 2π · 0.8 · 20 / 7200 · 600 = 8.4 replicas over one window:
+    a rule that, once the window has passed, drops straight to the latest count would sit several replicas below.
+    Averaged over 10-minute windows from P/4 + W to 3P/4; the margin of 1 replica covers the drift of one
+    interval (2π · 0.8 · 20 / 7200 · 30 / 2 = 0.2) and the noise of a window's mean."""
+    window = 600.0
+    for seed in (5, 6):
+        arr = diurnal(np.random.default_rng(seed), rate=R, n=int(R * P * 1.2), period_s=P, amplitude=A)
+        arr = arr[arr <= P]
+        n = len(arr)
+        scale = Autoscale(max_replicas=64, metric="utilisation", target=TARGET, interval_s=INTERVAL,
+                          cold_start_s=COLD, scale_down_delay_s=window)  # fmt: skip
+        pool = PoolSpec("pool", ToyModel(fixed_s=0.01, per_prefill_token_s=0.0), SchedulerConfig(1, 256), 100_000,
+                        1, replicas=20, autoscale=scale)  # fmt: skip
+        res = run_fleet(Environment(0), [pool], [ServiceSpec("s", arr, np.full(n, 16), np.full(n, 100),
+                                                             tiers=["pool"])])  # fmt: skip
+        tl = np.asarray(res.pools["pool"]["replicas_over_time"], dtype=float)
+        ts = np.arange(P / 4 + window, 3 * P / 4, 10.0)
+        lag = tl[np.searchsorted(tl[:, 0], ts, side="right") - 1, 2] - _need(ts - window)
+        for w in np.arange(ts[0], ts[-1], 600.0):
+            m = (ts >= w) & (ts < w + 600.0)
+            assert lag[m].mean() >= -1.0, (seed, w)

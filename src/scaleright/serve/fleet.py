@@ -13,8 +13,10 @@
 - **Autoscaling** (the Kubernetes HPA rule): every ``interval_s``, desired = ⌈replicas · metric / target⌉ with the
   metric the pool's busy share over the last interval (``utilisation``) or the requests waiting per replica
   (``queue``), clamped to ``[min_replicas, max_replicas]``. New replicas serve after ``cold_start_s`` (weights
-  load, engine start) and are billed from the request; a replica is removed only once the desired count has stayed
-  below the current one for ``scale_down_delay_s`` (the HPA stabilisation window), and only when idle. With
+  load, engine start) and are billed from the request. Scaling down follows the HPA's stabilisation window
+  (``scale_down_delay_s``): the pool keeps the highest desired count of the ticks of the last window (its start
+  count counting as one at time 0), so a falling load is followed with that delay rather than in steps to the
+  latest count; only idle replicas are removed. With
   ``min_replicas = 0`` (scale to zero, serverless) the first request to an empty pool starts a replica at once and
   waits its cold start.
 - **Billing.** Both ways are reported for every pool: per-second billing (serverless: every replica-second from a
@@ -149,7 +151,8 @@ class _Pool:
         self._live: dict[int, int] = {}  # replica index -> position in ``all``
         self.pending: list[Request] = []  # arrived while no replica serves (scale from zero)
         self.timeline: list[tuple[float, int, int]] = [(0.0, 0, 0)]  # (time, serving, billed)
-        self.below_since: float | None = None
+        # (time, desired) of the autoscaler's ticks within the scale-down window; the start count at time 0
+        self.recent: list[tuple[float, int]] = [(0.0, spec.start_replicas())]
         self._busy_mark = 0.0
         self._busy_removed = 0.0
         self.peak_billed = 0
@@ -215,18 +218,16 @@ class _Pool:
         current = n + self.starting
         desired = math.ceil(max(current, 1) * metric / a.target - 1e-9)
         desired = min(max(desired, a.min_replicas), a.max_replicas)
+        self.recent = [(t, d) for t, d in self.recent if env.now - t <= a.scale_down_delay_s]
+        self.recent.append((env.now, desired))
         if desired > current:
-            self.below_since = None
             self.start(env, desired - current, cold=True)
-        elif desired < n:
-            if self.below_since is None:
-                self.below_since = env.now
-            if env.now - self.below_since >= a.scale_down_delay_s:
-                idle = [r for r in self.active if r.in_system == 0 and not r.busy]
-                for rep in idle[: n - desired]:
-                    self._remove(env, rep)
         else:
-            self.below_since = None
+            keep = max(d for _, d in self.recent)  # the HPA's stabilised recommendation for scaling down
+            if keep < n:
+                idle = [r for r in self.active if r.in_system == 0 and not r.busy]
+                for rep in idle[: n - keep]:
+                    self._remove(env, rep)
 
     def _remove(self, env: Environment, rep: Replica) -> None:
         self.active.remove(rep)
