@@ -233,3 +233,38 @@ def test_a_falling_load_is_followed_with_the_stabilisation_window_not_in_steps_b
         for w in np.arange(ts[0], ts[-1], 600.0):
             m = (ts >= w) & (ts < w + 600.0)
             assert lag[m].mean() >= -1.0, (seed, w)
+
+
+# ---- the planner's hourly fleet ------------------------------------------------------------------------------------
+
+
+def test_the_planners_hourly_fleet_is_the_peak_fleet_scaled_by_each_hours_rate():
+    """A diurnal scenario is sized at its peak, r (1 + a) (1 + headroom), on n replicas; the autoscaling lever gives
+    each hour the replicas for its midpoint rate r (1 + a sin(2π (h + ½) / 24)) (1 + headroom), each replica carrying
+    what one carried at the peak. Rate and headroom cancel: hour h needs ⌈n (1 + a sin(2π (h + ½) / 24)) / (1 + a)⌉.
+    The midpoints 5.5 h and 6.5 h straddle the 6 h peak (equal sines), 17.5 h and 18.5 h the trough, so the day is
+    symmetric about them, and the mean over the day's 24 midpoints is r exactly (their sines sum to zero)."""
+    from scaleright.plan.planner import plan
+    from scaleright.plan.scenario import parse_scenario
+    from scaleright.plan.serving import hourly_rates
+
+    a, rate = 0.9, 40.0
+    scn = parse_scenario({"model": "llama-3.1-8b", "task": "inference",
+                          "inference": {"requests_per_s": rate, "input_len": 1024, "output_len": 256,
+                                        "ttft_slo_s": 0.5, "tpot_slo_s": 0.05, "arrival": "diurnal",
+                                        "diurnal_amplitude": a},
+                          "constraints": {"gpu_types": ["h100-sxm"], "max_gpus": 32}})  # fmt: skip
+    rates = hourly_rates(scn.inference, rate)
+    assert np.mean(rates) == pytest.approx(rate, rel=1e-12)
+    assert rates[5] == pytest.approx(rates[6]) and rates[17] == pytest.approx(rates[18])
+    assert rates[5] == pytest.approx(rate * (1 + a * math.cos(math.pi / 24)))  # sin(2π·5.5/24) = cos(π/24)
+    res = plan(scn)
+    rec = res.recommendation
+    n = rec["layout"]["replicas"]
+    assert rec["sized_at_requests_per_s"] == pytest.approx(rate * (1 + a) * (1 + scn.inference.headroom))
+    lev = next(x for x in res.explanations if x["topic"] == "serving_levers")["data"]["levers"]
+    auto = next(r for r in lev if r["lever"] == "autoscaling")
+    want = [math.ceil(n * (1 + a * math.sin(2 * math.pi * (h + 0.5) / 24)) / (1 + a) - 1e-9) for h in range(24)]
+    assert auto["replicas_by_hour"] == want
+    assert auto["gpus_with"] == pytest.approx(sum(max(k, 1) for k in want) / 24 * rec["layout"]["tp"])
+    assert auto["gpus_without"] == rec["gpus"] > auto["gpus_with"]
