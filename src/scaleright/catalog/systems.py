@@ -148,7 +148,7 @@ def peak_gb_per_s(sockets: int, channels_per_socket: int, mt_per_s: int) -> floa
 DEFAULT_HOST_MEMORY = HostMemory(
     gb_per_s=614.4, basis="default", memory="DDR5-4800", sockets=2, channels_per_socket=8, mt_per_s=4800,
     assumed=True, source="scaleright default (the system states no host memory): 2 x 8 x DDR5-4800 x 8 B, "
-    "a DGX H100's two Xeon Platinum 8480C; override with host_memory_gb_per_s")  # fmt: skip
+    "a DGX H100's two Xeon Platinum 8480C; override: system_for(..., host_memory_gb_per_s=...)")  # fmt: skip
 
 
 class System(BaseModel):
