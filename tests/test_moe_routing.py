@@ -188,3 +188,21 @@ def test_per_expert_gemm_efficiency_falls_with_rows_as_deepgemms_grouped_gemms_d
         modelled = rate(mm) / rate(1024)
         assert modelled == pytest.approx(measured, rel=0.12)
         assert modelled < 1.0
+
+
+@settings(max_examples=40, deadline=None)
+@given(tokens=st.sampled_from([1024, 4096, 16384]), tp=st.sampled_from([1, 2, 4]), ep=st.sampled_from([1, 2, 4, 8]),
+       etp=st.sampled_from([1, 2]))  # fmt: skip
+def test_training_moe_layer_is_never_faster_than_its_flops_or_its_copies(tokens, tp, ep, etp):
+    """Training's MoE layer (the same ``layer_gemm_times``): a rank runs t·k·etp/tp routed rows on its experts'
+    1/etp slices (MoE parallel folding) and dispatches its t/tp sequence-parallel tokens; its forward FFN time is
+    at least those rows' expert FLOPs at the peak plus the dispatch / combine copies at the HBM bandwidth."""
+    spec = load_model("qwen3-30b-a3b")
+    c = count_params(spec)
+    peak, hbm = 1e15, 3e12
+    gemm = dict(peak=peak, eff_max=1.0, half_dim=96.0, hbm=hbm, bytes_per_el=2.0)
+    ffn = float(layer_gemm_times(spec, c, tokens=tokens, tp=tp, ep=ep, etp=etp, gemm=gemm)[1])
+    routed = tokens * spec.moe.top_k * etp / tp
+    flops = 2.0 * routed * _expert_weight_elements(spec) / etp
+    copies = 2 * spec.hidden * (tokens / tp + routed) * 2.0
+    assert ffn >= flops / peak + copies / hbm
