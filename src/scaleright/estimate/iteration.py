@@ -7,7 +7,7 @@ chunked prefills. On one replica of ``tp · pp`` GPUs it costs
     t = overhead + Σ_GEMMs max(FLOPs / (peak · eff(m)), bytes / HBM)          (weights read once per iteration)
           + elementwise(m) + max(decode attention FLOPs / peak_attn, KV bytes / HBM)         (KV read per sequence)
           + max(prefill attention FLOPs / peak_attn, prefix KV bytes / HBM)
-          + 2 · layers · all_reduce(m · h · 2 B, tp) + MoE all-to-all(m, ep) + (pp − 1) · p2p(m)
+          + 2 · layers · all_reduce(m · h · 2 B, tp) + (pp − 1) · p2p(m)
           + sequence_overhead · (sequences sampling a token)                (host work of a serial engine loop)
 
 - Collectives (the TP all-reduce, the pipeline send/recv) are timed by
