@@ -206,3 +206,27 @@ def test_training_moe_layer_is_never_faster_than_its_flops_or_its_copies(tokens,
     flops = 2.0 * routed * _expert_weight_elements(spec) / etp
     copies = 2 * spec.hidden * (tokens / tp + routed) * 2.0
     assert ffn >= flops / peak + copies / hbm
+
+
+def test_serving_experts_split_inside_the_tensor_parallel_group_need_no_all_to_all(monkeypatch):
+    """Every rank of the TP group holds all the tokens after the attention all-reduce, so splitting the experts
+    over ep of its ranks needs no dispatch all-to-all, and the combine is the layer's second all-reduce: the
+    iteration issues the same collectives with ep = 8 as with ep = 1 (vLLM / SGLang EP inside TP)."""
+    import scaleright.estimate.iteration as iteration
+
+    calls: list[str] = []
+    real = iteration.collective_time_s
+
+    def spy(kind, *args, **kwargs):
+        calls.append(kind)
+        return real(kind, *args, **kwargs)
+
+    monkeypatch.setattr(iteration, "collective_time_s", spy)
+    spec = load_model("qwen3-235b-a22b")
+    kinds = {}
+    for ep in (1, 8):
+        calls.clear()
+        IterationModel(spec, gpu=get_gpu("h200-sxm"), tp=8, ep=ep, precision="fp8", max_rows=0).fixed_s(256)
+        kinds[ep] = sorted(calls)
+    assert "all_to_all" not in kinds[8]
+    assert kinds[8] == kinds[1]
