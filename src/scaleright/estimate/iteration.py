@@ -7,16 +7,16 @@ chunked prefills. On one replica of ``tp · pp`` GPUs it costs
     t = overhead + Σ_GEMMs max(FLOPs / (peak · eff(m)), bytes / HBM)          (weights read once per iteration)
           + elementwise(m) + max(decode attention FLOPs / peak_attn, KV bytes / HBM)         (KV read per sequence)
           + max(prefill attention FLOPs / peak_attn, prefix KV bytes / HBM)
-          + 2 · layers · all_reduce(m · h · 2 B, tp) + MoE all-to-all(m, ep) + (pp − 1) · p2p(m)
+          + 2 · layers · all_reduce(m · h · 2 B, tp) + (pp − 1) · p2p(m)
           + sequence_overhead · (sequences sampling a token)                (host work of a serial engine loop)
 
-- Collectives (the TP all-reduce, the MoE all-to-all, the pipeline send/recv) are timed by
+- Collectives (the TP all-reduce, the pipeline send/recv) are timed by
   ``estimate.collectives`` on the tiers of the ``catalog.systems.System`` the group spans, from measured
   nccl-tests bus bandwidth and latency (its LL and NVLS small-message fits cover the activation sizes of decode):
-  the TP group is ``tp`` adjacent ranks, the EP group ``ep`` adjacent ranks inside it, the pipeline ``pp`` ranks
-  ``tp`` apart. Engines with a custom all-reduce (``EngineProfile.custom_all_reduce``) take the faster of NCCL
-  and their one-shot kernel inside a peer-to-peer domain (``one_shot_all_reduce_s``, costed from the same
-  fabric fits): at decode sizes the ring's 2(tp − 1) latency steps would dominate.
+  the TP group is ``tp`` adjacent ranks (the EP group, ``ep`` of them, needs no collective of its own), the
+  pipeline ``pp`` ranks ``tp`` apart. Engines with a custom all-reduce (``EngineProfile.custom_all_reduce``) take
+  the faster of NCCL and their one-shot kernel inside a peer-to-peer domain (``one_shot_all_reduce_s``, costed
+  from the same fabric fits): at decode sizes the ring's 2(tp − 1) latency steps would dominate.
 - GEMMs are the rooflines of ``estimate.layer`` (``layer_gemm_times``, ``gemm_time``), with the row count
   floored at ``gemm_half_dim`` in the efficiency only (``rows_floor``): a batch-1 decode is bandwidth-bound GEMV,
   its time the weight bytes over the achievable HBM bandwidth (Pope et al. 2022, section 2), inversely
@@ -36,9 +36,12 @@ chunked prefills. On one replica of ``tp · pp`` GPUs it costs
   ``trtllm`` profile refuses one (``workload.precision.check_gguf_engine``).
 - Decode attention reads every sequence's KV cache once: its time is affine in the batch's total context, so a run
   of identical iterations whose contexts only grow can be summed in closed form (``DecodeRun``).
-- MoE layers read only the experts the batch touches, E·(1 − (1 − k/E)^m) of E; with expert parallelism
-  (``ep`` divides ``tp``: experts are split over the ep ranks of the tensor-parallel group instead of sliced) each
-  GPU holds E/ep experts and tokens cross two all-to-alls per MoE layer (dispatch and combine).
+- MoE layers read only the experts the batch touches, E·(1 − (1 − k/E)^m) of E, and pay the dispatch / combine
+  copies that group rows by expert around the grouped GEMMs (``estimate.moe``); with expert parallelism (``ep``
+  divides ``tp``: experts are split over the ep ranks of the tensor-parallel group instead of sliced) each GPU
+  holds E/ep experts, the layer waits for the busiest rank (its expected routed rows and experts reached under
+  uniform routing, ``estimate.moe``), and no all-to-all is needed: every rank holds all the tokens, and the
+  combine is the layer's second all-reduce.
 - Pipeline stages run one after another for one iteration; pp adds (pp − 1) activation transfers. Interleaving of
   several micro-batches over the stages (vLLM virtual engines) is not modelled.
 - The engine profile (``estimate.engines``) sets the per-iteration overhead (scheduling, sampling, launch gaps), the
@@ -283,22 +286,23 @@ class IterationModel:
         mm = np.maximum(m, 1.0)  # rows 0 never runs (no work); keep the arrays finite
         h, L, act = spec.hidden, spec.layers, self._act
         # serving splits experts over the ep ranks of the tensor-parallel group: each expert sliced tp / ep ways
-        attn, layer_ffn = layer_gemm_times(spec, c, tokens=mm, tp=tp, ep=ep, gemm=self._gemm, expert_tokens=mm,
-                                           expert_tp=tp // ep)  # fmt: skip
+        # (MoE: the busiest expert-parallel rank's experts and its dispatch / combine copies, ``estimate.moe``)
+        moe_kw = dict(tokens=mm, tp=tp, ep=ep, expert_tokens=mm, expert_tp=tp // ep, act_bytes=act,
+                      stream_hbm=self._stream_hbm)  # fmt: skip
+        attn, layer_ffn = layer_gemm_times(spec, c, gemm=self._gemm, **moe_kw)
         if self._ffn_bpe is not None:  # GGUF: the FFN matrices at their own bytes per weight
-            layer_ffn = layer_gemm_times(spec, c, tokens=mm, tp=tp, ep=ep, expert_tokens=mm, expert_tp=tp // ep,
-                                         gemm={**self._gemm, "bytes_per_el": self._ffn_bpe})[1]  # fmt: skip
+            layer_ffn = layer_gemm_times(spec, c, gemm={**self._gemm, "bytes_per_el": self._ffn_bpe}, **moe_kw)[1]
         deq = 0.0 * mm
         if self._dequant_rows is not None:  # many rows: dequantise once per iteration, then 16-bit GEMMs
-            a16, f16 = layer_gemm_times(spec, c, tokens=mm, tp=tp, ep=ep, gemm=self._gemm16, expert_tokens=mm,
-                                        expert_tp=tp // ep)  # fmt: skip
+            a16, f16 = layer_gemm_times(spec, c, gemm=self._gemm16, **moe_kw)
             big = mm > self._dequant_rows
             attn, layer_ffn = np.where(big, a16, attn), np.where(big, f16, layer_ffn)
             deq = np.where(big, self._dequant_s, 0.0)
+        # MoE with ep | tp: every rank of the tensor-parallel group already holds all the tokens (the attention
+        # output is all-reduced), so the dispatch is a local gather and the combine is the layer's second TP
+        # all-reduce (``ar`` below): no all-to-all (vLLM / SGLang expert parallelism inside TP, TensorRT-LLM's
+        # MoE EP inside TP). An all-to-all belongs to attention-data-parallel + EP layouts, not modelled here.
         a2a = 0.0 * mm
-        if spec.moe and ep > 1:  # dispatch and combine per MoE layer over the ep adjacent ranks
-            a2a = c.moe_layers * 2 * collective_time_s("all_to_all", mm * spec.moe.top_k * h * act, system=system,
-                                                       size=ep, stride=1, fits=fits)  # fmt: skip
         repl, split = self._elementwise
         elem = mm * (repl + split / tp) * act / self._stream_hbm
         # two all-reduces per layer on the tiers the tp group spans (NCCL / the engines' custom all-reduce pick the

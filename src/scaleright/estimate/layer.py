@@ -11,13 +11,18 @@ GEMMs of a layer on a tensor-parallel shard of size ``tp``, for ``t`` tokens (fo
   experts split over ``etp`` GPUs (``h x n·f/etp``) on its share of tokens: a GPU dispatches its sequence-parallel
   ``t/tp`` tokens k times over the EP group and the ETP group gathers them, ``t·k·ep·etp/(tp·E)`` rows per expert
   (Megatron-Core's all-to-all dispatcher; ``etp = tp``: ``t·k·ep/E``; thin GEMMs for fine-grained experts), plus
-  shared experts and the router.
+  shared experts and the router. The expert GEMMs are timed on the busiest expert-parallel rank (its expected
+  routed rows and experts reached under uniform routing; the mean for ep = 1), and the MoE FFN time includes the
+  dispatch / combine copies that group rows by expert and restore token order, ``2·h·(t_src + R)`` values at the
+  activation bytes over the streaming bandwidth for ``t_src`` tokens routed and ``R`` routed rows run
+  (``estimate.moe``). The efficiency below is that of each expert's GEMM (its own rows, width and hidden size).
 A GEMM (m x k)·(k x n) takes ``max(2mkn / (peak · eff), bytes / HBM)`` with
 ``eff = eff_max · d / (d + half_dim)``, d its smallest dimension (tile and wave quantisation). Serving passes
 ``rows_floor``: the rows count in ``d`` as at least that many, because a GEMM of few rows (decode) runs as a
 bandwidth-bound GEMV / split-K kernel, not as a tensor-core tile mostly empty (Pope et al. 2022, section 2).
-A serving batch of ``expert_tokens`` tokens reaches only ``E·(1 − (1 − k/E)^tokens)`` of the ``E`` experts, and
-only those are read (``layer_gemm_times(expert_tokens=...)``); training batches reach every expert.
+A batch of ``T`` tokens routed over the expert-parallel group reaches ``E·(1 − (1 − k/E)^T)`` of the ``E``
+experts, and only those are run and read (serving: ``layer_gemm_times(expert_tokens=...)``; training batches are
+large enough to reach every expert).
 
 Elementwise traffic per token and layer, forward, in values read plus written by unfused kernels:
 two norms (read h, write h: 4h) and two residual adds (read 2h, write h: 6h) — 10h, replicated over tp unless
@@ -36,6 +41,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from scaleright.errors import InputError
 from scaleright.estimate.calibration import ArchFactors, Calibration, arch_factors
+from scaleright.estimate.moe import busiest_rank_experts, busiest_rank_rows, permute_values
 from scaleright.workload.params import ParamCounts
 from scaleright.workload.spec import TransformerSpec
 
@@ -132,16 +138,19 @@ def layer_gemm_times(
     spec: TransformerSpec, c: ParamCounts, *, tokens: float | NDArray[np.float64], tp: float | NDArray[np.float64],
     ep: float | NDArray[np.float64] = 1.0, gemm: dict[str, float],
     expert_tokens: float | NDArray[np.float64] | None = None, expert_tp: float | None = None,
-    etp: float | NDArray[np.float64] | None = None,
+    etp: float | NDArray[np.float64] | None = None, act_bytes: float | None = None, stream_hbm: float | None = None,
 ) -> tuple[float | NDArray[np.float64], float | NDArray[np.float64]]:
     """(attention projections, FFN) forward GEMM time of one average layer for ``tokens`` tokens on one GPU.
 
-    MoE: by default (training) each of the ``ep`` ranks routes its own ``tokens`` and every expert is reached;
-    ``etp`` (expert tensor parallel, MoE parallel folding; None: tp) slices each expert's width, and a rank then
-    runs the tokens of ``ep · etp / tp`` attention ranks. ``expert_tokens`` (serving): the tokens the
-    expert-parallel group routes in all; only the experts they reach are run and read. ``expert_tp``: the slicing
-    of each expert's width when serving (default ``tp``; serving splits the experts over the ``ep`` ranks of the
-    tensor-parallel group, so each is sliced ``tp / ep`` ways)."""
+    MoE: by default (training) each of the ``ep`` ranks routes its sequence-parallel ``tokens / tp`` and runs the
+    tokens of ``ep · etp / tp`` attention ranks (``etp``: expert tensor parallel, MoE parallel folding; None: tp),
+    each expert's width sliced ``etp`` ways. ``expert_tokens`` (serving): the tokens the expert-parallel group
+    routes in all, every one of them held (and dispatched) by each rank of the tensor-parallel group; only the
+    experts they reach are run and read. ``expert_tp``: the slicing of each expert's width when serving (default
+    ``tp``; serving splits the experts over the ``ep`` ranks of the tensor-parallel group, so each is sliced
+    ``tp / ep`` ways). The FFN time includes the MoE dispatch / combine copies (module docstring) at
+    ``act_bytes`` per value (default: 16-bit, or the GEMM operands' bytes if wider) over ``stream_hbm`` bytes/s
+    (default: the GEMMs' ``hbm``)."""
     t = tokens
     h = spec.hidden
     if spec.mla:
@@ -170,14 +179,19 @@ def layer_gemm_times(
     m = spec.moe
     frac = c.moe_layers / c.layers
     e_tp = etp if etp is not None else (tp if expert_tp is None else expert_tp)
-    if expert_tokens is None:  # every expert reached: t·ep·(etp/tp)·k/E rows each on E/ep local experts
+    if expert_tokens is None:  # training: the EP group routes t·ep·(etp/tp) tokens, each rank its t/tp of them
         fold = 1.0 if etp is None else np.asarray(etp, dtype=float) / tp
-        moe = ffn(t * m.top_k * ep * fold / m.num_experts, m.expert_ffn_hidden, count=m.num_experts / ep,
-                  split=e_tp)  # fmt: skip
-    else:
-        n_tok = np.asarray(expert_tokens, dtype=float)
-        touched = m.num_experts * (1 - (1 - m.top_k / m.num_experts) ** n_tok)
-        moe = ffn(n_tok * m.top_k / touched, m.expert_ffn_hidden, count=touched / ep, split=e_tp)
+        group_tokens, source = t * ep * fold, t / np.asarray(tp, dtype=float)
+    else:  # serving: every rank of the tensor-parallel group holds (and dispatches) all the tokens
+        group_tokens, source = np.asarray(expert_tokens, dtype=float), t
+    # the busiest expert-parallel rank sets the layer's time: its routed rows and the experts it reaches
+    rows = busiest_rank_rows(group_tokens, num_experts=m.num_experts, top_k=m.top_k, ep=ep)
+    reached = busiest_rank_experts(group_tokens, num_experts=m.num_experts, top_k=m.top_k, ep=ep)
+    moe = ffn(rows / np.maximum(reached, 1e-300), m.expert_ffn_hidden, count=reached, split=e_tp)
+    # the dispatch / combine copies around the grouped GEMMs, at the streaming bandwidth (``estimate.moe``)
+    a_bytes = act_bytes if act_bytes is not None else max(2.0, float(gemm["bytes_per_el"]))
+    moe = moe + permute_values(h, source_tokens=source, routed_rows=rows) * a_bytes / (
+        stream_hbm if stream_hbm is not None else gemm["hbm"])
     if m.num_shared_experts:
         moe = moe + ffn(t, m.shared_ffn_hidden * m.num_shared_experts)
     moe = moe + gemm_time(t, h, m.num_experts, **gemm)  # router
