@@ -39,18 +39,19 @@ chunked prefills. On one replica of ``tp · pp`` GPUs it costs
 - MoE layers read only the experts the batch touches, E·(1 − (1 − k/E)^m) of E; with expert parallelism
   (``ep`` divides ``tp``: experts are split over the ep ranks of the tensor-parallel group instead of sliced) each
   GPU holds E/ep experts and tokens cross two all-to-alls per MoE layer (dispatch and combine).
-- Pipeline parallelism: one micro-batch's iteration passes the ``pp`` stages one after another (each holds
-  ``L / pp`` layers; the last also the output head), with (pp − 1) activation transfers, so its latency is the
-  serial sum of the stages, ``T``. An engine that overlaps the stages (``EngineProfile.overlaps_pipeline_stages``:
-  TensorRT-LLM, vLLM, SGLang) keeps ``k = pp`` micro-batches in flight (``micro_batches``), each on another stage
-  in steady state; the stages are shared, so each micro-batch's iteration also lasts at least ``k`` times the
-  slowest stage's GPU time (the last: its share of the layers plus the head), ``max(T, k · stage)``, and the
-  replica's throughput is ``k`` micro-batches per such iteration, stage-limited. The engine's per-iteration and
-  per-sequence host overheads are not stage time. With equal stages that is ``T`` plus ``(k − 1) · head −
-  overhead`` where positive, the same for every context length (``head_s`` of the tables); ``k = 1`` (llama.cpp,
-  whose layer split runs the GPUs in turn, or pp = 1) is ``T`` exactly. The simulator runs the ``k`` micro-batches
-  as ``k`` schedulers per replica (vLLM's virtual engines), the steady state of ``estimate.infer`` as ``k``
-  micro-batches of a ``k``-th of the concurrency.
+- Pipeline parallelism: one micro-batch's iteration passes the ``pp`` stages one after another (each holds ``L / pp``
+  layers; the last also the output head), with (pp − 1) activation transfers, so its latency is the serial sum of the
+  stages, ``T``. An engine that overlaps the stages (``EngineProfile.overlaps_pipeline_stages``: TensorRT-LLM, vLLM,
+  SGLang) keeps ``k = pp`` micro-batches in flight (``micro_batches``), each on another stage in steady state; the
+  stages are shared, so each micro-batch's iteration also lasts at least ``k`` times the slowest stage's GPU time (the
+  last: its share of the layers plus the head), ``max(T, k · stage)``, and the replica's throughput is ``k``
+  micro-batches per such iteration, stage-limited. The engine's per-iteration and per-sequence host overheads are not
+  stage time. With equal stages that is ``T`` plus ``(k − 1) · head − overhead`` where positive, the same for every
+  context length (``pipelined_head_s``, the tables' head entries: the simulator's schedulers take the other
+  micro-batches as busy, so a lone micro-batch's iteration comes out up to that much long); ``k = 1`` (llama.cpp,
+  whose layer split runs the GPUs in turn, or pp = 1) is ``T`` exactly. The simulator runs the ``k`` micro-batches as
+  ``k`` schedulers per replica (vLLM's virtual engines), the steady state of ``estimate.infer`` as ``k`` micro-batches
+  of a ``k``-th of the concurrency.
 - The engine profile (``estimate.engines``) sets the per-iteration overhead (scheduling, sampling, launch gaps), the
   host time per sampled sequence of an engine whose loop runs between GPU steps (vLLM V0; 0 for the others),
   the achievable HBM fraction of decode kernels, a factor on the GEMM efficiency and whether its elementwise

@@ -26,6 +26,10 @@
   ``kv_bytes_per_token · prompt tokens`` timed by ``estimate.collectives`` on that tier (``kv_link``: ``intra-node``
   or ``network``). The decode replica admits it with its KV in place.
 
+A pool's replica is one scheduler: with pp > 1 its stages run one after another (one micro-batch in flight, as
+llama.cpp runs them; ``serve.simulate`` runs an overlapping engine's pp micro-batches as pp schedulers per replica,
+``fleet_config`` builds pools' models with ``micro_batches=1``), so a pipelined pool's throughput is the serial one.
+
 Every random draw (escalation decisions) comes from the environment's generator after the arrivals: same seed,
 same result.
 """

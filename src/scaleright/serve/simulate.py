@@ -7,6 +7,16 @@ default: vLLM's default for years; vLLM 0.33.0's parser says 0.92), in blocks of
 (arrivals, lengths) is drawn from the environment's seeded generator: the same seed and inputs give the same
 result, bit for bit.
 
+Pipeline parallelism: an engine that overlaps its stages (``EngineProfile.overlaps_pipeline_stages``: TensorRT-LLM,
+vLLM, SGLang) keeps ``pp`` micro-batches in flight; each replica then runs ``pp`` schedulers (vLLM V0's virtual
+engines), each with a ``pp``-th of the replica's KV blocks and the scheduler's own ``max_num_seqs`` and token budget
+(TensorRT-LLM: ``pp · max_batch_size`` sequences per replica), every iteration one micro-batch's
+(``IterationModel.micro_batches``: all ``pp`` stages long, and at least ``pp`` times the slowest stage's GPU time, which
+assumes the other micro-batches as busy: at light load the modelled iteration is up to ``(pp − 1)`` head GEMMs longer
+than the engine's, conservative). The router spreads requests over every scheduler of every replica; ``replicas``,
+``kv_blocks_per_replica`` and the timeline's replica count are physical replicas. A request must fit one scheduler's
+blocks. llama.cpp runs the stages in turn: one scheduler per replica.
+
 The engine profile's frontend latency (HTTP, tokenisation) is added to each request's TTFT and end-to-end latency:
 for an open-loop stream that equals delaying every arrival by it; closed-loop clients send their next request
 without it.
