@@ -181,3 +181,34 @@ def test_the_simulator_pipelines_only_where_the_engine_does(llama_8b, h100):
     alone_p = simulate(llama_8b, rate=0.05, requests=20, **kw)
     alone_s = simulate(llama_8b, rate=0.05, requests=20, **{**kw, "engine": _serial("trtllm")})
     assert alone_p.tpot_ms["p50"] >= alone_s.tpot_ms["p50"] * (1 - 1e-12)
+
+
+def test_a_fleet_pool_pipelines_as_simulate_does(llama_8b, h100):
+    """A pool of one pp = 2 TensorRT-LLM replica (``serve.fleet``: ``PipelinedReplica``, two schedulers) drains a
+    backlog of 1500 requests at the rate ``serve.simulate`` finds for the same layout, engine and router (its
+    schedulers straight in the cluster) within 3 %; the same pool with its stages in turn is slower, by less than
+    half; its GPUs are never more than busy."""
+    from scaleright.serve.fleet import PoolSpec, ServiceSpec, run_fleet
+    from scaleright.serve.kernel import Environment
+    from scaleright.serve.replica import SchedulerConfig
+    from scaleright.serve.simulate import build_model, kv_blocks_per_replica
+
+    n, i_len, o_len = 1500, 256, 64
+    cfg = dict(max_num_seqs=256, max_num_batched_tokens=8192)
+    sim = simulate(llama_8b, gpu=h100, gpus=2, pp=2, rate=1e4, requests=n, input_len=i_len, output_len=o_len,
+                   engine="trtllm", router="least-outstanding", **cfg)  # fmt: skip
+
+    def fleet(micro_batches):
+        model = build_model(llama_8b, gpu=h100, pp=2, engine="trtllm", micro_batches=micro_batches, **cfg)
+        blocks = kv_blocks_per_replica(llama_8b, model, gpu=h100, tp=1, pp=2, ep=1, precision="bf16", **cfg)
+        pool = PoolSpec("pool", model, SchedulerConfig(**cfg), blocks, 2, replicas=1)
+        arrivals = np.arange(n) / 1e4
+        svc = ServiceSpec("s", arrivals, np.full(n, i_len), np.full(n, o_len), tiers=["pool"])
+        return run_fleet(Environment(0), [pool], [svc])
+
+    piped, serial = fleet(None), fleet(1)
+    rate_p, rate_s = piped.services["s"]["requests_per_s"], serial.services["s"]["requests_per_s"]
+    assert piped.services["s"]["requests"] == n
+    assert rate_p == pytest.approx(sim.requests_per_s, rel=0.03)
+    assert rate_s < rate_p <= 2 * rate_s
+    assert 0 < piped.pools["pool"]["gpu_utilisation"] <= 1 + 1e-9

@@ -238,12 +238,9 @@ def build_fleet(f: FleetFile, *, catalog=None, cal=None, source: str = "fleet"):
         serving_layout(spec, tp=p.tp, pp=p.pp, ep=p.ep)
         system = system_of(gpu)
         sp = (p.speculative.acceptance, p.speculative.tokens, p.speculative.draft_cost) if p.speculative else None
-        # a pool's replica is one scheduler (``serve.fleet``): its pp stages run one after another (one micro-batch
-        # in flight; ``serve.simulate`` runs an overlapping engine's pp micro-batches as pp schedulers)
         model = build_model(spec, gpu=gpu, system=system, tp=p.tp, pp=p.pp, ep=p.ep, precision=p.precision,
                             kv_precision=p.kv_precision, engine=p.engine, cal=cal, max_num_seqs=p.max_num_seqs,
-                            max_num_batched_tokens=p.max_num_batched_tokens, speculative=sp,
-                            micro_batches=1)  # fmt: skip
+                            max_num_batched_tokens=p.max_num_batched_tokens, speculative=sp)  # fmt: skip
         blocks = kv_blocks_per_replica(spec, model, gpu=gpu, tp=p.tp, pp=p.pp, ep=p.ep, precision=p.precision,
                                        max_num_seqs=p.max_num_seqs, max_num_batched_tokens=p.max_num_batched_tokens,
                                        gpu_memory_utilization=p.gpu_memory_utilization)  # fmt: skip
