@@ -212,3 +212,11 @@ def test_a_fleet_pool_pipelines_as_simulate_does(llama_8b, h100):
     assert rate_p == pytest.approx(sim.requests_per_s, rel=0.03)
     assert rate_s < rate_p <= 2 * rate_s
     assert 0 < piped.pools["pool"]["gpu_utilisation"] <= 1 + 1e-9
+
+
+def test_the_chrome_trace_names_each_micro_batch_scheduler_of_its_replica(llama_8b, h100):
+    r = simulate(llama_8b, gpu=h100, gpus=4, pp=2, rate=5, requests=20, engine="trtllm", chrome_trace=True)
+    names = [e["args"]["name"] for e in r.chrome_trace["traceEvents"] if e["ph"] == "M"]
+    assert names == ["replica 0 micro-batch 0", "replica 0 micro-batch 1", "replica 1 micro-batch 0",
+                     "replica 1 micro-batch 1"]  # fmt: skip
+    assert r.replicas == 2

@@ -44,8 +44,8 @@ A profile is a small named data entry (a registry, as Vidur's ``utils/base_regis
 - ``overlaps_pipeline_stages``: with pipeline parallelism (pp > 1) the engine keeps ``pp`` micro-batches in flight,
   each on a different stage in steady state, so a replica's throughput is limited by its slowest stage while one
   micro-batch's iteration still passes all ``pp`` stages (``micro_batches_in_flight``; ``estimate.iteration``
-  times it, ``estimate.infer`` and ``serve.simulate`` run ``pp`` micro-batches, each with 1/pp of the KV cache and
-  its own ``max_num_seqs`` / token budget). TensorRT-LLM: its PyTorch backend's ``PyExecutor._executor_loop_pp``
+  times it, ``estimate.infer``, ``serve.simulate`` and ``serve.fleet`` run ``pp`` micro-batches, each with 1/pp of
+  the KV cache and its own ``max_num_seqs`` / token budget). TensorRT-LLM: its PyTorch backend's ``PyExecutor._executor_loop_pp``
   runs ``num_micro_batches = pp_size`` batches in flight, and ``PyTorchModelEngine.get_max_num_sequences`` is
   ``pp_size · max_batch_size`` (the C++ ``TrtGptModelInflightBatching``: ``mNumMicroBatches`` = pp, the same
   product); vLLM: V0 builds ``pipeline_parallel_size`` schedulers ("virtual engines", ``LLMEngine.__init__``),

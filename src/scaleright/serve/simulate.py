@@ -292,7 +292,7 @@ def simulate(
     cached = rng.random(len(inputs)) < result_cache_hit_rate if result_cache_hit_rate else None
     fleet = Cluster(env, model, config, replicas=replicas * k, kv_blocks=ve_blocks, router=make_router(router),
                     input_tokens=np.asarray(inputs), output_tokens=np.asarray(outputs), arrival_s=arrivals,
-                    concurrency=concurrency, trace=chrome_trace, result_cached=cached)  # fmt: skip
+                    concurrency=concurrency, trace=chrome_trace, result_cached=cached, micro_batches=k)  # fmt: skip
     # a few hundred samples of the fleet's integrals, spaced over the arrivals (``metrics.Timeline``)
     last = float(arrivals[-1]) if arrivals is not None and len(arrivals) else 0.0
     timeline = Timeline(env, lambda: fleet.replicas,
