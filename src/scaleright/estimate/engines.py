@@ -43,17 +43,18 @@ A profile is a small named data entry (a registry, as Vidur's ``utils/base_regis
   accumulator, so bf16 weights run the fp32-accumulate rate whatever the engine.
 - ``overlaps_pipeline_stages``: with pipeline parallelism (pp > 1) the engine keeps ``pp`` micro-batches in flight,
   each on a different stage in steady state, so a replica's throughput is limited by its slowest stage while one
-  micro-batch's iteration still passes all ``pp`` stages (``micro_batches_in_flight``; ``estimate.iteration``
-  times it, ``estimate.infer``, ``serve.simulate`` and ``serve.fleet`` run ``pp`` micro-batches, each with 1/pp of
-  the KV cache and its own ``max_num_seqs`` / token budget). TensorRT-LLM: its PyTorch backend's ``PyExecutor._executor_loop_pp``
-  runs ``num_micro_batches = pp_size`` batches in flight, and ``PyTorchModelEngine.get_max_num_sequences`` is
-  ``pp_size · max_batch_size`` (the C++ ``TrtGptModelInflightBatching``: ``mNumMicroBatches`` = pp, the same
-  product); vLLM: V0 builds ``pipeline_parallel_size`` schedulers ("virtual engines", ``LLMEngine.__init__``),
-  each with ``num_gpu_blocks // pipeline_parallel_size`` KV blocks (``Scheduler.__init__``), and V1 keeps
-  ``max_concurrent_batches = pipeline_parallel_size`` batches queued; SGLang: ``Scheduler.event_loop_pp`` cycles
-  ``pp_size`` micro-batches. All True. llama.cpp (``--split-mode layer``): one batch passes the GPUs in turn;
-  it pipelines only the micro-batches (``n_ubatch``) of one large prompt batch (PR #6017, ``GGML_SCHED_MAX_COPIES``),
-  and a decode batch is one micro-batch: False (the stages run one after another).
+  micro-batch's iteration still passes all ``pp`` stages (``micro_batches_in_flight``; ``estimate.iteration`` times
+  it, ``estimate.infer``, ``serve.simulate`` and ``serve.fleet`` run ``pp`` micro-batches, each with 1/pp of the KV
+  cache and its own ``max_num_seqs`` / token budget). TensorRT-LLM: its PyTorch backend's
+  ``PyExecutor._executor_loop_pp`` runs ``num_micro_batches = pp_size`` batches in flight, and
+  ``PyTorchModelEngine.get_max_num_sequences`` is ``pp_size · max_batch_size`` (the C++
+  ``TrtGptModelInflightBatching``: ``mNumMicroBatches`` = pp, the same product); vLLM: V0 builds
+  ``pipeline_parallel_size`` schedulers ("virtual engines", ``LLMEngine.__init__``), each with ``num_gpu_blocks //
+  pipeline_parallel_size`` KV blocks (``Scheduler.__init__``), and V1 keeps ``max_concurrent_batches =
+  pipeline_parallel_size`` batches queued; SGLang: ``Scheduler.event_loop_pp`` cycles ``pp_size`` micro-batches. All
+  True. llama.cpp (``--split-mode layer``): one batch passes the GPUs in turn; it pipelines only the micro-batches
+  (``n_ubatch``) of one large prompt batch (PR #6017, ``GGML_SCHED_MAX_COPIES``), and a decode batch is one
+  micro-batch: False (the stages run one after another).
 
 Each entry names the rows of ``validation/reference`` it is grounded in (``serving_engine.csv`` in
 ``components/``, ``infer_measured.csv``) and how its values were chosen; ``benchmarks/serve_accuracy.py`` scores them.
