@@ -75,12 +75,14 @@ FIT_BOUNDS: dict[str, tuple[float, float]] = {
 NOT_FITTED = {
     "torchtitan H100 (500 W)": "H100 96GB HBM2e capped at 500 W, mapped to the 700 W h100-sxm",
     "torchtitan/torchao B200": "power-limited B200, mapped to the datasheet b200",
-    # 60 of its 109 mapped rows run pipeline parallelism, which TensorRT-LLM pipelines over micro-batches while the
-    # serving model runs the stages one after another, and 29 more run TP over a PCIe peer-to-peer tier that no
-    # reference row measures (catalog: assumed); fitted, they pull the FP4 GEMM share to its bound of 1 and the
-    # decode HBM share from 0.66 to 0.84
-    "TensorRT-LLM v1.0 RTX PRO 6000 (PCIe)": "PCIe server: pipeline stages not pipelined in the serving model, "
-                                             "PCIe peer-to-peer tier assumed (not measured)",
+    # 60 of its 109 mapped rows run pipeline parallelism, now served as TensorRT-LLM runs it (pp micro-batches in
+    # flight: EngineProfile.overlaps_pipeline_stages; the table's median |error| 48.0 % -> 23.4 %, bias -48 % ->
+    # -17 %); what is left is in every layout, pp = 1 too (tp1 pp1 rows -21 %, prefill-heavy rows -30 %): the part
+    # has no GEMM measurement of its own (rtx-pro-6000 is uncalibrated, so ``_apart_if_uncalibrated`` keeps it out
+    # of the fit without this entry as well), and 53 rows run TP over a PCIe peer-to-peer tier that no reference row
+    # measures (catalog: assumed; tp>1 pp1 rows -29 %)
+    "TensorRT-LLM v1.0 RTX PRO 6000 (PCIe)": "PCIe server: no GEMM measurement of the part (uncalibrated), PCIe "
+                                             "peer-to-peer tier assumed (not measured)",
 }
 CALIBRATION_PY = Path(__file__).resolve().parents[1] / "src" / "scaleright" / "estimate" / "calibration.py"
 

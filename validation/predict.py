@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 
 from scaleright.estimate.calibration import DEFAULT_CALIBRATION, Calibration
+from scaleright.estimate.engines import calibrated_engine
 from scaleright.estimate.infer import infer_arrays, scheduler_batch_cap
 from scaleright.estimate.memory import LoraConfig, MemoryBreakdown, training_memory
 from scaleright.estimate.train import train_step_arrays
@@ -52,7 +53,8 @@ def predict_infer(case: InferCase, cal: Calibration = DEFAULT_CALIBRATION) -> di
                      case.kv_precision)  # fmt: skip
     if case.batch == "max":
         cap = scheduler_batch_cap(input_len=case.input_len, output_len=case.output_len,
-                                  max_batch_size=case.max_batch_size, max_num_tokens=case.max_num_tokens)
+                                  max_batch_size=case.max_batch_size, max_num_tokens=case.max_num_tokens,
+                                  micro_batches=calibrated_engine(cal).micro_batches_in_flight(case.pp))
         per_replica = mb if cap is None else min(mb, cap)
     else:
         per_replica = max(math.ceil(int(case.batch) / replicas), 1)

@@ -11,15 +11,15 @@ and the in-sample error. ``get_engine(NAME)`` (``estimate.engines``) falls back 
 A file that does not load as a profile is an ``InputError`` naming the file and the field, never a silent default.
 
 Schema evolution. ``EngineProfile`` gains fields (``fused_elementwise``, ``max_num_seqs``, ``sequence_overhead_s``,
-``dequantize_above_rows``, ``gemm_accumulate`` were added after the store's first files were written), and a file holds
-the fields of the scaleright that wrote it. ``FIRST_SCHEMA_FIELDS``, the fields of the first version, must be in every
-file: one of them absent is a damaged file, not an old one. A field added since that a file lacks takes the value of the
-profile the file was fitted from (``provenance.base``: a built-in engine as shipped now, or a stored profile, read by
-the same rules), and loading it says so once per file and process, on stderr: which fields came from the base and that
-they were not fitted (``calibrate --serving --name NAME --force`` refits them). A file without a base to take them from,
-or whose provenance lists such a field as fitted, does not load. A key this version does not know (written by a newer
-scaleright) is refused, not ignored: it is a factor of the engine model the file was fitted under, and simulating
-without it would describe another engine than the one measured.
+``dequantize_above_rows``, ``gemm_accumulate``, ``overlaps_pipeline_stages`` were added after the store's first files
+were written), and a file holds the fields of the scaleright that wrote it. ``FIRST_SCHEMA_FIELDS``, the fields of the
+first version, must be in every file: one of them absent is a damaged file, not an old one. A field added since that a
+file lacks takes the value of the profile the file was fitted from (``provenance.base``: a built-in engine as shipped
+now, or a stored profile, read by the same rules), and loading it says so once per file and process, on stderr: which
+fields came from the base and that they were not fitted (``calibrate --serving --name NAME --force`` refits them). A
+file without a base to take them from, or whose provenance lists such a field as fitted, does not load. A key this
+version does not know (written by a newer scaleright) is refused, not ignored: it is a factor of the engine model the
+file was fitted under, and simulating without it would describe another engine than the one measured.
 """
 
 from __future__ import annotations
@@ -205,7 +205,7 @@ def _read(data: Any, path: Path, seen: tuple[Path, ...]) -> tuple[EngineProfile,
     if not isinstance(p["quantised_kv_precision"], str) or p["quantised_kv_precision"] not in KV_PRECISIONS:
         raise CatalogFileError(f"{where}: quantised_kv_precision={p['quantised_kv_precision']!r} not allowed; "
                                f"allowed: {', '.join(KV_PRECISIONS)}")  # fmt: skip
-    for key in ("custom_all_reduce", "fused_elementwise"):
+    for key in ("custom_all_reduce", "fused_elementwise", "overlaps_pipeline_stages"):
         if key in p and not isinstance(p[key], bool):
             raise CatalogFileError(f"{where}: {key}={p[key]!r} must be true or false")
     if "max_num_seqs" in p:

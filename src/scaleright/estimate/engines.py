@@ -41,6 +41,20 @@ A profile is a small named data entry (a registry, as Vidur's ``utils/base_regis
   training framework): ``"fp32"``. It matters on GeForce parts only, which run an fp32 accumulator at half the
   fp16-accumulate rate (``catalog.gpus.Accelerator.fp16_accumulate_tflops``); bf16 MMA has only an fp32
   accumulator, so bf16 weights run the fp32-accumulate rate whatever the engine.
+- ``overlaps_pipeline_stages``: with pipeline parallelism (pp > 1) the engine keeps ``pp`` micro-batches in flight,
+  each on a different stage in steady state, so a replica's throughput is limited by its slowest stage while one
+  micro-batch's iteration still passes all ``pp`` stages (``micro_batches_in_flight``; ``estimate.iteration`` times
+  it, ``estimate.infer``, ``serve.simulate`` and ``serve.fleet`` run ``pp`` micro-batches, each with 1/pp of the KV
+  cache and its own ``max_num_seqs`` / token budget). TensorRT-LLM: its PyTorch backend's
+  ``PyExecutor._executor_loop_pp`` runs ``num_micro_batches = pp_size`` batches in flight, and
+  ``PyTorchModelEngine.get_max_num_sequences`` is ``pp_size · max_batch_size`` (the C++
+  ``TrtGptModelInflightBatching``: ``mNumMicroBatches`` = pp, the same product); vLLM: V0 builds
+  ``pipeline_parallel_size`` schedulers ("virtual engines", ``LLMEngine.__init__``), each with ``num_gpu_blocks //
+  pipeline_parallel_size`` KV blocks (``Scheduler.__init__``), and V1 keeps ``max_concurrent_batches =
+  pipeline_parallel_size`` batches queued; SGLang: ``Scheduler.event_loop_pp`` cycles ``pp_size`` micro-batches. All
+  True. llama.cpp (``--split-mode layer``): one batch passes the GPUs in turn; it pipelines only the micro-batches
+  (``n_ubatch``) of one large prompt batch (PR #6017, ``GGML_SCHED_MAX_COPIES``), and a decode batch is one
+  micro-batch: False (the stages run one after another).
 
 Each entry names the rows of ``validation/reference`` it is grounded in (``serving_engine.csv`` in
 ``components/``, ``infer_measured.csv``) and how its values were chosen; ``benchmarks/serve_accuracy.py`` scores them.
@@ -87,11 +101,17 @@ class EngineProfile:
     sequence_overhead_s: float = 0.0  # CPU seconds per sampled sequence per iteration (see the module docstring)
     dequantize_above_rows: int | None = None  # quantised GEMMs of more rows dequantise to fp16 first (docstring)
     gemm_accumulate: str = "fp32"  # accumulator of its fp16-operand GEMMs: "fp32" or "fp16" (see the docstring)
+    overlaps_pipeline_stages: bool = True  # pp micro-batches in flight over the pp stages (see the docstring)
 
     def __post_init__(self) -> None:
         if self.gemm_accumulate not in GEMM_ACCUMULATES:
             raise InputError(f"engine {self.name!r}: gemm_accumulate={self.gemm_accumulate!r} not allowed; "
                              f"allowed: {', '.join(GEMM_ACCUMULATES)}")  # fmt: skip
+
+    def micro_batches_in_flight(self, pp: int) -> int:
+        """Micro-batches the engine keeps in flight over ``pp`` pipeline stages: ``pp`` when it overlaps them, else 1
+        (1 at pp = 1 either way)."""
+        return pp if self.overlaps_pipeline_stages else 1
 
     def kv_precision_for(self, precision: str) -> str:
         """The KV-cache format this engine uses by default for weights in ``precision``."""
@@ -157,7 +177,7 @@ ENGINES: dict[str, EngineProfile] = {
         EngineProfile(
             name="llama.cpp", iteration_overhead_s=0.3e-3, hbm_fraction=0.80, gemm_efficiency_factor=1.0,
             quantised_kv_precision="fp16", frontend_latency_s=0.0, custom_all_reduce=False, fused_elementwise=False,
-            dequantize_above_rows=32, gemm_accumulate="fp16", status="fitted",
+            dequantize_above_rows=32, gemm_accumulate="fp16", overlaps_pipeline_stages=False, status="fitted",
             grounded_in=(
                 ("components/serving_engine.csv: llama.cpp (CUDA backend) tg128 rows, codellama-7b F16 / Q8_0 on "
                 "RTX 4090, llama 7B Q4_0 on RTX 3090 Ti (ms per token = 1000 / tokens per second)"),
@@ -182,7 +202,8 @@ def calibrated_engine(cal: Calibration) -> EngineProfile:
     """The engine of ``estimate infer`` and of the reference rows ``benchmarks/accuracy.py`` fits: TensorRT-LLM's
     in-flight batching (``trtllm-bench`` and Triton rows of ``infer_measured.csv``), with the calibration's fitted
     per-iteration overhead (``decode_overhead_s``) and decode HBM share (``decode_memory_efficiency``, of the
-    measured STREAM ceiling) instead of a registry entry's, TensorRT-LLM's custom all-reduce and fused kernels.
+    measured STREAM ceiling) instead of a registry entry's, TensorRT-LLM's custom all-reduce, fused kernels and
+    ``pp`` micro-batches in flight under pipeline parallelism (``overlaps_pipeline_stages``).
     Not in ``ENGINES``: its values follow the calibration in use (a user's ``scaleright calibrate`` profile too)."""
     return EngineProfile(
         name="calibrated", iteration_overhead_s=cal.decode_overhead_s, hbm_fraction=None, gemm_efficiency_factor=1.0,

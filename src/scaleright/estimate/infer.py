@@ -22,6 +22,16 @@ iterations with ``k`` prompts and ``f`` with ``k + 1``; an iteration with ``j`` 
 The largest batch is the largest B whose weights, KV cache for I + O tokens, activations and overheads fit, and
 that the engine's scheduler admits (``scheduler_batch_cap``: its ``max_batch_size`` and its token budget per
 iteration, ``max_num_tokens``, where they are given).
+
+Pipeline parallelism: an engine that overlaps its ``pp`` stages (``EngineProfile.overlaps_pipeline_stages``; the
+calibrated engine is TensorRT-LLM's) keeps ``k = pp`` micro-batches in flight, each its own continuous batch of
+``B / k`` sequences (as vLLM V0's virtual engines are balanced: a new request goes to the scheduler with the fewest;
+``min(B, k)`` micro-batches when fewer sequences than stages run). The schedule above is that of one micro-batch,
+every iteration ``IterationModel.times_s`` with ``k`` in flight (the serial sum of the stages, or ``k`` times the
+slowest stage's GPU time where longer): TPOT and TTFT are one micro-batch's, throughput ``k`` micro-batches'. The
+scheduler's caps hold per micro-batch (TensorRT-LLM admits ``pp · max_batch_size`` sequences and spends
+``max_num_tokens`` per micro-batch iteration), so ``scheduler_batch_cap`` multiplies them by ``k``. An engine
+that runs the stages in turn (llama.cpp) is ``k = 1``: one batch of ``B``, each iteration all stages long.
 """
 
 from __future__ import annotations
@@ -35,7 +45,7 @@ from numpy.typing import ArrayLike
 from scaleright.errors import InputError
 from scaleright.estimate.calibration import DEFAULT_CALIBRATION, Calibration
 from scaleright.estimate.comm import Cluster, system_of
-from scaleright.estimate.engines import EngineProfile
+from scaleright.estimate.engines import EngineProfile, calibrated_engine
 from scaleright.estimate.iteration import IterationModel, compute_precision
 from scaleright.estimate.layout import Layout
 from scaleright.estimate.memory import GB, Overheads, inference_memory_arrays
@@ -53,8 +63,11 @@ def steady_state(model: IterationModel, *, batch: ArrayLike, input_len: float,
                  output_len: float) -> dict[str, np.ndarray]:  # fmt: skip
     """The steady state of continuous batching on ``model``'s replica at concurrency ``batch`` (array-friendly):
     the module docstring's schedule, every iteration timed by ``model.times_s``."""
-    B = np.asarray(batch, dtype=float)
+    B_all = np.asarray(batch, dtype=float)
     I, O = float(input_len), float(output_len)  # noqa: E741
+    # micro-batches in flight over the pipeline stages (module docstring): balanced, at most one per sequence
+    j_fly = np.clip(B_all, 1.0, float(model.micro_batches))
+    B = B_all / j_fly  # sequences of one micro-batch
     n = B / O  # prompts entering per iteration
     k = np.floor(n)
     f = n - k
@@ -66,13 +79,14 @@ def steady_state(model: IterationModel, *, batch: ArrayLike, input_len: float,
     j = np.stack([k, k + 1, one, none])  # prompts in the iteration
     d = np.stack([np.maximum(B - k, 0.0), np.maximum(B - k - 1, 0.0), none, B])  # decode steps in it
     t = model.times_s(prefill_tokens=j * I, prefill_seqs=j, prefill_pairs=j * I * (I + 1) / 2, prefill_kv_tokens=j * I,
-                      decode_batch=d, decode_context_tokens=d * ctx)  # fmt: skip
+                      decode_batch=d, decode_context_tokens=d * ctx,
+                      in_flight=np.stack([j_fly, j_fly, 1.0 + 0 * B, j_fly]))  # fmt: skip
     tk, tk1, t_prompt, t_decode = t
     period = (1 - f) * tk + f * tk1
     # the iteration a prompt runs in, averaged over prompts (k·(1 − f) of them in k-prompt iterations)
     prompt_iter = np.where(k > 0, ((1 - f) * k * tk + f * (k + 1) * tk1) / np.maximum(n, 1e-300), tk1)
     ttft = prompt_iter + model.engine.frontend_latency_s
-    out_tps = B / period
+    out_tps = B_all / period  # every micro-batch in flight samples B tokens per period
     zero = 0 * period
     return {
         "prefill_s": t_prompt + zero,  # one prompt alone
@@ -87,8 +101,9 @@ def steady_state(model: IterationModel, *, batch: ArrayLike, input_len: float,
 
 
 def scheduler_batch_cap(*, input_len: float, output_len: float, max_batch_size: int | None = None,
-                        max_num_tokens: int | None = None) -> int | None:
-    """The largest steady-state concurrency an engine's scheduler admits (None: no cap given).
+                        max_num_tokens: int | None = None, micro_batches: int = 1) -> int | None:
+    """The largest steady-state concurrency an engine's scheduler admits (None: no cap given), over
+    ``micro_batches`` micro-batches in flight (pipeline parallelism: each admits the caps, module docstring).
 
     ``max_batch_size`` caps the sequences in flight; ``max_num_tokens`` the tokens of one iteration (TensorRT-LLM,
     vLLM ``max_num_batched_tokens``: prefill and decode tokens together). In the steady state of the module
@@ -103,7 +118,9 @@ def scheduler_batch_cap(*, input_len: float, output_len: float, max_batch_size: 
         caps.append(max_batch_size)
     if max_num_tokens is not None:
         caps.append(max(1, int(max_num_tokens * output_len // (input_len + output_len - 1))))
-    return min(caps) if caps else None
+    if isinstance(micro_batches, bool) or not isinstance(micro_batches, int) or micro_batches < 1:
+        raise InputError(f"micro_batches={micro_batches!r} must be a positive integer")
+    return min(caps) * micro_batches if caps else None
 
 
 def max_batch(spec: TransformerSpec, *, gpu: Accelerator, context: int, tp: int = 1, pp: int = 1,
@@ -248,7 +265,8 @@ def estimate_infer(
         input_len=input_len, output_len=output_len,
         precision=precision, kv_precision=kv_precision, cal=cal, overheads=overheads,
         batch_cap=scheduler_batch_cap(input_len=input_len, output_len=output_len, max_batch_size=max_batch_size,
-                                      max_num_tokens=max_num_tokens),
+                                      max_num_tokens=max_num_tokens,
+                                      micro_batches=calibrated_engine(cal).micro_batches_in_flight(pp)),
     )  # fmt: skip
     if tp is not None:
         Layout(tp=tp, pp=pp, dp=gpus // (tp * pp) or 1).validate(spec)

@@ -42,8 +42,19 @@ chunked prefills. On one replica of ``tp · pp`` GPUs it costs
   holds E/ep experts, the layer waits for the busiest rank (its expected routed rows and experts reached under
   uniform routing, ``estimate.moe``), and no all-to-all is needed: every rank holds all the tokens, and the
   combine is the layer's second all-reduce.
-- Pipeline stages run one after another for one iteration; pp adds (pp − 1) activation transfers. Interleaving of
-  several micro-batches over the stages (vLLM virtual engines) is not modelled.
+- Pipeline parallelism: one micro-batch's iteration passes the ``pp`` stages one after another (each holds ``L / pp``
+  layers; the last also the output head), with (pp − 1) activation transfers, so its latency is the serial sum of the
+  stages, ``T``. An engine that overlaps the stages (``EngineProfile.overlaps_pipeline_stages``: TensorRT-LLM, vLLM,
+  SGLang) keeps ``k = pp`` micro-batches in flight (``micro_batches``), each on another stage in steady state; the
+  stages are shared, so each micro-batch's iteration also lasts at least ``k`` times the slowest stage's GPU time (the
+  last: its share of the layers plus the head), ``max(T, k · stage)``, and the replica's throughput is ``k``
+  micro-batches per such iteration, stage-limited. The engine's per-iteration and per-sequence host overheads are not
+  stage time. With equal stages that is ``T`` plus ``(k − 1) · head − overhead`` where positive, the same for every
+  context length (``pipelined_head_s``, the tables' head entries: the simulator's schedulers take the other
+  micro-batches as busy, so a lone micro-batch's iteration comes out up to that much long); ``k = 1`` (llama.cpp,
+  whose layer split runs the GPUs in turn, or pp = 1) is ``T`` exactly. The simulator runs the ``k`` micro-batches as
+  ``k`` schedulers per replica (vLLM's virtual engines), the steady state of ``estimate.infer`` as ``k`` micro-batches
+  of a ``k``-th of the concurrency.
 - The engine profile (``estimate.engines``) sets the per-iteration overhead (scheduling, sampling, launch gaps), the
   host time per sampled sequence of an engine whose loop runs between GPU steps (vLLM V0; 0 for the others),
   the achievable HBM fraction of decode kernels, a factor on the GEMM efficiency and whether its elementwise
@@ -194,9 +205,16 @@ class IterationModel:
     def __init__(self, spec: TransformerSpec, *, gpu: Accelerator, system: System | None = None,
                  cluster: Cluster | None = None, tp: int = 1, pp: int = 1, ep: int = 1, precision: str = "bf16",
                  kv_precision: str | None = None, engine: str | EngineProfile | None = "vllm",
-                 cal: Calibration = DEFAULT_CALIBRATION, max_rows: int = 8192):  # fmt: skip
+                 cal: Calibration = DEFAULT_CALIBRATION, max_rows: int = 8192,
+                 micro_batches: int | None = None):  # fmt: skip
         serving_layout(spec, tp=tp, pp=pp, ep=ep)
         self.engine = calibrated_engine(cal) if engine is None else get_engine(engine)
+        # micro-batches in flight over the pp stages (module docstring): the engine's, or 1 (serial) or pp
+        k = self.engine.micro_batches_in_flight(pp) if micro_batches is None else micro_batches
+        if isinstance(k, bool) or not isinstance(k, int) or k not in (1, pp):
+            raise InputError(f"micro_batches={micro_batches!r} not allowed at pp={pp}; allowed: 1 (stages in turn) "
+                             f"or {pp} (one micro-batch per stage)")  # fmt: skip
+        self.micro_batches = k
         check_gguf_engine(precision, self.engine.name)
         self.kv_precision = kv_precision or self.engine.kv_precision_for(precision)
         bytes_per_element(self.kv_precision, field="kv_precision")
@@ -262,7 +280,8 @@ class IterationModel:
         # the tables the simulator reads (rows 0 never run: no work); max_rows 0: ``times_s`` only
         m = np.arange(1, self.max_rows + 1, dtype=float)
         self._fixed: list[float] = [0.0, *(self.fixed_s(m).tolist() if self.max_rows else [])]
-        self._head: list[float] = [0.0, *(self.head_s(m).tolist() if self.max_rows else [])]
+        # the head rows' share of one micro-batch's iteration with ``micro_batches`` in flight (``pipelined_head_s``)
+        self._head: list[float] = [0.0, *(self.pipelined_head_s(m).tolist() if self.max_rows else [])]
         # attention: FLOPs and KV bytes per context token attended (affine in the batch's total context)
         if spec.mla:
             per_ctx = 2 * spec.heads * (spec.mla.qk_nope_head_dim + spec.mla.qk_rope_head_dim + spec.mla.v_head_dim)
@@ -322,26 +341,60 @@ class IterationModel:
     def head_s(self, rows: ArrayLike) -> NDArray[np.float64]:
         """The output head on ``rows`` rows: one per sequence that samples a token (not every prompt token), and
         the engine's host work for each of those sequences (``EngineProfile.sequence_overhead_s``)."""
+        m = np.asarray(rows, dtype=float)
+        t = self.head_gemm_s(m) + self.engine.sequence_overhead_s * m  # the engine's host work per sampled sequence
+        return np.asarray(t, dtype=float)
+
+    def head_gemm_s(self, rows: ArrayLike) -> NDArray[np.float64]:
+        """The output head's GEMM on ``rows`` sampled rows (GPU time on the last pipeline stage; 0 for 0 rows)."""
         spec, c = self.spec, self._c
         m = np.asarray(rows, dtype=float)
         head_params = c.embedding if spec.tied_embeddings else c.lm_head
         gemm = {**self._gemm, "bytes_per_el": self._head_bpe}
         t = np.asarray(gemm_time(np.maximum(m, 1.0), spec.hidden, head_params / spec.hidden / self.tp, **gemm))
-        t = t + self.engine.sequence_overhead_s * m  # the engine's host-side work per sampled sequence
         return np.asarray(np.where(m > 0, t, 0.0), dtype=float)
+
+    def pipelined_head_s(self, rows: ArrayLike) -> NDArray[np.float64]:
+        """``head_s`` plus the wait of a micro-batch for the shared stages with ``micro_batches = pp`` in flight:
+        ``max(T, pp · stage) − T = max(0, (pp − 1) · head − sequence overhead − iteration overhead)`` (module
+        docstring; equal stages, the last with the head), which depends on the sampled rows only. ``head_s`` itself
+        for one micro-batch in flight."""
+        m = np.asarray(rows, dtype=float)
+        t = self.head_s(m)
+        k = self.micro_batches
+        if k == 1:
+            return t
+        host = self.engine.sequence_overhead_s * m + self.engine.iteration_overhead_s
+        wait = np.maximum(0.0, (k - 1) * self.head_gemm_s(m) - host)
+        return np.asarray(np.where(m > 0, t + wait, t), dtype=float)
 
     def times_s(self, *, prefill_tokens: ArrayLike = 0, decode_batch: ArrayLike = 0,
                 decode_context_tokens: ArrayLike = 0.0, prefill_pairs: ArrayLike = 0.0,
-                prefill_kv_tokens: ArrayLike = 0.0, prefill_seqs: ArrayLike = 0) -> NDArray[np.float64]:
+                prefill_kv_tokens: ArrayLike = 0.0, prefill_seqs: ArrayLike = 0,
+                in_flight: ArrayLike | None = None) -> NDArray[np.float64]:  # fmt: skip
         """``time_s`` for arrays of iterations (any row count: no table, no ``max_rows``): what steady-state
-        estimates (``estimate.infer``) evaluate."""
+        estimates (``estimate.infer``) evaluate. ``in_flight``: micro-batches like this one in flight over the
+        stages, 1 to ``pp`` (default ``micro_batches``): the iteration lasts ``max(T, in_flight · stage)``, the
+        serial sum of the stages ``T`` or the shared slowest stage's GPU time for all of them (module docstring)."""
         p = np.asarray(prefill_tokens, dtype=float)
         b = np.asarray(decode_batch, dtype=float)
-        t = self.fixed_s(p + b) + self.head_s(b + np.asarray(prefill_seqs, dtype=float))
+        rows_h = b + np.asarray(prefill_seqs, dtype=float)
+        gemm_h = self.head_gemm_s(rows_h)
+        host = self.engine.sequence_overhead_s * rows_h
+        t = self.fixed_s(p + b) + gemm_h + host
         t = t + self.decode_slope_s * np.asarray(decode_context_tokens, dtype=float)
         attn = np.maximum(self._attn_flop_s * np.asarray(prefill_pairs, dtype=float),
                           self._kv_s * np.asarray(prefill_kv_tokens, dtype=float))  # fmt: skip
-        return np.asarray(t + np.where(p > 0, attn, 0.0), dtype=float)
+        t = np.asarray(t + np.where(p > 0, attn, 0.0), dtype=float)
+        k = np.asarray(self.micro_batches if in_flight is None else in_flight, dtype=float)
+        if np.any(k < 1) or np.any(k > self.pp):
+            raise InputError(f"in_flight must lie in [1, pp({self.pp})]: micro-batches over the pipeline stages")
+        if self.pp == 1 or not np.any(k > 1):
+            return t
+        # the last stage's GPU time: its share of the layers, attention and transfers, and the head
+        ovh = np.where(p + b > 0, self.engine.iteration_overhead_s, 0.0)
+        stage = (t - ovh - host - gemm_h) / self.pp + gemm_h
+        return np.asarray(np.maximum(t, k * stage), dtype=float)
 
     # -- evaluation -------------------------------------------------------------------------------------------
     def rows_ok(self, rows: int) -> None:

@@ -23,13 +23,15 @@ _ARRIVAL = Priority.ARRIVAL
 
 
 class Cluster:
-    """``replicas`` identical replicas sharing one environment; requests are drawn from the given arrays."""
+    """``replicas`` identical replicas sharing one environment; requests are drawn from the given arrays. With
+    ``micro_batches`` k > 1 they are schedulers, k consecutive ones per physical replica (``serve.simulate``)."""
 
     def __init__(self, env: Environment, model: StepCost, config: SchedulerConfig, *, replicas: int,
                  kv_blocks: int, router, input_tokens: np.ndarray, output_tokens: np.ndarray,
                  arrival_s: np.ndarray | None = None, concurrency: int | None = None, trace: bool = False,
-                 result_cached: np.ndarray | None = None):  # fmt: skip
+                 result_cached: np.ndarray | None = None, micro_batches: int = 1):  # fmt: skip
         self.env = env
+        self.micro_batches = micro_batches  # schedulers per physical replica (consecutive ones; pipelining)
         self.router = router
         self.inputs = input_tokens.tolist()
         self.outputs = output_tokens.tolist()

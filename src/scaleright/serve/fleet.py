@@ -28,6 +28,10 @@
   ``kv_bytes_per_token · prompt tokens`` timed by ``estimate.collectives`` on that tier (``kv_link``: ``intra-node``
   or ``network``). The decode replica admits it with its KV in place.
 
+Pipeline parallelism: a replica of an engine that keeps pp micro-batches in flight (``IterationModel.micro_batches``
+> 1) is ``serve.pipelined.PipelinedReplica``, pp schedulers with a pp-th of its KV blocks each; else one scheduler
+whose iterations pass the stages one after another (llama.cpp).
+
 Every random draw (escalation decisions) comes from the environment's generator after the arrivals: same seed,
 same result.
 """
@@ -44,6 +48,7 @@ import numpy as np
 from scaleright.errors import InputError
 from scaleright.serve.kernel import Environment, Priority
 from scaleright.serve.metrics import summary
+from scaleright.serve.pipelined import PipelinedReplica
 from scaleright.serve.replica import Replica, SchedulerConfig, StepCost
 from scaleright.serve.request import MIGRATED, REJECTED, Request
 from scaleright.serve.router import make_router
@@ -145,9 +150,10 @@ class _Pool:
     def __init__(self, fleet: Fleet, spec: PoolSpec, priorities: bool):
         self.fleet, self.spec, self.priorities = fleet, spec, priorities
         self.router = make_router(spec.router)
-        self.active: list[Replica] = []
+        self.active: list[Replica | PipelinedReplica] = []
         self.starting = 0
-        self.all: list[tuple[Replica, float, float]] = []  # (replica, billed from, removed at: inf while alive)
+        # (replica, billed from, removed at: inf while alive)
+        self.all: list[tuple[Replica | PipelinedReplica, float, float]] = []
         self._live: dict[int, int] = {}  # replica index -> position in ``all``
         self.pending: list[Request] = []  # arrived while no replica serves (scale from zero)
         self.timeline: list[tuple[float, int, int]] = [(0.0, 0, 0)]  # (time, serving, billed)
@@ -162,8 +168,13 @@ class _Pool:
         self.peak_billed = max(self.peak_billed, billed)
         self.timeline.append((env.now, len(self.active), billed))
 
-    def _new_replica(self, env: Environment) -> Replica:
+    def _new_replica(self, env: Environment) -> Replica | PipelinedReplica:
         s = self.spec
+        k = getattr(s.model, "micro_batches", 1)
+        if k > 1:  # pp micro-batches in flight: k schedulers sharing the replica's KV blocks
+            return PipelinedReplica(env, s.model, s.config, kv_blocks=s.kv_blocks, micro_batches=k,
+                                    index=len(self.all), on_finish=self.fleet._hop_done,
+                                    priorities=self.priorities)  # fmt: skip
         rep = Replica(env, s.model, s.config, kv_blocks=s.kv_blocks, index=len(self.all),
                       on_finish=self.fleet._hop_done, priorities=self.priorities)  # fmt: skip
         return rep
@@ -229,7 +240,7 @@ class _Pool:
                 for rep in idle[: n - keep]:
                     self._remove(env, rep)
 
-    def _remove(self, env: Environment, rep: Replica) -> None:
+    def _remove(self, env: Environment, rep: Replica | PipelinedReplica) -> None:
         self.active.remove(rep)
         i = self._live.pop(rep.index)
         r, since, _ = self.all[i]

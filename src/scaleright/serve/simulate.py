@@ -7,6 +7,16 @@ default: vLLM's default for years; vLLM 0.33.0's parser says 0.92), in blocks of
 (arrivals, lengths) is drawn from the environment's seeded generator: the same seed and inputs give the same
 result, bit for bit.
 
+Pipeline parallelism: an engine that overlaps its stages (``EngineProfile.overlaps_pipeline_stages``: TensorRT-LLM,
+vLLM, SGLang) keeps ``pp`` micro-batches in flight; each replica then runs ``pp`` schedulers (vLLM V0's virtual
+engines), each with a ``pp``-th of the replica's KV blocks and the scheduler's own ``max_num_seqs`` and token budget
+(TensorRT-LLM: ``pp · max_batch_size`` sequences per replica), every iteration one micro-batch's
+(``IterationModel.micro_batches``: all ``pp`` stages long, and at least ``pp`` times the slowest stage's GPU time, which
+assumes the other micro-batches as busy: at light load the modelled iteration is up to ``(pp − 1)`` head GEMMs longer
+than the engine's, conservative). The router spreads requests over every scheduler of every replica; ``replicas``,
+``kv_blocks_per_replica`` and the timeline's replica count are physical replicas. A request must fit one scheduler's
+blocks. llama.cpp runs the stages in turn: one scheduler per replica.
+
 The engine profile's frontend latency (HTTP, tokenisation) is added to each request's TTFT and end-to-end latency:
 for an open-loop stream that equals delaying every arrival by it; closed-loop clients send their next request
 without it.
@@ -115,12 +125,15 @@ def build_model(spec: TransformerSpec, *, gpu, system=None, cluster: Network | N
                 ep: int = 1, precision: str = "bf16", kv_precision: str | None = None,
                 engine: str | EngineProfile = "vllm",
                 cal: Calibration = DEFAULT_CALIBRATION, max_num_seqs: int = 256, max_num_batched_tokens: int = 8192,
-                speculative: tuple[float, int, float] | None = None) -> IterationModel | SpeculativeModel:  # fmt: skip
+                speculative: tuple[float, int, float] | None = None,
+                micro_batches: int | None = None) -> IterationModel | SpeculativeModel:  # fmt: skip
     """The iteration model of one replica; ``speculative`` = (acceptance rate, tokens proposed k, draft cost)
-    wraps it in ``SpeculativeModel`` (its verification rows, max_num_seqs · k, added to the row bound)."""
+    wraps it in ``SpeculativeModel`` (its verification rows, max_num_seqs · k, added to the row bound).
+    ``micro_batches``: in flight over the pipeline stages (None: the engine's, ``IterationModel``)."""
     rows = max_num_batched_tokens + (max_num_seqs * speculative[1] if speculative else 0)
     model = IterationModel(spec, gpu=gpu, system=system, cluster=cluster, tp=tp, pp=pp, ep=ep, precision=precision,
-                           kv_precision=kv_precision, engine=engine, cal=cal, max_rows=rows)  # fmt: skip
+                           kv_precision=kv_precision, engine=engine, cal=cal, max_rows=rows,
+                           micro_batches=micro_batches)  # fmt: skip
     if speculative is None:
         return model
     acc, k, draft = speculative
@@ -268,10 +281,18 @@ def simulate(
     blocks = kv_blocks_per_replica(spec, model, gpu=gpu, tp=tp, pp=pp, ep=ep, precision=precision,
                                    max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
                                    gpu_memory_utilization=gpu_memory_utilization)  # fmt: skip
+    # pipeline parallelism with the stages overlapped: each replica runs its ``k`` micro-batches as ``k`` schedulers
+    # (vLLM V0's virtual engines), each with a k-th of the KV blocks and the scheduler's caps, every iteration one
+    # micro-batch's (``IterationModel.micro_batches``); the router spreads requests over all of them
+    k = model.micro_batches
+    ve_blocks = blocks // k
+    if ve_blocks < 1:
+        raise InputError(f"{spec.name} at tp={tp} pp={pp}: {blocks} KV blocks do not give each of the {k} "
+                         "micro-batches in flight one block")  # fmt: skip
     cached = rng.random(len(inputs)) < result_cache_hit_rate if result_cache_hit_rate else None
-    fleet = Cluster(env, model, config, replicas=replicas, kv_blocks=blocks, router=make_router(router),
+    fleet = Cluster(env, model, config, replicas=replicas * k, kv_blocks=ve_blocks, router=make_router(router),
                     input_tokens=np.asarray(inputs), output_tokens=np.asarray(outputs), arrival_s=arrivals,
-                    concurrency=concurrency, trace=chrome_trace, result_cached=cached)  # fmt: skip
+                    concurrency=concurrency, trace=chrome_trace, result_cached=cached, micro_batches=k)  # fmt: skip
     # a few hundred samples of the fleet's integrals, spaced over the arrivals (``metrics.Timeline``)
     last = float(arrivals[-1]) if arrivals is not None and len(arrivals) else 0.0
     timeline = Timeline(env, lambda: fleet.replicas,
@@ -287,14 +308,15 @@ def simulate(
         if was_enabled:
             gc.enable()
     fleet.close(env.now)
-    return _result(fleet, env, model=model, gpus=gpus, tp=tp, pp=pp, ep=ep, engine=profile, blocks=blocks,
+    return _result(fleet, env, model=model, gpus=gpus, tp=tp, pp=pp, ep=ep, engine=profile, blocks=ve_blocks,
                    slo_ttft_ms=slo_ttft_ms, slo_tpot_ms=slo_tpot_ms, price=price_usd_per_gpu_hour,
                    chrome_trace=chrome_trace, timeline=timeline)  # fmt: skip
 
 
 def _result(fleet: Cluster, env: Environment, *, model, gpus, tp, pp, ep, engine: EngineProfile, blocks, slo_ttft_ms,
             slo_tpot_ms, price, chrome_trace, timeline: Timeline) -> SimulationResult:  # fmt: skip
-    reps = fleet.replicas
+    reps = fleet.replicas  # the schedulers: ``model.micro_batches`` per replica, ``blocks`` KV blocks each
+    k = model.micro_batches
     done = [r for rep in reps for r in rep.finished] + fleet.cache_hits
     done.sort(key=lambda r: r.id)
     engine_made = np.array([r.replica >= 0 for r in done], dtype=bool)  # result-cache hits never reach a replica
@@ -324,6 +346,8 @@ def _result(fleet: Cluster, env: Environment, *, model, gpus, tp, pp, ep, engine
         ttft_ms=summary(ttft), tpot_ms=summary(tpot), itl_ms=weighted_summary(itl_v, itl_w), e2e_ms=summary(e2e),
         output_tokens_per_s=out_tps, input_tokens_per_s=in_tps, requests_per_s=per(float(len(done))),
         goodput_requests_per_s=goodput,
+        # k micro-batches' iterations share each stage, one pp-th of each iteration on it: with k = pp a stage's
+        # busy share is the schedulers' summed busy time over pp, the same mean over len(reps) = replicas · k
         gpu_utilisation=busy / (len(reps) * span) if span > 0 else 0.0,
         kv_utilisation=sum(rep.kv_block_s for rep in reps) / (len(reps) * blocks * span) if span > 0 else 0.0,
         mean_queue_length=per(sum(rep.queue_s for rep in reps)),
@@ -331,22 +355,29 @@ def _result(fleet: Cluster, env: Environment, *, model, gpus, tp, pp, ep, engine
         preemptions=sum(rep.preemptions for rep in reps),
         swapped_kv_tokens=sum(rep.swapped_tokens for rep in reps), result_cache_hits=len(fleet.cache_hits),
         requests=len(done),
-        rejected=sum(len(rep.rejected) for rep in reps), duration_s=span, replicas=len(reps),
-        kv_blocks_per_replica=blocks, iterations=sum(rep.iterations for rep in reps),
+        rejected=sum(len(rep.rejected) for rep in reps), duration_s=span, replicas=len(reps) // k,
+        kv_blocks_per_replica=blocks * k, iterations=sum(rep.iterations for rep in reps),
         events=env.events_processed - timeline.samples,
         usd_per_1m_output_tokens=usd_h / 3600 / out_tps * 1e6 if usd_h is not None and out_tps > 0 else None,
         usd_per_1m_input_tokens=usd_h / 3600 / in_tps * 1e6 if usd_h is not None and in_tps > 0 else None,
-        layout={"tp": tp, "pp": pp, "ep": ep, "replicas": len(reps), "gpus": gpus}, engine=engine.name,
+        layout={"tp": tp, "pp": pp, "ep": ep, "replicas": len(reps) // k, "gpus": gpus}, engine=engine.name,
         records={"id": np.array([r.id for r in done]), "arrival_s": arr, "first_token_s": first, "finish_s": fin,
                  "input_tokens": inp, "output_tokens": out, "log": env.log, "ttft_s": ttft, "tpot_s": tpot,
                  "e2e_s": e2e},
-        timeline=timeline.series(blocks),
+        timeline=_per_replica(timeline.series(blocks), k),
     )  # fmt: skip
     if chrome_trace:
         from scaleright.serve.trace import chrome_trace_events
 
         object.__setattr__(res, "chrome_trace", chrome_trace_events(fleet))
     return res
+
+
+def _per_replica(series: dict[str, np.ndarray], k: int) -> dict[str, np.ndarray]:
+    """The timeline with its scheduler count read as replicas (``k`` schedulers per replica)."""
+    if k > 1:
+        series["replicas"] = series["replicas"] / k
+    return series
 
 
 def saturated_rate(spec: TransformerSpec, *, model: IterationModel | SpeculativeModel, clients: int,
@@ -465,7 +496,8 @@ def find_capacity(spec: TransformerSpec, *, slo_ttft_p99_ms: float, slo_tpot_p99
 
     replicas = max(1, kw.get("gpus", 1) // (kw.get("tp", 1) * kw.get("pp", 1)))
     if saturated is None:
-        saturated, sat = saturated_rate(spec, model=model, clients=kw["max_num_seqs"] * replicas, **kw)
+        saturated, sat = saturated_rate(spec, model=model, clients=kw["max_num_seqs"] * replicas * model.micro_batches,
+                                        **kw)  # fmt: skip
         if sat.rejected:
             return Capacity(0.0, None, (), float(saturated), "kv_cache", *slos)
     ceiling = float(saturated)

@@ -50,6 +50,7 @@ class SpeculativeModel:
         self.kv_precision = base.kv_precision
         self.swap_s_per_token = base.swap_s_per_token
         self.max_rows = base.max_rows
+        self.micro_batches = base.micro_batches
 
     def _decode(self, batch: int) -> tuple[float, float]:
         """(intercept, slope per context token) of one decode iteration's share of a speculative step."""

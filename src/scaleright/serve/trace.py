@@ -1,9 +1,9 @@
 """Chrome trace export of a simulation (the Trace Event Format read by chrome://tracing and Perfetto).
 
-Per replica (``pid``): its iteration runs on thread 0 as complete ("X") events named by their shape (a run of n
-identical decode iterations is one event); each request's time to first token and decode phase as async ("b"/"e")
-events on its replica. Timestamps are microseconds of simulated time. At most ``max_requests`` requests are
-exported so a long run stays a file a browser opens.
+Per replica (``pid``; per scheduler of a replica with pipelined micro-batches): its iteration runs on thread 0 as
+complete ("X") events named by their shape (a run of n identical decode iterations is one event); each request's time to
+first token and decode phase as async ("b"/"e") events on its replica. Timestamps are microseconds of simulated time. At
+most ``max_requests`` requests are exported so a long run stays a file a browser opens.
 """
 
 from __future__ import annotations
@@ -16,8 +16,10 @@ __all__ = ["chrome_trace_events", "write_chrome_trace"]
 
 def chrome_trace_events(fleet, *, max_requests: int = 20_000) -> dict:
     ev: list[dict] = []
+    k = getattr(fleet, "micro_batches", 1)  # schedulers per replica (pipelined stages): one process each
     for i, rows in enumerate(fleet.trace_rows or []):
-        ev.append({"ph": "M", "name": "process_name", "pid": i, "args": {"name": f"replica {i}"}})
+        label = f"replica {i // k} micro-batch {i % k}" if k > 1 else f"replica {i}"
+        ev.append({"ph": "M", "name": "process_name", "pid": i, "args": {"name": label}})
         for start, dur, n, b, p in rows:
             name = f"prefill {p} + decode {b}" if p else f"decode {b} x{n}"
             ev.append({"ph": "X", "name": name, "pid": i, "tid": 0, "ts": start * 1e6, "dur": dur * 1e6,
