@@ -18,6 +18,8 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from scaleright.catalog import get_gpu
 from scaleright.errors import InputError
@@ -25,7 +27,7 @@ from scaleright.estimate.calibration import DEFAULT_CALIBRATION
 from scaleright.estimate.engines import ENGINES, EngineProfile, calibrated_engine
 from scaleright.estimate.iteration import IterationModel, compute_precision
 from scaleright.estimate.layer import roofline
-from scaleright.estimate.moe import dispatch_bytes
+from scaleright.estimate.moe import MOE_DISPATCH, dispatch_bytes
 from scaleright.workload import load_model
 from scaleright.workload.params import count_params
 
@@ -96,3 +98,17 @@ def test_vllm_gather_moves_half_of_a_permute_in_bf16():
     stream = roofline(gpu, "bf16", DEFAULT_CALIBRATION).hbm
     want = c.moe_layers * spec.hidden * (m + m * spec.moe.top_k) * 2.0 / stream  # the permute's extra half
     assert perm - gather == pytest.approx(want, rel=1e-9)
+
+
+@settings(max_examples=60, deadline=None)
+@given(kernels=st.sampled_from(sorted(MOE_DISPATCH)), t=st.integers(1, 4096), k=st.integers(1, 8),
+       extra=st.integers(0, 4096), gemm_in=st.sampled_from([0.5625, 1.0, 2.0]))  # fmt: skip
+def test_every_scheme_moves_at_least_the_combines_compulsory_bytes_and_more_rows_never_cost_less(
+        kernels, t, k, extra, gemm_in):
+    """Whatever the kernels, the combine must read each routed row once and write each token once (at least
+    h·(R·g + t·g) bytes, the narrowest format in play), and routing more rows never moves fewer bytes."""
+    rows = t * k
+    got = float(dispatch_bytes(H, source_tokens=t, routed_rows=rows, kernels=kernels, gemm_in_bytes=gemm_in))
+    assert got >= H * (rows + t) * gemm_in
+    more = float(dispatch_bytes(H, source_tokens=t, routed_rows=rows + extra, kernels=kernels, gemm_in_bytes=gemm_in))
+    assert more >= got

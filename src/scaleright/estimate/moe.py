@@ -38,7 +38,9 @@ with no fitted factor in it.
     moe_gemm/moe_kernels.cu``): ``expandInputRowsKernel`` reads each source row at ``a`` and writes its ``k``
     copies already quantised to the GEMM input (FP8, or NVFP4 values plus their per-16 block scales), at ``g``;
     ``finalizeMoeRoutingKernel`` reads the second GEMM's 16-bit rows and writes the weighted sum: ``s = 2a``,
-    ``r = g + a``.
+    ``r = g + a``. (Not checked: TensorRT-LLM's PyTorch backend, the default from 1.0, may quantise the source
+    tokens before the op, ``fp4_quantize`` / ``static_quantize_e4m3_per_tensor``, and expand the quantised rows,
+    which adds ``2g`` per source value, a few per cent of the traffic at top-8.)
   - ``gather`` (vLLM's and SGLang's Triton ``fused_moe``: ``moe_align_block_size`` sorts only the row indices,
     ``fused_moe_kernel`` loads its A rows through ``sorted_token_ids``, so no permuted copy exists; the second
     GEMM writes ``k`` rows per token into ``intermediate_cache3`` and ``moe_sum`` reads them and writes the sum):
