@@ -1,15 +1,16 @@
 """A stored engine profile outlives the scaleright that wrote it.
 
 The story: ``calibrate --serving --name`` wrote profiles before ``EngineProfile`` had ``fused_elementwise``,
-``max_num_seqs``, ``sequence_overhead_s``, ``dequantize_above_rows``, ``gemm_accumulate`` and
-``overlaps_pipeline_stages``. Such a file, written out here by hand with only the fields of the store's first version,
+``max_num_seqs``, ``sequence_overhead_s``, ``dequantize_above_rows``, ``gemm_accumulate``,
+``overlaps_pipeline_stages`` and ``moe_dispatch``. Such a file, written out here by hand with only the fields of the store's first version,
 still loads: each field it predates takes the value of the engine it was fitted from (its ``provenance.base``), the
 output says so once, and ``serve simulate`` and ``calibrate show`` run it. The base values expected are the engines'
 documented behaviour, written out: TensorRT-LLM fuses its elementwise kernels and ``trtllm-build`` builds for 2048
 sequences; llama.cpp dequantises quantised GEMMs of more than ``MMQ_MAX_BATCH_SIZE`` = 32 rows and accumulates its fp16
 GEMMs in fp16 (cuBLAS ``CUBLAS_COMPUTE_16F``), TensorRT-LLM in fp32; no shipped engine has per-sequence host time;
 TensorRT-LLM keeps pp micro-batches in flight under pipeline parallelism (``PyExecutor._executor_loop_pp``), llama.cpp's
-layer split runs its GPUs in turn. A field of the wrong type or range, a field of the first version missing, a base that
+layer split runs its GPUs in turn; TensorRT-LLM's fused MoE expands and finalizes, llama.cpp's
+``mul_mat_id`` copies f32 rows. A field of the wrong type or range, a field of the first version missing, a base that
 does not exist and a key this version does not know are each one line naming the file and the field (exit 2)."""
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from tests.cli_helpers import assert_one_line, run_main
 SIM = ["--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--input-len", "100", "--output-len", "5", "--rate", "4",
        "--requests", "20", "--seed", "3"]
 NEW_FIELDS = ("fused_elementwise", "max_num_seqs", "sequence_overhead_s", "dequantize_above_rows", "gemm_accumulate",
-              "overlaps_pipeline_stages")
+              "overlaps_pipeline_stages", "moe_dispatch")
 
 
 def old_profile(name: str, base: str, **profile) -> dict:
@@ -76,6 +77,8 @@ def test_an_old_profile_takes_the_fields_it_predates_from_its_base_engine(engine
     assert (g.fused_elementwise, g.max_num_seqs, g.dequantize_above_rows) == (False, 256, 32)
     assert (p.gemm_accumulate, g.gemm_accumulate) == ("fp32", "fp16")
     assert (p.overlaps_pipeline_stages, g.overlaps_pipeline_stages) == (True, False)
+    # TensorRT-LLM's CUTLASS fused MoE expands and finalizes; llama.cpp's mul_mat_id copies f32 rows
+    assert (p.moe_dispatch, g.moe_dispatch) == ("expand-finalize", "copy-rows-f32")
 
 
 def test_serve_simulate_runs_an_old_profile_and_says_once_what_came_from_the_base(engines, monkeypatch, capsys):
@@ -84,15 +87,18 @@ def test_serve_simulate_runs_an_old_profile_and_says_once_what_came_from_the_bas
     assert code == 0, err
     notes = [line for line in err.splitlines() if line.startswith("note: engine profile")]
     assert notes == [f"note: engine profile {path} was stored before fused_elementwise, max_num_seqs, "
-                     "sequence_overhead_s, dequantize_above_rows, gemm_accumulate, overlaps_pipeline_stages existed: "
+                     "sequence_overhead_s, dequantize_above_rows, gemm_accumulate, overlaps_pipeline_stages, "
+                     "moe_dispatch existed: "
                      "fused_elementwise=True, max_num_seqs=2048, sequence_overhead_s=0.0, dequantize_above_rows=None, "
-                     "gemm_accumulate='fp32', overlaps_pipeline_stages=True taken from its base, the built-in engine "
-                     "'trtllm', not fitted (refit it with calibrate --serving --name old-trt --force)"]
+                     "gemm_accumulate='fp32', overlaps_pipeline_stages=True, moe_dispatch='expand-finalize' taken "
+                     "from its base, the built-in engine 'trtllm', not fitted (refit it with calibrate --serving "
+                     "--name old-trt --force)"]
     # the same simulation as the file's factors and TensorRT-LLM's documented behaviour, passed as an object
     by_hand = EngineProfile(
         name="old-trt", iteration_overhead_s=0.8e-3, hbm_fraction=0.62, gemm_efficiency_factor=1.0,
         quantised_kv_precision="fp8", frontend_latency_s=0.004, custom_all_reduce=True, fused_elementwise=True,
-        status="fitted", grounded_in=(), note="", max_num_seqs=2048, sequence_overhead_s=0.0)
+        status="fitted", grounded_in=(), note="", max_num_seqs=2048, sequence_overhead_s=0.0,
+        moe_dispatch="expand-finalize")
     want = simulate(load_model("llama-3.1-8b"), gpu=get_gpu("h100-sxm"), input_len=100, output_len=5, rate=4,
                     requests=20, seed=3, engine=by_hand)  # fmt: skip
     d = json.loads(out)
@@ -141,6 +147,8 @@ def test_a_profile_written_now_takes_nothing_from_its_base(engines):
     ("custom_all_reduce", 1, r"custom_all_reduce=1 must be true or false$"),
     ("gemm_accumulate", "fp8", r"gemm_accumulate='fp8' not allowed; allowed: fp32, fp16$"),
     ("overlaps_pipeline_stages", 1, r"overlaps_pipeline_stages=1 must be true or false$"),
+    ("moe_dispatch", "alltoall", r"moe_dispatch='alltoall' not allowed; allowed: permute, expand-finalize, gather, "
+                                 r"copy-rows-f32$"),
 ])  # fmt: skip
 def test_a_bad_value_is_one_line_naming_the_file_and_the_field(engines, monkeypatch, capsys, field, value, message):
     write(engines, old_profile("bad", "trtllm", **{field: value}))
@@ -166,7 +174,7 @@ def _without(body: dict, *keys: str) -> dict:
     (lambda: _without(old_profile("x", "trtllm"), "hbm_fraction"), r"x\.json: missing hbm_fraction$"),
     (lambda: {**old_profile("x", "trtllm"), "provenance": {}},
      r"x\.json: missing fused_elementwise, max_num_seqs, sequence_overhead_s, dequantize_above_rows, "
-     r"gemm_accumulate, overlaps_pipeline_stages \(stored before they existed\) and its provenance names no base "
+     r"gemm_accumulate, overlaps_pipeline_stages, moe_dispatch \(stored before they existed\) and its provenance names no base "
      r"engine to take them from; refit it with calibrate --serving --name x --force$"),
     (lambda: old_profile("x", "no-such-engine"),
      r"x\.json: its base engine 'no-such-engine' \(provenance\.base\) is neither built-in nor stored"),

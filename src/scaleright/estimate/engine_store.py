@@ -181,6 +181,7 @@ def _stored_base(where: str, base: str, seen: tuple[Path, ...]) -> EngineProfile
 def _read(data: Any, path: Path, seen: tuple[Path, ...]) -> tuple[EngineProfile, list[str]]:
     """The profile, and the fields it took from its base (``seen``: the files already on the chain of bases)."""
     from scaleright.estimate.engines import GEMM_ACCUMULATES, SEQUENCE_OVERHEAD_BOUNDS_S, EngineProfile
+    from scaleright.estimate.moe import MOE_DISPATCH
     from scaleright.workload.precision import KV_PRECISIONS
 
     where = f"engine profile {path}"
@@ -218,6 +219,9 @@ def _read(data: Any, path: Path, seen: tuple[Path, ...]) -> tuple[EngineProfile,
     if "gemm_accumulate" in p and p["gemm_accumulate"] not in GEMM_ACCUMULATES:
         raise CatalogFileError(f"{where}: gemm_accumulate={p['gemm_accumulate']!r} not allowed; allowed: "
                                f"{', '.join(GEMM_ACCUMULATES)}")  # fmt: skip
+    if "moe_dispatch" in p and p["moe_dispatch"] not in MOE_DISPATCH:  # a later field (moe_dispatch)
+        raise CatalogFileError(f"{where}: moe_dispatch={p['moe_dispatch']!r} not allowed; allowed: "
+                               f"{', '.join(MOE_DISPATCH)}")  # fmt: skip
     for key in ("name", "status", "note"):
         if not isinstance(p[key], str):
             raise CatalogFileError(f"{where}: {key} must be text")

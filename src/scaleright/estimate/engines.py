@@ -55,6 +55,13 @@ A profile is a small named data entry (a registry, as Vidur's ``utils/base_regis
   True. llama.cpp (``--split-mode layer``): one batch passes the GPUs in turn; it pipelines only the micro-batches
   (``n_ubatch``) of one large prompt batch (PR #6017, ``GGML_SCHED_MAX_COPIES``), and a decode batch is one
   micro-batch: False (the stages run one after another).
+- ``moe_dispatch``: the kernels that group an MoE layer's rows by expert and restore token order around its
+  grouped GEMMs, a key of ``estimate.moe.MOE_DISPATCH`` whose docstring gives each one's bytes and source:
+  TensorRT-LLM's CUTLASS fused MoE ``"expand-finalize"`` (the expand quantises the copies to the GEMM input's
+  format), vLLM's and SGLang's Triton ``fused_moe`` ``"gather"`` (rows gathered inside the GEMM, a ``moe_sum``
+  combine), llama.cpp's ``mul_mat_id`` ``"copy-rows-f32"``; default ``"permute"`` (Megatron-Core's bf16 permute /
+  unpermute, what training runs). vLLM's FP4 MoE on Blackwell (FlashInfer's port of TensorRT-LLM's kernels) and
+  SGLang's DeepEP path are other kernels, not modelled.
 
 Each entry names the rows of ``validation/reference`` it is grounded in (``serving_engine.csv`` in
 ``components/``, ``infer_measured.csv``) and how its values were chosen; ``benchmarks/serve_accuracy.py`` scores them.
@@ -102,11 +109,17 @@ class EngineProfile:
     dequantize_above_rows: int | None = None  # quantised GEMMs of more rows dequantise to fp16 first (docstring)
     gemm_accumulate: str = "fp32"  # accumulator of its fp16-operand GEMMs: "fp32" or "fp16" (see the docstring)
     overlaps_pipeline_stages: bool = True  # pp micro-batches in flight over the pp stages (see the docstring)
+    moe_dispatch: str = "permute"  # MoE dispatch / combine kernels: a key of estimate.moe.MOE_DISPATCH (docstring)
 
     def __post_init__(self) -> None:
         if self.gemm_accumulate not in GEMM_ACCUMULATES:
             raise InputError(f"engine {self.name!r}: gemm_accumulate={self.gemm_accumulate!r} not allowed; "
                              f"allowed: {', '.join(GEMM_ACCUMULATES)}")  # fmt: skip
+        from scaleright.estimate.moe import MOE_DISPATCH
+
+        if self.moe_dispatch not in MOE_DISPATCH:
+            raise InputError(f"engine {self.name!r}: moe_dispatch={self.moe_dispatch!r} not allowed; "
+                             f"allowed: {', '.join(MOE_DISPATCH)}")  # fmt: skip
 
     def micro_batches_in_flight(self, pp: int) -> int:
         """Micro-batches the engine keeps in flight over ``pp`` pipeline stages: ``pp`` when it overlaps them, else 1
@@ -128,7 +141,7 @@ ENGINES: dict[str, EngineProfile] = {
         EngineProfile(
             name="vllm", iteration_overhead_s=4.5e-3, hbm_fraction=0.425, gemm_efficiency_factor=1.0,
             quantised_kv_precision="bf16", frontend_latency_s=0.0,
-            custom_all_reduce=True, fused_elementwise=False, status="fitted",
+            custom_all_reduce=True, fused_elementwise=False, moe_dispatch="gather", status="fitted",
             grounded_in=(
                 ("components/serving_engine.csv: vLLM (ROCm) benchmark_latency, Llama 3.1 405B FP8, 8x MI300X, "
                 "batch 1-256 (derived ms per output token)"),
@@ -144,7 +157,7 @@ ENGINES: dict[str, EngineProfile] = {
         EngineProfile(
             name="sglang", iteration_overhead_s=1.0e-3, hbm_fraction=0.60, gemm_efficiency_factor=1.0,
             quantised_kv_precision="bf16", frontend_latency_s=0.0, custom_all_reduce=True, fused_elementwise=False,
-            status="uncalibrated",
+            moe_dispatch="gather", status="uncalibrated",
             grounded_in=(),
             note="No SGLang rows in the reference set. Assumed: the CUDA decode-bandwidth fraction fitted for "
                  "TensorRT-LLM (0.60) and 1 ms per iteration (SGLang's overlap scheduler hides most CPU scheduling "
@@ -153,7 +166,7 @@ ENGINES: dict[str, EngineProfile] = {
         EngineProfile(
             name="trtllm", iteration_overhead_s=0.5e-3, hbm_fraction=0.575, gemm_efficiency_factor=1.0,
             quantised_kv_precision="fp8", frontend_latency_s=4e-3, custom_all_reduce=True, fused_elementwise=True,
-            max_num_seqs=2048, status="fitted",
+            max_num_seqs=2048, moe_dispatch="expand-finalize", status="fitted",
             grounded_in=(
                 ("infer_measured.csv: 'Online Serving Measurements' (TensorRT-LLM 0.14 + Triton), lowest-QPS rows "
                 "(mean TTFT and ITL), Llama 3.1 8B / 70B on H100 and H200"),
@@ -177,7 +190,8 @@ ENGINES: dict[str, EngineProfile] = {
         EngineProfile(
             name="llama.cpp", iteration_overhead_s=0.3e-3, hbm_fraction=0.80, gemm_efficiency_factor=1.0,
             quantised_kv_precision="fp16", frontend_latency_s=0.0, custom_all_reduce=False, fused_elementwise=False,
-            dequantize_above_rows=32, gemm_accumulate="fp16", overlaps_pipeline_stages=False, status="fitted",
+            dequantize_above_rows=32, gemm_accumulate="fp16", overlaps_pipeline_stages=False,
+            moe_dispatch="copy-rows-f32", status="fitted",
             grounded_in=(
                 ("components/serving_engine.csv: llama.cpp (CUDA backend) tg128 rows, codellama-7b F16 / Q8_0 on "
                 "RTX 4090, llama 7B Q4_0 on RTX 3090 Ti (ms per token = 1000 / tokens per second)"),
@@ -203,12 +217,13 @@ def calibrated_engine(cal: Calibration) -> EngineProfile:
     in-flight batching (``trtllm-bench`` and Triton rows of ``infer_measured.csv``), with the calibration's fitted
     per-iteration overhead (``decode_overhead_s``) and decode HBM share (``decode_memory_efficiency``, of the
     measured STREAM ceiling) instead of a registry entry's, TensorRT-LLM's custom all-reduce, fused kernels and
-    ``pp`` micro-batches in flight under pipeline parallelism (``overlaps_pipeline_stages``).
+    ``pp`` micro-batches in flight under pipeline parallelism (``overlaps_pipeline_stages``), and fused-MoE dispatch
+    (``moe_dispatch="expand-finalize"``).
     Not in ``ENGINES``: its values follow the calibration in use (a user's ``scaleright calibrate`` profile too)."""
     return EngineProfile(
         name="calibrated", iteration_overhead_s=cal.decode_overhead_s, hbm_fraction=None, gemm_efficiency_factor=1.0,
         quantised_kv_precision="bf16", frontend_latency_s=0.0, custom_all_reduce=True, fused_elementwise=True,
-        status="fitted",
+        moe_dispatch="expand-finalize", status="fitted",
         grounded_in=("infer_measured.csv: TensorRT-LLM throughput and online-serving rows (benchmarks/accuracy.py)",),
         note="The calibration's decode factors, fitted jointly with the training rows; KV-cache format as the caller "
              "states (estimate infer: 16-bit unless --kv-precision).",

@@ -37,7 +37,8 @@ chunked prefills. On one replica of ``tp · pp`` GPUs it costs
 - Decode attention reads every sequence's KV cache once: its time is affine in the batch's total context, so a run
   of identical iterations whose contexts only grow can be summed in closed form (``DecodeRun``).
 - MoE layers read only the experts the batch touches, E·(1 − (1 − k/E)^m) of E, and pay the dispatch / combine
-  copies that group rows by expert around the grouped GEMMs (``estimate.moe``); with expert parallelism (``ep``
+  copies that group rows by expert around the grouped GEMMs, the bytes the engine's MoE kernels move
+  (``EngineProfile.moe_dispatch``, ``estimate.moe.dispatch_bytes``); with expert parallelism (``ep``
   divides ``tp``: experts are split over the ep ranks of the tensor-parallel group instead of sliced) each GPU
   holds E/ep experts, the layer waits for the busiest rank (its expected routed rows and experts reached under
   uniform routing, ``estimate.moe``), and no all-to-all is needed: every rank holds all the tokens, and the
@@ -245,6 +246,10 @@ class IterationModel:
             bpe, self._ffn_bpe = w.attention / w.attention_params, w.ffn / w.ffn_params
             self._head_bpe = w.head_bytes_per_weight
         self._act = 4.0 if precision == "fp32" else 2.0  # activation bytes: fp32 models keep fp32 activations
+        # bytes per value of the GEMMs' input rows: quantised (fp8 / int8 1 B, NVFP4 values and block scales
+        # 0.5625 B) where the GEMMs run in that format, else the activations'
+        cp = compute_precision(gpu, precision)
+        self._gemm_in = bytes_per_element(cp) if cp in ("fp8", "int8", "fp4") else self._act
         share = rl.tensor / (rl.peak * rl.arch.gemm_efficiency)  # the calibration's share of the GEMM ceiling
         # the accumulator of the engine's fp16-operand GEMMs: the FP16-accumulate datasheet rate where faster
         acc = accumulate_factor(gpu, precision, prof.gemm_accumulate, rl.peak)
@@ -306,14 +311,17 @@ class IterationModel:
         h, L, act = spec.hidden, spec.layers, self._act
         # serving splits experts over the ep ranks of the tensor-parallel group: each expert sliced tp / ep ways
         # (MoE: the busiest expert-parallel rank's experts and its dispatch / combine copies, ``estimate.moe``)
+        # the dispatch / combine bytes the engine's MoE kernels move (``EngineProfile.moe_dispatch``), the rows
+        # quantised to the GEMMs' input format where its kernels do (``_gemm_in``)
         moe_kw = dict(tokens=mm, tp=tp, ep=ep, expert_tokens=mm, expert_tp=tp // ep, act_bytes=act,
-                      stream_hbm=self._stream_hbm)  # fmt: skip
-        attn, layer_ffn = layer_gemm_times(spec, c, gemm=self._gemm, **moe_kw)
+                      stream_hbm=self._stream_hbm, moe_dispatch=self.engine.moe_dispatch)  # fmt: skip
+        attn, layer_ffn = layer_gemm_times(spec, c, gemm=self._gemm, gemm_in_bytes=self._gemm_in, **moe_kw)
         if self._ffn_bpe is not None:  # GGUF: the FFN matrices at their own bytes per weight
-            layer_ffn = layer_gemm_times(spec, c, gemm={**self._gemm, "bytes_per_el": self._ffn_bpe}, **moe_kw)[1]
+            layer_ffn = layer_gemm_times(spec, c, gemm={**self._gemm, "bytes_per_el": self._ffn_bpe},
+                                         gemm_in_bytes=self._gemm_in, **moe_kw)[1]  # fmt: skip
         deq = 0.0 * mm
         if self._dequant_rows is not None:  # many rows: dequantise once per iteration, then 16-bit GEMMs
-            a16, f16 = layer_gemm_times(spec, c, gemm=self._gemm16, **moe_kw)
+            a16, f16 = layer_gemm_times(spec, c, gemm=self._gemm16, gemm_in_bytes=act, **moe_kw)  # 16-bit GEMMs
             big = mm > self._dequant_rows
             attn, layer_ffn = np.where(big, a16, attn), np.where(big, f16, layer_ffn)
             deq = np.where(big, self._dequant_s, 0.0)

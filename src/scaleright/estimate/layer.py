@@ -13,9 +13,10 @@ GEMMs of a layer on a tensor-parallel shard of size ``tp``, for ``t`` tokens (fo
   (Megatron-Core's all-to-all dispatcher; ``etp = tp``: ``t·k·ep/E``; thin GEMMs for fine-grained experts), plus
   shared experts and the router. The expert GEMMs are timed on the busiest expert-parallel rank (its expected
   routed rows and experts reached under uniform routing; the mean for ep = 1), and the MoE FFN time includes the
-  dispatch / combine copies that group rows by expert and restore token order, ``2·h·(t_src + R)`` values at the
-  activation bytes over the streaming bandwidth for ``t_src`` tokens routed and ``R`` routed rows run
-  (``estimate.moe``). The efficiency below is that of each expert's GEMM (its own rows, width and hidden size).
+  dispatch / combine copies that group rows by expert and restore token order, over the streaming bandwidth, for
+  ``t_src`` tokens routed and ``R`` routed rows run: the bytes the engine's kernels move (``estimate.moe.
+  dispatch_bytes``; training and by default Megatron-Core's permute / unpermute, ``2·h·(t_src + R)`` values at
+  the activation bytes). The efficiency below is that of each expert's GEMM (its own rows, width and hidden size).
 A GEMM (m x k)·(k x n) takes ``max(2mkn / (peak · eff), bytes / HBM)`` with
 ``eff = eff_max · d / (d + half_dim)``, d its smallest dimension (tile and wave quantisation). Serving passes
 ``rows_floor``: the rows count in ``d`` as at least that many, because a GEMM of few rows (decode) runs as a
@@ -41,7 +42,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from scaleright.errors import InputError
 from scaleright.estimate.calibration import ArchFactors, Calibration, arch_factors
-from scaleright.estimate.moe import busiest_rank_experts, busiest_rank_rows, permute_values
+from scaleright.estimate.moe import busiest_rank_experts, busiest_rank_rows, dispatch_bytes
 from scaleright.workload.params import ParamCounts
 from scaleright.workload.spec import TransformerSpec
 
@@ -139,6 +140,7 @@ def layer_gemm_times(
     ep: float | NDArray[np.float64] = 1.0, gemm: dict[str, float],
     expert_tokens: float | NDArray[np.float64] | None = None, expert_tp: float | None = None,
     etp: float | NDArray[np.float64] | None = None, act_bytes: float | None = None, stream_hbm: float | None = None,
+    moe_dispatch: str = "permute", gemm_in_bytes: float | None = None,
 ) -> tuple[float | NDArray[np.float64], float | NDArray[np.float64]]:
     """(attention projections, FFN) forward GEMM time of one average layer for ``tokens`` tokens on one GPU.
 
@@ -148,9 +150,10 @@ def layer_gemm_times(
     routes in all, every one of them held (and dispatched) by each rank of the tensor-parallel group; only the
     experts they reach are run and read. ``expert_tp``: the slicing of each expert's width when serving (default
     ``tp``; serving splits the experts over the ``ep`` ranks of the tensor-parallel group, so each is sliced
-    ``tp / ep`` ways). The FFN time includes the MoE dispatch / combine copies (module docstring) at
-    ``act_bytes`` per value (default: 16-bit, or the GEMM operands' bytes if wider) over ``stream_hbm`` bytes/s
-    (default: the GEMMs' ``hbm``)."""
+    ``tp / ep`` ways). The FFN time includes the MoE dispatch / combine copies (module docstring): the bytes the
+    kernels ``moe_dispatch`` move (``estimate.moe.MOE_DISPATCH``; default Megatron-Core's ``permute``) for
+    activations of ``act_bytes`` (default: 16-bit, or the GEMM operands' bytes if wider) and GEMM inputs of
+    ``gemm_in_bytes`` (default ``act_bytes``), over ``stream_hbm`` bytes/s (default: the GEMMs' ``hbm``)."""
     t = tokens
     h = spec.hidden
     if spec.mla:
@@ -190,8 +193,9 @@ def layer_gemm_times(
     moe = ffn(rows / np.maximum(reached, 1e-300), m.expert_ffn_hidden, count=reached, split=e_tp)
     # the dispatch / combine copies around the grouped GEMMs, at the streaming bandwidth (``estimate.moe``)
     a_bytes = act_bytes if act_bytes is not None else max(2.0, float(gemm["bytes_per_el"]))
-    moe = moe + permute_values(h, source_tokens=source, routed_rows=rows) * a_bytes / (
-        stream_hbm if stream_hbm is not None else gemm["hbm"])
+    copies = dispatch_bytes(h, source_tokens=source, routed_rows=rows, kernels=moe_dispatch, act_bytes=a_bytes,
+                            gemm_in_bytes=gemm_in_bytes)  # fmt: skip
+    moe = moe + copies / (stream_hbm if stream_hbm is not None else gemm["hbm"])
     if m.num_shared_experts:
         moe = moe + ffn(t, m.shared_ffn_hidden * m.num_shared_experts)
     moe = moe + gemm_time(t, h, m.num_experts, **gemm)  # router

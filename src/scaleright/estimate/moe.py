@@ -24,18 +24,59 @@ with no fitted factor in it.
   token once and writes its routed copies, the combine reads the copies and writes the weighted sum, so a rank
   that routes ``t_src`` tokens and runs ``R`` routed rows moves at least ``2·h·(t_src + R)`` values
   (``permute_values``), the compulsory traffic of the two copies.
+- **What each engine's kernels move** (``dispatch_bytes``, ``MOE_DISPATCH``, chosen by
+  ``engines.EngineProfile.moe_dispatch``). Per MoE layer a rank moves ``h·(s·t_src + r·R)`` bytes: ``s`` bytes per
+  value of each source token, ``r`` per routed row, for activations of ``a`` bytes (16-bit; 4 for fp32 models) and
+  GEMM inputs of ``g`` bytes (the compute format incl. its block scales: fp8 1, NVFP4 0.5625, 16-bit ``a``). The
+  GEMMs' own reads of their inputs and writes of their outputs are in ``layer.gemm_time``, not here.
+
+  - ``permute`` (Megatron-Core ``moe_utils.permute`` / ``unpermute``, Transformer Engine ``moe_permute`` /
+    ``moe_unpermute``; bf16 tokens, also in FP8 training, where the grouped GEMM quantises its input itself):
+    the dispatch reads ``t_src`` rows and writes ``R``, the combine reads ``R`` and writes ``t_src``, all at
+    ``a``: ``s = 2a``, ``r = 2a``. The default (training, and an engine profile that names none).
+  - ``expand-finalize`` (TensorRT-LLM's CUTLASS fused MoE, ``cpp/tensorrt_llm/kernels/cutlass_kernels/
+    moe_gemm/moe_kernels.cu``): ``expandInputRowsKernel`` reads each source row at ``a`` and writes its ``k``
+    copies already quantised to the GEMM input (FP8, or NVFP4 values plus their per-16 block scales), at ``g``;
+    ``finalizeMoeRoutingKernel`` reads the second GEMM's 16-bit rows and writes the weighted sum: ``s = 2a``,
+    ``r = g + a``. (Not checked: TensorRT-LLM's PyTorch backend, the default from 1.0, may quantise the source
+    tokens before the op, ``fp4_quantize`` / ``static_quantize_e4m3_per_tensor``, and expand the quantised rows,
+    which adds ``2g`` per source value, a few per cent of the traffic at top-8.)
+  - ``gather`` (vLLM's and SGLang's Triton ``fused_moe``: ``moe_align_block_size`` sorts only the row indices,
+    ``fused_moe_kernel`` loads its A rows through ``sorted_token_ids``, so no permuted copy exists; the second
+    GEMM writes ``k`` rows per token into ``intermediate_cache3`` and ``moe_sum`` reads them and writes the sum):
+    ``r = a``, ``s = a``, plus, when the GEMM input is narrower than ``a`` (fp8 / int8 W8A8), the quantisation of
+    the source tokens before the first GEMM (``scaled_fp8_quant`` / ``moe_kernel_quantize_input``: reads ``a``,
+    writes ``g``): ``s = a + (a + g)``.
+  - ``copy-rows-f32`` (llama.cpp's CUDA ``ggml_cuda_mul_mat_id`` for batches of more than one token, as written
+    from 2024-01; not checked against a given release): ggml activations are f32; ``k_copy_src1_to_contiguous``
+    gathers each expert's rows into a contiguous buffer (read and write ``R`` rows), the expert's ``mul_mat``
+    writes a contiguous result that ``k_copy_dst_from_contiguous`` scatters back (read and write ``R``), and the
+    graph's weighted sum of the ``k`` outputs reads ``R`` and writes ``t_src`` (a floor: ``build_moe_ffn``'s
+    separate multiply by the router weights and its chain of adds move more): ``s = 4``, ``r = 5·4``.
 """
 
 from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Callable
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-__all__ = ["touched_experts", "expected_max_std_normal", "busiest_rank_rows", "busiest_rank_experts",
-           "permute_values"]
+__all__ = ["MOE_DISPATCH", "touched_experts", "expected_max_std_normal", "busiest_rank_rows", "busiest_rank_experts",
+           "dispatch_bytes", "permute_values"]
+
+F32_BYTES = 4.0  # ggml's activations
+
+# (bytes per value of each source token, bytes per value of each routed row) that the dispatch / combine kernels of
+# a scheme move, for activations of ``a`` bytes and GEMM inputs of ``g`` bytes (module docstring)
+MOE_DISPATCH: dict[str, Callable[[float, float], tuple[float, float]]] = {
+    "permute": lambda a, g: (2.0 * a, 2.0 * a),
+    "expand-finalize": lambda a, g: (2.0 * a, g + a),
+    "gather": lambda a, g: (a + (a + g if g < a else 0.0), a),
+    "copy-rows-f32": lambda a, g: (F32_BYTES, 5.0 * F32_BYTES),
+}
 
 
 def touched_experts(num_experts: float, top_k: float, tokens: ArrayLike) -> NDArray[np.float64]:
@@ -86,6 +127,18 @@ def permute_values(h: float, *, source_tokens: ArrayLike, routed_rows: ArrayLike
     """Values read plus written by the dispatch and combine copies of a rank that routes ``source_tokens`` tokens
     of width ``h`` and runs ``routed_rows`` routed rows: ``2·h·(source_tokens + routed_rows)``."""
     return np.asarray(2.0 * h * (np.asarray(source_tokens, dtype=float) + np.asarray(routed_rows, dtype=float)))
+
+
+def dispatch_bytes(h: float, *, source_tokens: ArrayLike, routed_rows: ArrayLike, kernels: str = "permute",
+                   act_bytes: float = 2.0, gemm_in_bytes: float | None = None) -> NDArray[np.float64]:
+    """Bytes read plus written by the dispatch and combine kernels ``kernels`` (a key of ``MOE_DISPATCH``) of a rank
+    that routes ``source_tokens`` tokens of width ``h`` and runs ``routed_rows`` routed rows, for activations of
+    ``act_bytes`` and GEMM inputs of ``gemm_in_bytes`` (default ``act_bytes``) bytes per value (module docstring)."""
+    if kernels not in MOE_DISPATCH:
+        raise ValueError(f"kernels={kernels!r} not one of {', '.join(MOE_DISPATCH)}")
+    per_src, per_row = MOE_DISPATCH[kernels](act_bytes, act_bytes if gemm_in_bytes is None else gemm_in_bytes)
+    t = np.asarray(source_tokens, dtype=float)
+    return np.asarray(h * (per_src * t + per_row * np.asarray(routed_rows, dtype=float)), dtype=float)
 
 
 def _e_max(r: NDArray[np.float64]) -> NDArray[np.float64]:
