@@ -1,17 +1,17 @@
 """A stored engine profile outlives the scaleright that wrote it.
 
 The story: ``calibrate --serving --name`` wrote profiles before ``EngineProfile`` had ``fused_elementwise``,
-``max_num_seqs``, ``sequence_overhead_s``, ``dequantize_above_rows``, ``gemm_accumulate``,
-``overlaps_pipeline_stages`` and ``moe_dispatch``. Such a file, written out here by hand with only the fields of the store's first version,
-still loads: each field it predates takes the value of the engine it was fitted from (its ``provenance.base``), the
-output says so once, and ``serve simulate`` and ``calibrate show`` run it. The base values expected are the engines'
-documented behaviour, written out: TensorRT-LLM fuses its elementwise kernels and ``trtllm-build`` builds for 2048
-sequences; llama.cpp dequantises quantised GEMMs of more than ``MMQ_MAX_BATCH_SIZE`` = 32 rows and accumulates its fp16
-GEMMs in fp16 (cuBLAS ``CUBLAS_COMPUTE_16F``), TensorRT-LLM in fp32; no shipped engine has per-sequence host time;
-TensorRT-LLM keeps pp micro-batches in flight under pipeline parallelism (``PyExecutor._executor_loop_pp``), llama.cpp's
-layer split runs its GPUs in turn; TensorRT-LLM's fused MoE expands and finalizes, llama.cpp's
-``mul_mat_id`` copies f32 rows. A field of the wrong type or range, a field of the first version missing, a base that
-does not exist and a key this version does not know are each one line naming the file and the field (exit 2)."""
+``max_num_seqs``, ``sequence_overhead_s``, ``dequantize_above_rows``, ``gemm_accumulate``, ``overlaps_pipeline_stages``
+and ``moe_dispatch``. Such a file, written out here by hand with only the fields of the store's first version, still
+loads: each field it predates takes the value of the engine it was fitted from (its ``provenance.base``), the output
+says so once, and ``serve simulate`` and ``calibrate show`` run it. The base values expected are the engines' documented
+behaviour, written out: TensorRT-LLM fuses its elementwise kernels and ``trtllm-build`` builds for 2048 sequences;
+llama.cpp dequantises quantised GEMMs of more than ``MMQ_MAX_BATCH_SIZE`` = 32 rows and accumulates its fp16 GEMMs in
+fp16 (cuBLAS ``CUBLAS_COMPUTE_16F``), TensorRT-LLM in fp32; no shipped engine has per-sequence host time; TensorRT-LLM
+keeps pp micro-batches in flight under pipeline parallelism (``PyExecutor._executor_loop_pp``), llama.cpp's layer split
+runs its GPUs in turn; TensorRT-LLM's fused MoE expands and finalizes, llama.cpp's ``mul_mat_id`` copies f32 rows. A
+field of the wrong type or range, a field of the first version missing, a base that does not exist and a key this
+version does not know are each one line naming the file and the field (exit 2)."""
 
 from __future__ import annotations
 
@@ -174,8 +174,8 @@ def _without(body: dict, *keys: str) -> dict:
     (lambda: _without(old_profile("x", "trtllm"), "hbm_fraction"), r"x\.json: missing hbm_fraction$"),
     (lambda: {**old_profile("x", "trtllm"), "provenance": {}},
      r"x\.json: missing fused_elementwise, max_num_seqs, sequence_overhead_s, dequantize_above_rows, "
-     r"gemm_accumulate, overlaps_pipeline_stages, moe_dispatch \(stored before they existed\) and its provenance names no base "
-     r"engine to take them from; refit it with calibrate --serving --name x --force$"),
+     r"gemm_accumulate, overlaps_pipeline_stages, moe_dispatch \(stored before they existed\) and its provenance "
+     r"names no base engine to take them from; refit it with calibrate --serving --name x --force$"),
     (lambda: old_profile("x", "no-such-engine"),
      r"x\.json: its base engine 'no-such-engine' \(provenance\.base\) is neither built-in nor stored"),
     (lambda: old_profile("x", "x"), r"x\.json: its chain of base profiles returns to .*x\.json"),
