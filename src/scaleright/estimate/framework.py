@@ -35,6 +35,14 @@ Fields:
   exposed.
 - ``dp_bucket_overlap``: data-parallel gradient buckets are reduced while backward still runs (PyTorch DDP buckets,
   Megatron ``--overlap-grad-reduce``, DeepSpeed ``overlap_comm``); without it the whole reduction is exposed.
+- ``grad_reduce_fp32``: gradients are all-reduced / reduce-scattered in fp32 (4 B each), not in the 16-bit compute
+  dtype: twice the bytes of every data-parallel gradient collective of 16-bit training (weights are still
+  gathered in 16 bits). torchtitan's ``training.mixed_precision_reduce`` defaults to ``"float32"`` (FSDP2
+  ``MixedPrecisionPolicy(reduce_dtype=torch.float32)``); Composer's FSDP ``mixed_precision: DEFAULT`` (the
+  llm-foundry benchmark rows' "MP mode DEFAULT") is ``param_dtype`` bf16 with ``reduce_dtype`` fp32; NeMo 2 and
+  Megatron-Bridge recipes set Megatron-Core's ``DistributedDataParallelConfig(grad_reduce_in_fp32=True)``.
+  DeepSpeed (``communication_data_type`` defaults to the gradients' 16-bit dtype), Megatron-LM 2021 (without
+  ``--accumulate-allreduce-grads-in-fp32``) and Accelerate's FSDP bf16 policy reduce in 16 bits.
 """
 
 from __future__ import annotations
@@ -51,6 +59,8 @@ __all__ = ["Framework", "FRAMEWORKS", "DEFAULT_FRAMEWORK", "ATTENTION_KINDS", "C
 ATTENTION_KINDS = ("flash", "materialized")
 CP_VARIANTS = ("ring", "allgather", "ulysses")
 PIPELINE_SCHEDULES = ("1f1b", "interleaved", "zero-bubble")
+_BOOL_FIELDS = ("tp_comm_overlap", "tp_bwd_overlap", "fsdp_prefetch", "dp_bucket_overlap", "pp_p2p_overlap",
+                "grad_reduce_fp32")  # fmt: skip
 # (forward, backward) speed of FlashAttention-2 relative to FlashAttention-3 on Hopper (Shah et al. 2024: 35 % vs
 # 75 % utilisation forward; backward 1.5-1.75x faster with FA3, the upper figure at the long sequences training uses)
 FA2_ON_HOPPER = (0.35 / 0.75, 1 / 1.75)
@@ -70,6 +80,7 @@ class Framework:
     fsdp_prefetch: bool = True
     dp_bucket_overlap: bool = True
     pp_p2p_overlap: bool = False
+    grad_reduce_fp32: bool = False
     description: str = ""
 
     def __post_init__(self) -> None:
@@ -78,7 +89,7 @@ class Framework:
             v = getattr(self, key)
             if v not in allowed:
                 raise InputError(f"framework {key}={v!r} not allowed; allowed: {', '.join(allowed)}")
-        for key in ("tp_comm_overlap", "tp_bwd_overlap", "fsdp_prefetch", "dp_bucket_overlap", "pp_p2p_overlap"):
+        for key in _BOOL_FIELDS:
             if not isinstance(getattr(self, key), bool):
                 raise InputError(f"framework {key}={getattr(self, key)!r} must be true or false")
         if self.flash_version not in (2, 3) or isinstance(self.flash_version, bool):
@@ -109,7 +120,8 @@ class Framework:
         bwd = " (backward async)" if self.tp_bwd_overlap and not self.tp_comm_overlap else ""
         return (f"{self.name}: TP-comm overlap {'on' if self.tp_comm_overlap else 'off'}{bwd}, {attn}, "
                 f"CP {self.cp_variant}, pipeline {self.pipeline_schedule}, FSDP prefetch "
-                f"{_word(self.fsdp_prefetch)}, DP bucket overlap {_word(self.dp_bucket_overlap)}")
+                f"{_word(self.fsdp_prefetch)}, DP bucket overlap {_word(self.dp_bucket_overlap)}, gradient reduce "
+                f"{'fp32' if self.grad_reduce_fp32 else '16-bit'}")
 
 
 def _word(v: Any) -> str:
@@ -152,6 +164,8 @@ FRAMEWORKS: dict[str, Framework] = {
             # (Megatron-LM: on unless --no-overlap-p2p-communication; schedules.py forward_backward_pipelining
             # _with_interleaving, overlap_p2p_comm)
             pp_p2p_overlap=True,
+            # NeMo 2 / Megatron-Bridge recipes: DistributedDataParallelConfig(grad_reduce_in_fp32=True)
+            grad_reduce_fp32=True,
             description="Megatron-Core / NeMo / Megatron-Bridge 2023+",
         ),
         Framework(
@@ -178,6 +192,7 @@ FRAMEWORKS: dict[str, Framework] = {
             pipeline_schedule="1f1b",  # torchtitan default pipeline_parallel_schedule "1F1B"
             fsdp_prefetch=True,  # FSDP2 implicit forward/backward prefetch
             dp_bucket_overlap=True,
+            grad_reduce_fp32=True,  # torchtitan training.mixed_precision_reduce = "float32" (its default)
             description="PyTorch FSDP2 / torchtitan",
         ),
         Framework(
@@ -201,6 +216,7 @@ FRAMEWORKS: dict[str, Framework] = {
             pipeline_schedule="1f1b",
             fsdp_prefetch=True,  # Composer FSDP backward_prefetch BACKWARD_PRE, limit_all_gathers
             dp_bucket_overlap=True,
+            grad_reduce_fp32=True,  # Composer FSDP mixed_precision DEFAULT: reduce_dtype fp32 (the rows' MP mode)
             description="MosaicML llm-foundry (Composer + PyTorch FSDP)",
         ),
     )
@@ -226,9 +242,7 @@ def framework_of(value: str | Mapping[str, Any] | Framework | None, *, field: st
         items = dict(value)
         base = framework_of(items.pop("name", None) or DEFAULT_FRAMEWORK.name, field=f"{field}.name")
         for k, v in items.items():
-            if k in ("tp_comm_overlap", "tp_bwd_overlap", "fsdp_prefetch", "dp_bucket_overlap",
-                     "pp_p2p_overlap") and not isinstance(
-                    v, bool):
+            if k in _BOOL_FIELDS and not isinstance(v, bool):
                 raise InputError(f"{field}.{k}={v!r} must be true or false")
         try:
             return base.with_overrides(**items)

@@ -172,4 +172,5 @@ class FrameworkRecord(Part):
     fsdp_prefetch: bool
     dp_bucket_overlap: bool
     pp_p2p_overlap: bool
+    grad_reduce_fp32: bool
     description: str
