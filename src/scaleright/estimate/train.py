@@ -31,7 +31,7 @@ them during backward and all-gather the updated weights during the next forward;
 and layer, gathers a layer's weights (forward and backward) and reduce-scatters its gradients while the
 neighbouring layer computes: exposed = first gather + last reduce-scatter + Σ_layers max(0, comm − compute).
 Gradients are reduced (all-reduce, reduce-scatter) in fp32, 4 B per gradient, where the framework does so
-(``Framework.grad_reduce_fp32``: torchtitan, Composer's DEFAULT mixed precision, NeMo / Megatron-Bridge recipes),
+(``Framework.grad_reduce_fp32``: torchtitan, Composer's DEFAULT mixed precision),
 in the 16-bit compute dtype otherwise; weights are always gathered in the 16-bit dtype (NF4 for QLoRA).
 
 Offload (``estimate.memory.offload``; Ren et al. 2021, ZeRO-Offload): with ``offload_optimizer`` each GPU sends
