@@ -77,6 +77,28 @@ def test_zero12_reduces_gradients_in_fp32_and_gathers_weights_in_16_bits():
     assert math.isclose(_dp_comm(fw, zero=1), expected, rel_tol=1e-9)
 
 
+def test_fp8_all_gather_halves_the_gathered_gemm_weights_only():
+    c = count_params(SPEC)
+    layers = SPEC.layers
+    gemm_weights = c.blocks - layers * c.norms_per_layer  # every block parameter but the norms (dense model)
+    gathered = 2.0 * c.total - 1.0 * gemm_weights  # 1 B per GEMM weight, 2 B for embeddings, head and norms
+    fw = NO_PREFETCH.with_overrides(fp8_all_gather=True)
+    out = train_step_arrays(SPEC, gpu=H100, seq_len=4096, global_batch=16, dp=8, zero=3, micro_batch=1,
+                            framework=fw, precision="fp8")  # fmt: skip
+    expected = 2 * layers * (2 * _ring_one_node(gathered / layers, 8) + _ring_one_node(4.0 * c.total / layers, 8))
+    assert math.isclose(float(out["t_dp_comm"]), expected, rel_tol=1e-9)
+    # in 16-bit training the switch changes nothing
+    assert math.isclose(_dp_comm(fw), _dp_comm(NO_PREFETCH), rel_tol=1e-12)
+
+
+def test_torchtitan_rows_that_name_the_float8_all_gather_run_it():
+    from validation.train_cases import load_train_cases
+
+    cases, _ = load_train_cases()
+    on = {c.line for c in cases if c.framework.fp8_all_gather}
+    assert on == {44, 45, 47}  # "FSDP2 with float8 all-gather" (H200) and "float8 tensorwise (f8 all-gather)"
+
+
 def test_presets_say_where_gradients_are_reduced_in_fp32():
     fp32 = {name for name, f in FRAMEWORKS.items() if f.grad_reduce_fp32}
     assert fp32 == {"fsdp2", "llm-foundry"}

@@ -205,8 +205,11 @@ def _framework(family: str, row: dict[str, str], virtual_stages: int) -> Framewo
     fw = FRAMEWORKS[_FRAMEWORK[family]]
     text = f"{row['table']} {row['notes']}".lower()
     if family == "torchtitan":
+        # the FSDP float8 all-gather where the row names it (its zero_or_fsdp or precision column)
+        f8_gather = re.search(r"f(loat)?8 all-gather", f"{row['zero_or_fsdp']} {row['precision']}", re.I) is not None
         fw = fw.with_overrides(tp_comm_overlap="asynctp" in text or "async tp" in text,
-                               pipeline_schedule="interleaved" if virtual_stages > 1 else "1f1b")  # fmt: skip
+                               pipeline_schedule="interleaved" if virtual_stages > 1 else "1f1b",
+                               fp8_all_gather=f8_gather)  # fmt: skip
     elif virtual_stages == 1 and family in ("megatron", "nemo24", "bridge", "bloom", "megatron-hw"):
         fw = fw.with_overrides(pipeline_schedule="1f1b")  # the same schedule with one chunk per rank
     return fw

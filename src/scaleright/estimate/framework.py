@@ -44,6 +44,10 @@ Fields:
   the ``megatron-core`` preset does not assume yet (see its comment). DeepSpeed (``communication_data_type``
   defaults to the gradients' 16-bit dtype) and Accelerate's FSDP bf16 policy reduce in 16 bits; the
   ``megatron-2021`` preset (BLOOM's DeepSpeed ZeRO-1, the 2021 GPT-3 run) is left at 16 bits.
+- ``fp8_all_gather``: in fp8 training, ZeRO-3 / FSDP casts the sharded weights of the fp8 linear layers to fp8
+  before gathering them, 1 B per weight instead of 2 (torchao ``Float8Linear`` with
+  ``enable_fsdp_float8_all_gather``; torchtitan ``float8.enable_fsdp_float8_all_gather``, off by default); the
+  embeddings, norms and output head are still gathered in 16 bits. No effect in 16-bit training.
 """
 
 from __future__ import annotations
@@ -61,7 +65,7 @@ ATTENTION_KINDS = ("flash", "materialized")
 CP_VARIANTS = ("ring", "allgather", "ulysses")
 PIPELINE_SCHEDULES = ("1f1b", "interleaved", "zero-bubble")
 _BOOL_FIELDS = ("tp_comm_overlap", "tp_bwd_overlap", "fsdp_prefetch", "dp_bucket_overlap", "pp_p2p_overlap",
-                "grad_reduce_fp32")  # fmt: skip
+                "grad_reduce_fp32", "fp8_all_gather")  # fmt: skip
 # (forward, backward) speed of FlashAttention-2 relative to FlashAttention-3 on Hopper (Shah et al. 2024: 35 % vs
 # 75 % utilisation forward; backward 1.5-1.75x faster with FA3, the upper figure at the long sequences training uses)
 FA2_ON_HOPPER = (0.35 / 0.75, 1 / 1.75)
@@ -82,6 +86,7 @@ class Framework:
     dp_bucket_overlap: bool = True
     pp_p2p_overlap: bool = False
     grad_reduce_fp32: bool = False
+    fp8_all_gather: bool = False
     description: str = ""
 
     def __post_init__(self) -> None:
@@ -122,7 +127,8 @@ class Framework:
         return (f"{self.name}: TP-comm overlap {'on' if self.tp_comm_overlap else 'off'}{bwd}, {attn}, "
                 f"CP {self.cp_variant}, pipeline {self.pipeline_schedule}, FSDP prefetch "
                 f"{_word(self.fsdp_prefetch)}, DP bucket overlap {_word(self.dp_bucket_overlap)}, gradient reduce "
-                f"{'fp32' if self.grad_reduce_fp32 else '16-bit'}")
+                f"{'fp32' if self.grad_reduce_fp32 else '16-bit'}"
+                + (", FSDP fp8 all-gather" if self.fp8_all_gather else ""))
 
 
 def _word(v: Any) -> str:

@@ -32,7 +32,8 @@ and layer, gathers a layer's weights (forward and backward) and reduce-scatters 
 neighbouring layer computes: exposed = first gather + last reduce-scatter + Σ_layers max(0, comm − compute).
 Gradients are reduced (all-reduce, reduce-scatter) in fp32, 4 B per gradient, where the framework does so
 (``Framework.grad_reduce_fp32``: torchtitan, Composer's DEFAULT mixed precision),
-in the 16-bit compute dtype otherwise; weights are always gathered in the 16-bit dtype (NF4 for QLoRA).
+in the 16-bit compute dtype otherwise; weights are gathered in the 16-bit dtype (NF4 for QLoRA), the GEMM weights
+in fp8 where an fp8 run casts them before the FSDP all-gather (``Framework.fp8_all_gather``).
 
 Offload (``estimate.memory.offload``; Ren et al. 2021, ZeRO-Offload): with ``offload_optimizer`` each GPU sends
 its 16-bit gradient partition to the host every micro-batch over its host link (PCIe at the catalog's generation
@@ -256,6 +257,11 @@ def train_step_arrays(
     # bytes of the local weights that ZeRO-3/FSDP gathers (for LoRA/QLoRA: the frozen base, NF4 for QLoRA)
     w_bytes = bytes_per_element("nf4") if task == "qlora" else bpv
     gather_dense, gather_expert = dense_local * w_bytes, expert_local * w_bytes
+    if fw.fp8_all_gather and precision == "fp8" and task != "qlora":
+        # the blocks' GEMM weights gathered as fp8 (1 B), the embeddings, norms and head in 16 bits
+        fp8_dense = (c.blocks - c.layers * c.norms_per_layer - c.routed_experts_total) / (tp * pp)
+        gather_dense = gather_dense - fp8_dense * (w_bytes - 1.0)
+        gather_expert = expert_local * 1.0
     if frozen:
         trainable = lora_param_count(spec, lora or LoraConfig()) / (tp * pp)
         dense_local, expert_local = trainable, 0.0 * expert_local

@@ -173,4 +173,5 @@ class FrameworkRecord(Part):
     dp_bucket_overlap: bool
     pp_p2p_overlap: bool
     grad_reduce_fp32: bool
+    fp8_all_gather: bool
     description: str
