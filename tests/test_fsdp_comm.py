@@ -137,3 +137,13 @@ def test_automodel_70b_rows_run_with_activation_checkpointing_because_they_canno
         assert any(a.startswith("full activation checkpointing") for a in by_line[line].assumptions)
     assert 34 * 4096 * 2 * 4096 * 32 < by_line[51].gpu.memory_gb * 1e9 / 2
     assert by_line[51].layout.recompute == "none"
+
+
+def test_torchtitan_selective_checkpointing_is_per_op_in_the_time_model_as_in_the_memory_model():
+    """torchtitan's selective AC defaults to ``selective_ac_option = "op"`` (its llama3 configs; the asyncTP rows say
+    "per-op SAC"): the step-time rows read it as ``op-selective``, as validation/memory_cases.py does."""
+    from validation.train_cases import load_train_cases
+
+    titan = [c for c in load_train_cases()[0] if c.group.startswith("torchtitan")]
+    sac = [c for c in titan if c.layout.recompute not in ("none", "full")]
+    assert sac and all(c.layout.recompute == "op-selective" for c in sac)

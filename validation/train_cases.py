@@ -302,6 +302,12 @@ def _train_case(line: int, row: dict[str, str]) -> TrainCase:
     if family == "torchtitan" and not row["recompute"].strip():
         recompute = "selective"
         assumptions.append("selective activation checkpointing (llama3_8b.toml default; not restated)")
+    if family == "torchtitan" and recompute == "selective":
+        # torchtitan's selective AC is per-op (selective_ac_option = "op", its default and the rows' "per-op SAC"):
+        # it recomputes every other matmul and the elementwise work, not Korthikanti's attention core
+        # (validation/memory_cases.py reads its memory the same way)
+        recompute = "op-selective"
+        assumptions.append("torchtitan's selective AC is per-op (selective_ac_option = 'op'): op-selective")
     if family == "megatron-hw":
         recompute = "full"
         assumptions.append("full recomputation (Narayanan et al. 2021; the 138 TFLOP/s counts it)")
