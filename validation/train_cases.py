@@ -31,6 +31,7 @@ from scaleright.errors import InputError
 from scaleright.estimate.comm import Cluster
 from scaleright.estimate.framework import FRAMEWORKS, Framework
 from scaleright.estimate.layout import Layout
+from scaleright.estimate.memory import LoraConfig, training_memory
 from scaleright.workload import TransformerSpec, count_params
 from validation.files import Skipped, SkipRow, cell_float, cell_int, read_rows
 from validation.hardware import map_gpu
@@ -205,8 +206,11 @@ def _framework(family: str, row: dict[str, str], virtual_stages: int) -> Framewo
     fw = FRAMEWORKS[_FRAMEWORK[family]]
     text = f"{row['table']} {row['notes']}".lower()
     if family == "torchtitan":
+        # the FSDP float8 all-gather where the row names it (its zero_or_fsdp or precision column)
+        f8_gather = re.search(r"f(loat)?8 all-gather", f"{row['zero_or_fsdp']} {row['precision']}", re.I) is not None
         fw = fw.with_overrides(tp_comm_overlap="asynctp" in text or "async tp" in text,
-                               pipeline_schedule="interleaved" if virtual_stages > 1 else "1f1b")  # fmt: skip
+                               pipeline_schedule="interleaved" if virtual_stages > 1 else "1f1b",
+                               fp8_all_gather=f8_gather)  # fmt: skip
     elif virtual_stages == 1 and family in ("megatron", "nemo24", "bridge", "bloom", "megatron-hw"):
         fw = fw.with_overrides(pipeline_schedule="1f1b")  # the same schedule with one chunk per rank
     return fw
@@ -298,6 +302,12 @@ def _train_case(line: int, row: dict[str, str]) -> TrainCase:
     if family == "torchtitan" and not row["recompute"].strip():
         recompute = "selective"
         assumptions.append("selective activation checkpointing (llama3_8b.toml default; not restated)")
+    if family == "torchtitan" and recompute == "selective":
+        # torchtitan's selective AC is per-op (selective_ac_option = "op", its default and the rows' "per-op SAC"):
+        # it recomputes every other matmul and the elementwise work, not Korthikanti's attention core
+        # (validation/memory_cases.py reads its memory the same way)
+        recompute = "op-selective"
+        assumptions.append("torchtitan's selective AC is per-op (selective_ac_option = 'op'): op-selective")
     if family == "megatron-hw":
         recompute = "full"
         assumptions.append("full recomputation (Narayanan et al. 2021; the 138 TFLOP/s counts it)")
@@ -312,17 +322,45 @@ def _train_case(line: int, row: dict[str, str]) -> TrainCase:
     except InputError as exc:
         raise SkipRow(f"invalid layout: {exc}") from None
     task = _task(row["model"])
+    framework = _framework(family, row, vp)
+    if family == "automodel" and not row["recompute"].strip():
+        layout, note = _checkpointing_that_fits(spec, gpu, layout, seq_len, precision, task, framework)
+        assumptions.append(note)
     if task == "lora":
         assumptions.append("LoRA rank 16 on every linear layer (scaleright default; not stated)")
     label = (f"{row['model'].strip()} {n}x{gpu.id} s{seq_len} tp{tp} pp{pp}{f'v{vp}' if vp > 1 else ''} dp{dp}"
-             f"{f' cp{cp}' if cp > 1 else ''} mb{mb} gb{gb} z{zero} {recompute} {precision}")  # fmt: skip
+             f"{f' cp{cp}' if cp > 1 else ''} mb{mb} gb{gb} z{zero} {layout.recompute} {precision}")  # fmt: skip
     return TrainCase(
         source="train_measured.csv", line=line, group=group, label=label, spec=spec, gpu=gpu, cluster=cluster,
         layout=layout, seq_len=seq_len, precision=precision, task=task, causal=causal, metric=metric,
         measured=measured, convention=convention,
         measured_tokens_per_s_per_gpu=cell_float(row["tokens_per_sec_per_gpu"]),
-        assumptions=tuple(assumptions), framework=_framework(family, row, vp),
+        assumptions=tuple(assumptions), framework=framework,
     )  # fmt: skip
+
+
+def _checkpointing_that_fits(spec: TransformerSpec, gpu: Accelerator, layout: Layout, seq_len: int, precision: str,
+                             task: str, framework: Framework) -> tuple[Layout, str]:  # fmt: skip
+    """The layout with the least activation checkpointing (none, then full) whose training memory fits ``gpu``, for
+    a row that does not state its checkpointing: a run that went through held its activations somehow. NeMo
+    Automodel's FSDP2 recipes switch ``activation_checkpointing`` on for the 70B models, whose activations at the
+    published layouts (e.g. Llama 3 70B LoRA, tp2, micro-batch 2 x 4096) need about 100 GB per GPU on an 80 GB
+    H100; its 8B LoRA on one GPU fits without. Full checkpointing is Automodel's (and PyTorch
+    ``checkpoint_wrapper``'s) per-block recompute; Korthikanti's selective recompute saves nothing under flash
+    attention, so it is not a step between the two."""
+    lora = LoraConfig() if task == "lora" else None
+
+    def need_gb(rc: str) -> float:
+        return training_memory(spec, layout=layout.replace(recompute=rc), seq_len=seq_len, precision=precision,
+                               task=task, lora=lora, framework=framework).total_gb  # fmt: skip
+
+    without = need_gb("none")
+    if without <= gpu.memory_gb:
+        return layout.replace(recompute="none"), "no activation checkpointing (not stated; the layout fits without)"
+    if need_gb("full") > gpu.memory_gb:
+        raise SkipRow(f"the layout does not fit in {gpu.memory_gb:.1f} GB even with full activation checkpointing")
+    return layout.replace(recompute="full"), (f"full activation checkpointing (not stated; without it the layout needs "
+                                              f"{without:.0f} GB per GPU, the {gpu.id} has {gpu.memory_gb:.1f})")
 
 
 def load_train_cases(directory: Path | str | None = None) -> tuple[list[TrainCase], list[Skipped]]:

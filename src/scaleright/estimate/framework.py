@@ -35,6 +35,19 @@ Fields:
   exposed.
 - ``dp_bucket_overlap``: data-parallel gradient buckets are reduced while backward still runs (PyTorch DDP buckets,
   Megatron ``--overlap-grad-reduce``, DeepSpeed ``overlap_comm``); without it the whole reduction is exposed.
+- ``grad_reduce_fp32``: gradients are all-reduced / reduce-scattered in fp32 (4 B each), not in the 16-bit compute
+  dtype: twice the bytes of every data-parallel gradient collective of 16-bit training (weights are still
+  gathered in 16 bits). torchtitan's ``training.mixed_precision_reduce`` defaults to ``"float32"`` (FSDP2
+  ``MixedPrecisionPolicy(reduce_dtype=torch.float32)``); Composer's FSDP ``mixed_precision: DEFAULT`` (the
+  llm-foundry benchmark rows' "MP mode DEFAULT") is ``param_dtype`` bf16 with ``reduce_dtype`` fp32; NeMo 2 and
+  Megatron-Bridge recipes set Megatron-Core's ``DistributedDataParallelConfig(grad_reduce_in_fp32=True)``, which
+  the ``megatron-core`` preset does not assume yet (see its comment). DeepSpeed (``communication_data_type``
+  defaults to the gradients' 16-bit dtype) and Accelerate's FSDP bf16 policy reduce in 16 bits; the
+  ``megatron-2021`` preset (BLOOM's DeepSpeed ZeRO-1, the 2021 GPT-3 run) is left at 16 bits.
+- ``fp8_all_gather``: in fp8 training, ZeRO-3 / FSDP casts the sharded weights of the fp8 linear layers to fp8
+  before gathering them, 1 B per weight instead of 2 (torchao ``Float8Linear`` with
+  ``enable_fsdp_float8_all_gather``; torchtitan ``float8.enable_fsdp_float8_all_gather``, off by default); the
+  embeddings, norms and output head are still gathered in 16 bits. No effect in 16-bit training.
 """
 
 from __future__ import annotations
@@ -51,6 +64,8 @@ __all__ = ["Framework", "FRAMEWORKS", "DEFAULT_FRAMEWORK", "ATTENTION_KINDS", "C
 ATTENTION_KINDS = ("flash", "materialized")
 CP_VARIANTS = ("ring", "allgather", "ulysses")
 PIPELINE_SCHEDULES = ("1f1b", "interleaved", "zero-bubble")
+_BOOL_FIELDS = ("tp_comm_overlap", "tp_bwd_overlap", "fsdp_prefetch", "dp_bucket_overlap", "pp_p2p_overlap",
+                "grad_reduce_fp32", "fp8_all_gather")  # fmt: skip
 # (forward, backward) speed of FlashAttention-2 relative to FlashAttention-3 on Hopper (Shah et al. 2024: 35 % vs
 # 75 % utilisation forward; backward 1.5-1.75x faster with FA3, the upper figure at the long sequences training uses)
 FA2_ON_HOPPER = (0.35 / 0.75, 1 / 1.75)
@@ -70,6 +85,8 @@ class Framework:
     fsdp_prefetch: bool = True
     dp_bucket_overlap: bool = True
     pp_p2p_overlap: bool = False
+    grad_reduce_fp32: bool = False
+    fp8_all_gather: bool = False
     description: str = ""
 
     def __post_init__(self) -> None:
@@ -78,7 +95,7 @@ class Framework:
             v = getattr(self, key)
             if v not in allowed:
                 raise InputError(f"framework {key}={v!r} not allowed; allowed: {', '.join(allowed)}")
-        for key in ("tp_comm_overlap", "tp_bwd_overlap", "fsdp_prefetch", "dp_bucket_overlap", "pp_p2p_overlap"):
+        for key in _BOOL_FIELDS:
             if not isinstance(getattr(self, key), bool):
                 raise InputError(f"framework {key}={getattr(self, key)!r} must be true or false")
         if self.flash_version not in (2, 3) or isinstance(self.flash_version, bool):
@@ -109,7 +126,9 @@ class Framework:
         bwd = " (backward async)" if self.tp_bwd_overlap and not self.tp_comm_overlap else ""
         return (f"{self.name}: TP-comm overlap {'on' if self.tp_comm_overlap else 'off'}{bwd}, {attn}, "
                 f"CP {self.cp_variant}, pipeline {self.pipeline_schedule}, FSDP prefetch "
-                f"{_word(self.fsdp_prefetch)}, DP bucket overlap {_word(self.dp_bucket_overlap)}")
+                f"{_word(self.fsdp_prefetch)}, DP bucket overlap {_word(self.dp_bucket_overlap)}, gradient reduce "
+                f"{'fp32' if self.grad_reduce_fp32 else '16-bit'}"
+                + (", FSDP fp8 all-gather" if self.fp8_all_gather else ""))
 
 
 def _word(v: Any) -> str:
@@ -152,6 +171,12 @@ FRAMEWORKS: dict[str, Framework] = {
             # (Megatron-LM: on unless --no-overlap-p2p-communication; schedules.py forward_backward_pipelining
             # _with_interleaving, overlap_p2p_comm)
             pp_p2p_overlap=True,
+            # Megatron-LM turns on fp32 gradient reduction for bf16 (--accumulate-allreduce-grads-in-fp32) and NeMo 2 /
+            # Megatron-Bridge recipes set DistributedDataParallelConfig(grad_reduce_in_fp32=True), but the preset
+            # leaves it off for now: with it, the ZeRO-1 overlap windows (one micro-batch's backward for the
+            # reduce-scatter, one forward for the gather) expose more than the Megatron-LM weak-scaling rows show
+            # (their median error 6.0 % -> 8.8 %): a missing overlap term to fix before doubling the bytes
+            grad_reduce_fp32=False,
             description="Megatron-Core / NeMo / Megatron-Bridge 2023+",
         ),
         Framework(
@@ -178,6 +203,7 @@ FRAMEWORKS: dict[str, Framework] = {
             pipeline_schedule="1f1b",  # torchtitan default pipeline_parallel_schedule "1F1B"
             fsdp_prefetch=True,  # FSDP2 implicit forward/backward prefetch
             dp_bucket_overlap=True,
+            grad_reduce_fp32=True,  # torchtitan training.mixed_precision_reduce = "float32" (its default)
             description="PyTorch FSDP2 / torchtitan",
         ),
         Framework(
@@ -201,6 +227,7 @@ FRAMEWORKS: dict[str, Framework] = {
             pipeline_schedule="1f1b",
             fsdp_prefetch=True,  # Composer FSDP backward_prefetch BACKWARD_PRE, limit_all_gathers
             dp_bucket_overlap=True,
+            grad_reduce_fp32=True,  # Composer FSDP mixed_precision DEFAULT: reduce_dtype fp32 (the rows' MP mode)
             description="MosaicML llm-foundry (Composer + PyTorch FSDP)",
         ),
     )
@@ -226,9 +253,7 @@ def framework_of(value: str | Mapping[str, Any] | Framework | None, *, field: st
         items = dict(value)
         base = framework_of(items.pop("name", None) or DEFAULT_FRAMEWORK.name, field=f"{field}.name")
         for k, v in items.items():
-            if k in ("tp_comm_overlap", "tp_bwd_overlap", "fsdp_prefetch", "dp_bucket_overlap",
-                     "pp_p2p_overlap") and not isinstance(
-                    v, bool):
+            if k in _BOOL_FIELDS and not isinstance(v, bool):
                 raise InputError(f"{field}.{k}={v!r} must be true or false")
         try:
             return base.with_overrides(**items)

@@ -30,6 +30,10 @@ ZeRO-0 all-reduces gradient buckets during the last backward (the last bucket is
 them during backward and all-gather the updated weights during the next forward; ZeRO-3/FSDP, per micro-batch
 and layer, gathers a layer's weights (forward and backward) and reduce-scatters its gradients while the
 neighbouring layer computes: exposed = first gather + last reduce-scatter + Σ_layers max(0, comm − compute).
+Gradients are reduced (all-reduce, reduce-scatter) in fp32, 4 B per gradient, where the framework does so
+(``Framework.grad_reduce_fp32``: torchtitan, Composer's DEFAULT mixed precision),
+in the 16-bit compute dtype otherwise; weights are gathered in the 16-bit dtype (NF4 for QLoRA), the GEMM weights
+in fp8 where an fp8 run casts them before the FSDP all-gather (``Framework.fp8_all_gather``).
 
 Offload (``estimate.memory.offload``; Ren et al. 2021, ZeRO-Offload): with ``offload_optimizer`` each GPU sends
 its 16-bit gradient partition to the host every micro-batch over its host link (PCIe at the catalog's generation
@@ -253,15 +257,24 @@ def train_step_arrays(
     # bytes of the local weights that ZeRO-3/FSDP gathers (for LoRA/QLoRA: the frozen base, NF4 for QLoRA)
     w_bytes = bytes_per_element("nf4") if task == "qlora" else bpv
     gather_dense, gather_expert = dense_local * w_bytes, expert_local * w_bytes
+    if fw.fp8_all_gather and precision == "fp8" and task != "qlora":
+        # the blocks' GEMM weights gathered as fp8 (1 B), the embeddings, norms and head in 16 bits
+        fp8_dense = (c.blocks - c.layers * c.norms_per_layer - c.routed_experts_total) / (tp * pp)
+        gather_dense = gather_dense - fp8_dense * (w_bytes - 1.0)
+        gather_expert = expert_local * 1.0
     if frozen:
         trainable = lora_param_count(spec, lora or LoraConfig()) / (tp * pp)
         dense_local, expert_local = trainable, 0.0 * expert_local
-    grad_bytes = bpv * dense_local
-    grad_bytes_e = bpv * expert_local
+    # gradients are reduced in fp32 where the framework says so (``Framework.grad_reduce_fp32``), in the 16-bit
+    # compute dtype otherwise; ZeRO-1/2 gathers the updated weights in the 16-bit dtype either way
+    rb = 4.0 if fw.grad_reduce_fp32 else bpv
+    grad_bytes, weight_bytes = rb * dense_local, bpv * dense_local
+    grad_bytes_e, weight_bytes_e = rb * expert_local, bpv * expert_local
     shard = dp_group if dp_shard is None else np.asarray(dp_shard, dtype=float)  # ZeRO-3 shard group (HSDP)
     z0, z12, z3 = zero == 0, (zero == 1) | (zero == 2), zero >= 3
     bucket = 25 * 2**20  # PyTorch DDP's default bucket_cap_mb=25 (MiB): the last bucket cannot overlap
     last = np.minimum(bucket, grad_bytes)
+    first_gather = np.minimum(bucket, weight_bytes)
     kv_width = spec.kv_dim if not spec.mla else spec.heads * spec.head_dim  # K (or V) values per token
     kv_chunk = 2 * t * kv_width / tp * bpv
     routed = t / tp * spec.moe.top_k * h * bpv if spec.moe else 0.0
@@ -300,9 +313,9 @@ def train_step_arrays(
     dp_add("ar_dp", "all_reduce", grad_bytes, grad_bytes_e, z0)
     col.add("last_bucket", "all_reduce", last, size=dp_group, stride=tp, where=z0)
     dp_add("rs_dp", "reduce_scatter", grad_bytes, grad_bytes_e, z12)
-    dp_add("ag_dp", "all_gather", grad_bytes, grad_bytes_e, z12)
+    dp_add("ag_dp", "all_gather", weight_bytes, weight_bytes_e, z12)
     col.add("rs_last", "reduce_scatter", last, size=dp_group, stride=tp, where=z12)
-    col.add("ag_first", "all_gather", last, size=dp_group, stride=tp, where=z12)
+    col.add("ag_first", "all_gather", first_gather, size=dp_group, stride=tp, where=z12)
     dp_add("ag_layer", "all_gather", gather_dense / layers_stage, gather_expert / layers_stage, z3, size=shard)
     dp_add("rs_layer", "reduce_scatter", grad_bytes / layers_stage, grad_bytes_e / layers_stage, z3, size=shard)
     col.add("hsdp_ar", "all_reduce", grad_bytes / layers_stage / shard, size=dp_group / shard, stride=tp * shard,

@@ -172,4 +172,6 @@ class FrameworkRecord(Part):
     fsdp_prefetch: bool
     dp_bucket_overlap: bool
     pp_p2p_overlap: bool
+    grad_reduce_fp32: bool
+    fp8_all_gather: bool
     description: str
