@@ -374,8 +374,10 @@ def leave_one_source_out(data: Data, base: Calibration, pool, full: Calibration 
         med, p90, bias = _stats(err[idx])
         bound = at_bound(cal)
         bound_count.update(bound)
+        on = ", ".join(f"{n}={getattr(cal, n):.3g} ({'low' if getattr(cal, n) <= sum(FIT_BOUNDS[n]) / 2 else 'high'})"
+                       for n in bound)  # fmt: skip
         print(f"  {g:38s} {len(idx):4d} rows  held-out med|e| {_pct(med)}  p90 {_pct(p90)}  bias {_pct(bias)}  "
-              f"({info['seconds']:.0f} s)" + (f"  on a bound: {', '.join(bound)}" if bound else ""))  # fmt: skip
+              f"({info['seconds']:.0f} s)" + (f"  on a bound: {on}" if bound else ""))  # fmt: skip
     in_sample = predict(data, full) / meas - 1 if full is not None else None
     for k, label in _KIND_LABEL.items():
         idx = [i for g in tables if kind_of[g] == k for i in rows_of[g]]
