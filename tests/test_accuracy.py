@@ -14,6 +14,7 @@ tokens/s imply.
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -333,3 +334,69 @@ def test_rows_on_a_part_without_a_gemm_measurement_are_reported_apart_not_fitted
     assert len(on_gb300) >= 30 and all(c.group in data.not_fitted for c in on_gb300)
     assert all(c.group not in data.not_fitted for c in data.cases if c.gpu.id in ("b200", "gb200", "h100-sxm")
                and "torchtitan" not in c.group and "torchao" not in c.group)
+
+
+# ---- leave-one-source-out (benchmarks/accuracy.py --loso) ----------------------------------------------------------
+
+
+def _synthetic_loso(infer_cases, monkeypatch, shares, not_fitted, full_share):
+    """benchmarks/accuracy.py's leave_one_source_out on inference rows (three per table in ``shares``, two for a
+    reported-only table) under a one-parameter model: predicted = gemm_efficiency x 1000, measured = 1000 x the
+    table's share; returns its result and the scores of the full fit at ``full_share``."""
+    sys.path.insert(0, str(REPO_ROOT / "benchmarks"))
+    try:
+        import accuracy
+    finally:
+        sys.path.remove(str(REPO_ROOT / "benchmarks"))
+    import dataclasses
+
+    tables = [g for g in shares for _ in range(2 if g in not_fitted else 3)]
+    rows = [c for c in infer_cases[0] if c.metric == "output_tokens_per_s"][: len(tables)]
+    cases = [dataclasses.replace(c, group=g, measured=1000 * shares[g]) for c, g in zip(rows, tables, strict=True)]
+    data = accuracy.Data(train=[], infer=cases, skipped=[], fpt=[], not_fitted=dict.fromkeys(not_fitted, "reported"))
+
+    def predict(data, cal, groups=None):  # like accuracy.predict: NaN outside ``groups``
+        return np.array([1000 * cal.gemm_efficiency if groups is None or c.group in groups else np.nan
+                         for c in data.cases])  # fmt: skip
+
+    class SerialPool:
+        def map(self, f, xs):
+            return [f(x) for x in xs]
+
+    monkeypatch.setattr(accuracy, "predict", predict)
+    monkeypatch.setattr(accuracy, "_POOL_DATA", data)
+    monkeypatch.setattr(accuracy, "FIT_BOUNDS", {"gemm_efficiency": (0.5, 1.0)})
+    monkeypatch.setattr(accuracy, "_NAMES", ("gemm_efficiency",))
+    assert accuracy.loso_tables(data) == sorted(g for g in shares if g not in not_fitted)
+    full = dataclasses.replace(DEFAULT_CALIBRATION, gemm_efficiency=full_share)
+    return accuracy.leave_one_source_out(data, DEFAULT_CALIBRATION, SerialPool(), full)
+
+
+def test_leave_one_source_out_scores_each_inference_table_with_a_fit_that_never_saw_it(infer_cases, monkeypatch,
+                                                                                        capsys):  # fmt: skip
+    """Table A measures a share 0.6, B 0.9, C 0.55 but is reported-only (not fitted). Held out, A is scored by the
+    fit on B alone (share 0.9: error 0.9 / 0.6 - 1 = +50 %) and B by the fit on A alone (0.6 / 0.9 - 1 = -33.3 %);
+    a fold that saw its own table, or C, would land between the shares instead. C is in no fit and is scored with
+    the full fit (here 0.75)."""
+    out = _synthetic_loso(infer_cases, monkeypatch, {"A": 0.6, "B": 0.9, "C": 0.55}, {"C"}, 0.75)
+    assert out["infer_n"] == 6  # A's and B's rows; C's are outside the pooled figures
+    assert out["infer"] == pytest.approx((0.5 + 1 / 3) / 2, abs=1e-4)  # median of three |+50 %| and three |-33.3 %|
+    assert out["infer_p90"] == pytest.approx(0.5, abs=1e-4)
+    assert out["infer_in_sample"] == pytest.approx((0.75 / 0.6 - 1 + 1 - 0.75 / 0.9) / 2, abs=1e-9)
+    assert np.isnan(out["train"]) and out["train_n"] == 0
+    text = capsys.readouterr().out
+    assert re.search(r"A +3 rows  held-out med\|e\|  50\.0%  p90  50\.0%  bias  50\.0%", text)
+    assert re.search(r"B +3 rows  held-out med\|e\|  33\.3%  p90  33\.3%  bias -33\.3%", text)
+    assert re.search(r"C +2 rows  not fitted +36\.4%", text)  # 0.75 / 0.55 - 1
+    assert "on a bound:" not in text and "parameters on a bound (fits out of 2): none" in text  # 0.6, 0.9 in [0.5, 1]
+
+
+def test_a_leave_one_source_out_fold_names_the_bound_its_parameter_sits_on(infer_cases, monkeypatch, capsys):
+    # B measures a share 1.2, above the physical bound 1: the fold holding A out fits B alone and stops at 1 (A's
+    # held-out error 1 / 0.6 - 1 = +66.7 %); the fold holding B out fits A alone, 0.6, inside its bounds
+    out = _synthetic_loso(infer_cases, monkeypatch, {"A": 0.6, "B": 1.2}, set(), 0.8)
+    text = capsys.readouterr().out
+    assert re.search(r"A +3 rows  held-out med\|e\|  66\.7%.*  on a bound: gemm_efficiency=1 \(high\)$", text, re.M)
+    assert re.search(r"B +3 rows  held-out med\|e\|  50\.0%  p90  50\.0%  bias -50\.0%  \(\d+ s\)$", text, re.M)
+    assert "parameters on a bound (fits out of 2): gemm_efficiency 1" in text
+    assert out["infer"] == pytest.approx((2 / 3 + 0.5) / 2, abs=1e-4)
