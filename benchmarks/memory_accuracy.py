@@ -15,8 +15,12 @@ supplies, printed per source; nothing is fitted to these rows. Formula rows (ZeR
 activation bytes, BLOOM checkpoint size) are exact checks of the model's own formulas and are printed apart.
 Errors are predicted / published − 1.
 
-The last line: ``median_pct=<median |error| over every measured row, %> oom_verdicts_right=<K>/<N>`` (N: the rows
-that went out of memory; the layouts that ran are counted on the line before).
+Every training row that ran (it has a measured throughput, ``train_measured.csv``, every table) must fit: the model's
+verdict on each, per table, with the terms of each row it refuses (``validation.memory_cases.load_ran_rows``).
+
+The last line: ``median_pct=<median |error| over every measured row, %> oom_verdicts_right=<K>/<N>
+ran_fit=<K>/<N>`` (N: the rows that went out of memory; then the training rows that ran and fit, of all that ran;
+the BLOOM snapshots that ran are counted on the line before).
 
     python benchmarks/memory_accuracy.py
 
@@ -112,7 +116,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import validation as ref
-from validation.memory_cases import MemoryCase, load_bloom_cases
+from validation.memory_cases import MemoryCase, load_bloom_cases, load_ran_rows
 from validation.predict import memory_breakdown
 
 PARTS = ("weights", "gradients", "optimizer", "gathered", "activations", "overhead")
@@ -204,19 +208,40 @@ def formula_rows() -> None:
             print(f"  {s.line:4d}  skipped: {s.reason}")
 
 
+def ran_rows() -> tuple[int, int]:
+    """Every training row that ran (``validation.memory_cases.load_ran_rows``): a layout that ran must fit. Prints
+    the count per table and each row the model refuses, with its terms."""
+    rows = load_ran_rows()
+    print("\nTraining rows that ran (train_measured.csv, every table): the model's verdict on the row's GPU")
+    groups: dict[str, list] = defaultdict(list)
+    for r in rows:
+        groups[r.group].append(r)
+    for g, rs in groups.items():
+        print(f"  {g:40s} fit {sum(bool(r.memory.fits) for r in rs):3d}/{len(rs)}")
+        for r in rs:
+            if not r.memory.fits:
+                split = "/".join(f"{r.memory.as_dict()[k]:.1f}" for k in PARTS)
+                print(f"    {r.line:4d} REFUSED {r.memory.total_gb:6.1f}G > {r.gpu_memory_gb:5.1f}G  {r.label[:90]}  "
+                      f"[{split}]")  # fmt: skip
+    fit = sum(bool(r.memory.fits) for r in rows)
+    return fit, len(rows)
+
+
 def main() -> int:
     t0 = time.time()
     sources = measured_rows()
     bloom_errs, _, oom_right, ran_fit = bloom_rows()
     sources["BLOOM-176B nvidia-smi (bigscience chronicles)"] = bloom_errs
     formula_rows()
+    all_fit, all_n = ran_rows()
     print("\nPer source (out of sample: no parameter is fitted to any of these rows)")
     for k, v in sources.items():
         print(f"  {k:48s} {_stats(v)}")
     every = [e for v in sources.values() for e in v]
     print(f"  {'all measured rows':48s} {_stats(every)}")
     print(f"\nran_rows_fit={sum(ran_fit)}/{len(ran_fit)}  ({time.time() - t0:.1f} s)")
-    print(f"median_pct={100 * np.median(np.abs(every)):.1f} oom_verdicts_right={sum(oom_right)}/{len(oom_right)}")
+    print(f"median_pct={100 * np.median(np.abs(every)):.1f} oom_verdicts_right={sum(oom_right)}/{len(oom_right)} "
+          f"ran_fit={all_fit}/{all_n}")
     return 0
 
 
