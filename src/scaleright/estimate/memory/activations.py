@@ -85,6 +85,12 @@ CROSS_ENTROPY = {
     # torch.zeros_like(x)``: the saved log-softmax ``x``, ``grad_input``, ``exp(x)`` and their sum live at once
     # (4 + 4 + 4 + 4; torchtitan deletes ``pred`` before ``loss.backward()``): 16 B per logit.
     "loss-parallel": "fp32 log-softmax, a zero gradient, exp and their sum in loss_parallel()'s backward (16 B)",
+    # flash-attn's Triton cross entropy (flash_attn/losses/cross_entropy.py ``CrossEntropyLoss``, llm-foundry's
+    # ``loss_fn: fused_crossentropy``: ``FusedCrossEntropyLoss(ignore_index=..., reduction='none')``, so
+    # ``inplace_backward=False``): the kernel reads the 16-bit logits and computes in fp32 in registers;
+    # flash_attn/ops/triton/cross_entropy.py saves ``(logits, lse, labels)``, per-row fp32 losses and lse, and the
+    # backward writes ``dlogits = torch.empty_like(logits)``, in the logits' dtype: 2 + 2 B.
+    "flash-attn": "flash-attn's Triton cross entropy: 16-bit logits and their 16-bit gradient (4 B per logit)",
 }
 
 
@@ -94,7 +100,7 @@ def cross_entropy_bytes(cross_entropy: str, bytes_per_value: float) -> float:
         return bytes_per_value + 4.0
     if cross_entropy == "eager":
         return max(bytes_per_value + 4.0 + 4.0, 12.0)
-    if cross_entropy == "compiled":
+    if cross_entropy in ("compiled", "flash-attn"):
         return 2.0 * bytes_per_value
     if cross_entropy == "loss-parallel":
         return max(bytes_per_value + 12.0, 16.0)

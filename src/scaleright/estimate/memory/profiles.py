@@ -24,7 +24,8 @@ explicitly instead (``training_memory(states=, cross_entropy=, flash_attention=,
 - ``accelerate``: FSDP with a mixed-precision policy or DDP under autocast keeps fp32 parameters as the optimizer's
   master (``fsdp2`` states), the transformers loss is ``eager``.
 - ``llm-foundry``: Composer FSDP keeps fp32 sharded parameters (``fsdp2`` states); its pretraining YAMLs use
-  flash-attn's fused cross entropy (``loss_fn: fused_crossentropy``): ``fused``.
+  flash-attn's fused cross entropy (``loss_fn: fused_crossentropy``), which keeps no fp32 copy of the logits:
+  ``flash-attn``.
 
 Under pipeline parallelism DeepSpeed's ``PipelineEngine`` and ``torch.distributed.pipelining`` keep each in-flight
 micro-batch's stage output until its backward, Megatron's schedule does not (``MemoryProfile.pipeline_outputs``).
@@ -133,7 +134,7 @@ def memory_profile(framework: Framework | str, *, zero: int = 0, precision: str 
         states = "deepspeed-bf16" if bf16 and zero <= 1 else "deepspeed-fp16"
         ce = "eager"
     elif preset == "llm-foundry":
-        states, ce = "fsdp2", "fused"
+        states, ce = "fsdp2", "flash-attn"
     else:  # fsdp2, accelerate
         states, ce = "fsdp2", "eager"
     return MemoryProfile(framework=fw.name, states=states, cross_entropy=ce,
