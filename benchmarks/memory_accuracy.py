@@ -22,6 +22,33 @@ The last line: ``median_pct=<median |error| over every measured row, %> oom_verd
 ran_fit=<K>/<N>`` (N: the rows that went out of memory; then the training rows that ran and fit, of all that ran;
 the BLOOM snapshots that ran are counted on the line before).
 
+Rows that ran and were refused, and the terms found, each from the framework's source. 340 of 481 fit under the
+plain training-row mapping, 360 once the torchtitan H100 rows are read on their 96 GB parts and every BLOOM row with
+its sweep's optimizer states (``load_ran_rows``); then:
+
+- Transformer Engine's linear layers save one quantised copy of their input under FP8 / NVFP4 (``activations
+  .GEMM_INPUT_BYTES``, the ``megatron-core`` profile), not the 16-bit input: QKV, MLP and fc2 inputs at 1 B (0.5625
+  B), the output projection's copy beside the attention kernel's own 16-bit output. 405B at TP4 PP16 on GB200:
+  activations 136.5 -> 118.2 GB. torchao's Float8Linear (torchtitan) saves the high-precision input: no change
+  there. Megatron-Bridge pretrain 29 -> 41 of 89, SFT/LoRA 6 -> 8 of 10, NeMo 24.07 10 -> 11 of 13.
+- llm-foundry's flash-attn cross entropy keeps no fp32 logits (4 B per logit, ``activations.CROSS_ENTROPY``): its
+  four tables 162 -> 200 of 216.
+- Checked and not a change: Megatron-Core's interleaved warm-up (``schedules.py``: (pp - 1)·2 + (v - 1)·pp
+  micro-batch chunks of L/(pp·v) layers, plus the one in flight) is Korthikanti's pp·(1 + (pp - 1)/(pp·v)) stage
+  micro-batches exactly when pp·v divides L; Megatron-Core's SwiGLU saves its 16-bit input (gate and up, 4f B) and
+  fc2 its input: the 6f of the gated-MLP term; Megatron-Bridge's recipes reduce gradients in fp32
+  (``grad_reduce_in_fp32 = True``), so the 4 B main gradient stays.
+- Not modelled, the rows do not say which applies: the FP8 presets of Megatron-Bridge (``mixed_precision.py``)
+  set ``fp8_param_gather`` (FP8 weights, less), its NVFP4 preset does not (TE's cached quantised weights, more);
+  Megatron-Bridge's 405B recipe counts the embedding and the loss as pipeline layers, so VP=8 on PP=16 holds 7
+  transformer layers on stage 0 in 8 chunks, which the training-row mapping runs as 7 chunks (about 145 against
+  112 layer-micro-batches in flight).
+
+The 68 still refused: 31 Megatron-Bridge / NeMo layouts whose states and activations alone exceed the device as
+stated (no recompute), so the run did something the row does not state (recompute, offload, FP8 weights); 21
+Megatron ones and 16 llm-foundry boundary micro-batches that the allocator's reserve tips over by under 11 %
+(``tests/test_memory_ran_fit.py`` marks each with its reason).
+
     python benchmarks/memory_accuracy.py
 
 The one verdict missed: BLOOM-candidate 206B (train_measured.csv line 497; 82 layers, hidden 14336, 128 heads, tp4
