@@ -29,6 +29,10 @@ w2's output. torchtitan's own measurements agree: ``torch.compile`` lowers Llama
 on 8 H100 and from 67.0 to 62.0 GiB on 128 (Dec 2024 benchmarks, op SAC, mb 2, the loss still eager), 5.8 and 5.4 GB
 against 4.3 GB of w2 outputs (32 layers × 2 × 4096 B × 16,384 tokens) plus their share of the allocator's reserve.
 
+Quantised training: under Transformer Engine (Megatron-Core) with FP8 / NVFP4 GEMMs the linear layers save a
+quantised copy of their input for backward instead of the 16-bit tensor (``GEMM_INPUT_BYTES``,
+``activation_bytes_per_layer(gemm_input_bytes=)``).
+
 The loss: the output head's logits feed a cross-entropy whose fp32 transient peaks on the last stage
 (``CROSS_ENTROPY``).
 """
