@@ -18,13 +18,22 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from scaleright.estimate.layout import Layout
-from scaleright.estimate.memory import GB, activation_bytes_per_layer, memory_profile, model_state_bytes
+from scaleright.estimate.memory import (
+    GB,
+    LoraConfig,
+    MemoryBreakdown,
+    activation_bytes_per_layer,
+    memory_profile,
+    model_state_bytes,
+    training_memory,
+)
 from scaleright.workload import TransformerSpec, count_params
 from validation.files import Skipped, SkipRow, cell_int, read_rows
 from validation.models import gpt_spec
 from validation.train_cases import TrainCase, _train_case, load_train_cases
 
-__all__ = ["FRAMEWORKS", "GIB", "FormulaRow", "MemoryCase", "load_bloom_cases", "load_memory_cases"]
+__all__ = ["FRAMEWORKS", "GIB", "FormulaRow", "MemoryCase", "RanRow", "load_bloom_cases", "load_memory_cases",
+           "load_ran_rows"]
 
 GIB = 2.0**30
 
@@ -76,6 +85,7 @@ class MemoryCase:
     states: str | None = None  # None: the framework's (estimate.memory.profiles)
     cross_entropy: str | None = None
     compile_blocks: bool = False  # the transformer blocks ran under torch.compile (what op-selective saves)
+    train_line: int | None = None  # the train_measured.csv line of the same run
 
 
 @dataclass(frozen=True)
@@ -143,7 +153,7 @@ def _memory_case(line: int, row: dict[str, str], train: list[TrainCase], notes: 
         spec=match.spec, layout=layout, seq_len=match.seq_len, precision=match.precision,
         measured_gb=float(val) * GIB / GB, unit_note=unit_note, assumptions=assumptions, counter="reserved",
         gpu_memory_gb=match.gpu.memory_gb, framework=str(fw["framework"]), cross_entropy=cross_entropy,
-        compile_blocks=compiled,
+        compile_blocks=compiled, train_line=match.line,
     )  # fmt: skip
 
 
@@ -165,13 +175,7 @@ def load_bloom_cases(directory: Path | str | None = None) -> list[MemoryCase]:
             tc = _train_case(line, {**row, "achieved_tflops_per_gpu": "1"} if oom else row)
         except SkipRow:
             continue
-        assumptions = tc.assumptions
-        states: str | None
-        if "fp32 grad accumulation" in row["precision"]:
-            states = None  # the megatron-2021 profile's: BF16_Optimizer (deepspeed-bf16) for bf16 under ZeRO-1
-        else:
-            states = str(fw["states"])
-            assumptions += ("precision not stated: DeepSpeed's ZeRO fp16 optimizer (BF16_Optimizer rows say so)",)
+        states, assumptions = _bloom_states(row, tc.assumptions)
         shown = states or memory_profile(str(fw["framework"]), zero=tc.layout.zero, precision=tc.precision).states
         out.append(MemoryCase(
             source="train_measured.csv", line=line, group="BLOOM-176B sweeps (A100)",
@@ -182,6 +186,63 @@ def load_bloom_cases(directory: Path | str | None = None) -> list[MemoryCase]:
             counter="device", outcome="oom" if oom else "ran", gpu_memory_gb=tc.gpu.memory_gb,
             framework=str(fw["framework"]), states=states,
         ))  # fmt: skip
+    return out
+
+
+def _bloom_states(row: dict[str, str], assumptions: tuple[str, ...]) -> tuple[str | None, tuple[str, ...]]:
+    """The optimizer states of a BLOOM sweep row: BF16_Optimizer where the row says so, else DeepSpeed's ZeRO fp16
+    optimizer."""
+    if "fp32 grad accumulation" in row["precision"]:
+        return None, assumptions  # the megatron-2021 profile's: BF16_Optimizer (deepspeed-bf16) for bf16, ZeRO-1
+    why = "precision not stated: DeepSpeed's ZeRO fp16 optimizer (BF16_Optimizer rows say so)"
+    return str(FRAMEWORKS["bloom"]["states"]), (*assumptions, why)
+
+
+# The device memory of a row whose GPU the catalog models with another part (``validation.hardware``), in GB: the
+# torchtitan H100 rows ran on 96 GB HBM2e H100s (Grand Teton) modelled as the 80 GB h100-sxm; the catalog reads a
+# datasheet "80GB" as GiB (85.9 GB), so the same reading of "96GB" (103.1 GB). Their measured peaks (82.4 GiB) are
+# above 80 GiB, so the 80 GB part could not have run them.
+_DEVICE_MEMORY_GB = {"H100 SXM 96GB HBM2e @500W (Grand Teton)": 96 * GIB / GB}
+
+
+@dataclass(frozen=True)
+class RanRow:
+    """A training row that ran (it has a measured throughput) with the model's memory for it on its GPU."""
+
+    line: int  # train_measured.csv line
+    group: str  # the training table (``TrainCase.group``)
+    label: str
+    memory: MemoryBreakdown  # ``fits``: the verdict on the row's GPU
+    gpu_memory_gb: float
+    mapping: str  # whose inputs: "training row", or the memory case of the same run
+
+
+def load_ran_rows(directory: Path | str | None = None) -> list[RanRow]:
+    """Every training row that ran, with the memory model's verdict: a layout that ran must fit. The inputs are the
+    training-row mapping's (``train_cases``: layout, precision, task, framework with its row overrides), and where
+    the run's memory was measured, that memory case's (torchtitan's compiled blocks and loss; a BLOOM row's
+    optimizer states, ``_bloom_states``, for every BLOOM row); the device memory of the part the row names where the
+    catalog models it with another (``_DEVICE_MEMORY_GB``)."""
+    train, _ = load_train_cases(directory)
+    rows = dict(read_rows("train_measured.csv", directory))
+    measured, _, _ = load_memory_cases(directory)
+    by_line = {c.train_line: c for c in measured if c.train_line is not None}
+    out = []
+    for tc in train:
+        mc = by_line.get(tc.line)
+        states: str | None = None
+        layout, cross_entropy, compiled, mapping = tc.layout, None, False, "training row"
+        if mc is not None:
+            layout, states, cross_entropy, compiled = mc.layout, mc.states, mc.cross_entropy, mc.compile_blocks
+            mapping = f"memory_measured.csv line {mc.line}"
+        elif tc.group == "BLOOM-176B sweeps (A100)":
+            states, _ = _bloom_states(rows[tc.line], ())
+        gpu_gb = _DEVICE_MEMORY_GB.get(rows[tc.line]["gpu"], tc.gpu.memory_gb)
+        m = training_memory(tc.spec, layout=layout, seq_len=tc.seq_len, precision=tc.precision, task=tc.task,
+                            lora=LoraConfig() if tc.task == "lora" else None, framework=tc.framework, states=states,
+                            cross_entropy=cross_entropy, compile_blocks=compiled,
+                            gpu_memory_gb=gpu_gb)  # fmt: skip
+        out.append(RanRow(tc.line, tc.group, tc.label, m, gpu_gb, mapping))
     return out
 
 

@@ -29,6 +29,10 @@ w2's output. torchtitan's own measurements agree: ``torch.compile`` lowers Llama
 on 8 H100 and from 67.0 to 62.0 GiB on 128 (Dec 2024 benchmarks, op SAC, mb 2, the loss still eager), 5.8 and 5.4 GB
 against 4.3 GB of w2 outputs (32 layers × 2 × 4096 B × 16,384 tokens) plus their share of the allocator's reserve.
 
+Quantised training: under Transformer Engine (Megatron-Core) with FP8 / NVFP4 GEMMs the linear layers save a
+quantised copy of their input for backward instead of the 16-bit tensor (``GEMM_INPUT_BYTES``,
+``activation_bytes_per_layer(gemm_input_bytes=)``).
+
 The loss: the output head's logits feed a cross-entropy whose fp32 transient peaks on the last stage
 (``CROSS_ENTROPY``).
 """
@@ -45,7 +49,18 @@ from scaleright.errors import InputError
 from scaleright.estimate.layout import RECOMPUTE
 from scaleright.workload.spec import TransformerSpec
 
-__all__ = ["CROSS_ENTROPY", "activation_bytes_per_layer", "cross_entropy_bytes", "op_selective_recompute_fraction"]
+__all__ = ["CROSS_ENTROPY", "GEMM_INPUT_BYTES", "activation_bytes_per_layer", "cross_entropy_bytes",
+           "op_selective_recompute_fraction"]
+
+# Bytes per value of the input copy a linear layer saves for its weight gradient under Transformer Engine's quantised
+# training (``quantised_gemm_inputs`` frameworks, ``profiles``), by the GEMMs' format. TE 2.x
+# ``pytorch/module/linear.py`` (``_Linear.forward``: ``saved_inputmat = inputmat``, the quantised input, after
+# "Discard unneeded data in input tensor": ``update_usage(rowwise_usage=False, columnwise_usage=True)``, or rowwise
+# only where the sequence-parallel all-gather needs it) and ``layernorm_linear.py`` (``ln_out_to_save = ln_out``, the
+# quantised norm output, one usage kept): one quantised copy, not the 16-bit tensor. FP8: 1 B (per-tensor scaling;
+# MXFP8 adds one 8-bit scale per 32 values, 3 %, left out); NVFP4: 4-bit values and one E4M3 scale per 16, 0.5625 B
+# (``workload.precision``). Megatron-Core's SwiGLU saves its own 16-bit input (fc1's output), unaffected.
+GEMM_INPUT_BYTES = {"fp8": 1.0, "fp4": 0.5 + 1.0 / 16}
 
 _RECOMPUTE_CODE = {name: i for i, name in enumerate(RECOMPUTE)}
 
@@ -74,6 +89,12 @@ CROSS_ENTROPY = {
     # torch.zeros_like(x)``: the saved log-softmax ``x``, ``grad_input``, ``exp(x)`` and their sum live at once
     # (4 + 4 + 4 + 4; torchtitan deletes ``pred`` before ``loss.backward()``): 16 B per logit.
     "loss-parallel": "fp32 log-softmax, a zero gradient, exp and their sum in loss_parallel()'s backward (16 B)",
+    # flash-attn's Triton cross entropy (flash_attn/losses/cross_entropy.py ``CrossEntropyLoss``, llm-foundry's
+    # ``loss_fn: fused_crossentropy``: ``FusedCrossEntropyLoss(ignore_index=..., reduction='none')``, so
+    # ``inplace_backward=False``): the kernel reads the 16-bit logits and computes in fp32 in registers;
+    # flash_attn/ops/triton/cross_entropy.py saves ``(logits, lse, labels)``, per-row fp32 losses and lse, and the
+    # backward writes ``dlogits = torch.empty_like(logits)``, in the logits' dtype: 2 + 2 B.
+    "flash-attn": "flash-attn's Triton cross entropy: 16-bit logits and their 16-bit gradient (4 B per logit)",
 }
 
 
@@ -83,7 +104,7 @@ def cross_entropy_bytes(cross_entropy: str, bytes_per_value: float) -> float:
         return bytes_per_value + 4.0
     if cross_entropy == "eager":
         return max(bytes_per_value + 4.0 + 4.0, 12.0)
-    if cross_entropy == "compiled":
+    if cross_entropy in ("compiled", "flash-attn"):
         return 2.0 * bytes_per_value
     if cross_entropy == "loss-parallel":
         return max(bytes_per_value + 12.0, 16.0)
@@ -131,6 +152,7 @@ def activation_bytes_per_layer(
     flash_attention: bool = True,
     bytes_per_value: float = 2.0,
     compile_blocks: ArrayLike = False,
+    gemm_input_bytes: float | None = None,
 ) -> NDArray[np.float64]:
     """Activation bytes one transformer layer keeps for the backward pass, per micro-batch, on one GPU.
 
@@ -147,6 +169,12 @@ def activation_bytes_per_layer(
     ``op-selective`` keeps what torchtitan's per-op policy saves (module docstring); with ``compile_blocks``
     (the blocks run under ``torch.compile``) without the row-parallel matmul outputs that backward never reads.
     ``recompute`` may be a string or an integer code array (0 none, 1 selective, 2 full, 3 op-selective).
+
+    ``gemm_input_bytes``: the linear layers save a quantised copy of their input for the weight gradient, at this
+    many bytes per value, instead of the 16-bit input (``GEMM_INPUT_BYTES``: Transformer Engine under FP8 / NVFP4);
+    None: the 16-bit inputs. It applies to the QKV, output-projection, MLP-input and second-MLP-matmul inputs; the
+    output projection's copy is extra under flash attention, whose kernel saves its own 16-bit output (the same
+    tensor the 16-bit accounting counts once), and an MoE layer's MLP input stays 16-bit (the router saves it).
     """
     bpv = bytes_per_value
     unit = bpv / 2.0  # the paper's byte counts are for 2-byte values
@@ -163,23 +191,28 @@ def activation_bytes_per_layer(
     a = spec.heads
     drop = 1.0 if spec.dropout else 0.0
     sb = s * b
-    # replicated over tp unless sequence parallel
-    repl = sb * (spec.norms_per_layer * 2 * h + 2 * h + 2 * h + drop * 2 * h) * unit
-    # ... note the MLP input is the second 2h; for parallel-attention models both branches read one norm output
+    # a saved GEMM input in the paper's 2-byte units: 2 for a 16-bit input, else its quantised copy
+    g2 = 2.0 if gemm_input_bytes is None else gemm_input_bytes / unit
+    mlp_in = 2.0 if spec.moe else g2  # (an MoE router saves the 16-bit MLP input)
+    # replicated over tp unless sequence parallel: norm inputs, QKV input, MLP input, dropout masks
+    repl = sb * (spec.norms_per_layer * 2 * h + g2 * h + mlp_in * h + drop * 2 * h) * unit
+    # ... for parallel-attention models both branches read one norm output
     if spec.parallel_attn:
-        repl = repl - sb * 2 * h * unit
-    # split over tp
-    attn = sb * (2 * (q + kv_k) + 2 * kv_v + 2 * o_in) * unit
+        repl = repl - sb * mlp_in * h * unit
+    # split over tp; the output projection's input is the attention's output (saved by flash attention itself)
+    o_term = 2 * o_in if gemm_input_bytes is None else ((2 + g2) if flash_attention else g2) * o_in
+    attn = sb * (2 * (q + kv_k) + 2 * kv_v + o_term) * unit
+    # MLP: the activation's input (2f, gated: gate and up 4f) and the second matmul's input (2f, or its copy)
+    ffn_w: Callable[[int], float] = lambda f: ((4 if spec.gated_mlp else 2) + g2) * f  # noqa: E731
     if spec.moe:
         m = spec.moe
         moe_frac = spec.moe_layer_count() / spec.layers
-        ffn_w: Callable[[int], int] = lambda f: (6 if spec.gated_mlp else 4) * f  # noqa: E731
         per_tok_ffn = (1 - moe_frac) * ffn_w(spec.ffn_hidden) + moe_frac * (
             m.top_k * ffn_w(m.expert_ffn_hidden) + m.num_shared_experts * ffn_w(m.shared_ffn_hidden)
-            + 2 * h * m.top_k  # tokens permuted to their experts
+            + g2 * h * m.top_k  # tokens permuted to their experts (the experts' first-matmul input)
         )  # fmt: skip
     else:
-        per_tok_ffn = (6 if spec.gated_mlp else 4) * spec.ffn_hidden
+        per_tok_ffn = ffn_w(spec.ffn_hidden)
     mlp = sb * per_tok_ffn * unit
     # Under context parallelism a query still sees every key of the sequence; local layers see a window.
     s_full = np.asarray(seq_len, dtype=float)

@@ -11,7 +11,8 @@ explicitly instead (``training_memory(states=, cross_entropy=, flash_attention=,
   Megatron's vocab-parallel cross entropy (``fused``); attention materialised (the framework's ``attention``); a
   CUDA 11.x stack without lazy module loading (``overheads.EAGER_LOADING_RUNTIME_GB``).
 - ``megatron-core`` (2023+): ``megatron`` states (the distributed optimizer is ZeRO-1 over the same formula),
-  ``fused`` loss, flash attention, lazy loading.
+  ``fused`` loss, flash attention, lazy loading; Transformer Engine's linear layers, which under FP8 / NVFP4 save
+  quantised GEMM inputs (``quantised_gemm_inputs``).
 - ``deepspeed``: DeepSpeed picks ``BF16_Optimizer`` for bf16 without ZeRO or with ZeRO stage 1 (its engine's
   optimizer choice: bf16 + fp32 gradient accumulation + stage <= 1), ``deepspeed-bf16``; ZeRO-2/3 and fp16 use the
   ZeRO optimizer's 16-bit gradients and fp32 gradient partition, ``deepspeed-fp16``. Hugging Face models compute
@@ -23,7 +24,8 @@ explicitly instead (``training_memory(states=, cross_entropy=, flash_attention=,
 - ``accelerate``: FSDP with a mixed-precision policy or DDP under autocast keeps fp32 parameters as the optimizer's
   master (``fsdp2`` states), the transformers loss is ``eager``.
 - ``llm-foundry``: Composer FSDP keeps fp32 sharded parameters (``fsdp2`` states); its pretraining YAMLs use
-  flash-attn's fused cross entropy (``loss_fn: fused_crossentropy``): ``fused``.
+  flash-attn's fused cross entropy (``loss_fn: fused_crossentropy``), which keeps no fp32 copy of the logits:
+  ``flash-attn``.
 
 Under pipeline parallelism DeepSpeed's ``PipelineEngine`` and ``torch.distributed.pipelining`` keep each in-flight
 micro-batch's stage output until its backward, Megatron's schedule does not (``MemoryProfile.pipeline_outputs``).
@@ -52,6 +54,10 @@ class MemoryProfile:
     # tensor parallelism through DTensor's ``parallelize_module`` plan (torchtitan): the loss runs in
     # ``loss_parallel()`` and the output head's all-gathered input is saved whole (``cross_entropy_tp``, ``training``)
     dtensor_tp: bool = False
+    # Transformer Engine's linear layers (Megatron-Core): under FP8 / NVFP4 GEMMs each saves a quantised copy of its
+    # input for backward, not the 16-bit input (``activations.GEMM_INPUT_BYTES``). torchao's Float8Linear
+    # (torchtitan) saves the high-precision input and casts again in backward, so ``fsdp2`` keeps 16-bit inputs.
+    quantised_gemm_inputs: bool = False
 
     @property
     def cross_entropy_tp(self) -> str:
@@ -80,6 +86,8 @@ class MemoryProfile:
         attn = "flash attention" if self.flash_attention else "materialized attention (s x s scores through HBM)"
         name = "no framework (the ZeRO paper's accounting)" if self.framework == NO_FRAMEWORK else self.framework
         pipe = ", pipeline stages keep their outputs until backward (pp > 1)" if self.pipeline_outputs else ""
+        if self.quantised_gemm_inputs:
+            pipe += ", linear layers save FP8 / NVFP4 inputs under FP8 / NVFP4 training"
         ce = self.cross_entropy if self.cross_entropy_tp == self.cross_entropy else \
             f"{self.cross_entropy} ({self.cross_entropy_tp} under tp > 1)"  # fmt: skip
         return (f"{name}: states {self.states}, {ce} cross-entropy, {attn}, CUDA context "
@@ -91,6 +99,7 @@ class MemoryProfile:
         d["cuda_context_gb"] = d.pop("runtime_gb")
         d["pipeline_keeps_stage_outputs"] = self.pipeline_outputs
         d.pop("dtensor_tp")  # (shown by the summary's cross-entropy: "eager (loss-parallel under tp > 1)")
+        d.pop("quantised_gemm_inputs")  # (shown by the summary)
         return d
 
 
@@ -113,22 +122,24 @@ def memory_profile(framework: Framework | str, *, zero: int = 0, precision: str 
     preset = _preset(fw)
     bf16 = precision != "fp16"  # bf16 and fp8 runs keep bf16 weights and gradients
     runtime = Overheads().runtime_gb
+    quantised = False
     if preset == "megatron-2021":
         states = "megatron" if zero == 0 else ("deepspeed-bf16" if bf16 else "deepspeed-fp16")
         ce = "fused"
         runtime = EAGER_LOADING_RUNTIME_GB
     elif preset == "megatron-core":
         states, ce = "megatron", "fused"
+        quantised = True
     elif preset == "deepspeed":
         states = "deepspeed-bf16" if bf16 and zero <= 1 else "deepspeed-fp16"
         ce = "eager"
     elif preset == "llm-foundry":
-        states, ce = "fsdp2", "fused"
+        states, ce = "fsdp2", "flash-attn"
     else:  # fsdp2, accelerate
         states, ce = "fsdp2", "eager"
     return MemoryProfile(framework=fw.name, states=states, cross_entropy=ce,
                          flash_attention=fw.attention == "flash", runtime_gb=runtime,
-                         dtensor_tp=preset == "fsdp2")  # fmt: skip
+                         dtensor_tp=preset == "fsdp2", quantised_gemm_inputs=quantised)  # fmt: skip
 
 
 def resolve_profile(

@@ -11,6 +11,7 @@ from scaleright.errors import InputError
 from scaleright.estimate.framework import Framework
 from scaleright.estimate.layout import ZERO_STAGES, Layout
 from scaleright.estimate.memory.activations import (
+    GEMM_INPUT_BYTES,
     _inflight_microbatches,
     _recompute_code,
     activation_bytes_per_layer,
@@ -69,6 +70,7 @@ def _training_parts(
     compile_blocks: bool = False,
     cross_entropy_tp: str | None = None,
     dtensor_tp: bool = False,
+    gemm_input_bytes: float | None = None,
 ) -> dict[str, np.ndarray]:
     """``training_memory_arrays`` with the overhead split into its three terms (one code for both APIs)."""
     if task not in TASKS or task == "inference":
@@ -111,6 +113,7 @@ def _training_parts(
     per_layer = activation_bytes_per_layer(
         spec, seq_len=seq_len, micro_batch=micro_batch, tp=tp, cp=cp, sequence_parallel=sequence_parallel,
         recompute=recompute, flash_attention=flash_attention, bytes_per_value=bpv, compile_blocks=compile_blocks,
+        gemm_input_bytes=gemm_input_bytes,
     )  # fmt: skip
     layers_stage = np.ceil(spec.layers / np.asarray(pp, dtype=float))
     inflight = _inflight_microbatches(pp, virtual_stages, n_micro)
@@ -137,7 +140,7 @@ def _training_parts(
         # block neither saves nor rebuilds the row-parallel outputs backward never reads).
         kw: dict[str, Any] = dict(
             seq_len=seq_len, micro_batch=micro_batch, tp=tp, cp=cp, sequence_parallel=sequence_parallel,
-            flash_attention=flash_attention, bytes_per_value=bpv,
+            flash_attention=flash_attention, bytes_per_value=bpv, gemm_input_bytes=gemm_input_bytes,
         )  # fmt: skip
         one_layer = activation_bytes_per_layer(spec, recompute="none", **kw)
         # (selective drops only the s x s scores, which flash attention never stores: there it saves what no
@@ -295,6 +298,7 @@ def _parts_for(
             flash_attention=prof.flash_attention, overheads=overheads or prof.overheads,
             pipeline_outputs=prof.pipeline_outputs, cross_entropy_tp=prof.cross_entropy_tp,
             dtensor_tp=prof.dtensor_tp, **kw_,
+            gemm_input_bytes=GEMM_INPUT_BYTES.get(precision) if prof.quantised_gemm_inputs else None,
         )  # fmt: skip
 
     if len(by_prof) == 1 or z.size == 0:
