@@ -1,7 +1,9 @@
-"""Shared pieces of the CLI: catalog resolution, JSON output, rich tables, option validation, terminal safety.
+"""Shared pieces of the CLI: JSON output, rich tables, option validation, terminal safety.
 
-Option checks are the Python API's (``scaleright.api.check_*``, named by flag with ``FLAGS``): a notebook and the
-command get the same line from one place; ``check_choice`` is re-exported here for the commands.
+Option checks, catalog and calibration resolution and ``visible`` are the Python API's (``scaleright.api``; checks
+named by flag with ``FLAGS``): a notebook and the command get the same line from one place, without the CLI's
+libraries; ``check_choice``, ``catalog_from``, ``catalog_files``, ``calibration_from``, ``profile_from`` and
+``visible`` are re-exported here for the commands.
 
 Terminal safety: every string that comes from the user (a scenario name, a model path, a catalog id, an error
 message quoting them) reaches the terminal through ``visible`` (control characters such as ESC, CR or NUL shown
@@ -14,15 +16,13 @@ from __future__ import annotations
 import json
 import math
 import os
-import re
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 import typer
 
-from scaleright.api import check_choice
-from scaleright.errors import InputError
+from scaleright.api import calibration_from, catalog_files, catalog_from, check_choice, profile_from, visible
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -47,15 +47,6 @@ class _LazyConsole:
 
 console = cast("Console", _LazyConsole())
 
-# C0 controls (newline and tab included: one field stays on one line), DEL, C1 controls, and the Unicode
-# line/paragraph separators and bidirectional overrides, which reorder or break what a terminal shows.
-_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
-
-
-def visible(s: object) -> str:
-    """``s`` as text safe for a terminal: each control character replaced by its escape (``\\x1b``, ``\\n``)."""
-    return _CONTROL.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), str(s))
-
 
 def esc(s: object) -> str:
     """``visible(s)`` with rich markup escaped, for interpolating a user string into a rich markup string."""
@@ -69,67 +60,6 @@ CatalogOpt = typer.Option(
     "(default: $SCALERIGHT_CATALOG).", show_default=False,
 )  # fmt: skip
 JsonOpt = typer.Option(False, "--json", help="Print one JSON object instead of tables.")
-
-
-def catalog_from(path: Path | str | None, *, flag: str = "--catalog"):
-    """The built-in catalog overridden by the directory ``path`` (``flag``; None: $SCALERIGHT_CATALOG), checked
-    here with the true reason (the API's ``catalog`` argument too, named ``catalog``)."""
-    from scaleright.catalog import Catalog
-    from scaleright.catalog.store import ENV_VAR
-    from scaleright.textfile import path_problem
-
-    if path is not None and str(path) == "":  # (the command line refuses it before parsing, with the same line)
-        raise InputError(f"{flag}: empty value; give a path")
-    flag, where = (flag, path) if path is not None else (f"${ENV_VAR}", os.environ.get(ENV_VAR) or None)
-    if where is not None:
-        why = path_problem(where, want="dir")
-        if why is not None:
-            raise InputError(f"{flag}={_shown(where)}: {why}")
-    return Catalog.load(path)
-
-
-def catalog_files(path: Path | None) -> list[Path]:
-    """The user's catalog files that ``catalog_from(path)`` reads (none for the built-in catalog alone)."""
-    from scaleright.catalog.store import ENV_VAR
-    from scaleright.textfile import is_regular_file
-
-    where = path if path is not None else os.environ.get(ENV_VAR) or None
-    if where is None:
-        return []
-    d = Path(where).expanduser()
-    try:
-        files = [*d.glob("*"), *d.glob("models/*")]
-    except OSError:
-        return []
-    return [f for f in files if is_regular_file(f)]
-
-
-def calibration_from(flag: str, value: str | None):
-    """The calibration ``flag`` names: the default, a profile name, or a JSON file (a value with a suffix, as in
-    ``load_calibration``). The file is checked here so a directory, FIFO, symlink loop or over-long name says so."""
-    return profile_from(flag, value).calibration
-
-
-def profile_from(flag: str, value: str | None):
-    """``calibration_from`` with the profile's name, hash and provenance (``estimate.calibration.Profile``)."""
-    from scaleright.estimate.calibration import load_profile
-    from scaleright.textfile import check_input_file
-
-    if value == "":
-        raise InputError(f"{flag}: empty value; give a profile name or a JSON file path (omit it for the defaults)")
-    if value in (None, "default"):
-        return load_profile(value)
-    if Path(value).suffix:
-        check_input_file(flag, value)
-    elif len(value.encode()) > 250:
-        raise InputError(f"{flag}: profile name too long ({len(value.encode())} bytes; at most 250)")
-    return load_profile(value)
-
-
-def _shown(value: object) -> str:
-    """A user's value for a message: control characters visible, at most 120 characters."""
-    s = visible(value)
-    return s if len(s) <= 120 else f"{s[:60]}…{s[-60:]}"
 
 
 def _clean(o: Any) -> Any:
