@@ -69,3 +69,27 @@ def test_each_command_is_registered_by_the_module_it_names(name):
 def test_the_full_app_has_every_command_once():
     group = typer.main.get_command(make_app())
     assert sorted(group.commands) == sorted(COMMANDS)  # type: ignore[attr-defined]
+
+
+def test_only_the_program_freezes_its_objects_at_exit():
+    """``main`` moves the run's objects out of the collector's reach (``gc.freeze``) before the interpreter exits
+    only when it is the program; called inside another (a test, a notebook) it leaves the caller's collector alone."""
+    code = ("import atexit, gc, sys\n"
+            "atexit.register(lambda: sys.stderr.write(f'frozen={gc.get_freeze_count()}'))\n"
+            "sys.argv = ['scaleright', '--version']\n"
+            "import scaleright.cli.main as cli\n"
+            "CALL")  # fmt: skip
+    as_program = "from scaleright.cli.main import main\nmain()"  # what the scaleright script does
+    inside = "try:\n    cli.main()\nexcept SystemExit:\n    pass"  # a caller that has no ``main`` of ours
+    for call, frozen in ((as_program, True), (inside, False)):
+        proc = subprocess.run([sys.executable, "-c", code.replace("CALL", call)], capture_output=True, text=True,
+                              check=False)  # fmt: skip
+        assert proc.returncode == 0 and proc.stdout.strip() == scaleright_version(), proc.stderr
+        count = int(proc.stderr.strip().rsplit("frozen=", 1)[1])
+        assert (count > 0) is frozen, (call, count)
+
+
+def scaleright_version() -> str:
+    from scaleright import __version__
+
+    return __version__

@@ -9,6 +9,7 @@ rooted at ``ScalerightError`` and the argument parser's usage errors become one 
 
 from __future__ import annotations
 
+import gc
 import sys
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
@@ -139,8 +140,26 @@ def _refuse_empty_paths(argv: list[str]) -> None:
             raise InputError(f"{name}: empty value; give a path")
 
 
+def _as_program() -> bool:
+    """``main`` runs as the program (the ``scaleright`` script or ``python -m scaleright``, whose ``__main__``
+    holds it), not called inside another one (a test, a notebook)."""
+    return getattr(sys.modules.get("__main__"), "main", None) is main
+
+
 def main() -> None:
     """Entry point: run the app, turning project errors and usage errors into one line and exit 2."""
+    try:
+        _run()
+    finally:
+        # The interpreter's last garbage collection, at exit, walks every object of the run (modules, validators,
+        # the plan): about 3 % of a plan's instructions, for memory the process hands back anyway. Moved to the
+        # permanent generation those objects are skipped; atexit handlers, the flush of stdout and stderr and the
+        # teardown of modules still run. Only as the program: a caller's objects stay collectable.
+        if _as_program():
+            gc.freeze()
+
+
+def _run() -> None:
     try:
         _refuse_empty_paths(sys.argv[1:])
         rv = make_app(_command_of(sys.argv[1:]))(standalone_mode=False)
