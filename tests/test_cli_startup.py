@@ -71,25 +71,45 @@ def test_the_full_app_has_every_command_once():
     assert sorted(group.commands) == sorted(COMMANDS)  # type: ignore[attr-defined]
 
 
-def test_only_the_program_freezes_its_objects_at_exit():
-    """``main`` moves the run's objects out of the collector's reach (``gc.freeze``) before the interpreter exits
-    only when it is the program; called inside another (a test, a notebook) it leaves the caller's collector alone."""
-    code = ("import atexit, gc, sys\n"
-            "atexit.register(lambda: sys.stderr.write(f'frozen={gc.get_freeze_count()}'))\n"
-            "sys.argv = ['scaleright', '--version']\n"
+_PLAN = str(Path(__file__).parents[1] / "examples" / "full-finetune-13b.yaml")
+
+
+@pytest.mark.parametrize("args", [["--version"], ["plan", _PLAN, "--json"],
+                                  ["estimate", "infer", "--model", "llama-2-7b", "--input-len", "8", "--output-len",
+                                   "8", "--json"]])  # fmt: skip
+def test_only_the_program_changes_the_collector(args, tmp_path):
+    """As the program, ``main`` moves the run's objects out of the collector's reach (``gc.freeze``) before the
+    interpreter exits, and a command of ``STARTUP_COMMANDS`` runs its work with the collector on (it is off only until
+    the command's imports are done); called inside another program, ``main`` leaves the caller's collector alone."""
+    code = ("import atexit, gc, json, sys\n"
+            "atexit.register(lambda: sys.stderr.write(json.dumps([gc.isenabled(), gc.get_freeze_count(), "
+            "sys.modules['__main__'].__dict__.get('on_in_work')])))\n"
+            "sys.argv = ['scaleright', *json.loads(sys.argv[1])]\n"
+            "import scaleright.cli.common as common\n"
+            "enter = common.startup_imports\n"
+            "def spy():\n"
+            "    cm = enter()\n"
+            "    class Spy:\n"
+            "        def __enter__(self):\n"
+            "            return cm.__enter__()\n"
+            "        def __exit__(self, *exc):\n"
+            "            out = cm.__exit__(*exc)\n"
+            "            sys.modules['__main__'].on_in_work = gc.isenabled()\n"
+            "            return out\n"
+            "    return Spy()\n"
+            "common.startup_imports = spy\n"
+            "import scaleright.cli.plan_cmd, scaleright.cli.estimate_cmd\n"
+            "scaleright.cli.plan_cmd.startup_imports = scaleright.cli.estimate_cmd.startup_imports = spy\n"
             "import scaleright.cli.main as cli\n"
             "CALL")  # fmt: skip
     as_program = "from scaleright.cli.main import main\nmain()"  # what the scaleright script does
-    inside = "try:\n    cli.main()\nexcept SystemExit:\n    pass"  # a caller that has no ``main`` of ours
-    for call, frozen in ((as_program, True), (inside, False)):
-        proc = subprocess.run([sys.executable, "-c", code.replace("CALL", call)], capture_output=True, text=True,
-                              check=False)  # fmt: skip
-        assert proc.returncode == 0 and proc.stdout.strip() == scaleright_version(), proc.stderr
-        count = int(proc.stderr.strip().rsplit("frozen=", 1)[1])
-        assert (count > 0) is frozen, (call, count)
-
-
-def scaleright_version() -> str:
-    from scaleright import __version__
-
-    return __version__
+    inside = "try:\n    cli.main()\nexcept SystemExit:\n    pass"  # a caller that holds no ``main`` of ours
+    env = {**os.environ, "SCALERIGHT_CACHE_DIR": str(tmp_path / "cache")}
+    for call, program in ((as_program, True), (inside, False)):
+        proc = subprocess.run([sys.executable, "-c", code.replace("CALL", call), json.dumps(args)],
+                              capture_output=True, text=True, env=env, check=False)  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        enabled, frozen, on_in_work = json.loads(proc.stderr.strip().splitlines()[-1])
+        assert enabled and (frozen > 0) is program, (call, enabled, frozen)
+        if args[0] != "--version":  # the command's work ran with the collector on
+            assert on_in_work is True, (call, on_in_work)

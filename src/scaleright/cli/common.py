@@ -13,10 +13,13 @@ as ``[/bold]`` shown as text, never parsed). Table cells are rich ``Text`` objec
 
 from __future__ import annotations
 
+import gc
 import json
 import math
 import os
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -28,7 +31,8 @@ if TYPE_CHECKING:
     from rich.console import Console
 
 __all__ = ["CatalogOpt", "JsonOpt", "calibration_from", "profile_from", "catalog_files", "catalog_from", "check_choice",
-           "check_output_path", "console", "emit_json", "esc", "fmt", "table", "visible", "write_output"]  # fmt: skip
+           "check_output_path", "console", "emit_json", "esc", "fmt", "table", "visible",
+           "write_output", "running_as_program", "startup_imports", "STARTUP_COMMANDS"]  # fmt: skip
 
 # Wide tables when output is piped (rich falls back to 80 columns otherwise); $COLUMNS still wins. No emoji codes:
 # ":smile:" in a user's name stays as typed.
@@ -46,6 +50,35 @@ class _LazyConsole:
 
 
 console = cast("Console", _LazyConsole())
+
+
+def running_as_program() -> bool:
+    """``scaleright.cli.main.main`` runs as the program (the ``scaleright`` script or ``python -m scaleright``,
+    whose ``__main__`` holds it), not called inside another one (a test, a notebook)."""
+    cli_main = sys.modules.get("scaleright.cli.main")
+    ours = getattr(cli_main, "main", None)
+    return ours is not None and getattr(sys.modules.get("__main__"), "main", None) is ours
+
+
+# Commands whose every path opens with ``startup_imports``: as the program, ``main`` turns the cyclic garbage
+# collector off for them at the start and ``startup_imports`` turns it back on.
+STARTUP_COMMANDS = ("estimate", "plan")
+
+
+@contextmanager
+def startup_imports() -> Iterator[None]:
+    """A command's imports, the end of its start-up. As the program, the collector has been off since ``main``
+    began (``STARTUP_COMMANDS``): start-up builds long-lived objects (modules, classes, the models' validators),
+    among which a collection finds almost nothing to free (about a hundred objects a plan's start-up leaves in
+    cycles) but walks everything made so far, dozens of times. Here those objects are moved out of the collector's
+    reach for good (``gc.freeze``) and the collector turned on: the command's own work is collected as always, and
+    its collections walk only what the work makes. Called inside another program, nothing changes."""
+    try:
+        yield
+    finally:
+        if running_as_program() and not gc.isenabled():
+            gc.freeze()
+            gc.enable()
 
 
 def esc(s: object) -> str:
