@@ -113,3 +113,38 @@ def test_only_the_program_changes_the_collector(args, tmp_path):
         assert enabled and (frozen > 0) is program, (call, enabled, frozen)
         if args[0] != "--version":  # the command's work ran with the collector on
             assert on_in_work is True, (call, on_in_work)
+
+
+def _numpy_blas() -> str:
+    import numpy as np
+
+    try:
+        return str(np.show_config(mode="dicts")["Build Dependencies"]["blas"]["name"])  # type: ignore[index]
+    except Exception:  # an older numpy without mode="dicts"
+        return "unknown"
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir() or (os.cpu_count() or 1) < 2 or
+                    "openblas" not in _numpy_blas(), reason="counts OpenBLAS's threads in /proc/self/task: Linux, "
+                    "2+ CPUs, numpy built with OpenBLAS")  # fmt: skip
+@pytest.mark.parametrize("user", [None, "2"])
+def test_the_program_loads_numpy_with_one_blas_thread_unless_the_user_sets_one(user, tmp_path):
+    """OpenBLAS starts a spinning thread per CPU when numpy loads; plan and estimate run no BLAS routine, so as the
+    program they load it with one (``begin_startup``), a user's setting kept, and leave no variable for children."""
+    from scaleright.cli.common import BLAS_THREAD_VARS
+
+    code = ("import atexit, json, os, sys\n"
+            "atexit.register(lambda: sys.stderr.write(json.dumps([len(os.listdir('/proc/self/task')), "
+            "os.environ.get('OPENBLAS_NUM_THREADS')])))\n"
+            f"sys.argv = ['scaleright', 'plan', {_PLAN!r}, '--json']\n"
+            "from scaleright.cli.main import main\n"
+            "main()")  # fmt: skip
+    env = {k: v for k, v in os.environ.items() if k not in BLAS_THREAD_VARS}
+    env["SCALERIGHT_CACHE_DIR"] = str(tmp_path / "cache")
+    if user is not None:
+        env["OPENBLAS_NUM_THREADS"] = user
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=False)
+    assert proc.returncode == 0, proc.stderr
+    threads, left = json.loads(proc.stderr.strip().splitlines()[-1])
+    assert left == user  # unset again (no child inherits it), or the user's own
+    assert threads == (1 if user is None else int(user))

@@ -32,7 +32,8 @@ if TYPE_CHECKING:
 
 __all__ = ["CatalogOpt", "JsonOpt", "calibration_from", "profile_from", "catalog_files", "catalog_from", "check_choice",
            "check_output_path", "console", "emit_json", "esc", "fmt", "table", "visible",
-           "write_output", "running_as_program", "startup_imports", "STARTUP_COMMANDS"]  # fmt: skip
+           "write_output", "running_as_program", "begin_startup", "startup_imports", "STARTUP_COMMANDS",
+           "BLAS_THREAD_VARS"]  # fmt: skip
 
 # Wide tables when output is piped (rich falls back to 80 columns otherwise); $COLUMNS still wins. No emoji codes:
 # ":smile:" in a user's name stays as typed.
@@ -60,22 +61,43 @@ def running_as_program() -> bool:
     return ours is not None and getattr(sys.modules.get("__main__"), "main", None) is ours
 
 
-# Commands whose every path opens with ``startup_imports``: as the program, ``main`` turns the cyclic garbage
-# collector off for them at the start and ``startup_imports`` turns it back on.
+# Commands whose every path opens with ``startup_imports``: as the program, ``main`` calls ``begin_startup`` for them
+# and ``startup_imports`` ends what it began.
 STARTUP_COMMANDS = ("estimate", "plan")
+# Where OpenBLAS (numpy's BLAS) reads its thread count, once, when numpy loads; a user's setting is kept.
+BLAS_THREAD_VARS = ("OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS")
+_begun: dict[str, bool] = {}
+
+
+def begin_startup() -> None:
+    """The start of a ``STARTUP_COMMANDS`` command run as the program, until its ``startup_imports`` end.
+
+    The cyclic garbage collector is off: start-up builds long-lived objects (modules, classes, the models'
+    validators), among which a collection finds almost nothing to free (about a hundred objects a plan's start-up
+    leaves in cycles) but walks everything made so far, dozens of times.
+
+    numpy loads with one BLAS thread (``OPENBLAS_NUM_THREADS=1`` while it loads, unless the user set one of
+    ``BLAS_THREAD_VARS``; no child process inherits it): OpenBLAS starts a thread per CPU, and each spins about
+    0.1 s of CPU waiting for work that these commands never give it. Their numpy is elementwise (no matrix products,
+    no linear algebra), which OpenBLAS's threads do not run."""
+    gc.disable()
+    if "numpy" not in sys.modules and not any(v in os.environ for v in BLAS_THREAD_VARS):
+        os.environ["OPENBLAS_NUM_THREADS"] = "1"
+        _begun["blas_threads"] = True
 
 
 @contextmanager
 def startup_imports() -> Iterator[None]:
-    """A command's imports, the end of its start-up. As the program, the collector has been off since ``main``
-    began (``STARTUP_COMMANDS``): start-up builds long-lived objects (modules, classes, the models' validators),
-    among which a collection finds almost nothing to free (about a hundred objects a plan's start-up leaves in
-    cycles) but walks everything made so far, dozens of times. Here those objects are moved out of the collector's
-    reach for good (``gc.freeze``) and the collector turned on: the command's own work is collected as always, and
-    its collections walk only what the work makes. Called inside another program, nothing changes."""
+    """A command's imports, the end of its start-up (``begin_startup``): what start-up made is moved out of the
+    collector's reach for good (``gc.freeze``) and the collector turned on, so the command's own work is collected
+    as always and its collections walk only what the work makes; ``OPENBLAS_NUM_THREADS`` is unset again. Nothing
+    changes where nothing began (``main`` called inside another program, or a command outside
+    ``STARTUP_COMMANDS``)."""
     try:
         yield
     finally:
+        if _begun.pop("blas_threads", False):
+            os.environ.pop("OPENBLAS_NUM_THREADS", None)
         if running_as_program() and not gc.isenabled():
             gc.freeze()
             gc.enable()

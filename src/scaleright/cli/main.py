@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from scaleright.cli.common import STARTUP_COMMANDS, running_as_program, visible
+from scaleright.cli.common import STARTUP_COMMANDS, begin_startup, running_as_program, visible
 from scaleright.errors import InputError, ScalerightError
 
 
@@ -144,7 +144,7 @@ def main() -> None:
     """Entry point: run the app, turning project errors and usage errors into one line and exit 2."""
     program = running_as_program()
     if program and _command_of(sys.argv[1:]) in STARTUP_COMMANDS:
-        gc.disable()  # until the command's imports are done (cli.common.startup_imports)
+        begin_startup()  # until the command's imports are done (cli.common.startup_imports)
     try:
         _run()
     finally:
