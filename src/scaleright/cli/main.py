@@ -2,7 +2,9 @@
 
 Each command group lives in its own module and registers itself via ``register(app)`` (``COMMANDS`` maps each
 command to its module); ``main`` imports only the module of the command it runs, and the modules import their heavy
-dependencies (numpy models, rich, torch) inside the commands, so start-up stays fast. Errors
+dependencies (numpy models, rich, torch) inside the commands, so start-up stays fast. As the program, ``plan`` and
+``estimate`` also start without the cyclic garbage collector and with one BLAS thread (``cli.common.begin_startup``,
+ended by the command's ``startup_imports``), and the run's objects are frozen before exit. Errors
 rooted at ``ScalerightError`` and the argument parser's usage errors become one line on stderr and exit code 2
 (control characters in them made visible); nothing else is caught.
 """
