@@ -59,6 +59,29 @@ def test_import_scaleright_loads_no_model_code():
     assert out.stdout.strip() == "[]"
 
 
+# the CLI's libraries and modules: the typed API is usable (and its errors the same) without any of them
+CLI_ONLY = ("typer", "rich", "click", "scaleright.cli")
+
+
+def test_the_api_imports_no_cli_library():
+    """Each result function, its catalog and calibration resolution included, and the scenario parser, run in a
+    fresh interpreter that then holds none of the CLI's modules (typer, its click, rich, scaleright.cli)."""
+    code = ("import sys, scaleright as sr\n"
+            "import scaleright.api, scaleright.results, scaleright.plan.scenario\n"
+            f"sr.plan_scenario({str(ROOT / 'examples' / 'full-finetune-13b.yaml')!r}, calibration='default')\n"
+            "sr.estimate_memory('llama-2-7b', gpu='h100-sxm')\n"
+            "sr.estimate_train('llama-2-7b', gpu='h100-sxm')\n"
+            "sr.estimate_infer('llama-2-7b', gpu='h100-sxm', input_len=64, output_len=8)\n"
+            "sr.simulate('llama-2-7b', gpu='h100-sxm', rate=2.0, requests=16)\n"
+            "try:\n    sr.estimate_train('llama-2-7b', catalog='/nonexistent-catalog-dir')\n"
+            "except sr.InputError as exc:\n    print(exc)\n"
+            f"print(sorted(m for m in sys.modules if m.startswith({CLI_ONLY!r})))")  # fmt: skip
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    lines = out.stdout.strip().splitlines()
+    assert lines[0] == "catalog=/nonexistent-catalog-dir: directory not found", lines[0]
+    assert lines[-1] == "[]", lines[-1]
+
+
 @pytest.mark.parametrize("block", re.findall(r"```python\n(.*?)```", DOC.read_text(), re.S),
                          ids=lambda b: b.splitlines()[2][:40] if len(b.splitlines()) > 2 else b[:40])
 def test_the_docs_examples_run(block, capsys):

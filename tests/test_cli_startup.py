@@ -69,3 +69,82 @@ def test_each_command_is_registered_by_the_module_it_names(name):
 def test_the_full_app_has_every_command_once():
     group = typer.main.get_command(make_app())
     assert sorted(group.commands) == sorted(COMMANDS)  # type: ignore[attr-defined]
+
+
+_PLAN = str(Path(__file__).parents[1] / "examples" / "full-finetune-13b.yaml")
+
+
+@pytest.mark.parametrize("args", [["--version"], ["plan", _PLAN, "--json"],
+                                  ["estimate", "infer", "--model", "llama-2-7b", "--input-len", "8", "--output-len",
+                                   "8", "--json"]])  # fmt: skip
+def test_only_the_program_changes_the_collector(args, tmp_path):
+    """As the program, ``main`` moves the run's objects out of the collector's reach (``gc.freeze``) before the
+    interpreter exits, and a command of ``STARTUP_COMMANDS`` runs its work with the collector on (it is off only until
+    the command's imports are done); called inside another program, ``main`` leaves the caller's collector alone."""
+    code = ("import atexit, gc, json, sys\n"
+            "atexit.register(lambda: sys.stderr.write(json.dumps([gc.isenabled(), gc.get_freeze_count(), "
+            "sys.modules['__main__'].__dict__.get('on_in_work')])))\n"
+            "sys.argv = ['scaleright', *json.loads(sys.argv[1])]\n"
+            "import scaleright.cli.common as common\n"
+            "enter = common.startup_imports\n"
+            "def spy():\n"
+            "    cm = enter()\n"
+            "    class Spy:\n"
+            "        def __enter__(self):\n"
+            "            return cm.__enter__()\n"
+            "        def __exit__(self, *exc):\n"
+            "            out = cm.__exit__(*exc)\n"
+            "            sys.modules['__main__'].on_in_work = gc.isenabled()\n"
+            "            return out\n"
+            "    return Spy()\n"
+            "common.startup_imports = spy\n"
+            "import scaleright.cli.plan_cmd, scaleright.cli.estimate_cmd\n"
+            "scaleright.cli.plan_cmd.startup_imports = scaleright.cli.estimate_cmd.startup_imports = spy\n"
+            "import scaleright.cli.main as cli\n"
+            "CALL")  # fmt: skip
+    as_program = "from scaleright.cli.main import main\nmain()"  # what the scaleright script does
+    inside = "try:\n    cli.main()\nexcept SystemExit:\n    pass"  # a caller that holds no ``main`` of ours
+    env = {**os.environ, "SCALERIGHT_CACHE_DIR": str(tmp_path / "cache")}
+    for call, program in ((as_program, True), (inside, False)):
+        proc = subprocess.run([sys.executable, "-c", code.replace("CALL", call), json.dumps(args)],
+                              capture_output=True, text=True, env=env, check=False)  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        enabled, frozen, on_in_work = json.loads(proc.stderr.strip().splitlines()[-1])
+        assert enabled and (frozen > 0) is program, (call, enabled, frozen)
+        if args[0] != "--version":  # the command's work ran with the collector on
+            assert on_in_work is True, (call, on_in_work)
+
+
+def _numpy_blas() -> str:
+    import numpy as np
+
+    try:
+        return str(np.show_config(mode="dicts")["Build Dependencies"]["blas"]["name"])  # type: ignore[index]
+    except Exception:  # an older numpy without mode="dicts"
+        return "unknown"
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir() or (os.cpu_count() or 1) < 2 or
+                    "openblas" not in _numpy_blas(), reason="counts OpenBLAS's threads in /proc/self/task: Linux, "
+                    "2+ CPUs, numpy built with OpenBLAS")  # fmt: skip
+@pytest.mark.parametrize("user", [None, "2"])
+def test_the_program_loads_numpy_with_one_blas_thread_unless_the_user_sets_one(user, tmp_path):
+    """OpenBLAS starts a spinning thread per CPU when numpy loads; plan and estimate run no BLAS routine, so as the
+    program they load it with one (``begin_startup``), a user's setting kept, and leave no variable for children."""
+    from scaleright.cli.common import BLAS_THREAD_VARS
+
+    code = ("import atexit, json, os, sys\n"
+            "atexit.register(lambda: sys.stderr.write(json.dumps([len(os.listdir('/proc/self/task')), "
+            "os.environ.get('OPENBLAS_NUM_THREADS')])))\n"
+            f"sys.argv = ['scaleright', 'plan', {_PLAN!r}, '--json']\n"
+            "from scaleright.cli.main import main\n"
+            "main()")  # fmt: skip
+    env = {k: v for k, v in os.environ.items() if k not in BLAS_THREAD_VARS}
+    env["SCALERIGHT_CACHE_DIR"] = str(tmp_path / "cache")
+    if user is not None:
+        env["OPENBLAS_NUM_THREADS"] = user
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=False)
+    assert proc.returncode == 0, proc.stderr
+    threads, left = json.loads(proc.stderr.strip().splitlines()[-1])
+    assert left == user  # unset again (no child inherits it), or the user's own
+    assert threads == (1 if user is None else int(user))

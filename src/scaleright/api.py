@@ -26,6 +26,8 @@ from __future__ import annotations
 
 import inspect
 import math
+import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -35,6 +37,7 @@ from scaleright.errors import InputError
 if TYPE_CHECKING:
     from scaleright.catalog import Accelerator, Catalog
     from scaleright.catalog.systems import System
+    from scaleright.estimate.calibration import Calibration, Profile
     from scaleright.estimate.framework import Framework
     from scaleright.estimate.layout import Layout
     from scaleright.estimate.memory import LoraConfig
@@ -51,7 +54,8 @@ __all__ = ["estimate_memory", "estimate_train", "estimate_infer", "simulate", "s
            "check_pp_fits", "check_sequence_parallel", "check_zero_recompute", "check_framework", "TRAIN_TASKS",
            "check_task_precision", "check_infer_args", "check_simulate_args", "check_memory_task_args",
            "check_lora_task", "check_offload_link", "TRAINING_ONLY", "INFERENCE_ONLY", "SIMULATE_POSITIVE",
-           "MIN_RATE_PER_S", "check_pool_args"]
+           "MIN_RATE_PER_S", "check_pool_args", "visible", "catalog_from", "catalog_files", "profile_from",
+           "calibration_from"]
 
 
 # ---- argument checks: the API's and the CLI's, one home ------------------------------------------------------
@@ -324,11 +328,83 @@ def check_pool_args(values: Mapping[str, Any], names: Names = ARGS) -> None:
     check_choice(names("router"), v["router"], tuple(ROUTERS))
 
 
+# ---- user values in messages, catalogs and calibration profiles: the API's and the CLI's, one home -------------
+
+# C0 controls (newline and tab included: one field stays on one line), DEL, C1 controls, and the Unicode
+# line/paragraph separators and bidirectional overrides, which reorder or break what a terminal shows.
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
+
+def visible(s: object) -> str:
+    """``s`` as text safe for a terminal: each control character replaced by its escape (``\\x1b``, ``\\n``)."""
+    return _CONTROL.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), str(s))
+
+
+def _shown(value: object) -> str:
+    """A user's value for a message: control characters visible, at most 120 characters."""
+    s = visible(value)
+    return s if len(s) <= 120 else f"{s[:60]}…{s[-60:]}"
+
+
+def catalog_from(path: Path | str | None, *, flag: str = "--catalog") -> Catalog:
+    """The built-in catalog overridden by the directory ``path`` (``flag``; None: $SCALERIGHT_CATALOG), checked
+    here with the true reason (the API's ``catalog`` argument too, named ``catalog``)."""
+    from scaleright.catalog import Catalog
+    from scaleright.catalog.store import ENV_VAR
+    from scaleright.textfile import path_problem
+
+    if path is not None and str(path) == "":  # (the command line refuses it before parsing, with the same line)
+        raise InputError(f"{flag}: empty value; give a path")
+    flag, where = (flag, path) if path is not None else (f"${ENV_VAR}", os.environ.get(ENV_VAR) or None)
+    if where is not None:
+        why = path_problem(where, want="dir")
+        if why is not None:
+            raise InputError(f"{flag}={_shown(where)}: {why}")
+    return Catalog.load(path)
+
+
+def catalog_files(path: Path | None) -> list[Path]:
+    """The user's catalog files that ``catalog_from(path)`` reads (none for the built-in catalog alone)."""
+    from scaleright.catalog.store import ENV_VAR
+    from scaleright.textfile import is_regular_file
+
+    where = path if path is not None else os.environ.get(ENV_VAR) or None
+    if where is None:
+        return []
+    d = Path(where).expanduser()
+    try:
+        files = [*d.glob("*"), *d.glob("models/*")]
+    except OSError:
+        return []
+    return [f for f in files if is_regular_file(f)]
+
+
+def calibration_from(flag: str, value: str | None) -> Calibration:
+    """The calibration ``flag`` names: the default, a profile name, or a JSON file (a value with a suffix, as in
+    ``load_calibration``). The file is checked here so a directory, FIFO, symlink loop or over-long name says so."""
+    return profile_from(flag, value).calibration
+
+
+def profile_from(flag: str, value: str | None) -> Profile:
+    """``calibration_from`` with the profile's name, hash and provenance (``estimate.calibration.Profile``)."""
+    from scaleright.estimate.calibration import load_profile
+    from scaleright.textfile import check_input_file
+
+    if value == "":
+        raise InputError(f"{flag}: empty value; give a profile name or a JSON file path (omit it for the defaults)")
+    if value in (None, "default"):
+        return load_profile(value)
+    if Path(value).suffix:
+        check_input_file(flag, value)
+    elif len(value.encode()) > 250:
+        raise InputError(f"{flag}: profile name too long ({len(value.encode())} bytes; at most 250)")
+    return load_profile(value)
+
+
 def _catalog(catalog: Catalog | str | Path | None) -> Catalog:
     """``catalog``, or the built-in catalog overlaid with the directory ``catalog`` (default: $SCALERIGHT_CATALOG),
     the directory checked as the CLI checks ``--catalog``."""
     from scaleright.catalog import Catalog
-    from scaleright.cli.common import catalog_from
 
     return catalog if isinstance(catalog, Catalog) else catalog_from(catalog, flag="catalog")
 
@@ -366,8 +442,6 @@ def _layout(layout: Layout | None, spec: TransformerSpec) -> Layout:
 
 def _profile(calibration: str | None):
     """The calibration profile: None or ``default`` (built-in), a profile name, or a JSON file path."""
-    from scaleright.cli.common import profile_from
-
     return profile_from("calibration", calibration)
 
 

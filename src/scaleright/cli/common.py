@@ -1,7 +1,9 @@
-"""Shared pieces of the CLI: catalog resolution, JSON output, rich tables, option validation, terminal safety.
+"""Shared pieces of the CLI: JSON output, rich tables, option validation, terminal safety.
 
-Option checks are the Python API's (``scaleright.api.check_*``, named by flag with ``FLAGS``): a notebook and the
-command get the same line from one place; ``check_choice`` is re-exported here for the commands.
+Option checks, catalog and calibration resolution and ``visible`` are the Python API's (``scaleright.api``; checks
+named by flag with ``FLAGS``): a notebook and the command get the same line from one place, without the CLI's
+libraries; ``check_choice``, ``catalog_from``, ``catalog_files``, ``calibration_from``, ``profile_from`` and
+``visible`` are re-exported here for the commands.
 
 Terminal safety: every string that comes from the user (a scenario name, a model path, a catalog id, an error
 message quoting them) reaches the terminal through ``visible`` (control characters such as ESC, CR or NUL shown
@@ -11,24 +13,27 @@ as ``[/bold]`` shown as text, never parsed). Table cells are rich ``Text`` objec
 
 from __future__ import annotations
 
+import gc
 import json
 import math
 import os
-import re
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 import typer
 
-from scaleright.api import check_choice
-from scaleright.errors import InputError
+from scaleright.api import calibration_from, catalog_files, catalog_from, check_choice, profile_from, visible
 
 if TYPE_CHECKING:
     from rich.console import Console
 
 __all__ = ["CatalogOpt", "JsonOpt", "calibration_from", "profile_from", "catalog_files", "catalog_from", "check_choice",
-           "check_output_path", "console", "emit_json", "esc", "fmt", "table", "visible", "write_output"]  # fmt: skip
+           "check_output_path", "console", "emit_json", "esc", "fmt", "table", "visible",
+           "write_output", "running_as_program", "begin_startup", "startup_imports", "STARTUP_COMMANDS",
+           "BLAS_THREAD_VARS"]  # fmt: skip
 
 # Wide tables when output is piped (rich falls back to 80 columns otherwise); $COLUMNS still wins. No emoji codes:
 # ":smile:" in a user's name stays as typed.
@@ -47,14 +52,55 @@ class _LazyConsole:
 
 console = cast("Console", _LazyConsole())
 
-# C0 controls (newline and tab included: one field stays on one line), DEL, C1 controls, and the Unicode
-# line/paragraph separators and bidirectional overrides, which reorder or break what a terminal shows.
-_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
+def running_as_program() -> bool:
+    """``scaleright.cli.main.main`` runs as the program (the ``scaleright`` script or ``python -m scaleright``,
+    whose ``__main__`` holds it), not called inside another one (a test, a notebook)."""
+    cli_main = sys.modules.get("scaleright.cli.main")
+    ours = getattr(cli_main, "main", None)
+    return ours is not None and getattr(sys.modules.get("__main__"), "main", None) is ours
 
 
-def visible(s: object) -> str:
-    """``s`` as text safe for a terminal: each control character replaced by its escape (``\\x1b``, ``\\n``)."""
-    return _CONTROL.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), str(s))
+# Commands whose every path opens with ``startup_imports``: as the program, ``main`` calls ``begin_startup`` for them
+# and ``startup_imports`` ends what it began.
+STARTUP_COMMANDS = ("estimate", "plan")
+# Where OpenBLAS (numpy's BLAS) reads its thread count, once, when numpy loads; a user's setting is kept.
+BLAS_THREAD_VARS = ("OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS")
+_begun: dict[str, bool] = {}
+
+
+def begin_startup() -> None:
+    """The start of a ``STARTUP_COMMANDS`` command run as the program, until its ``startup_imports`` end.
+
+    The cyclic garbage collector is off: start-up builds long-lived objects (modules, classes, the models'
+    validators), among which a collection finds almost nothing to free (about a hundred objects a plan's start-up
+    leaves in cycles) but walks everything made so far, dozens of times.
+
+    numpy loads with one BLAS thread (``OPENBLAS_NUM_THREADS=1`` while it loads, unless the user set one of
+    ``BLAS_THREAD_VARS``; no child process inherits it): OpenBLAS starts a thread per CPU, and each spins about
+    0.1 s of CPU waiting for work that these commands never give it. Their numpy is elementwise (no matrix products,
+    no linear algebra), which OpenBLAS's threads do not run."""
+    gc.disable()
+    if "numpy" not in sys.modules and not any(v in os.environ for v in BLAS_THREAD_VARS):
+        os.environ["OPENBLAS_NUM_THREADS"] = "1"
+        _begun["blas_threads"] = True
+
+
+@contextmanager
+def startup_imports() -> Iterator[None]:
+    """A command's imports, the end of its start-up (``begin_startup``): what start-up made is moved out of the
+    collector's reach for good (``gc.freeze``) and the collector turned on, so the command's own work is collected
+    as always and its collections walk only what the work makes; ``OPENBLAS_NUM_THREADS`` is unset again. Nothing
+    changes where nothing began (``main`` called inside another program, or a command outside
+    ``STARTUP_COMMANDS``)."""
+    try:
+        yield
+    finally:
+        if _begun.pop("blas_threads", False):
+            os.environ.pop("OPENBLAS_NUM_THREADS", None)
+        if running_as_program() and not gc.isenabled():
+            gc.freeze()
+            gc.enable()
 
 
 def esc(s: object) -> str:
@@ -69,67 +115,6 @@ CatalogOpt = typer.Option(
     "(default: $SCALERIGHT_CATALOG).", show_default=False,
 )  # fmt: skip
 JsonOpt = typer.Option(False, "--json", help="Print one JSON object instead of tables.")
-
-
-def catalog_from(path: Path | str | None, *, flag: str = "--catalog"):
-    """The built-in catalog overridden by the directory ``path`` (``flag``; None: $SCALERIGHT_CATALOG), checked
-    here with the true reason (the API's ``catalog`` argument too, named ``catalog``)."""
-    from scaleright.catalog import Catalog
-    from scaleright.catalog.store import ENV_VAR
-    from scaleright.textfile import path_problem
-
-    if path is not None and str(path) == "":  # (the command line refuses it before parsing, with the same line)
-        raise InputError(f"{flag}: empty value; give a path")
-    flag, where = (flag, path) if path is not None else (f"${ENV_VAR}", os.environ.get(ENV_VAR) or None)
-    if where is not None:
-        why = path_problem(where, want="dir")
-        if why is not None:
-            raise InputError(f"{flag}={_shown(where)}: {why}")
-    return Catalog.load(path)
-
-
-def catalog_files(path: Path | None) -> list[Path]:
-    """The user's catalog files that ``catalog_from(path)`` reads (none for the built-in catalog alone)."""
-    from scaleright.catalog.store import ENV_VAR
-    from scaleright.textfile import is_regular_file
-
-    where = path if path is not None else os.environ.get(ENV_VAR) or None
-    if where is None:
-        return []
-    d = Path(where).expanduser()
-    try:
-        files = [*d.glob("*"), *d.glob("models/*")]
-    except OSError:
-        return []
-    return [f for f in files if is_regular_file(f)]
-
-
-def calibration_from(flag: str, value: str | None):
-    """The calibration ``flag`` names: the default, a profile name, or a JSON file (a value with a suffix, as in
-    ``load_calibration``). The file is checked here so a directory, FIFO, symlink loop or over-long name says so."""
-    return profile_from(flag, value).calibration
-
-
-def profile_from(flag: str, value: str | None):
-    """``calibration_from`` with the profile's name, hash and provenance (``estimate.calibration.Profile``)."""
-    from scaleright.estimate.calibration import load_profile
-    from scaleright.textfile import check_input_file
-
-    if value == "":
-        raise InputError(f"{flag}: empty value; give a profile name or a JSON file path (omit it for the defaults)")
-    if value in (None, "default"):
-        return load_profile(value)
-    if Path(value).suffix:
-        check_input_file(flag, value)
-    elif len(value.encode()) > 250:
-        raise InputError(f"{flag}: profile name too long ({len(value.encode())} bytes; at most 250)")
-    return load_profile(value)
-
-
-def _shown(value: object) -> str:
-    """A user's value for a message: control characters visible, at most 120 characters."""
-    s = visible(value)
-    return s if len(s) <= 120 else f"{s[:60]}…{s[-60:]}"
 
 
 def _clean(o: Any) -> Any:

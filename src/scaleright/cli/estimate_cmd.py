@@ -30,6 +30,7 @@ from scaleright.cli.common import (
     emit_json,
     esc,
     profile_from,
+    startup_imports,
     table,
 )
 from scaleright.errors import InputError
@@ -173,18 +174,19 @@ def memory_cmd(
 ) -> None:
     """Memory per GPU by component (weights, gradients, optimizer, gathered ZeRO-3 buffers, activations, KV cache,
     overhead: allocator reserve, CUDA context, NCCL buffers)."""
-    from scaleright.estimate.calibration import MEMORY_CALIBRATION_RECORD
-    from scaleright.estimate.framework import ATTENTION_KINDS, FRAMEWORKS
-    from scaleright.estimate.layout import Layout
-    from scaleright.estimate.memory import (
-        CROSS_ENTROPY,
-        STATE_FORMATS,
-        inference_memory,
-        resolve_profile,
-        training_memory,
-    )
-    from scaleright.results.memory import MemoryResult
-    from scaleright.workload.precision import KV_PRECISIONS
+    with startup_imports():
+        from scaleright.estimate.calibration import MEMORY_CALIBRATION_RECORD
+        from scaleright.estimate.framework import ATTENTION_KINDS, FRAMEWORKS
+        from scaleright.estimate.layout import Layout
+        from scaleright.estimate.memory import (
+            CROSS_ENTROPY,
+            STATE_FORMATS,
+            inference_memory,
+            resolve_profile,
+            training_memory,
+        )
+        from scaleright.results.memory import MemoryResult
+        from scaleright.workload.precision import KV_PRECISIONS
 
     check_task_precision(task, precision, FLAGS)
     for flag, value, allowed in (("--states", states, tuple(STATE_FORMATS)),
@@ -329,11 +331,12 @@ def train_cmd(
     as_json: bool = JsonOpt,
 ) -> None:
     """Step time, tokens/s, MFU/HFU, memory and scaling efficiency of one training layout."""
-    from scaleright.estimate.framework import ATTENTION_KINDS, CP_VARIANTS, FRAMEWORKS, PIPELINE_SCHEDULES
-    from scaleright.estimate.layout import Layout
-    from scaleright.estimate.train import estimate_train
-    from scaleright.results.train import TrainResult
-    from scaleright.workload.precision import TRAIN_PRECISIONS
+    with startup_imports():
+        from scaleright.estimate.framework import ATTENTION_KINDS, CP_VARIANTS, FRAMEWORKS, PIPELINE_SCHEDULES
+        from scaleright.estimate.layout import Layout
+        from scaleright.estimate.train import estimate_train
+        from scaleright.results.train import TrainResult
+        from scaleright.workload.precision import TRAIN_PRECISIONS
 
     check_choice("--precision", precision, TRAIN_PRECISIONS)
     for flag, value, allowed in (("--framework", framework, tuple(FRAMEWORKS)), ("--attention", attention,
@@ -426,10 +429,11 @@ def infer_cmd(
     as_json: bool = JsonOpt,
 ) -> None:
     """TTFT, TPOT, end-to-end latency and throughput for serving; replicas vs tensor parallel."""
-    from scaleright.api import check_batch
-    from scaleright.estimate.calibration import arch_factors
-    from scaleright.estimate.infer import estimate_infer
-    from scaleright.results.infer import InferResult
+    with startup_imports():
+        from scaleright.api import check_batch
+        from scaleright.estimate.calibration import arch_factors
+        from scaleright.estimate.infer import estimate_infer
+        from scaleright.results.infer import InferResult
 
     check_infer_args(gpus=gpus, tp=tp, pp=pp, input_len=input_len, output_len=output_len, precision=precision,
                      kv_precision=kv_precision, names=FLAGS)  # fmt: skip

@@ -19,6 +19,7 @@ from scaleright.cli.common import (
     emit_json,
     esc,
     profile_from,
+    startup_imports,
     table,
 )
 from scaleright.errors import InputError
@@ -72,10 +73,11 @@ def plan_cmd(
     as_json: bool = JsonOpt,
 ) -> None:
     """Search every allowed GPU type, count and parallel layout; recommend one option and say why."""
-    from scaleright.plan.planner import plan
-    from scaleright.plan.scenario import load_scenario
-    from scaleright.results.plan import PlanResult
-    from scaleright.textfile import is_regular_file, refuse_input_as_output
+    with startup_imports():
+        from scaleright.plan.planner import plan
+        from scaleright.plan.scenario import load_scenario
+        from scaleright.results.plan import PlanResult
+        from scaleright.textfile import is_regular_file, refuse_input_as_output
 
     if html is not None:
         check_output_path("--html", html)

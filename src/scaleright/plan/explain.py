@@ -21,9 +21,9 @@ import numpy as np
 from scaleright.estimate.comm import system_of
 from scaleright.estimate.layout import RECOMPUTE, layout_text
 from scaleright.fmt import number as fmt_number
+from scaleright.fmt import usd as format_usd  # one money format for the terminal, JSON texts and the HTML report
 from scaleright.plan import economics as econ
 from scaleright.plan.economics.defaults import COST_OF_CAPITAL_SOURCE, site_of
-from scaleright.plan.report import format_usd  # one money format for the terminal, JSON texts and the HTML report
 from scaleright.plan.search import family
 
 __all__ = ["explain_training", "explain_inference"]

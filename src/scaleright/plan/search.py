@@ -35,7 +35,6 @@ from scaleright.errors import InputError
 from scaleright.estimate.calibration import DEFAULT_CALIBRATION, Calibration
 from scaleright.estimate.comm import Cluster, system_of
 from scaleright.estimate.framework import Framework, framework_of
-from scaleright.estimate.infer import infer_arrays, max_batch
 from scaleright.estimate.layout import RECOMPUTE, LayoutArrays, divisors
 from scaleright.estimate.memory import (
     GB,
@@ -563,6 +562,8 @@ def evaluate_inference(spec: TransformerSpec, *, gpu, tp: int, rate_rps: float, 
                        cluster: Cluster | None = None) -> InferCandidate:  # fmt: skip
     """Largest SLO-meeting batch per replica (at most ``batch_limit``), then replicas = ceil(rate / capacity);
     ``system`` is the network (default: ``system_of(gpu, cluster=...)``)."""
+    from scaleright.estimate.infer import max_batch  # serving only: a training plan never loads it
+
     system = system_of(gpu, system=system, cluster=cluster)
     try:
         mb = max_batch(spec, gpu=gpu, context=input_len + output_len, tp=tp, precision=precision,
@@ -613,5 +614,7 @@ def evaluate_inference(spec: TransformerSpec, *, gpu, tp: int, rate_rps: float, 
 
 
 def _infer(spec, gpu, system, tp, batches, input_len, output_len, precision, kv_precision, cal):
+    from scaleright.estimate.infer import infer_arrays
+
     return infer_arrays(spec, gpu=gpu, system=system, tp=tp, pp=1, batch=batches, input_len=input_len,
                         output_len=output_len, precision=precision, kv_precision=kv_precision, cal=cal)

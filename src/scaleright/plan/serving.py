@@ -159,7 +159,7 @@ def batch_costs(run: dict, *, gpus: int, usd_per_gpu_hour: float, output_tokens_
 
 def batch_explanation(rec: dict) -> dict:
     """The "Batch job vs service" explanation of a recommendation carrying ``batch_job`` (``batch_costs``)."""
-    from scaleright.plan.report import format_usd
+    from scaleright.fmt import usd as format_usd
 
     b = rec["batch_job"]
     runs = b["runs_per_month"]
@@ -224,7 +224,7 @@ def serverless_service(scn, rec: dict, rate: float, cat) -> dict | None:
 def serverless_explanation(s: dict) -> dict:
     """The "Serverless vs always-on" explanation of ``serverless_service``'s numbers (one line when the GPU has no
     serverless price)."""
-    from scaleright.plan.report import format_usd
+    from scaleright.fmt import usd as format_usd
 
     if s["serverless_usd_per_month"] is None:
         text = (f"Serverless not priced: {s['serverless_offer']['notes']}. It would bill "

@@ -87,7 +87,8 @@ def plain(o: Any) -> Any:
 class Part(BaseModel):
     """A nested object of a result: declared keys only, no coercion (an int is not a bool, a float not an int)."""
 
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+    # validators and serializers built on first use: a command builds only the result it prints (and its parts)
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, defer_build=True)
 
 
 class Result(Part):
