@@ -193,7 +193,7 @@ _LAYOUT_TRAINING_ONLY: dict[str, tuple[object, ...]] = {
 _LAYOUT_ONLY = tuple(_LAYOUT_TRAINING_ONLY)
 TRAINING_ONLY: dict[str, tuple[object, ...]] = {
     **_LAYOUT_TRAINING_ONLY, "optimizer": ("adamw",), "states": (None, "zero"), "cross_entropy": (None, "fused"),
-    "framework": (None,), "attention": (None,),
+    "framework": (None,), "attention": (None,), "fsdp": (False,),
 }  # fmt: skip
 # ... and its inference-only arguments with their defaults
 INFERENCE_ONLY: dict[str, object] = {"batch": 1, "kv_precision": None}

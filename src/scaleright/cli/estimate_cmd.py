@@ -127,6 +127,17 @@ def _memory_table(title: str, breakdown: dict[str, float], total: float, gpu_gb:
     console.print(esc(caption), style="dim")
 
 
+# layout options shared by ``estimate train`` and ``estimate memory`` (one vocabulary)
+EtpOpt = typer.Option(None, "--etp", help="Expert-tensor-parallel size (MoE parallel folding, Megatron-Core "
+                      "--expert-tensor-parallel-size; default: tp). ep * etp must divide tp * cp * dp.")
+DpOpt = typer.Option(None, "--dp", help="Data-parallel size (default: gpus / (tp*pp*cp)).")
+FsdpOpt = typer.Option(False, "--fsdp", help="FSDP full shard (same as --zero 3; conflicts with --zero 1 or 2).")
+DpShardOpt = typer.Option(None, "--dp-shard", help="ZeRO-3 shard group (HSDP when smaller than dp * cp: shard over "
+                          "this many data-parallel ranks, replicate across the rest; dense models). Default: dp * cp.")
+VirtualStagesOpt = typer.Option(1, "--virtual-stages", help="Interleaved pipeline chunks per stage.")
+
+
+
 @estimate_app.command("memory")
 def memory_cmd(
     model: str = ModelOpt,
@@ -137,7 +148,12 @@ def memory_cmd(
     pp: int = PpOpt,
     cp: int = CpOpt,
     ep: int = EpOpt,
+    etp: int | None = EtpOpt,
+    dp: int | None = DpOpt,
     zero: int = ZeroOpt,
+    fsdp: bool = FsdpOpt,
+    dp_shard: int | None = DpShardOpt,
+    virtual_stages: int = VirtualStagesOpt,
     seq_len: int = SeqOpt,
     micro_batch: int = MbOpt,
     global_batch: int | None = typer.Option(None, "--global-batch",
@@ -197,18 +213,24 @@ def memory_cmd(
             check_choice(flag, value, allowed)
     _check_optimizer(optimizer)
     _bounded("gpus", gpus=gpus)
-    _bounded("parallel_degree", tp=tp, pp=pp, cp=cp, ep=ep)
+    _bounded("parallel_degree", tp=tp, pp=pp, cp=cp, ep=ep, etp=etp, dp=dp, dp_shard=dp_shard,
+             virtual_stages=virtual_stages)
     _bounded("seq_len", seq_len=seq_len)
     _bounded("micro_batch", micro_batch=micro_batch)
     _bounded("global_batch", global_batch=global_batch)
     _bounded("batch", batch=batch)
     check_zero_recompute(zero, recompute, FLAGS)
-    given = {"cp": cp, "ep": ep, "zero": zero, "micro_batch": micro_batch, "global_batch": global_batch,
+    if fsdp and zero not in (0, 3):
+        raise InputError(f"--fsdp is ZeRO-3; drop --zero or set --zero 3 (got --zero {zero})")
+    given = {"cp": cp, "ep": ep, "etp": etp, "dp": 1 if dp is None else dp, "dp_shard": dp_shard,
+             "virtual_stages": virtual_stages, "zero": zero, "fsdp": fsdp, "micro_batch": micro_batch,
+             "global_batch": global_batch,
              "recompute": recompute, "sequence_parallel": sequence_parallel, "optimizer": optimizer,
              "states": states, "cross_entropy": cross_entropy, "framework": framework,
              "attention": attention, "offload_optimizer": offload_optimizer,
              "offload_activations": offload_activations, "batch": batch, "kv_precision": kv_precision}  # fmt: skip
     check_memory_task_args(task, given, FLAGS)  # training-only options with --task inference, and the reverse
+    zero = 3 if fsdp else zero
     check_sequence_parallel(sequence_parallel, tp, FLAGS)
     lora = _lora(task, lora_rank, lora_targets)
     spec, g = _load(model, gpu, catalog)
@@ -221,9 +243,10 @@ def memory_cmd(
                                kv_precision=kvp, gpu_memory_gb=g.memory_gb)  # fmt: skip
         caption = f"{spec.name} inference, {precision} weights, {kvp} KV cache, batch {batch} x {seq_len} tokens"
     else:
-        dp = _dp(gpus, tp, pp, cp)
-        layout = Layout(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, zero=zero, micro_batch=micro_batch,
-                        global_batch=global_batch, recompute=recompute, sequence_parallel=sequence_parallel,
+        dp = dp if dp is not None else _dp(gpus, tp, pp, cp)
+        layout = Layout(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, etp=etp, zero=zero, dp_shard=dp_shard,
+                        micro_batch=micro_batch, global_batch=global_batch, recompute=recompute,
+                        sequence_parallel=sequence_parallel, virtual_stages=virtual_stages,
                         offload_optimizer=offload_optimizer, offload_activations=offload_activations)
         layout.validate(spec, gpus=gpus)
         check_offload_link(g, offload_optimizer, offload_activations, FLAGS)
@@ -284,19 +307,14 @@ def train_cmd(
     pp: int = PpOpt,
     cp: int = CpOpt,
     ep: int = EpOpt,
-    etp: int | None = typer.Option(
-        None, "--etp", help="Expert-tensor-parallel size (MoE parallel folding, Megatron-Core "
-        "--expert-tensor-parallel-size; default: tp). ep * etp must divide tp * cp * dp."),
-    dp: int | None = typer.Option(None, "--dp", help="Data-parallel size (default: gpus / (tp*pp*cp))."),
+    etp: int | None = EtpOpt,
+    dp: int | None = DpOpt,
     zero: int = ZeroOpt,
-    fsdp: bool = typer.Option(False, "--fsdp",
-                              help="FSDP full shard (same as --zero 3; conflicts with --zero 1 or 2)."),
-    dp_shard: int | None = typer.Option(
-        None, "--dp-shard", help="ZeRO-3 shard group (HSDP when smaller than dp * cp: shard over this many "
-        "data-parallel ranks, replicate across the rest; dense models). Default: dp * cp."),
+    fsdp: bool = FsdpOpt,
+    dp_shard: int | None = DpShardOpt,
     recompute: str = RecOpt,
     sequence_parallel: bool = SpOpt,
-    virtual_stages: int = typer.Option(1, "--virtual-stages", help="Interleaved pipeline chunks per stage."),
+    virtual_stages: int = VirtualStagesOpt,
     offload_optimizer: bool = OffOptOpt,
     offload_activations: bool = OffActOpt,
     seq_len: int = SeqOpt,
