@@ -206,8 +206,9 @@ def zero1_exposed_s(rs_s: ArrayLike, ag_s: ArrayLike, rs_bucket_s: ArrayLike, ag
     its last micro-batch's backward, which j·rounds chunk-backwards of the lower chunks still follow; one stream
     runs them in turn, so the stream ends R_c + (v − 1) · max(0, R_c − rounds · b_c) after the backward (R_c =
     rs/v, b_c = bwd/v; the lowest chunk's reduce-scatter overlaps nothing). Weights: the first chunk's buckets
-    are gathered before its layers need them (the forward pre-hooks; ``param_sync_func`` for chunks 0 and 1 at the
-    start) and each later chunk's during the ``rounds`` forwards of the chunk before it (``forward_step_helper``):
+    are gathered before its layers need them (the forward pre-hooks wait on each bucket; with ``align_param_gather``,
+    assumed here for interleaving, ``param_sync_func`` starts chunks 0 and 1 before the schedule) and each later
+    chunk's during the ``rounds`` forwards of the chunk before it (``forward_step_helper``):
     ``streamed_exposed_s`` over the first chunk's forward plus (v − 1) · max(0, A_c − rounds · f_c)."""
     v = np.maximum(np.asarray(chunks, dtype=float), 1.0)
     rs, ag = np.asarray(rs_s, dtype=float), np.asarray(ag_s, dtype=float)
