@@ -171,11 +171,14 @@ FRAMEWORKS: dict[str, Framework] = {
             # (Megatron-LM: on unless --no-overlap-p2p-communication; schedules.py forward_backward_pipelining
             # _with_interleaving, overlap_p2p_comm)
             pp_p2p_overlap=True,
-            # Megatron-LM turns on fp32 gradient reduction for bf16 (--accumulate-allreduce-grads-in-fp32) and NeMo 2 /
-            # Megatron-Bridge recipes set DistributedDataParallelConfig(grad_reduce_in_fp32=True), but the preset
-            # leaves it off for now: with it, the ZeRO-1 overlap windows (one micro-batch's backward for the
-            # reduce-scatter, one forward for the gather) expose more than the Megatron-LM weak-scaling rows show
-            # (their median error 6.0 % -> 8.8 %): a missing overlap term to fix before doubling the bytes
+            # Megatron-LM reduces bf16 gradients in fp32 (--accumulate-allreduce-grads-in-fp32, forced for bf16) and
+            # NeMo 2 / Megatron-Bridge recipes set DistributedDataParallelConfig(grad_reduce_in_fp32=True), but the
+            # preset stays at 16 bits until the Megatron-LM weak-scaling rows are explained: with fp32 they go from
+            # 5.9 % to 8.7 % median. That is not an overlap term (train.zero1_exposed_s follows Megatron-Core's
+            # schedules): GPT 32B tp8 pp1 dp48 at the rows' assumed micro-batch 1 is 4 micro-batches, and Megatron
+            # reduces only in the last one's backward (~0.13 s modelled) a 16 GB fp32 reduce-scatter (~0.34 s at
+            # one 400 Gb/s rail per GPU), which the measured 459.6 TFLOP/s (~0.07 s left) cannot contain; the
+            # unstated micro-batch or the compute, not the overlap, is what is off
             grad_reduce_fp32=False,
             description="Megatron-Core / NeMo / Megatron-Bridge 2023+",
         ),

@@ -27,8 +27,10 @@ A step is ``m + (p − 1)/v`` micro-batch slots of the slowest stage (1F1B / int
 weight-gradient work, Qi et al. 2023), plus the exposed
 part of data-parallel synchronisation, the optimizer step (memory-bound), and a fixed overhead. Data parallelism:
 ZeRO-0 all-reduces gradient buckets during the last backward (the last bucket is exposed); ZeRO-1/2 reduce-scatter
-them during backward and all-gather the updated weights during the next forward; ZeRO-3/FSDP, per micro-batch
-and layer, gathers a layer's weights (forward and backward) and reduce-scatters its gradients while the
+them during the last micro-batch's backward and all-gather the updated weights during the next forward, in the
+order Megatron-Core's schedules allow on pipeline rank 0 (``zero1_exposed_s``: buckets queued on one stream as
+backward fills them; with interleaving each chunk's whole reduce-scatter after its last backward); ZeRO-3/FSDP,
+per micro-batch and layer, gathers a layer's weights (forward and backward) and reduce-scatters its gradients while the
 neighbouring layer computes: exposed = first gather + last reduce-scatter + Σ_layers max(0, comm − compute).
 Gradients are reduced (all-reduce, reduce-scatter) in fp32, 4 B per gradient, where the framework does so
 (``Framework.grad_reduce_fp32``: torchtitan, Composer's DEFAULT mixed precision),
@@ -172,6 +174,53 @@ _MIX, _MIX2 = np.uint64(0x9E3779B97F4A7C15), np.uint64(0xC2B2AE3D27D4EB4F)  # od
 _SORT_FROM = 2048  # distinct runs from which ``_Batch`` sorts them to evaluate each distinct input once
 
 
+def streamed_exposed_s(comm_s: ArrayLike, bucket_s: ArrayLike, window_s: ArrayLike,
+                       n_buckets: ArrayLike) -> NDArray[np.float64]:
+    """Exposed time of ``n_buckets`` equal buckets (``comm_s`` in all, ``bucket_s`` each) that one communication
+    stream runs one after another while ``window_s`` of compute produces them, bucket k ready after k/n of it
+    (gradient buckets in backward), or consumes them, bucket k needed after (k − 1)/n of it (a weight gather
+    before forward; the same queue run backwards in time). The stream ends max over k of ready_k + what is
+    queued from k on after the compute: max(bucket, comm − window · (n − 1)/n), between 0 and ``comm_s``."""
+    comm, n = np.asarray(comm_s, dtype=float), np.maximum(np.asarray(n_buckets, dtype=float), 1.0)
+    exposed = np.maximum(bucket_s, comm - np.asarray(window_s, dtype=float) * (n - 1.0) / n)
+    return np.asarray(np.clip(exposed, 0.0, comm), dtype=float)
+
+
+def zero1_exposed_s(rs_s: ArrayLike, ag_s: ArrayLike, rs_bucket_s: ArrayLike, ag_bucket_s: ArrayLike, *,
+                    n_buckets: ArrayLike, chunks: ArrayLike, rounds: ArrayLike, bwd_s: ArrayLike,
+                    fwd_s: ArrayLike) -> NDArray[np.float64]:
+    """Exposed data-parallel time of Megatron-Core's distributed optimizer (ZeRO-1) with ``overlap_grad_reduce``
+    and ``overlap_param_gather``, on pipeline rank 0 (its last backward ends the step, its first forward starts it;
+    the other ranks reduce in the pipeline bubble).
+
+    ``rs_s``/``ag_s``: the rank's whole gradient reduce-scatter / weight all-gather; ``rs_bucket_s``/``ag_bucket_s``
+    one bucket's; ``n_buckets`` per model chunk; ``chunks`` the rank's model chunks (v with interleaving, else 1);
+    ``rounds`` the micro-batches each chunk runs before the next (pp with interleaving); ``bwd_s``/``fwd_s`` one
+    micro-batch's backward (with recomputation) / forward of all the rank's layers.
+
+    Gradient sync runs only in the last micro-batch (``no_sync`` before: ``forward_backward_no_pipelining``; in
+    1F1B, rank 0 enables it for its last backward, ``forward_backward_pipelining_without_interleaving``). One
+    chunk: buckets are launched as backward fills them (``_ParamAndGradBuffer`` bucket hooks), so
+    ``streamed_exposed_s`` over one micro-batch's backward. Interleaved (``align_grad_reduce``, Megatron-LM's
+    default: ``config.grad_sync_func = start_grad_sync`` per chunk): chunk j's whole reduce-scatter starts after
+    its last micro-batch's backward, which j·rounds chunk-backwards of the lower chunks still follow; one stream
+    runs them in turn, so the stream ends R_c + (v − 1) · max(0, R_c − rounds · b_c) after the backward (R_c =
+    rs/v, b_c = bwd/v; the lowest chunk's reduce-scatter overlaps nothing). Weights: the first chunk's buckets
+    are gathered before its layers need them (the forward pre-hooks wait on each bucket; with ``align_param_gather``,
+    assumed here for interleaving, ``param_sync_func`` starts chunks 0 and 1 before the schedule) and each later
+    chunk's during the ``rounds`` forwards of the chunk before it (``forward_step_helper``):
+    ``streamed_exposed_s`` over the first chunk's forward plus (v − 1) · max(0, A_c − rounds · f_c)."""
+    v = np.maximum(np.asarray(chunks, dtype=float), 1.0)
+    rs, ag = np.asarray(rs_s, dtype=float), np.asarray(ag_s, dtype=float)
+    b_c, f_c = np.asarray(bwd_s, dtype=float) / v, np.asarray(fwd_s, dtype=float) / v
+    rs_c, ag_c = rs / v, ag / v
+    rs_rounds = rs_c + (v - 1.0) * np.maximum(rs_c - rounds * b_c, 0.0)
+    rs_exposed = np.where(v > 1, rs_rounds, streamed_exposed_s(rs, rs_bucket_s, b_c, n_buckets))
+    ag_exposed = (streamed_exposed_s(ag_c, np.minimum(ag_bucket_s, ag_c), f_c, n_buckets)
+                  + (v - 1.0) * np.maximum(ag_c - rounds * f_c, 0.0))  # fmt: skip
+    return np.asarray(rs_exposed + ag_exposed, dtype=float)
+
+
 def train_step_arrays(
     spec: TransformerSpec,
     *,
@@ -274,7 +323,12 @@ def train_step_arrays(
     z0, z12, z3 = zero == 0, (zero == 1) | (zero == 2), zero >= 3
     bucket = 25 * 2**20  # PyTorch DDP's default bucket_cap_mb=25 (MiB): the last bucket cannot overlap
     last = np.minimum(bucket, grad_bytes)
-    first_gather = np.minimum(bucket, weight_bytes)
+    # Megatron-Core's distributed optimizer: buckets of max(40 M, 1 M · dp) parameters (DistributedDataParallel,
+    # bucket_size with overlap_grad_reduce); a pipeline rank's v model chunks each have their own buffer
+    chunks = np.where((pp > 1) & (fw.pipeline_schedule != "1f1b"), np.maximum(v, 1.0), 1.0)
+    chunk_params = dense_local / chunks
+    z12_bucket = np.minimum(np.maximum(40e6, 1e6 * dp * cp), chunk_params)
+    n_buckets = np.maximum(np.ceil(chunk_params / np.maximum(z12_bucket, 1.0)), 1.0)
     kv_width = spec.kv_dim if not spec.mla else spec.heads * spec.head_dim  # K (or V) values per token
     kv_chunk = 2 * t * kv_width / tp * bpv
     routed = t / tp * spec.moe.top_k * h * bpv if spec.moe else 0.0
@@ -314,8 +368,8 @@ def train_step_arrays(
     col.add("last_bucket", "all_reduce", last, size=dp_group, stride=tp, where=z0)
     dp_add("rs_dp", "reduce_scatter", grad_bytes, grad_bytes_e, z12)
     dp_add("ag_dp", "all_gather", weight_bytes, weight_bytes_e, z12)
-    col.add("rs_last", "reduce_scatter", last, size=dp_group, stride=tp, where=z12)
-    col.add("ag_first", "all_gather", first_gather, size=dp_group, stride=tp, where=z12)
+    col.add("rs_last", "reduce_scatter", rb * z12_bucket, size=dp_group, stride=tp, where=z12)
+    col.add("ag_first", "all_gather", bpv * z12_bucket, size=dp_group, stride=tp, where=z12)
     dp_add("ag_layer", "all_gather", gather_dense / layers_stage, gather_expert / layers_stage, z3, size=shard)
     dp_add("rs_layer", "reduce_scatter", grad_bytes / layers_stage, grad_bytes_e / layers_stage, z3, size=shard)
     col.add("hsdp_ar", "all_reduce", grad_bytes / layers_stage / shard, size=dp_group / shard, stride=tp * shard,
@@ -462,11 +516,12 @@ def train_step_arrays(
     # ZeRO-0 (DDP): gradient buckets all-reduced as backward produces them, overlapped with the rest of backward
     ar_dp, last_bucket = dp_time("ar_dp"), ct["last_bucket"]
     exposed_z012 = np.maximum(ar_dp - bwd_window, 0.0) + last_bucket if fw.dp_bucket_overlap else ar_dp
-    # ZeRO-1/2 (Megatron distributed optimizer): reduce-scatter the gradient buckets during backward, all-gather the
-    # updated weights bucket by bucket during the next forward (--overlap-param-gather); the last reduce-scatter
-    # bucket and the first gather bucket cannot overlap
+    # ZeRO-1/2 (Megatron distributed optimizer, --overlap-grad-reduce --overlap-param-gather): the dependencies of
+    # pipeline rank 0, whose last backward ends the step and whose first forward starts it (``zero1_exposed_s``)
     rs_dp, ag_dp, rs_last, ag_first = dp_time("rs_dp"), dp_time("ag_dp"), ct["rs_last"], ct["ag_first"]
-    exposed_z12 = np.maximum(rs_dp - bwd_window, 0.0) + rs_last + np.maximum(ag_dp - fwd_window, 0.0) + ag_first
+    exposed_z12 = zero1_exposed_s(rs_dp, ag_dp, rs_last, ag_first, n_buckets=n_buckets, chunks=chunks,
+                                  rounds=np.minimum(pp, n_micro),
+                                  bwd_s=layers_stage * (layer_bwd + recomp), fwd_s=fwd_window)  # fmt: skip
     if not fw.dp_bucket_overlap:
         exposed_z12 = rs_dp + ag_dp
     # ZeRO-3 / FSDP, per micro-batch and layer: a layer's weights are all-gathered (forward, and again in
