@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any, cast
 
 import typer
 
@@ -378,7 +379,8 @@ def show_cmd(
         emit_json({"name": prof.name, "source": prof.source, "sha256": prof.sha256, "parameters": params,
                    "defaults": defaults, "provenance": prof.provenance})  # fmt: skip
         return
-    fitted = (prof.provenance or {}).get("parameters") or {}
+    # (a validated provenance: {"parameters": {name: {"on_bound": ...}, ...}, ...})
+    fitted = cast("dict[str, dict[str, Any]]", (prof.provenance or {}).get("parameters") or {})
     table(f"Calibration '{prof.name}'", ["parameter", "value", "default", "on bound"],
           [[k, v, defaults.get(k), (fitted.get(k) or {}).get("on_bound") or ""] for k, v in params.items()])
     console.print(esc(prof.line()))

@@ -114,6 +114,13 @@ def _link_gbps(flag: str, v: float | None) -> None:
                          "data-centre NIC)")  # fmt: skip
 
 
+def _zero_stage(fsdp: bool, zero: int) -> int:
+    """The ZeRO stage of ``--zero`` and ``--fsdp`` (full shard: stage 3), one home for both layout commands."""
+    if fsdp and zero not in (0, 3):
+        raise InputError(f"--fsdp is ZeRO-3; drop --zero or set --zero 3 (got --zero {zero})")
+    return 3 if fsdp else zero
+
+
 def _dp(gpus: int, tp: int, pp: int, cp: int) -> int:
     if gpus % (tp * pp * cp):
         raise InputError(f"tp({tp}) * pp({pp}) * cp({cp}) = {tp * pp * cp} does not divide gpus({gpus})")
@@ -135,7 +142,6 @@ FsdpOpt = typer.Option(False, "--fsdp", help="FSDP full shard (same as --zero 3;
 DpShardOpt = typer.Option(None, "--dp-shard", help="ZeRO-3 shard group (HSDP when smaller than dp * cp: shard over "
                           "this many data-parallel ranks, replicate across the rest; dense models). Default: dp * cp.")
 VirtualStagesOpt = typer.Option(1, "--virtual-stages", help="Interleaved pipeline chunks per stage.")
-
 
 
 @estimate_app.command("memory")
@@ -220,8 +226,7 @@ def memory_cmd(
     _bounded("global_batch", global_batch=global_batch)
     _bounded("batch", batch=batch)
     check_zero_recompute(zero, recompute, FLAGS)
-    if fsdp and zero not in (0, 3):
-        raise InputError(f"--fsdp is ZeRO-3; drop --zero or set --zero 3 (got --zero {zero})")
+    stage = _zero_stage(fsdp, zero)  # (the flags as given are checked against the task first)
     given = {"cp": cp, "ep": ep, "etp": etp, "dp": 1 if dp is None else dp, "dp_shard": dp_shard,
              "virtual_stages": virtual_stages, "zero": zero, "fsdp": fsdp, "micro_batch": micro_batch,
              "global_batch": global_batch,
@@ -230,7 +235,7 @@ def memory_cmd(
              "attention": attention, "offload_optimizer": offload_optimizer,
              "offload_activations": offload_activations, "batch": batch, "kv_precision": kv_precision}  # fmt: skip
     check_memory_task_args(task, given, FLAGS)  # training-only options with --task inference, and the reverse
-    zero = 3 if fsdp else zero
+    zero = stage
     check_sequence_parallel(sequence_parallel, tp, FLAGS)
     lora = _lora(task, lora_rank, lora_targets)
     spec, g = _load(model, gpu, catalog)
@@ -373,8 +378,7 @@ def train_cmd(
     _bounded("global_batch", global_batch=global_batch)
     check_positive("--tokens", tokens, "tokens")
     check_zero_recompute(zero, recompute, FLAGS)
-    if fsdp and zero not in (0, 3):
-        raise InputError(f"--fsdp is ZeRO-3; drop --zero or set --zero 3 (got --zero {zero})")
+    zero = _zero_stage(fsdp, zero)
     check_sequence_parallel(sequence_parallel, tp, FLAGS)
     lora = _lora(task, lora_rank, lora_targets)
     _bounded("gpus_per_node", gpus_per_node=gpus_per_node)
@@ -383,7 +387,7 @@ def train_cmd(
     cal = prof.calibration
     spec, g = _load(model, gpu, catalog)
     dp = dp if dp is not None else _dp(gpus, tp, pp, cp)
-    layout = Layout(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, etp=etp, zero=3 if fsdp else zero, dp_shard=dp_shard,
+    layout = Layout(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, etp=etp, zero=zero, dp_shard=dp_shard,
                     micro_batch=micro_batch,
                     global_batch=global_batch, recompute=recompute, sequence_parallel=sequence_parallel,
                     virtual_stages=virtual_stages, offload_optimizer=offload_optimizer,

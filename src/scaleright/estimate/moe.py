@@ -125,8 +125,9 @@ def busiest_rank_experts(tokens: ArrayLike, *, num_experts: float, top_k: float,
 
 def permute_values(h: float, *, source_tokens: ArrayLike, routed_rows: ArrayLike) -> NDArray[np.float64]:
     """Values read plus written by the dispatch and combine copies of a rank that routes ``source_tokens`` tokens
-    of width ``h`` and runs ``routed_rows`` routed rows: ``2·h·(source_tokens + routed_rows)``."""
-    return np.asarray(2.0 * h * (np.asarray(source_tokens, dtype=float) + np.asarray(routed_rows, dtype=float)))
+    of width ``h`` and runs ``routed_rows`` routed rows: ``2·h·(source_tokens + routed_rows)``, the ``permute``
+    scheme's bytes at one byte per value (``MOE_DISPATCH``, its one home)."""
+    return dispatch_bytes(h, source_tokens=source_tokens, routed_rows=routed_rows, kernels="permute", act_bytes=1.0)
 
 
 def dispatch_bytes(h: float, *, source_tokens: ArrayLike, routed_rows: ArrayLike, kernels: str = "permute",
