@@ -216,3 +216,22 @@ def test_tp_over_pcie_without_p2p_costs_at_least_its_bytes_over_host_memory_band
                           tp_comm_overlap=overlap, **lay.kwargs())  # fmt: skip
     bound = 2 * 8 * _tp_bytes_per_gpu(spec, seq, mb, tp, spec.layers, n_micro) / (host * GB)
     assert float(np.asarray(r["t_tp_comm"])) >= bound * (1 - 1e-9)
+
+
+def test_estimate_train_prints_the_host_memory_its_figures_use(monkeypatch, capsys):
+    """Host-staged TP (a GeForce box without P2P) and ZeRO-Offload's CPU step use the host's DRAM bandwidth, so the
+    terminal says which figure and how it was obtained; an NVLink layout without offload uses none and says none."""
+    from tests.cli_helpers import run_main
+
+    base = ["estimate", "train", "--model", "llama-3.1-8b", "--gpus", "8"]
+    monkeypatch.setenv("COLUMNS", "200")
+    code, out, err = run_main([*base, "--gpu", "rtx-4090", "--tp", "2"], monkeypatch, capsys)
+    assert code == 0, err
+    lines = [line for line in out.splitlines() if line.startswith("host memory ")]
+    assert len(lines) == 1 and "GB/s" in lines[0], lines
+    code, out, err = run_main([*base, "--gpu", "h100-sxm", "--tp", "2"], monkeypatch, capsys)
+    assert code == 0, err
+    assert not [line for line in out.splitlines() if line.startswith("host memory ")]
+    code, out, err = run_main([*base, "--gpu", "h100-sxm", "--zero", "2", "--offload-optimizer"], monkeypatch, capsys)
+    assert code == 0, err
+    assert "host memory 2 x 8 x DDR5-4800 x 8 B = 614.4 GB/s (peak)" in out  # DGX H100: two Xeon 8480C sockets

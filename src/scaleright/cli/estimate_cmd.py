@@ -394,9 +394,9 @@ def train_cmd(
                     offload_activations=offload_activations)  # fmt: skip
     layout.validate(spec, gpus=gpus)
     check_offload_link(g, offload_optimizer, offload_activations, FLAGS)
+    sysm = _system(g, system, gpus_per_node, inter_node_gbps_per_gpu)
     est = estimate_train(
-        spec, gpu=g, layout=layout, seq_len=seq_len,
-        system=_system(g, system, gpus_per_node, inter_node_gbps_per_gpu), precision=precision, task=task, lora=lora,
+        spec, gpu=g, layout=layout, seq_len=seq_len, system=sysm, precision=precision, task=task, lora=lora,
         optimizer=optimizer, tokens=tokens, cal=cal, framework=fw,
     )  # fmt: skip
     if as_json:
@@ -427,6 +427,8 @@ def train_cmd(
         console.print("memory accounting " + esc(est.memory_accounting.summary()))
         console.print("(estimate memory gives the same figures with the same --framework; without one it keeps the "
                       "ZeRO paper's accounting)", style="dim")
+    if layout.offload_optimizer or sysm.tiers[0].kind == "pcie-host":  # the figures use the host's DRAM bandwidth
+        console.print("host memory " + esc(sysm.host.derivation), style="dim")
     console.print(esc(prof.line()), style="dim")
 
 
