@@ -44,8 +44,10 @@ chunked prefills. On one replica of ``tp · pp`` GPUs it costs
   small GEMV kernels per iteration, each a few MB, whose launch and tail gaps the share absorbs. One share for
   both made the TensorRT-LLM throughput tables (large batches, steps 35-70 % KV reads for 7-8B models) pull it to
   its upper bound 1 when the TPOT table (steps ~98 % weight reads) was held out: 7-8B KV-bound throughput rows
-  under-predicted by ~20 %. With KV at the streaming rate the fit without the TPOT table (and without the
-  Qwen3-30B-A3B rows, whose MoE cost the model misses) puts the weight share at 0.71, the in-sample 0.68.
+  under-predicted by ~20 %. With KV at the streaming rate, the fit on the dense rows of the throughput tables
+  alone puts the weight share at 0.74 (in-sample 0.68; it was 1, on the bound) and predicts the held-out TPOT
+  table to 10.5 % median (17.2 % before). With the MoE rows in that fit, their missing cost (predicted too fast)
+  still drags ``decode_overhead_s`` to ~10 ms (``benchmarks/loso_one_table.py``).
   An engine profile that names ``hbm_fraction`` (a grid fit of one fraction) reads both at that fraction.
 - MoE layers read only the experts the batch touches, E·(1 − (1 − k/E)^m) of E, and pay the dispatch / combine
   copies that group rows by expert around the grouped GEMMs, the bytes the engine's MoE kernels move
