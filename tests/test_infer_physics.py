@@ -40,24 +40,30 @@ def _weight_bytes(spec, bytes_per_el):
 @pytest.mark.parametrize("gpu_id", sorted(TRIAD))
 def test_batch_1_tpot_is_the_weight_and_kv_read_at_the_decode_bandwidth(llama_8b, gpu_id):
     """Pope et al. 2022, section 2: a batch-1 decode step reads every weight and the sequence's KV cache once,
-    TPOT = overhead + (W + KV(ctx)) / (datasheet × STREAM fraction × decode share). Llama 3.1 8B bf16: W =
+    TPOT = overhead + W / (datasheet × STREAM fraction × decode share) + KV(ctx) / (datasheet × STREAM fraction ×
+    streaming share): the weight GEMVs at ``decode_memory_efficiency``, the attention kernel's KV stream at the
+    streaming kernels' ``memory_efficiency`` (``estimate.iteration``, "KV reads"). Llama 3.1 8B bf16: W =
     2 B × 7.50 G block parameters + 2 B × 0.525 G head; KV = 32 layers × 2 × 8 heads × 128 × 2 B per token.
     128 prompt tokens, 512 output: the prompt's prefill adds < 1 % once amortised over 512 tokens."""
     gpu = get_gpu(gpu_id)
     cal = DEFAULT_CALIBRATION
     i_len, o_len = 128, 512
     kv_per_token = 32 * 2 * 8 * 128 * 2.0
-    bw = gpu.hbm_bandwidth_tb_per_s * 1e12 * TRIAD[gpu_id] * cal.decode_memory_efficiency
-    by_hand = cal.decode_overhead_s + (_weight_bytes(llama_8b, 2.0) + kv_per_token * (i_len + o_len / 2)) / bw
+    stream = gpu.hbm_bandwidth_tb_per_s * 1e12 * TRIAD[gpu_id]
+    by_hand = (cal.decode_overhead_s + _weight_bytes(llama_8b, 2.0) / (stream * cal.decode_memory_efficiency)
+               + kv_per_token * (i_len + o_len / 2) / (stream * cal.memory_efficiency))  # fmt: skip
     est = estimate_infer(llama_8b, gpu=gpu, gpus=1, tp=1, input_len=i_len, output_len=o_len, batch=1)
     assert est.tpot_s == pytest.approx(by_hand, rel=0.02)
-    assert est.tpot_s >= by_hand * (1 - 1e-9)  # the rest (norms, attention FLOPs, the prefill) only adds
+    # the rest (elementwise traffic, attention FLOPs) only adds; W counts the RMSNorm weights too (0.26 M values,
+    # 3e-5 of W), which the model reads with the fused norm kernels' traffic, not as GEMM weights
+    assert est.tpot_s >= by_hand * (1 - 1e-4)
 
 
 def test_the_scalar_estimate_is_the_iteration_models_steady_state(llama_8b):
-    """One physics: at concurrency 1 a sequence spends one iteration in prefill and O − 1 decoding, so TPOT is
-    ((O − 1)·t(decode 1 at the mean context I + O/2) + t(prefill I)) / O and TTFT the prefill iteration, each
-    time from ``iteration_time_s`` with the calibration's engine."""
+    """One physics: at concurrency 1 a sequence spends one iteration in prefill and O − 1 decoding alone, so TTFT
+    is the prefill iteration, TPOT (the mean inter-token latency, (e2e − TTFT) / (O − 1)) the decode step at the
+    mean context I + O/2, and the end-to-end latency the prefill plus O − 1 decode steps, each time from
+    ``iteration_time_s`` with the calibration's engine; throughput is one sequence's O tokens per O iterations."""
     gpu, cal = get_gpu("h100-sxm"), DEFAULT_CALIBRATION
     i_len, o_len = 700, 300
     eng = calibrated_engine(cal)
@@ -65,9 +71,10 @@ def test_the_scalar_estimate_is_the_iteration_models_steady_state(llama_8b):
                            kv_precision="bf16")  # fmt: skip
     pre = iteration_time_s(llama_8b, gpu=gpu, prefill_tokens=i_len, engine=eng, kv_precision="bf16")
     est = estimate_infer(llama_8b, gpu=gpu, gpus=1, tp=1, input_len=i_len, output_len=o_len, batch=1)
-    assert est.tpot_s == pytest.approx(((o_len - 1) * dec + pre) / o_len, rel=1e-9)
+    assert est.tpot_s == pytest.approx(dec, rel=1e-9)
     assert est.ttft_s == pytest.approx(pre, rel=1e-9)
-    assert est.e2e_latency_s == pytest.approx(pre + (o_len - 1) * est.tpot_s, rel=1e-9)
+    assert est.e2e_latency_s == pytest.approx(pre + (o_len - 1) * dec, rel=1e-9)
+    assert est.output_tokens_per_s == pytest.approx(o_len / (pre + (o_len - 1) * dec), rel=1e-9)
 
 
 @pytest.mark.parametrize("batch,i_len,o_len", [(1, 512, 128), (8, 512, 128), (64, 1024, 256), (200, 128, 128)])

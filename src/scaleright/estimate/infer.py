@@ -14,10 +14,15 @@ concurrency of ``B`` sequences of ``I`` prompt and ``O`` output tokens: a sequen
 decode steps of the others. With ``k = ⌊n⌋`` and ``f = n − k``, a periodic schedule runs a fraction ``1 − f`` of
 iterations with ``k`` prompts and ``f`` with ``k + 1``; an iteration with ``j`` prompts has ``j·I`` prefill rows and
 ``B − j`` decode rows at the mean context ``I + O/2``. Then
-- TPOT is the mean iteration time ``T̄ = (1 − f)·t(k) + f·t(k + 1)``, output throughput ``B / T̄`` per replica;
-- TTFT is the time of the iteration that runs the prompt (averaged over prompts) plus the engine's frontend
-  latency: a closed-loop client submits when a sequence ends, at an iteration boundary, so there is no wait for
-  an iteration in progress and no queue (``scaleright serve simulate`` has both);
+- the mean iteration time is ``T̄ = (1 − f)·t(k) + f·t(k + 1)``, output throughput ``B / T̄`` per replica;
+- TTFT is the time of the iteration that runs the prompt (averaged over prompts), ``t_p``, plus the engine's
+  frontend latency: a closed-loop client submits when a sequence ends, at an iteration boundary, so there is no
+  wait for an iteration in progress and no queue (``scaleright serve simulate`` has both);
+- TPOT is the mean inter-token latency, (e2e − TTFT) / (O − 1), as benchmarks and ``serve simulate`` measure it:
+  a sequence lives O consecutive iterations, ``O·T̄`` in all, of which its own prompt's iteration is TTFT, so
+  TPOT = ``(O·T̄ − t_p) / (O − 1)`` (``T̄`` itself for O = 1). It equals ``T̄`` when every iteration holds the same
+  prompts (n = B/O whole) and is below it at small batches, whose own prefill iteration is the long one (batch 1:
+  the decode step alone);
 - end-to-end latency is TTFT + (O − 1)·TPOT.
 The largest batch is the largest B whose weights, KV cache for I + O tokens, activations and overheads fit, and
 that the engine's scheduler admits (``scheduler_batch_cap``: its ``max_batch_size`` and its token budget per
@@ -86,14 +91,16 @@ def steady_state(model: IterationModel, *, batch: ArrayLike, input_len: float,
     # the iteration a prompt runs in, averaged over prompts (k·(1 − f) of them in k-prompt iterations)
     prompt_iter = np.where(k > 0, ((1 - f) * k * tk + f * (k + 1) * tk1) / np.maximum(n, 1e-300), tk1)
     ttft = prompt_iter + model.engine.frontend_latency_s
+    # the mean inter-token latency (module docstring): the sequence's O iterations less its own prompt's
+    itl = (O * period - prompt_iter) / (O - 1) if O > 1 else period
     out_tps = B_all / period  # every micro-batch in flight samples B tokens per period
     zero = 0 * period
     return {
         "prefill_s": t_prompt + zero,  # one prompt alone
         "decode_step_s": t_decode + zero,  # the B decode steps alone
         "ttft_s": ttft + zero,
-        "tpot_s": period,
-        "e2e_latency_s": ttft + (O - 1) * period,
+        "tpot_s": itl,
+        "e2e_latency_s": ttft + (O - 1) * itl,
         "output_tokens_per_s": out_tps,
         "requests_per_s": out_tps / O,
         "total_tokens_per_s": out_tps / O * (I + O),

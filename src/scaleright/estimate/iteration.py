@@ -36,6 +36,19 @@ chunked prefills. On one replica of ``tp · pp`` GPUs it costs
   ``trtllm`` profile refuses one (``workload.precision.check_gguf_engine``).
 - Decode attention reads every sequence's KV cache once: its time is affine in the batch's total context, so a run
   of identical iterations whose contexts only grow can be summed in closed form (``DecodeRun``).
+- KV reads: the attention kernels stream each sequence's KV blocks (paged blocks of 32-64 tokens, tens of KB or more
+  contiguous per layer) of the whole batch in one kernel per layer, a long streaming read; they run at the
+  STREAM-like rate of the other streaming kernels (``Roofline.hbm``: the measured STREAM ceiling of
+  ``components/hbm_bandwidth.csv`` × ``memory_efficiency``). The weight reads of decode GEMMs run at
+  ``decode_memory_efficiency`` of that ceiling (``Roofline.decode_hbm``): at small batch they are hundreds of
+  small GEMV kernels per iteration, each a few MB, whose launch and tail gaps the share absorbs. One share for
+  both made the TensorRT-LLM throughput tables (large batches, steps 35-70 % KV reads for 7-8B models) pull it to
+  its upper bound 1 when the TPOT table (steps ~98 % weight reads) was held out: 7-8B KV-bound throughput rows
+  under-predicted by ~20 %. With KV at the streaming rate, the fit on the dense rows of the throughput tables
+  alone puts the weight share at 0.74 (in-sample 0.68; it was 1, on the bound) and predicts the held-out TPOT
+  table to 10.7 % median (17.2 % before). With the MoE rows in that fit, their missing cost (predicted too fast)
+  still drags ``decode_overhead_s`` to ~10 ms (``benchmarks/loso_one_table.py``).
+  An engine profile that names ``hbm_fraction`` (a grid fit of one fraction) reads both at that fraction.
 - MoE layers read only the experts the batch touches, E·(1 − (1 − k/E)^m) of E, and pay the dispatch / combine
   copies that group rows by expert around the grouped GEMMs, the bytes the engine's MoE kernels move
   (``EngineProfile.moe_dispatch``, ``estimate.moe.dispatch_bytes``); with expert parallelism (``ep``
@@ -235,6 +248,9 @@ class IterationModel:
         # calibration's share of the measured STREAM ceiling (``rl.decode_hbm``)
         self.hbm_bytes_per_s = (gpu.hbm_bandwidth_tb_per_s * 1e12 * prof.hbm_fraction
                                 if prof.hbm_fraction is not None else rl.decode_hbm)  # fmt: skip
+        # the attention kernels' KV-cache reads (module docstring, "KV reads"): the engine's fraction where it names
+        # one, else the STREAM-like rate of streaming kernels (``rl.hbm``), not the weight GEMVs' ``decode_hbm``
+        self.kv_hbm_bytes_per_s = self.hbm_bytes_per_s if prof.hbm_fraction is not None else rl.hbm
         self._stream_hbm = rl.hbm  # norms, activations, residuals: STREAM-like kernels
         bpe = bytes_per_element(precision)
         # GGUF: the file's own bytes per weight of the attention and FFN matrices and of the head's tensor
@@ -295,7 +311,7 @@ class IterationModel:
         self._attn_flop_s = per_ctx * spec.layers / tp / rl.attention  # seconds per (query, context token) pair
         self.kv_bytes_per_token = float(kv_cache_bytes(spec, batch=1, context=1, tp=tp, pp=pp,
                                                        kv_precision=self.kv_precision))  # fmt: skip
-        self._kv_s = self.kv_bytes_per_token * pp / self.hbm_bytes_per_s  # every stage reads its layers' share in turn
+        self._kv_s = self.kv_bytes_per_token * pp / self.kv_hbm_bytes_per_s  # every stage reads its share in turn
         self.decode_slope_s = max(self._attn_flop_s, self._kv_s)
         # KV swap to host memory: each GPU moves its share over its own PCIe link, in parallel
         pcie = PCIE_X16_GB_PER_S.get(gpu.pcie_gen or DEFAULT_PCIE_GEN, PCIE_X16_GB_PER_S[DEFAULT_PCIE_GEN])
