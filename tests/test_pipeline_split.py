@@ -9,6 +9,8 @@ import sys
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from scaleright.catalog import get_gpu
@@ -120,3 +122,26 @@ def test_the_planner_arrays_do_not_carry_the_option() -> None:
     assert np.array_equal(arrays.pp, [16])
     with pytest.raises(LayoutError, match="pipeline_split_embedding_loss"):
         LayoutArrays.of([lay.replace(pipeline_split_embedding_loss=True)])
+
+
+@settings(max_examples=200, deadline=None)
+@given(pp=st.integers(2, 64), extra=st.integers(1, 64))
+def test_the_split_places_every_layer_once(pp: int, extra: int) -> None:
+    """Where Megatron-Core accepts the split ((L + 2) % pp == 0), the first and last stages' n - 1 layers and the
+    middle stages' n add up to L, and no stage holds more than ceil(L / pp) (the split without the option)."""
+    layers = pp * extra - 2
+    if layers < pp:
+        return
+    busiest, last = (float(x) for x in stage_layers(layers, pp, True))
+    assert 2 * last + (pp - 2) * (busiest if pp > 2 else 0) == layers
+    assert busiest <= float(stage_layers(layers, pp, False)[0])
+
+
+def test_inference_refuses_the_training_only_flag(monkeypatch: pytest.MonkeyPatch,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+    monkeypatch.setattr(sys, "argv", ["scaleright", "estimate", "memory", "--model", "llama-3.1-8b", "--gpus", "8",
+                                      "--task", "inference", "--pipeline-split-embedding-loss"])  # fmt: skip
+    with pytest.raises(SystemExit) as info:
+        main()
+    assert info.value.code == 2
+    assert "--pipeline-split-embedding-loss applies to training" in capsys.readouterr().err
