@@ -18,20 +18,15 @@ _TENSORS = ("the stated layout's weights, gradients, optimizer states and activa
             "(no recompute, 16-bit weights, fp32 main gradients as the recipes' grad_reduce_in_fp32): the run saved "
             "memory in a way the row does not state (recompute or offload of activations, FP8 parameters from "
             "Megatron-Bridge's fp8_param_gather presets, ...)")  # fmt: skip
-_VP = ("VP=8 on pp=16 over 126 layers: Megatron-Bridge counts the embedding and the loss as pipeline layers, so "
-       "stage 0 holds 7 transformer layers in 8 chunks (112 layer-micro-batches in flight at the peak), while the "
-       "training-row mapping runs it as 7 chunks of 126 / 112 layers (145): within 11 % of the device")  # fmt: skip
 _MEGATRON = ("tensors fit, the allocator reserve (GMLake's 15 % average over dynamic memory) tips it over by "
-             "under 10 %; on the 405B rows stage 0 also holds the embedding as one of its chunks' layers "
-             "(the 405B recipe's account_for_embedding_in_pipeline_split), not modelled; unexplained")  # fmt: skip
+             "under 10 %; unexplained")  # fmt: skip
 _FOUNDRY = ("llm-foundry's micro-batch is the largest that fits: tensors fit, the allocator reserve (GMLake's 15 % "
             "average) tips these boundary rows over by under 5 %; the run's fragmentation is lower than the "
             "average or its activations smaller than counted; unexplained")  # fmt: skip
 KNOWN_REFUSED: dict[int, str] = {
-    **dict.fromkeys((68, 73, 75, 79, 80, 89, 92, 97, 99, 107, 108, 112, 115, 116, 118, 120, 121, 125, 127, 128,
-                     133, 134, 138, 141, 145, 146, 149, 150, 160, 161, 162), _TENSORS),
-    **dict.fromkeys((76, 77, 100, 101, 111, 113, 126, 137, 139), _VP),
-    **dict.fromkeys((57, 90, 91, 103, 105, 124, 129, 131, 153, 154, 166, 167), _MEGATRON),
+    **dict.fromkeys((68, 73, 79, 80, 89, 92, 97, 107, 108, 112, 116, 118, 120, 121, 125, 127, 133, 134, 138, 145,
+                     146, 149, 160, 161, 162), _TENSORS),
+    **dict.fromkeys((57, 90, 91, 103, 105, 129, 131), _MEGATRON),
     **dict.fromkeys((214, 226, 227, 228, 242, 271, 336, 337, 338, 347, 348, 349, 369, 370, 371, 372), _FOUNDRY),
 }  # fmt: skip
 

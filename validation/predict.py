@@ -32,7 +32,8 @@ def predict_train(case: TrainCase, cal: Calibration = DEFAULT_CALIBRATION, *,
         case.spec, gpu=case.gpu, cluster=case.cluster, seq_len=case.seq_len, global_batch=lay.global_batch,
         tp=lay.tp, pp=lay.pp, dp=lay.dp, cp=lay.cp, ep=lay.ep, zero=lay.zero, micro_batch=lay.micro_batch,
         recompute=lay.recompute, sequence_parallel=lay.sequence_parallel, virtual_stages=lay.virtual_stages,
-        precision=case.precision, task=case.task, lora=LoraConfig() if case.task == "lora" else None, cal=cal,
+        pipeline_split_embedding_loss=lay.pipeline_split_embedding_loss, precision=case.precision, task=case.task,
+        lora=LoraConfig() if case.task == "lora" else None, cal=cal,
         causal=True, framework=case.framework,
     )  # fmt: skip
     out = {k: float(v) for k, v in perf.items()}

@@ -274,11 +274,21 @@ def _train_case(line: int, row: dict[str, str]) -> TrainCase:
         assumptions.append("micro-batch 1 (not stated)")
     gb = cell_int(row["global_batch_seqs"])
     vp = 1
+    split_embedding_loss = False
     mv = re.search(r"VP=(\d+)", row["notes"])
     if mv and pp > 1:
         vp = int(mv.group(1))
-        if pp * vp > spec.layers:
-            # Megatron-Bridge counts the embedding and the loss as pipeline layers (account_for_*_in_pipeline_split)
+        chunks = pp * vp
+        if family in ("bridge", "nemo24") and vp > 1 and spec.layers % chunks and (spec.layers + 2) % chunks == 0:
+            # Megatron-Core's interleaved schedule needs equal model chunks of whole layers; L layers do not split
+            # into pp·vp of them, L + 2 slots do: the split counts the embedding and the loss as one layer each
+            # (TransformerConfig account_for_embedding_in_pipeline_split / account_for_loss_in_pipeline_split).
+            # Inferred from the published layout (Llama 3.1 405B: 126 + 2 = 128 = 16 x 8, 8 x 8, 16 x 4, 8 x 4);
+            # that the Megatron-Bridge 405B recipe sets both flags is recalled, not checked against its source here.
+            split_embedding_loss = True
+            assumptions.append(f"VP={vp} x pp={pp} over {spec.layers} layers: the pipeline split counts the "
+                               "embedding and the loss as layers (Megatron-Core account_for_*_in_pipeline_split)")
+        elif chunks > spec.layers:
             assumptions.append(f"VP={vp} with pp={pp} exceeds {spec.layers} layers: run as {spec.layers // pp} chunks")
             vp = spec.layers // pp
     if family == "torchtitan" and pp > 1:
@@ -316,7 +326,8 @@ def _train_case(line: int, row: dict[str, str]) -> TrainCase:
     precision = _precision(row["precision"]) if row["precision"].strip() else "bf16"
     sp = tp > 1 and family in ("megatron", "megatron-hw", "nemo24", "bridge", "torchtitan", "automodel")
     layout = Layout(tp=tp, pp=pp, dp=dp, cp=cp, zero=zero, micro_batch=mb, global_batch=gb, recompute=recompute,
-                    sequence_parallel=sp, virtual_stages=vp)  # fmt: skip
+                    sequence_parallel=sp, virtual_stages=vp,
+                    pipeline_split_embedding_loss=split_embedding_loss)  # fmt: skip
     try:
         layout.validate(spec, gpus=n)
     except InputError as exc:

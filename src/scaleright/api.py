@@ -188,7 +188,7 @@ def check_task_precision(task: str, precision: str, names: Names = ARGS) -> None
 _LAYOUT_TRAINING_ONLY: dict[str, tuple[object, ...]] = {
     "dp": (1,), "cp": (1,), "ep": (1,), "etp": (None,), "zero": (0,), "dp_shard": (None,), "micro_batch": (1,),
     "global_batch": (None,), "recompute": ("none",), "sequence_parallel": (False,), "virtual_stages": (1,),
-    "offload_optimizer": (False,), "offload_activations": (False,),
+    "offload_optimizer": (False,), "offload_activations": (False,), "pipeline_split_embedding_loss": (False,),
 }  # fmt: skip
 _LAYOUT_ONLY = tuple(_LAYOUT_TRAINING_ONLY)
 TRAINING_ONLY: dict[str, tuple[object, ...]] = {

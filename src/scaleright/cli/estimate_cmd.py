@@ -142,6 +142,10 @@ FsdpOpt = typer.Option(False, "--fsdp", help="FSDP full shard (same as --zero 3;
 DpShardOpt = typer.Option(None, "--dp-shard", help="ZeRO-3 shard group (HSDP when smaller than dp * cp: shard over "
                           "this many data-parallel ranks, replicate across the rest; dense models). Default: dp * cp.")
 VirtualStagesOpt = typer.Option(1, "--virtual-stages", help="Interleaved pipeline chunks per stage.")
+PipelineSplitOpt = typer.Option(
+    False, "--pipeline-split-embedding-loss", help="The pipeline split counts the embedding and the loss as one "
+    "layer slot each (Megatron-Core account_for_embedding_in_pipeline_split and account_for_loss_in_pipeline_split; "
+    "off by default, as in Megatron-Core): pp * virtual-stages may then reach layers + 2.")
 
 
 @estimate_app.command("memory")
@@ -160,6 +164,7 @@ def memory_cmd(
     fsdp: bool = FsdpOpt,
     dp_shard: int | None = DpShardOpt,
     virtual_stages: int = VirtualStagesOpt,
+    pipeline_split_embedding_loss: bool = PipelineSplitOpt,
     seq_len: int = SeqOpt,
     micro_batch: int = MbOpt,
     global_batch: int | None = typer.Option(None, "--global-batch",
@@ -228,7 +233,8 @@ def memory_cmd(
     check_zero_recompute(zero, recompute, FLAGS)
     stage = _zero_stage(fsdp, zero)  # (the flags as given are checked against the task first)
     given = {"cp": cp, "ep": ep, "etp": etp, "dp": 1 if dp is None else dp, "dp_shard": dp_shard,
-             "virtual_stages": virtual_stages, "zero": zero, "fsdp": fsdp, "micro_batch": micro_batch,
+             "virtual_stages": virtual_stages, "pipeline_split_embedding_loss": pipeline_split_embedding_loss,
+             "zero": zero, "fsdp": fsdp, "micro_batch": micro_batch,
              "global_batch": global_batch,
              "recompute": recompute, "sequence_parallel": sequence_parallel, "optimizer": optimizer,
              "states": states, "cross_entropy": cross_entropy, "framework": framework,
@@ -252,7 +258,8 @@ def memory_cmd(
         layout = Layout(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, etp=etp, zero=zero, dp_shard=dp_shard,
                         micro_batch=micro_batch, global_batch=global_batch, recompute=recompute,
                         sequence_parallel=sequence_parallel, virtual_stages=virtual_stages,
-                        offload_optimizer=offload_optimizer, offload_activations=offload_activations)
+                        offload_optimizer=offload_optimizer, offload_activations=offload_activations,
+                        pipeline_split_embedding_loss=pipeline_split_embedding_loss)
         layout.validate(spec, gpus=gpus)
         check_offload_link(g, offload_optimizer, offload_activations, FLAGS)
         fw = _framework(framework, attention=attention) if framework is not None else None
@@ -320,6 +327,7 @@ def train_cmd(
     recompute: str = RecOpt,
     sequence_parallel: bool = SpOpt,
     virtual_stages: int = VirtualStagesOpt,
+    pipeline_split_embedding_loss: bool = PipelineSplitOpt,
     offload_optimizer: bool = OffOptOpt,
     offload_activations: bool = OffActOpt,
     seq_len: int = SeqOpt,
@@ -391,7 +399,8 @@ def train_cmd(
                     micro_batch=micro_batch,
                     global_batch=global_batch, recompute=recompute, sequence_parallel=sequence_parallel,
                     virtual_stages=virtual_stages, offload_optimizer=offload_optimizer,
-                    offload_activations=offload_activations)  # fmt: skip
+                    offload_activations=offload_activations,
+                    pipeline_split_embedding_loss=pipeline_split_embedding_loss)  # fmt: skip
     layout.validate(spec, gpus=gpus)
     check_offload_link(g, offload_optimizer, offload_activations, FLAGS)
     sysm = _system(g, system, gpus_per_node, inter_node_gbps_per_gpu)

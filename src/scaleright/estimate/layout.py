@@ -16,6 +16,15 @@ Offload (``estimate.memory.offload``): ``offload_optimizer`` keeps the optimizer
 gradients in host memory and runs the optimizer step on the CPU (ZeRO-Offload, Ren et al. 2021; needs ZeRO >= 1);
 ``offload_activations`` copies the saved activations to host memory between forward and backward.
 
+``pipeline_split_embedding_loss``: Megatron-Core's ``account_for_embedding_in_pipeline_split`` and
+``account_for_loss_in_pipeline_split`` (TransformerConfig, both on; Megatron-Core's default is off): the pipeline
+split counts the embedding and the loss/output head as one layer slot each, so ``L + 2`` slots are split over
+``pp · virtual_stages`` model chunks and the first chunk of stage 0 holds one transformer layer fewer (the
+embedding instead), the last chunk of the last stage one fewer (the head and loss). Megatron-Core then needs
+``(L + 2) % pp == 0`` (and ``% (pp · v)`` when interleaved); here the split is ``ceil((L + 2) / (pp · v))`` slots a
+chunk and the check is ``pp · v <= L + 2``. The planner does not search it (``LayoutArrays`` has no such field: every
+planned layout has it off); ``estimate_train`` / ``training_memory`` read it from the ``Layout``.
+
 ``LayoutArrays`` is the same layout as a struct of numpy arrays (the planner's search evaluates millions at once);
 ``layout_text`` writes any layout as text, one way for every output.
 """
@@ -63,6 +72,8 @@ class Layout:
     virtual_stages: int = 1  # interleaved pipeline: model chunks per pipeline stage
     offload_optimizer: bool = False  # ZeRO-Offload: optimizer states and step on the CPU (needs zero >= 1)
     offload_activations: bool = False  # saved activations in host memory between forward and backward
+    # Megatron-Core account_for_embedding/loss_in_pipeline_split: embedding and loss count as pipeline layer slots
+    pipeline_split_embedding_loss: bool = False
 
     @property
     def gpus(self) -> int:
@@ -97,6 +108,7 @@ class Layout:
         ``etp`` and ``dp_shard`` as the sizes in use, ``recompute`` by name), for one layout."""
         d = {k: getattr(self, k) for k in _ARRAY_FIELDS}
         d["etp"], d["dp_shard"] = self.expert_tp, self.zero_shard
+        d["pipeline_split_embedding_loss"] = self.pipeline_split_embedding_loss  # (not a planner array)
         return d
 
     def validate(self, spec: TransformerSpec | None = None, *, gpus: int | None = None) -> Layout:
@@ -109,7 +121,7 @@ class Layout:
                 raise LayoutError(f"{name}={v!r} must be a positive integer")
         if self.zero not in ZERO_STAGES:
             raise LayoutError(f"zero={self.zero!r} must be one of {', '.join(map(str, ZERO_STAGES))}")
-        for name in ("offload_optimizer", "offload_activations"):
+        for name in ("offload_optimizer", "offload_activations", "pipeline_split_embedding_loss"):
             if not isinstance(getattr(self, name), bool):
                 raise LayoutError(f"{name}={getattr(self, name)!r} must be true or false")
         if self.offload_optimizer and self.zero == 0:
@@ -151,9 +163,16 @@ class Layout:
                     f"tp({self.tp}) does not divide num_key_value_heads({spec.kv_heads}) "
                     f"(nor is it a multiple of it, which would replicate KV heads)"
                 )
-            if self.pp * self.virtual_stages > spec.layers:
+            if self.pipeline_split_embedding_loss and self.pp > 1:
+                if self.pp * self.virtual_stages > spec.layers + 2:
+                    raise LayoutError(
+                        f"pp({self.pp}) * virtual_stages({self.virtual_stages}) > num_hidden_layers({spec.layers}) "
+                        f"+ 2 (pipeline_split_embedding_loss: the embedding and the loss count as one slot each)"
+                    )
+            elif self.pp * self.virtual_stages > spec.layers:
                 raise LayoutError(
                     f"pp({self.pp}) * virtual_stages({self.virtual_stages}) > num_hidden_layers({spec.layers})"
+                    + (" (pipeline_split_embedding_loss would allow L + 2)" if self.pp > 1 else "")
                 )
             if spec.moe and self.zero_shard < self.dp * self.cp:
                 raise LayoutError(f"dp_shard({self.dp_shard}): HSDP is modelled for dense models only "
@@ -239,8 +258,12 @@ class LayoutArrays:
         """Layouts as arrays (the inverse of ``layout``)."""
         cols: dict[str, list[Any]] = {k: [] for k in _ARRAY_FIELDS}
         for lay in layouts:
-            for k, x in lay.kwargs().items():
-                cols[k].append(RECOMPUTE.index(x) if k == "recompute" else x)
+            if lay.pipeline_split_embedding_loss:
+                raise LayoutError("pipeline_split_embedding_loss: the planner's arrays do not carry it (every "
+                                  "planned layout has it off); estimate this layout with estimate_train")
+            kw = lay.kwargs()
+            for k in _ARRAY_FIELDS:
+                cols[k].append(RECOMPUTE.index(kw[k]) if k == "recompute" else kw[k])
         return cls(**{k: np.asarray(v, dtype=bool if k in _BOOL_FIELDS else np.int64)
                       for k, v in cols.items()})  # fmt: skip
 
@@ -282,6 +305,8 @@ def layout_text(layout: Layout | Mapping[str, Any]) -> str:
         parts.append("optimizer offload")
     if d.get("offload_activations"):
         parts.append("activation offload")
+    if d.get("pipeline_split_embedding_loss") and d.get("pp", 1) > 1:
+        parts.append("embedding/loss in pipeline split")
     if "micro_batch" in d:
         parts.append(f"micro-batch {d['micro_batch']}")
     if "replicas" in d:  # a serving layout (the planner's inference options)

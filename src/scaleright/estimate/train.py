@@ -221,6 +221,20 @@ def zero1_exposed_s(rs_s: ArrayLike, ag_s: ArrayLike, rs_bucket_s: ArrayLike, ag
     return np.asarray(rs_exposed + ag_exposed, dtype=float)
 
 
+def stage_layers(layers: int, pp: ArrayLike, embedding_loss: ArrayLike = False
+                 ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:  # fmt: skip
+    """(the most transformer layers a pipeline stage holds, those of the last stage). Off: ``ceil(L / pp)`` both.
+    With the embedding and the loss counted as slots (Megatron-Core ``account_for_embedding_in_pipeline_split``,
+    ``account_for_loss_in_pipeline_split``; pp > 1): ``n = ceil((L + 2) / pp)`` slots a stage, the first and the last
+    stage ``n - 1`` layers, the middle ones ``n`` (pp = 2: both ends, ``n - 1``)."""
+    pp = np.asarray(pp, dtype=float)
+    on = np.asarray(embedding_loss, dtype=bool) & (pp > 1)
+    off = np.ceil(layers / pp)
+    slots = np.ceil((layers + 2) / pp)
+    busiest = np.where(on, np.where(pp > 2, slots, slots - 1), off)
+    return busiest, np.where(on, slots - 1, off)
+
+
 def train_step_arrays(
     spec: TransformerSpec,
     *,
@@ -252,6 +266,7 @@ def train_step_arrays(
     ep_comm_overlap: bool = False,
     offload_optimizer: ArrayLike = False,
     offload_activations: ArrayLike = False,
+    pipeline_split_embedding_loss: ArrayLike = False,
 ) -> dict[str, np.ndarray]:
     """Time breakdown (s per optimizer step), throughput and FLOP rates, broadcast over the layout arrays.
 
@@ -269,7 +284,10 @@ def train_step_arrays(
     over ``dp_shard`` ranks ``tp`` apart and an all-reduce of the reduced shard across the ``dp·cp/dp_shard``
     replicas, ``tp·dp_shard`` apart, FSDP2's hybrid sharding, every micro-batch). ``offload_optimizer`` /
     ``offload_activations``: ZeRO-Offload and activation offload (module docstring); ``InputError`` when the GPU has
-    no host link in the catalog."""
+    no host link in the catalog. ``pipeline_split_embedding_loss`` (Megatron-Core's account_for_embedding/loss in
+    pipeline split, ``Layout``): ``ceil((L + 2) / pp)`` layer slots a stage, the first and last stage one
+    transformer layer fewer; the busiest stage is then a middle one (pp > 2) or the last (its head in place of a
+    layer); the embedding lookup is not costed (a gather, no GEMM)."""
     fw = framework_of(framework).with_overrides(tp_comm_overlap=tp_comm_overlap)
     system = system_of(gpu, system=system, cluster=cluster)
     fits = scaled_fits(cal)
@@ -296,7 +314,8 @@ def train_step_arrays(
 
     t = s * b / cp  # tokens per micro-batch on this GPU
     h = spec.hidden
-    layers_stage = np.ceil(spec.layers / pp)
+    # transformer layers on the busiest stage, and on the last stage (which also runs the head and loss)
+    layers_stage, layers_last = stage_layers(spec.layers, pp, pipeline_split_embedding_loss)
     # ---- every collective of the step, evaluated together (one ``collective_time_s`` call per kind) ----------
     # dense gradients over the dp·cp group (ranks tp apart); expert gradients over the expert-data-parallel group
     # (edp ranks, etp·ep apart); every GPU of a host communicates at once, so they share the host's NICs
@@ -456,6 +475,9 @@ def train_step_arrays(
     recomp = np.where(rc == 3, op_selective_recompute_fraction(spec) * gemm_fwd + elem_fwd, recomp)
     # output head (last stage) and its loss: a (t x h)·(h x V/tp) GEMM plus the fp32 softmax traffic
     head = gemm_time(t, h, spec.vocab / tp, **gemm) * (1 + bwd_gemm) + 3 * t * spec.vocab / tp * 4.0 / hbm
+    # the last stage: its layers and the head; a stage with more layers (the split counting the loss as a slot)
+    # is busiest unless the head outlasts the layer(s) it replaces
+    head = np.maximum(head - (layers_stage - layers_last) * (layer_fwd + layer_bwd + recomp), 0.0)
     compute_mb = layers_stage * (layer_fwd + layer_bwd) + head
     recompute_mb = layers_stage * recomp
     tp_mb = layers_stage * (tp_fwd + tp_bwd)

@@ -48,6 +48,9 @@ class TrainLayout(TrainingOptionLayout):
     option's layout fields plus the global batch."""
 
     global_batch: int | None  # None: dp x micro_batch
+    # the pipeline split counts the embedding and the loss as layer slots (Megatron-Core account_for_*_in_pipeline_
+    # split; estimate train --pipeline-split-embedding-loss); the planner never sets it
+    pipeline_split_embedding_loss: bool = False
 
 
 class TrainResult(Result):

@@ -257,3 +257,15 @@ def _inflight_microbatches(pp: ArrayLike, virtual_stages: ArrayLike, n_micro: Ar
     interleave = np.where(v > 1, 1 + (pp - 1) / (pp * v), 1.0)
     return np.where(pp > 1, np.minimum(pp, m) * interleave, 1.0)
 
+
+
+def _inflight_first_chunk(pp: ArrayLike, virtual_stages: ArrayLike, n_micro: ArrayLike) -> NDArray[np.float64]:
+    """Of the first stage's in-flight chunk forwards at peak (``_inflight_microbatches`` · v), those of its first
+    model chunk. 1F1B (v = 1): all of them. Interleaved 1F1B (Megatron-Core's schedule runs pp micro-batches on
+    a chunk before the next chunk): rank 0's ``2(pp-1) + (v-1)pp + 1`` warm-up forwards are pp of every chunk and
+    then ``pp - 1`` more of the first, so ``pp + min(pp - 1, m - pp)`` (m ≥ pp micro-batches)."""
+    pp = np.asarray(pp, dtype=float)
+    v = np.asarray(virtual_stages, dtype=float)
+    m = np.asarray(n_micro, dtype=float)
+    first = np.minimum(pp, m) + np.clip(m - pp, 0.0, pp - 1)
+    return np.where(pp > 1, np.where(v > 1, first, np.minimum(pp, m)), 1.0)

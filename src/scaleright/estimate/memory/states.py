@@ -148,7 +148,8 @@ def _ends(embedding: float, positions: float, lm_head: float, final_norm: float,
 
 
 def _stage_params(
-    c: ParamCounts, tp: ArrayLike, pp: ArrayLike, ep: ArrayLike, *, tied: bool, etp: ArrayLike | None = None
+    c: ParamCounts, tp: ArrayLike, pp: ArrayLike, ep: ArrayLike, *, tied: bool, etp: ArrayLike | None = None,
+    embedding_loss: ArrayLike = False,
 ) -> tuple[float | NDArray[np.float64], float | NDArray[np.float64]]:
     """(dense, expert) parameters held by the fullest pipeline stage of one GPU, before ZeRO sharding.
 
@@ -157,19 +158,28 @@ def _stage_params(
     embedding there, as Megatron does). Matmul weights and the vocabulary are split over tp (vocab-parallel
     embedding); the few norm weights are counted as split too (a < 0.01 % error). Routed experts are split over
     ``ep · etp`` (MoE parallel folding; ``etp`` None: tp).
+
+    ``embedding_loss`` (``Layout.pipeline_split_embedding_loss``, pp > 1): ``n = ceil((L + 2) / pp)`` slots a
+    stage; the end stages hold ``n - 1`` layers and their embedding / head, a middle stage (pp > 2) ``n`` layers
+    and no ends; the fullest of the two.
     """
     tp, pp, ep = (np.asarray(x, dtype=float) for x in (tp, pp, ep))
     etp = tp if etp is None else np.asarray(etp, dtype=float)
-    layers_stage = np.ceil(c.layers / pp)
     moe_frac = c.moe_layers / c.layers if c.layers else 0.0
-    dense_per_layer = c.attn_per_layer + c.norms_per_layer
-    dense_layers_stage = layers_stage  # every layer has attention; FFN split by kind below
     dense_ffn = (1 - moe_frac) * c.dense_ffn_per_layer + moe_frac * (c.shared_ffn_per_layer + c.router_per_layer)
-    blocks_dense = dense_layers_stage * (dense_per_layer + dense_ffn)
-    blocks_expert = layers_stage * moe_frac * c.num_experts * c.expert_ffn
-    ends = _end_params(c, pp, tied=tied)
-    dense = (blocks_dense + ends) / tp
-    expert = blocks_expert / (etp * ep)
+    layer_dense = (c.attn_per_layer + c.norms_per_layer + dense_ffn) / tp  # every layer has attention
+    layer_expert = moe_frac * c.num_experts * c.expert_ffn / (etp * ep)
+    ends = _end_params(c, pp, tied=tied) / tp
+    layers_stage = np.ceil(c.layers / pp)
+    dense, expert = layers_stage * layer_dense + ends, layers_stage * layer_expert
+    on = np.asarray(embedding_loss, dtype=bool) & (pp > 1)
+    if np.any(on):
+        slots = np.ceil((c.layers + 2) / pp)
+        end_d, end_e = (slots - 1) * layer_dense + ends, (slots - 1) * layer_expert
+        mid_d, mid_e = slots * layer_dense, slots * layer_expert
+        mid = (pp > 2) & (mid_d + mid_e > end_d + end_e)
+        dense = np.where(on, np.where(mid, mid_d, end_d), dense)
+        expert = np.where(on, np.where(mid, mid_e, end_e), expert)
     return dense, expert
 
 
@@ -188,8 +198,10 @@ def model_state_bytes(
     states: str = "zero",
     etp: ArrayLike | None = None,
     dp_shard: ArrayLike | None = None,
+    embedding_loss: ArrayLike = False,
 ) -> tuple[float | NDArray[np.float64], float | NDArray[np.float64], float | NDArray[np.float64]]:
-    """(weights, gradients, optimizer) bytes per GPU for full training with ZeRO sharding over dp · cp.
+    """(weights, gradients, optimizer) bytes per GPU for full training with ZeRO sharding over dp · cp
+    (``embedding_loss``: the pipeline split counts the embedding and loss as slots, ``_stage_params``).
 
     16-bit training keeps the ``states`` format's weights and gradients (``STATE_FORMATS``; default the ZeRO
     paper's 16-bit weights and gradients) plus ``optimizer`` state with fp32 master weights, unless the weights
@@ -198,7 +210,7 @@ def model_state_bytes(
     """
     fmt = state_format(states)
     c = counts or count_params(spec)
-    dense, expert = _stage_params(c, tp, pp, ep, tied=spec.tied_embeddings, etp=etp)
+    dense, expert = _stage_params(c, tp, pp, ep, tied=spec.tied_embeddings, etp=etp, embedding_loss=embedding_loss)
     zero = np.asarray(zero)
     shard_dense = np.asarray(dp, dtype=float) * np.asarray(cp, dtype=float)
     if dp_shard is not None:  # HSDP: shard over dp_shard ranks, replicated across the rest (dense models)

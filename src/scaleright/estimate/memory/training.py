@@ -12,6 +12,7 @@ from scaleright.estimate.framework import Framework
 from scaleright.estimate.layout import ZERO_STAGES, Layout
 from scaleright.estimate.memory.activations import (
     GEMM_INPUT_BYTES,
+    _inflight_first_chunk,
     _inflight_microbatches,
     _recompute_code,
     activation_bytes_per_layer,
@@ -71,6 +72,7 @@ def _training_parts(
     cross_entropy_tp: str | None = None,
     dtensor_tp: bool = False,
     gemm_input_bytes: float | None = None,
+    pipeline_split_embedding_loss: ArrayLike = False,
 ) -> dict[str, np.ndarray]:
     """``training_memory_arrays`` with the overhead split into its three terms (one code for both APIs)."""
     if task not in TASKS or task == "inference":
@@ -105,7 +107,7 @@ def _training_parts(
     else:
         weights, grads, opt = model_state_bytes(
             spec, tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, zero=zero, precision=precision, optimizer=optimizer, counts=c,
-            states=states, etp=etp, dp_shard=dp_shard,
+            states=states, etp=etp, dp_shard=dp_shard, embedding_loss=pipeline_split_embedding_loss,
         )
     if np.any(offload_optimizer):  # ZeRO-Offload (``offload``): optimizer states and gradients in host memory
         weights, grads, opt = resident_states(weights, grads, opt, offload_optimizer, fp32_master_weights=(
@@ -119,6 +121,16 @@ def _training_parts(
     inflight = _inflight_microbatches(pp, virtual_stages, n_micro)
     first = per_layer * layers_stage * inflight
     stage_acts = per_layer * layers_stage
+    split_on = np.asarray(pipeline_split_embedding_loss, dtype=bool) & (np.asarray(pp) > 1)
+    if np.any(split_on):
+        # the embedding and loss as pipeline slots (``Layout.pipeline_split_embedding_loss``): ceil((L + 2) / pp)
+        # slots a stage; stage 0's first chunk and the last stage's last chunk hold one transformer layer fewer, so
+        # of stage 0's in-flight chunk forwards those of its first chunk save one layer fewer
+        # (``_inflight_first_chunk``), and the last stage holds slots - 1 layers
+        slots = np.ceil((spec.layers + 2) / np.asarray(pp, dtype=float))
+        held = inflight * slots - _inflight_first_chunk(pp, virtual_stages, n_micro)
+        first = np.where(split_on, per_layer * held, first)
+        stage_acts = np.where(split_on, per_layer * (slots - 1), stage_acts)
     if np.any(offload_activations):  # saved activations in host memory but a double buffer (``offload``)
         first = resident_activations(first, per_layer, offload_activations)
         stage_acts = resident_activations(stage_acts, per_layer, offload_activations)
@@ -239,12 +251,14 @@ def training_memory_arrays(
     offload_optimizer: ArrayLike = False,
     offload_activations: ArrayLike = False,
     compile_blocks: bool = False,
+    pipeline_split_embedding_loss: ArrayLike = False,
 ) -> dict[str, np.ndarray]:
     """Per-GPU training memory in bytes by component, broadcast over the layout arrays (``etp``: expert tensor
     parallel, None: tp; ``dp_shard``: the ZeRO shard group, None: dp·cp; ``offload_optimizer`` /
     ``offload_activations``: what lives in host memory instead, ``memory.offload``, off by default;
     ``compile_blocks``: the transformer blocks run under ``torch.compile``, which changes what ``op-selective``
-    saves, ``activations``).
+    saves, ``activations``; ``pipeline_split_embedding_loss``: Megatron-Core counts the embedding and the loss as
+    pipeline layer slots, ``Layout``).
 
     Keys, as live at the step's peak: the sharded model states ``weights``, ``gradients``, ``optimizer``
     (``states``: who keeps them, see ``states.STATE_FORMATS``; FSDP2's sharded gradients do not exist yet at the
@@ -265,6 +279,7 @@ def training_memory_arrays(
         micro_batch=micro_batch, n_micro=n_micro, recompute=recompute, sequence_parallel=sequence_parallel,
         virtual_stages=virtual_stages, optimizer=optimizer, task=task, lora=lora, etp=etp, dp_shard=dp_shard,
         offload_optimizer=offload_optimizer, offload_activations=offload_activations, compile_blocks=compile_blocks,
+        pipeline_split_embedding_loss=pipeline_split_embedding_loss,
     ))  # fmt: skip
 
 
@@ -325,7 +340,7 @@ def _parts_for(
 # ``_training_parts`` arguments that are layout axes (arrays over layouts), as opposed to model-wide settings
 _LAYOUT_AXES = frozenset({"seq_len", "tp", "pp", "dp", "cp", "ep", "micro_batch", "n_micro", "recompute",
                           "sequence_parallel", "virtual_stages", "etp", "dp_shard", "offload_optimizer",
-                          "offload_activations"})  # fmt: skip
+                          "offload_activations", "pipeline_split_embedding_loss"})  # fmt: skip
 
 
 def training_memory(
@@ -358,6 +373,7 @@ def training_memory(
         optimizer=optimizer, task=task, lora=lora, flash_attention=flash_attention, overheads=overheads,
         states=states, cross_entropy=cross_entropy, etp=layout.expert_tp, dp_shard=layout.zero_shard,
         offload_optimizer=layout.offload_optimizer, offload_activations=layout.offload_activations,
+        pipeline_split_embedding_loss=layout.pipeline_split_embedding_loss,
         compile_blocks=compile_blocks,
     )  # fmt: skip
     details = overhead_details(parts)
