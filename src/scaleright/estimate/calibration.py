@@ -40,17 +40,17 @@ class Calibration:
     # End-to-end share of the architecture's measured GEMM ceiling (``arch_factors``: the best large bf16 GEMM a
     # microbenchmark reaches, e.g. 80 % of peak on H100 SXM, 87 % on A100 SXM). Below 1: training and serving also
     # pay launch gaps, sustained clocks below the microbenchmark's and unfused epilogues.
-    gemm_efficiency: float = 0.749
+    gemm_efficiency: float = 0.762
     # GEMMs whose smallest dimension is d run at gemm_efficiency · d / (d + gemm_half_dim): tile and wave
     # quantisation make thin GEMMs (high TP, small micro-batches, fine-grained experts) slower.
     gemm_half_dim: float = 96.0
     # FP8 / FP4 GEMMs reach a lower fraction of their (2x / 4x) peak: scaling factors, casts and the bf16
     # parts of each layer (torchao and Transformer Engine report 1.3-1.6x end-to-end over bf16, not 2x).
-    fp8_gemm_efficiency: float = 0.75
-    fp4_gemm_efficiency: float = 0.45
+    fp8_gemm_efficiency: float = 0.702
+    fp4_gemm_efficiency: float = 0.401
     # Flash attention forward/backward as a share of the architecture's GEMM ceiling (FlashAttention-2 paper: up to
     # 73 % of peak forward on A100; FlashAttention-3: 75 % on H100); the backward does 2.5x the forward's FLOPs.
-    attention_efficiency: float = 0.483
+    attention_efficiency: float = 0.477
     # The backward pass of flash attention relative to the forward's fraction of peak: FlashAttention-2 paper (Dao
     # 2023), A100: up to 73 % forward, 63 % backward (recomputing the scores and the dS matmuls stall more):
     # 63 / 73. A kernel ratio, not fitted (fitted alone, forward and backward trade against each other).
@@ -62,7 +62,7 @@ class Calibration:
     # Elementwise traffic per token per layer in units of (h + f) 16-bit values read or written in the forward
     # pass, relative to an unfused eager count (1.0); fused kernels and torch.compile lower it.
     # The fitted default is above 1: it also absorbs per-layer costs that weigh most on small models.
-    elementwise_factor: float = 1.36
+    elementwise_factor: float = 1.02
     # The training and inference estimators cost collectives from measured nccl-tests bus bandwidth per fabric
     # (``scaleright.estimate.collectives``, ``catalog/data/collective_fits.yaml``), scaled by these two factors:
     # 1 means the measured fits as they are; ``scaleright calibrate`` fits them to a user's own multi-GPU runs
@@ -78,20 +78,20 @@ class Calibration:
     inter_latency_s: float = 10e-6
     # Share of TP communication hidden behind GEMMs when the framework overlaps it (``Framework.tp_comm_overlap``:
     # Megatron-Core --tp-comm-overlap, torch async TP); frameworks that do not overlap hide none. Fitted inside its
-    # bounds (0.73) in the joint fit and in every leave-one-source-out fit since the frameworks' own overlap rules
+    # bounds (0.77) in the joint fit and in every leave-one-source-out fit since the frameworks' own overlap rules
     # (it sat on 1, all hidden, while every framework was assumed to overlap).
-    tp_overlap: float = 0.732
+    tp_overlap: float = 0.772
     # Fixed time per optimizer step outside the model (data loading, logging, launch gaps, synchronisation).
-    step_overhead_s: float = 0.0101
+    step_overhead_s: float = 0.0336
     # Fixed time per engine iteration of an inference server (scheduling, sampling, launch gaps with CUDA graphs) of
     # ``engines.calibrated_engine``, the engine ``estimate infer`` and the TensorRT-LLM reference rows use. Fitted
-    # inside its bounds (1.06 ms) since the model is the iteration model's steady state with TensorRT-LLM's fused
+    # inside its bounds (1.9 ms) since the model is the iteration model's steady state with TensorRT-LLM's fused
     # elementwise kernels; it sat at 0 while every decode row paid the training frameworks' unfused norm and
     # activation traffic and prefills ran apart from the decode steps.
-    decode_overhead_s: float = 0.00106
-    # Decode reads weights and KV cache at this share of the architecture's measured STREAM bandwidth
-    # (TensorRT-LLM decode kernels; 0.682 x H100's 0.887 = 60 % of the datasheet).
-    decode_memory_efficiency: float = 0.682
+    decode_overhead_s: float = 0.00193
+    # Decode reads weights at this share of the architecture's measured STREAM bandwidth (TensorRT-LLM decode
+    # GEMV kernels; 0.716 x H100's 0.887 = 64 % of the datasheet); KV-cache reads stream at the STREAM-like rate.
+    decode_memory_efficiency: float = 0.716
 
     def __post_init__(self) -> None:
         for f in fields(self):
