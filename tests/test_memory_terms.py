@@ -158,19 +158,30 @@ def test_every_bloom_layout_that_ran_fits():
 
 
 def test_op_selective_recompute_time_and_flops_sit_between_selective_and_full(llama_8b):
-    """Recomputing wk, wo, w3 and the elementwise work costs more than Korthikanti's selective (the attention core
-    only) and less than a whole forward pass; so do the hardware FLOPs it adds."""
+    """Recomputing wk, wo, w3 and the elementwise work adds more hardware FLOPs than Korthikanti's selective (the
+    attention core only) and fewer than a whole forward pass, at any sequence length. In time the same order holds
+    where the attention core is small (s = 2048); selective's time is the attention core's, whose FLOPs per
+    micro-batch of s tokens grow as s^2 (4 s^2 h per layer), so doubling s quadruples it, while op-selective's
+    matmuls grow as s: at long sequences selective can cost more time than op-selective."""
     from scaleright.catalog import get_gpu
     from scaleright.estimate.train import estimate_train
 
     gpu = get_gpu("h100-sxm")
-    est = {rc: estimate_train(llama_8b, gpu=gpu, seq_len=8192,
-                              layout=Layout(dp=8, zero=3, micro_batch=1, recompute=rc))
-           for rc in ("selective", "op-selective", "full")}  # fmt: skip
-    t = {rc: e.time_breakdown_s["recompute"] for rc, e in est.items()}
+
+    def run(seq_len: int) -> dict:
+        return {rc: estimate_train(llama_8b, gpu=gpu, seq_len=seq_len,
+                                   layout=Layout(dp=8, zero=3, micro_batch=1, recompute=rc))
+                for rc in ("selective", "op-selective", "full")}  # fmt: skip
+
+    short, long = run(2048), run(8192)
+    t = {rc: e.time_breakdown_s["recompute"] for rc, e in short.items()}
     assert t["selective"] < t["op-selective"] < t["full"]
-    hfu = {rc: e.hardware_tflops_per_gpu / e.model_tflops_per_gpu for rc, e in est.items()}
-    assert hfu["selective"] < hfu["op-selective"] < hfu["full"]
+    for est in (short, long):
+        hfu = {rc: e.hardware_tflops_per_gpu / e.model_tflops_per_gpu for rc, e in est.items()}
+        assert hfu["selective"] < hfu["op-selective"] < hfu["full"]
+    # the attention core's recompute at 4x the sequence: 16x the FLOPs per micro-batch (compute-bound kernels)
+    ratio = long["selective"].time_breakdown_s["recompute"] / short["selective"].time_breakdown_s["recompute"]
+    assert ratio == pytest.approx(16.0, rel=0.1)
 
 
 def test_a_layout_that_does_not_fit_gets_hints_and_each_hint_fits_when_applied(monkeypatch, capsys):
