@@ -25,8 +25,8 @@ from measured nccl-tests bus bandwidth (``scaleright.estimate.collectives``, fit
 FlashAttention-2 paper), ``memory_efficiency``
 (degenerate with ``elementwise_factor``) and ``gemm_half_dim``, which these rows cannot identify: fitted, it runs
 to either end of [0, 512] depending on whether prefill is timed per prompt or batched. Tables whose hardware is
-not the catalog part they are mapped to (``NOT_FITTED``: power-capped GPUs), or whose layouts the model cannot
-represent (the RTX PRO 6000 PCIe server's pipelined and PCIe tensor-parallel serving), are reported but not fitted.
+not the catalog part they are mapped to (``NOT_FITTED``: power-capped GPUs), or whose part has no GEMM measurement
+(DGX-GB300; the RTX PRO 6000 PCIe server, whose PCIe peer-to-peer tier is also assumed), are reported but not fitted.
 Held-out check: the tables are split in two halves (alternating, by table, never by row); we fit on one half,
 report the error on the other, and swap.
 

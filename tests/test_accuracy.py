@@ -202,7 +202,7 @@ def test_the_catalogs_newer_parts_are_mapped_to_their_own_entries(train_cases, i
 
 def test_the_rtx_pro_6000_rows_are_their_own_table_and_reported_only(train_cases, infer_cases):
     """benchmarks/accuracy.py leaves its NOT_FITTED tables out of every fit: the PCIe server's rows form one table
-    (its pipelined and PCIe tensor-parallel serving is not in the model), and every NOT_FITTED name is a table."""
+    (no GEMM measurement of the part, its PCIe peer-to-peer tier assumed), and every NOT_FITTED name is a table."""
     sys.path.insert(0, str(REPO_ROOT / "benchmarks"))
     try:
         import accuracy
