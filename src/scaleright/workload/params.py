@@ -283,7 +283,7 @@ def gguf_weight_bytes(spec: TransformerSpec, precision: str) -> GGUFBytes:
             ffn += _bytes(spec, f, "ffn", i, h, n_up * h * w) + _bytes(spec, f, "ffn_down", i, w, w * h)
             ffn_p += (n_up + 1) * h * w
     matrices = att_p + ffn_p
-    vectors = 4.0 * (c.blocks - matrices)  # norms, biases, sinks, router and expert biases: f32
+    vectors = 4.0 * (c.blocks - matrices)  # norms, biases, sinks, expert biases: f32 (the router is in ``ffn``)
     head_bpw = _bytes(spec, f, "output", 0, h, 1.0)
     emb_bpw = head_bpw if spec.tied_embeddings else _bytes(spec, f, "token_embd", 0, h, 1.0)
     return GGUFBytes(
