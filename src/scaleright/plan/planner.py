@@ -107,8 +107,6 @@ def _ownership(scn: Scenario, gpu, purchase_usd: float, gpus) -> econ.OwnershipC
     )  # fmt: skip
 
 
-_RENT_KINDS = RENT_KINDS  # not serverless: plan.serving weighs it (catalog.prices says why)
-
 
 def _offer(scn: Scenario, gpu, cat: Catalog, kind: str, provider: str | None = None) -> tuple[dict | None, str]:
     """The offer for ``gpu`` and ``kind`` (a rent kind or purchase) as the plan's price fields, overrides first:
@@ -228,7 +226,7 @@ def _hybrid(scn: Scenario, gpu, cat: Catalog, gpus) -> tuple[_Priced | None, str
 def _pricings(scn: Scenario, gpu, cat: Catalog, gpus) -> tuple[list[_Priced], str]:
     """Every way the scenario lets the buyer pay for ``gpu``: its mode, or (mode ``cheapest``) each rent kind with
     an offer and owning; ordered by price per GPU-hour at the first count. (list, why empty)."""
-    kinds = [*_RENT_KINDS, "own"] if scn.pricing.mode == "cheapest" else [scn.pricing.mode]
+    kinds = [*RENT_KINDS, "own"] if scn.pricing.mode == "cheapest" else [scn.pricing.mode]
     found, why = [], []
     for k in kinds:
         pr, reason = _priced(scn, gpu, cat, gpus, k)
