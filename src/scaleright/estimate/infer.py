@@ -85,7 +85,7 @@ def steady_state(model: IterationModel, *, batch: ArrayLike, input_len: float,
     d = np.stack([np.maximum(B - k, 0.0), np.maximum(B - k - 1, 0.0), none, B])  # decode steps in it
     t = model.times_s(prefill_tokens=j * I, prefill_seqs=j, prefill_pairs=j * I * (I + 1) / 2, prefill_kv_tokens=j * I,
                       decode_batch=d, decode_context_tokens=d * ctx,
-                      in_flight=np.stack([j_fly, j_fly, 1.0 + 0 * B, j_fly]))  # fmt: skip
+                      in_flight=np.stack([j_fly, j_fly, np.ones_like(B), j_fly]))  # fmt: skip
     tk, tk1, t_prompt, t_decode = t
     period = (1 - f) * tk + f * tk1
     # the iteration a prompt runs in, averaged over prompts (k·(1 − f) of them in k-prompt iterations)

@@ -345,7 +345,6 @@ class IterationModel:
         # output is all-reduced), so the dispatch is a local gather and the combine is the layer's second TP
         # all-reduce (``ar`` below): no all-to-all (vLLM / SGLang expert parallelism inside TP, TensorRT-LLM's
         # MoE EP inside TP). An all-to-all belongs to attention-data-parallel + EP layouts, not modelled here.
-        a2a = 0.0 * mm
         repl, split = self._elementwise
         elem = mm * (repl + split / tp) * act / self._stream_hbm
         # two all-reduces per layer on the tiers the tp group spans (NCCL / the engines' custom all-reduce pick the
@@ -359,7 +358,7 @@ class IterationModel:
         p2p = 0.0 * mm
         if pp > 1:
             p2p = (pp - 1) * collective_time_s("p2p", mm * h * act, system=system, size=pp, stride=tp, fits=fits)
-        body = (L * (attn + layer_ffn + elem) + ar + a2a + deq) / pp + p2p / pp  # per stage, pp stages in a row
+        body = (L * (attn + layer_ffn + elem) + ar + deq) / pp + p2p / pp  # per stage, pp stages in a row
         return np.asarray(np.where(m > 0, pp * body + self.engine.iteration_overhead_s, 0.0), dtype=float)
 
     def head_s(self, rows: ArrayLike) -> NDArray[np.float64]:

@@ -258,7 +258,6 @@ def _inflight_microbatches(pp: ArrayLike, virtual_stages: ArrayLike, n_micro: Ar
     return np.where(pp > 1, np.minimum(pp, m) * interleave, 1.0)
 
 
-
 def _inflight_first_chunk(pp: ArrayLike, virtual_stages: ArrayLike, n_micro: ArrayLike) -> NDArray[np.float64]:
     """Of the first stage's in-flight chunk forwards at peak (``_inflight_microbatches`` · v), those of its first
     model chunk. 1F1B (v = 1): all of them. Interleaved 1F1B (Megatron-Core's schedule runs pp micro-batches on
