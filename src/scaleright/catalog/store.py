@@ -209,11 +209,12 @@ def price_rows_merged(builtin: Iterable[PriceRow], user: Iterable[PriceRow], *, 
     regions: dict[tuple[str, str, str], set[str]] = {}
     for r in user:
         regions.setdefault((r.gpu_id, r.kind, provider_key(r.provider)), set()).add(_region_key(r.region))
+    if not regions:  # no user row: every built-in row stays (the built-in catalog alone)
+        return list(range(sum(1 for _ in builtin)))
     keep = []
     for i, r in enumerate(builtin):
         got = regions.get((r.gpu_id, r.kind, provider_key(r.provider)))
-        region = _region_key(r.region)
-        if got is None or not (region == "" or "" in got or region in got):
+        if got is None or not ((region := _region_key(r.region)) == "" or "" in got or region in got):
             keep.append(i)
     return keep
 

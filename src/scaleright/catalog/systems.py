@@ -146,7 +146,7 @@ def peak_gb_per_s(sockets: int, channels_per_socket: int, mt_per_s: int) -> floa
 # The host memory of a system that states none: two sockets of eight DDR5-4800 channels, the host of a DGX H100
 # (two Xeon Platinum 8480C), the figure every host was given before host memory became system data. Constructed
 # without validation, so that importing this module builds no validator (``defer_build``): the values are constants
-# that satisfy every field's bounds, and tests/test_host_memory.py validates them.
+# that satisfy every field's bounds, and tests/test_systems.py validates them.
 DEFAULT_HOST_MEMORY = HostMemory.model_construct(
     gb_per_s=614.4, basis="default", memory="DDR5-4800", sockets=2, channels_per_socket=8, mt_per_s=4800,
     assumed=True, source="scaleright default (the system states no host memory): 2 x 8 x DDR5-4800 x 8 B, "
