@@ -599,6 +599,7 @@ def test_with_no_user_row_every_builtin_row_stays_in_order(builtin):
     assert price_rows_merged(rows, []) == list(range(len(rows)))
     assert price_rows_merged(iter(rows), iter([])) == list(range(len(rows)))  # iterables, read once
     assert price_rows_merged(rows, [], mode="only") == []
+    assert price_rows_merged([], rows) == []  # the first layer: nothing before it
 
 
 def test_catalog_yaml_prices_only_drops_every_builtin_price(tmp_path, builtin):
