@@ -619,38 +619,3 @@ def test_public_api_is_explicit_and_resolves():
         "OwnershipCosts"
     }
 
-
-# ---- the package: each module on first use -----------------------------------------------------------------------
-
-
-def test_every_exported_name_is_its_modules_object_and_the_type_checkers_imports_agree():
-    """``__all__``, the module map of ``__getattr__`` and the ``TYPE_CHECKING`` imports (read off the source) name
-    the same things; each name is the object its module defines."""
-    import ast
-    import importlib
-    from pathlib import Path
-
-    tree = ast.parse(Path(econ.__file__).read_text())
-    (guard,) = [n for n in tree.body if isinstance(n, ast.If) and getattr(n.test, "id", "") == "TYPE_CHECKING"]
-    typed = {a.name: n.module.rsplit(".", 1)[1] for n in guard.body if isinstance(n, ast.ImportFrom)
-             for a in n.names}  # fmt: skip
-    assert typed == econ._MODULE_OF and set(typed) == set(econ.__all__) and len(econ.__all__) == len(typed)
-    for name, module in typed.items():
-        assert getattr(econ, name) is getattr(importlib.import_module(f"scaleright.plan.economics.{module}"), name)
-    assert set(econ.__all__) <= set(dir(econ))
-    with pytest.raises(AttributeError, match="no attribute 'not_a_name'"):
-        econ.not_a_name  # noqa: B018
-
-
-def test_a_module_loads_on_the_first_use_of_one_of_its_names():
-    import os
-    import subprocess
-    import sys
-
-    code = ("import sys; import scaleright.plan.economics as e; "
-            "mods = lambda: sorted(m.rsplit('.', 1)[1] for m in sys.modules if m.startswith(e.__name__ + '.')); "
-            "print(mods()); e.cost_per_job_usd; print(mods()); from scaleright.plan.economics import tco_usd; "
-            "print(mods())")  # fmt: skip
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                         env={**os.environ}).stdout.splitlines()  # fmt: skip
-    assert out == ["[]", "['_validate', 'job']", "['_units', '_validate', 'job', 'ownership']"], out

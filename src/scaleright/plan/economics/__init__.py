@@ -19,14 +19,15 @@ User errors raise ``scaleright.errors.InputError`` naming the field and what is 
 no parity) is ``inf``, for the explanation layer to put into words.
 
 Each module loads on the first use of one of its names (``economics.cost_per_job_usd``, ``from
-scaleright.plan.economics import tco_usd``): a training plan, which prices jobs and tokens, imports neither the
-ownership, hybrid and spot models nor the decision tree it does not reach.
+scaleright.plan.economics import tco_usd``; ``scaleright._lazy``): a training plan, which prices jobs and tokens,
+imports neither the ownership, hybrid and spot models nor the decision tree it does not reach.
 """
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from scaleright._lazy import lazy_exports
 
 if TYPE_CHECKING:  # what ``__getattr__`` gives, for type checkers
     from scaleright.plan.economics.batch import (
@@ -125,7 +126,7 @@ __all__ = [
 ]
 
 # the module of each name of ``__all__``: the comment above its group names it, "rent vs buy" is rent_vs_buy
-_MODULE_OF = {name: module for module, names in {
+_MODULE_OF, __getattr__, __dir__ = lazy_exports(__name__, {
     "job": ("cost_per_job_usd", "job_time_h", "scaling_efficiency"),
     "tokens": ("training_cost_usd_per_1m_tokens", "inference_cost_usd_per_1m_tokens",
                "api_break_even_usd_per_1m_tokens", "utilisation_needed_for_api_parity",
@@ -141,18 +142,4 @@ _MODULE_OF = {name: module for module, names in {
     "decision": ("deployment_decision",),
     "utilisation_curve": ("utilisation_curve",),
     "fleet": ("fleet_reduction_fraction", "gpus_needed"),
-}.items() for name in names}  # fmt: skip
-
-
-def __getattr__(name: str) -> Any:
-    """A name of ``__all__``, from its module (imported now, once); anything else is an AttributeError."""
-    module = _MODULE_OF.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
-    globals()[name] = value  # later lookups skip this function
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+})  # fmt: skip
