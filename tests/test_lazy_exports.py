@@ -1,6 +1,6 @@
-"""Package facades whose modules load on the first use of a name (``scaleright._lazy``): ``plan.economics`` and
-``estimate.memory`` give every name of ``__all__`` as the object its module defines, list the same names for type
-checkers, and import a module only when one of its names is used."""
+"""Package facades whose modules load on the first use of a name (``scaleright._lazy``): ``plan.economics``,
+``estimate.memory`` and ``workload`` give every name of ``__all__`` as the object its module defines, list the same
+names for type checkers, and import a module only when one of its names is used."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-PACKAGES = ("scaleright.plan.economics", "scaleright.estimate.memory")
+PACKAGES = ("scaleright.plan.economics", "scaleright.estimate.memory", "scaleright.workload")
 
 
 @pytest.mark.parametrize("package", PACKAGES)
@@ -36,6 +36,7 @@ def test_every_exported_name_is_its_modules_object_and_the_type_checkers_imports
      (["_validate", "job"], ["_units", "_validate", "job", "ownership"])),
     ("scaleright.estimate.memory", "GB", "kv_cache_bytes",  # and what inference.py imports
      (["breakdown"], ["breakdown", "inference", "overheads", "states"])),
+    ("scaleright.workload", "TransformerSpec", "kv_cache_elements", (["spec"], ["kv", "spec"])),
 ])  # fmt: skip
 def test_a_module_loads_on_the_first_use_of_one_of_its_names(package, attribute, name, loaded):
     code = (f"import sys; import {package} as p; "
