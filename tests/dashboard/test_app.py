@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -20,7 +18,7 @@ pytest.importorskip("fastapi", reason="the dashboard extra is not installed (pip
 from fastapi.testclient import TestClient
 
 from scaleright.dashboard.app import MAX_BODY_BYTES, create_app
-from tests.cli_helpers import run_main
+from tests.cli_helpers import fresh_lines, run_main
 from tests.test_api import CLI_ONLY
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -182,8 +180,7 @@ def test_the_dashboard_imports_no_cli_library(tmp_path):
             "print(c.post('/api/plan', content=text, headers={'content-type': 'application/yaml'}).status_code,\n"
             "      *(c.get(p).status_code for p in ('/', '/catalog', '/runs')))\n"
             f"print(sorted(m for m in sys.modules if m.startswith({CLI_ONLY!r})))")  # fmt: skip
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    lines = out.stdout.strip().splitlines()
+    lines = fresh_lines(code)
     assert lines[0] == "200 200 200 200", lines[0]
     assert lines[-1] == "[]", lines[-1]
 
