@@ -23,8 +23,13 @@ and the end; on a shared machine the CPU column and the ratios move less than th
 what load does not move at all: the instructions each scaleright command executes (one warm run under valgrind's
 callgrind, its "Collected" count, BLAS on one thread; valgrind must be installed; about 15-30 s per command).
 
+It also times the floor under every command, a fresh interpreter that only imports what the command stands on
+(numpy, pydantic with its first validator, typer, and PyYAML for ``plan``): scaleright's own share is the command
+minus its floor.
+
 Last line: ``help_s=<median> estimate_s=<median of train and infer> plan_s=<median> llm_analysis_s=<median of its
-train and infer, or nan>`` (wall seconds). Target (issue #12): ``estimate`` and ``plan`` start in <= 0.25 s.
+train and infer, or nan> floor_estimate_s=<median> floor_plan_s=<median>`` (wall seconds). Target (issue #12):
+``estimate`` and ``plan`` start in <= 0.25 s.
 """
 
 from __future__ import annotations
@@ -61,6 +66,18 @@ LLM_ANALYSIS = {
                        "--seq_len", "512", "--num_tokens_to_generate", "128", "--batch_size_per_gpu", "1",
                        "--log_level", "ERROR"],
 }  # fmt: skip
+# What no change to scaleright's own code can go below: a fresh interpreter that only imports the libraries each
+# command stands on (numpy for the physics, pydantic for the typed results and scenario, typer for the command line,
+# PyYAML for a scenario file) and builds one pydantic validator (its first costs the plugin lookup), timed like the
+# commands, with the same bytecode cache, and loaded as ``plan`` and ``estimate`` load them
+# (``cli.common.begin_startup``: no cyclic garbage collector, one BLAS thread).
+_AS_STARTUP = "import gc, os\ngc.disable()\nos.environ.setdefault('OPENBLAS_NUM_THREADS', '1')\n"
+_PYDANTIC = "from pydantic import BaseModel, TypeAdapter\nTypeAdapter(int)"
+FLOORS = {
+    "python": "pass",
+    "estimate floor": _AS_STARTUP + "import numpy, typer\n" + _PYDANTIC,
+    "plan floor": _AS_STARTUP + "import numpy, typer, yaml\n" + _PYDANTIC,
+}
 
 
 def _run(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
@@ -152,6 +169,8 @@ def main() -> None:
                 before[name] = got["base"]
             if args.instructions:  # after the timed runs: bytecode and cache are warm
                 counts[name] = {tag: _instructions(argv, e) for tag, (argv, e) in tools.items()}
+        floors = {name: _measure([sys.executable, "-c", code], tree_env(ROOT, "floor"), args.repeat)
+                  for name, code in FLOORS.items()}  # fmt: skip
         theirs: dict[str, dict[str, float]] = {}
         if la_python is not None:
             la_env = {k: v for k, v in env.items() if k != "PYTHONPATH"} | {"PYTHONPYCACHEPREFIX": str(scratch / "la")}
@@ -184,11 +203,16 @@ def main() -> None:
         t = theirs.get(name)
         other = f"{t['wall']:>17.3f} {t['cpu']:>6.3f} {t['cold']:>6.3f}" if t else f"{'—':>17} {'':>6} {'':>6}"
         print(f"{name:<16} {r['wall']:>15.3f} {r['cpu']:>6.3f} {r['cold']:>6.3f}   {other}")
+    print("floors, imports only (" + "; ".join(f"{name} {f['wall']:.3f} wall {f['cpu']:.3f} cpu"
+                                               for name, f in floors.items()) + "): scaleright's own share is "
+          f"{ours['estimate train']['wall'] - floors['estimate floor']['wall']:.3f} s of estimate train and "
+          f"{ours['plan']['wall'] - floors['plan floor']['wall']:.3f} s of plan")  # fmt: skip
     est = statistics.median([ours["estimate train"]["wall"], ours["estimate infer"]["wall"]])
     la = (statistics.median([theirs["estimate train"]["wall"], theirs["estimate infer"]["wall"]])
           if theirs else float("nan"))  # fmt: skip
     print(f"help_s={ours['help']['wall']:.3f} estimate_s={est:.3f} plan_s={ours['plan']['wall']:.3f} "
-          f"llm_analysis_s={la:.3f}")
+          f"llm_analysis_s={la:.3f} floor_estimate_s={floors['estimate floor']['wall']:.3f} "
+          f"floor_plan_s={floors['plan floor']['wall']:.3f}")
 
 
 if __name__ == "__main__":

@@ -1,15 +1,22 @@
 """Running ``scaleright.cli.main.main`` in-process and checking the one-line-error promise (for the input tests);
-the state of a file, to check a command left it alone."""
+the state of a file, to check a command left it alone; code run in a fresh interpreter."""
 
 from __future__ import annotations
 
 import hashlib
 import re
+import subprocess
 import sys
 
 import pytest
 
 from scaleright.cli.main import main
+
+
+def fresh_lines(code: str) -> list[str]:
+    """The stdout lines of ``code`` run in a fresh interpreter: what a new process imports, not what this one has."""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return out.stdout.strip().splitlines()
 
 
 def run_main(

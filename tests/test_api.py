@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 import scaleright
-from tests.cli_helpers import run_main
+from tests.cli_helpers import fresh_lines, run_main
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "api.md"
@@ -76,8 +76,7 @@ def test_the_api_imports_no_cli_library():
             "try:\n    sr.estimate_train('llama-2-7b', catalog='/nonexistent-catalog-dir')\n"
             "except sr.InputError as exc:\n    print(exc)\n"
             f"print(sorted(m for m in sys.modules if m.startswith({CLI_ONLY!r})))")  # fmt: skip
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    lines = out.stdout.strip().splitlines()
+    lines = fresh_lines(code)
     assert lines[0] == "catalog=/nonexistent-catalog-dir: directory not found", lines[0]
     assert lines[-1] == "[]", lines[-1]
 

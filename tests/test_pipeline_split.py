@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 from scaleright.catalog import get_gpu
 from scaleright.cli.main import app, main
 from scaleright.errors import LayoutError
-from scaleright.estimate.layout import Layout, LayoutArrays
+from scaleright.estimate.layout import Layout, LayoutArrays, stage_slots
 from scaleright.estimate.memory import activation_bytes_per_layer, training_memory
 from scaleright.estimate.memory.activations import _inflight_first_chunk
 from scaleright.estimate.train import stage_layers, train_step_arrays
@@ -36,6 +36,16 @@ GB = 1e9
 def test_stage_layer_counts_by_hand(pp: int, on: bool, busiest: int, last: int) -> None:
     b, la = stage_layers(126, pp, on)
     assert (float(b), float(la)) == (busiest, last)
+
+
+def test_stage_slots_one_home_by_hand() -> None:
+    """The slot count every stage split reads (training states and activations, inference weights and KV cache,
+    the exports): per element of an array of layouts, the option applying only where pp > 1."""
+    pp = np.array([1, 2, 4, 5, 16])
+    assert stage_slots(32, pp).tolist() == [32, 16, 8, 7, 2]  # ceil(32 / pp)
+    assert stage_slots(32, pp, True).tolist() == [32, 17, 9, 7, 3]  # ceil(34 / pp) where pp > 1
+    mixed = np.array([True, True, False, True, False])
+    assert stage_slots(32, pp, mixed).tolist() == [32, 17, 8, 7, 2]
 
 
 def test_validation_allows_layers_plus_two_chunks_only_with_the_option() -> None:

@@ -54,8 +54,8 @@ __all__ = ["estimate_memory", "estimate_train", "estimate_infer", "simulate", "s
            "check_pp_fits", "check_sequence_parallel", "check_zero_recompute", "check_framework", "TRAIN_TASKS",
            "check_task_precision", "check_infer_args", "check_simulate_args", "check_memory_task_args",
            "check_lora_task", "check_offload_link", "TRAINING_ONLY", "INFERENCE_ONLY", "SIMULATE_POSITIVE",
-           "MIN_RATE_PER_S", "check_pool_args", "visible", "catalog_from", "catalog_files", "profile_from",
-           "calibration_from"]
+           "MIN_RATE_PER_S", "check_pool_args", "visible", "json_safe", "catalog_from", "catalog_files",
+           "profile_from", "calibration_from"]
 
 
 # ---- argument checks: the API's and the CLI's, one home ------------------------------------------------------
@@ -338,6 +338,20 @@ _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069
 def visible(s: object) -> str:
     """``s`` as text safe for a terminal: each control character replaced by its escape (``\\x1b``, ``\\n``)."""
     return _CONTROL.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), str(s))
+
+
+def json_safe(o: Any) -> Any:
+    """``o`` with plain JSON types only: non-finite floats as None, numpy scalars and arrays as Python values (what
+    ``--json`` and the dashboard's JSON API write)."""
+    if isinstance(o, float):  # numpy float64 too
+        return float(o) if math.isfinite(o) else None
+    if isinstance(o, dict):
+        return {str(k): json_safe(v) for k, v in o.items()}
+    if isinstance(o, (list, tuple)):
+        return [json_safe(v) for v in o]
+    if hasattr(o, "tolist") and callable(o.tolist):  # numpy arrays and scalars (float32, int64, bool_)
+        return json_safe(o.tolist())
+    return o
 
 
 def _shown(value: object) -> str:

@@ -26,7 +26,7 @@ from collections.abc import Callable
 from typing import Any
 
 from scaleright.errors import InputError
-from scaleright.estimate.layout import layout_text
+from scaleright.estimate.layout import layout_text, stage_slots
 from scaleright.limits import LIMITS
 
 __all__ = ["TRAIN_FORMATS", "INFER_FORMATS", "FORMATS", "export_plan", "formats_for"]
@@ -193,7 +193,7 @@ def _layers_per_stage(c: _Ctx) -> int | None:
         layers = load_model(c.model).layers
     except (ScalerightError, OSError, ValueError):
         return None
-    return -(-layers // max(1, c.get("pp")))
+    return int(stage_slots(layers, max(1, c.get("pp"))))
 
 
 def _activation_offload_note(c: _Ctx, why: str) -> str:

@@ -264,6 +264,43 @@ def test_cpu_capacity_is_memavailable_in_kib_shared_by_the_ranks(tmp_path, monke
     assert fit.device_capacity_gb("cpu", 4)[:2] == ("cpu", pytest.approx(20.48 / 4))
 
 
+_FAKE_NVIDIA_SMI = """#!/bin/sh
+# answers NVIDIA's documented queries only, as a node of two GPUs of different memory
+case "$*" in
+  "--query-gpu=name,driver_version --format=csv,noheader")
+    printf 'NVIDIA H100 80GB HBM3, 550.54.15\\nNVIDIA A100-SXM4-40GB, 550.54.15\\n' ;;
+  "--query-gpu=memory.total --format=csv,noheader,nounits") printf '81559\\n40960\\n' ;;
+  *) exit 2 ;;
+esac
+"""
+
+
+@pytest.mark.parametrize("works", [True, False])
+def test_the_gpu_names_and_memory_come_from_one_nvidia_smi_query(works, tmp_path, monkeypatch):
+    """The fingerprint's names and driver and the fit's capacity (the smallest GPU's memory.total, MiB) are read by
+    one query function; an nvidia-smi that fails leaves the names the workers reported and an unknown capacity."""
+    import scaleright.bench.fit as fit
+    from scaleright.bench.fingerprint import hardware_info
+
+    exe = tmp_path / "nvidia-smi"
+    exe.write_text(_FAKE_NVIDIA_SMI if works else "#!/bin/sh\nexit 1\n")
+    exe.chmod(0o755)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    fit._nvidia_smi_memory_gb.cache_clear()
+    try:
+        hw = hardware_info(["reported-gpu"])
+        capacity = fit.device_capacity_gb("auto" if works else "cuda", 8)
+    finally:
+        fit._nvidia_smi_memory_gb.cache_clear()
+    if works:
+        assert (hw["gpus"], hw["gpu_count"], hw["driver_version"]) == (
+            ["NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-40GB"], 2, "550.54.15")
+        assert capacity == ("cuda", pytest.approx(40960 * 2**20 / 1e9), "nvidia-smi memory.total of the smallest GPU")
+    else:
+        assert (hw["gpus"], hw["driver_version"]) == (["reported-gpu"], None)
+        assert capacity == ("cuda", None, "nvidia-smi did not report the GPUs' memory")
+
+
 def test_dry_run_reports_the_fit_on_this_machine_without_refusing(run_cli):
     code, out, err = run_cli("bench", "train", "--model", "llama-3.1-405b", "--nproc", "2", "--strategy", "fsdp",
                              "--device", "cpu", "--dry-run", "--json")

@@ -18,7 +18,8 @@ pytest.importorskip("fastapi", reason="the dashboard extra is not installed (pip
 from fastapi.testclient import TestClient
 
 from scaleright.dashboard.app import MAX_BODY_BYTES, create_app
-from tests.cli_helpers import run_main
+from tests.cli_helpers import fresh_lines, run_main
+from tests.test_api import CLI_ONLY
 
 ROOT = Path(__file__).resolve().parents[2]
 BASE = "http://127.0.0.1:8765"
@@ -165,6 +166,23 @@ def test_runs_page_reads_the_store_without_changing_it(tmp_path):
     page = TestClient(create_app(db=db), base_url=BASE).get("/runs")
     assert page.status_code == 200 and "<td>1</td>" in page.text
     assert db.read_bytes() == before and sorted(p.name for p in tmp_path.iterdir()) == ["runs.sqlite"]
+
+
+def test_the_dashboard_imports_no_cli_library(tmp_path):
+    """The dashboard sits on the typed API, not on the CLI: in a fresh interpreter, the app serving a plan (JSON API),
+    the editor, the catalog and the run store holds none of the CLI's modules (typer, its click, rich,
+    scaleright.cli) — its text and JSON helpers are the API's (``visible``, ``json_safe``)."""
+    code = ("import sys\n"
+            "from fastapi.testclient import TestClient\n"
+            "from scaleright.dashboard.app import create_app\n"
+            f"c = TestClient(create_app(db={str(tmp_path / 'runs.sqlite')!r}), base_url={BASE!r})\n"
+            f"text = open({str(ROOT / 'examples' / 'lora-7b-one-gpu.yaml')!r}).read()\n"
+            "print(c.post('/api/plan', content=text, headers={'content-type': 'application/yaml'}).status_code,\n"
+            "      *(c.get(p).status_code for p in ('/', '/catalog', '/runs')))\n"
+            f"print(sorted(m for m in sys.modules if m.startswith({CLI_ONLY!r})))")  # fmt: skip
+    lines = fresh_lines(code)
+    assert lines[0] == "200 200 200 200", lines[0]
+    assert lines[-1] == "[]", lines[-1]
 
 
 def test_the_bundled_examples_are_the_repository_examples():

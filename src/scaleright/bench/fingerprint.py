@@ -20,19 +20,28 @@ from pathlib import Path
 
 from scaleright.bench._torch import torch_version
 
-__all__ = ["hardware_info", "software_info", "fingerprint_of"]
+__all__ = ["hardware_info", "software_info", "fingerprint_of", "nvidia_smi_query"]
+
+
+def nvidia_smi_query(fields: str, *, units: bool = True) -> list[list[str]] | None:
+    """One row per GPU of the comma-separated ``fields`` from ``nvidia-smi --query-gpu=FIELDS --format=csv,noheader``
+    (``,nounits`` with ``units=False``: numbers without their units), each value stripped; None without nvidia-smi
+    or when it fails."""
+    exe = shutil.which("nvidia-smi")
+    if not exe:
+        return None
+    try:
+        out = subprocess.run([exe, f"--query-gpu={fields}", "--format=csv,noheader" + ("" if units else ",nounits")],
+                             capture_output=True, text=True, timeout=20, check=True).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return [[c.strip() for c in line.split(",")] for line in out.splitlines() if line.strip()]
 
 
 def _nvidia_smi() -> tuple[list[str], str | None]:
-    exe = shutil.which("nvidia-smi")
-    if not exe:
+    rows = nvidia_smi_query("name,driver_version")
+    if rows is None:
         return [], None
-    try:
-        out = subprocess.run([exe, "--query-gpu=name,driver_version", "--format=csv,noheader"],
-                             capture_output=True, text=True, timeout=20, check=True).stdout
-    except (OSError, subprocess.SubprocessError):
-        return [], None
-    rows = [[c.strip() for c in line.split(",")] for line in out.splitlines() if line.strip()]
     return [r[0] for r in rows], (rows[0][1] if rows and len(rows[0]) > 1 else None)
 
 

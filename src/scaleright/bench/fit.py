@@ -20,8 +20,6 @@ model.
 from __future__ import annotations
 
 import functools
-import shutil
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -66,14 +64,12 @@ def memory_estimate_gb(spec: DecoderSpec, *, strategy: Strategy, world_size: int
 
 @functools.cache  # a GPU's total memory does not change while this process runs
 def _nvidia_smi_memory_gb() -> float | None:
-    exe = shutil.which("nvidia-smi")
-    if not exe:
-        return None
+    from scaleright.bench.fingerprint import nvidia_smi_query
+
+    rows = nvidia_smi_query("memory.total", units=False)
     try:
-        out = subprocess.run([exe, "--query-gpu=memory.total", "--format=csv,noheader,nounits"],
-                             capture_output=True, text=True, timeout=20, check=True).stdout
-        mib = [float(line) for line in out.split() if line.strip()]
-    except (OSError, subprocess.SubprocessError, ValueError):
+        mib = [float(r[0]) for r in rows or []]
+    except ValueError:
         return None
     return min(mib) * 2**20 / 1e9 if mib else None
 

@@ -3,7 +3,7 @@
 Option checks, catalog and calibration resolution and ``visible`` are the Python API's (``scaleright.api``; checks
 named by flag with ``FLAGS``): a notebook and the command get the same line from one place, without the CLI's
 libraries; ``check_choice``, ``catalog_from``, ``catalog_files``, ``calibration_from``, ``profile_from`` and
-``visible`` are re-exported here for the commands.
+``visible`` are re-exported here for the commands, and ``json_safe`` as ``_clean`` (what ``emit_json`` prints).
 
 Terminal safety: every string that comes from the user (a scenario name, a model path, a catalog id, an error
 message quoting them) reaches the terminal through ``visible`` (control characters such as ESC, CR or NUL shown
@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, cast
 import typer
 
 from scaleright.api import calibration_from, catalog_files, catalog_from, check_choice, profile_from, visible
+from scaleright.api import json_safe as _clean
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -115,19 +116,6 @@ CatalogOpt = typer.Option(
     "(default: $SCALERIGHT_CATALOG).", show_default=False,
 )  # fmt: skip
 JsonOpt = typer.Option(False, "--json", help="Print one JSON object instead of tables.")
-
-
-def _clean(o: Any) -> Any:
-    """``o`` with plain JSON types only: non-finite floats as None, numpy scalars and arrays as Python values."""
-    if isinstance(o, float):  # numpy float64 too
-        return float(o) if math.isfinite(o) else None
-    if isinstance(o, dict):
-        return {str(k): _clean(v) for k, v in o.items()}
-    if isinstance(o, (list, tuple)):
-        return [_clean(v) for v in o]
-    if hasattr(o, "tolist") and callable(o.tolist):  # numpy arrays and scalars (float32, int64, bool_)
-        return _clean(o.tolist())
-    return o
 
 
 def emit_json(obj: Any) -> None:

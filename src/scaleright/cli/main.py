@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
+from scaleright.cli.coercion import install as install_direct_coercion
 from scaleright.cli.common import STARTUP_COMMANDS, begin_startup, running_as_program, visible
 from scaleright.errors import InputError, ScalerightError
 
@@ -40,6 +41,7 @@ def _flags_take_no_value() -> None:
 
 
 _flags_take_no_value()
+install_direct_coercion()  # plain option values without a pydantic TypeAdapter each (cli.coercion)
 
 
 # Command -> the module of ``scaleright.cli`` whose ``register(app: typer.Typer) -> None`` adds it (a module may add

@@ -35,8 +35,8 @@ from starlette.middleware.base import BaseHTTPMiddleware, RequestResponseEndpoin
 
 import scaleright
 from scaleright import fmt
+from scaleright.api import json_safe, visible
 from scaleright.catalog import Catalog
-from scaleright.cli.common import _clean, visible
 from scaleright.dashboard.figures import plan_figures
 from scaleright.errors import ScalerightError
 from scaleright.estimate.calibration import Profile, load_profile
@@ -194,7 +194,7 @@ def create_app(*, catalog: Catalog | None = None, db: Path | None = None, profil
 
         scn = parse(text, json_body=json_body)
         try:  # the one home of a plan's JSON: the validated result, cleaned as emit_json prints it
-            result = _clean(PlanResult.of(plan(scn, catalog=cat, cal=cal), calibration=prof.record()).to_dict())
+            result = json_safe(PlanResult.of(plan(scn, catalog=cat, cal=cal), calibration=prof.record()).to_dict())
         except ScalerightError as exc:
             raise _Refused(422, visible(str(exc))) from None
         cache.put(key, result)

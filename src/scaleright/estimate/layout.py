@@ -34,14 +34,17 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from scaleright.errors import LayoutError
 from scaleright.workload.spec import TransformerSpec
 
-__all__ = ["Layout", "LayoutArrays", "RECOMPUTE", "ZERO_STAGES", "divisors", "layout_text"]
+if TYPE_CHECKING:
+    from numpy.typing import ArrayLike, NDArray
+
+__all__ = ["Layout", "LayoutArrays", "RECOMPUTE", "ZERO_STAGES", "divisors", "stage_slots", "layout_text"]
 
 # "op-selective": torchtitan's per-op selective activation checkpointing (estimate.memory.activations)
 RECOMPUTE = ("none", "selective", "full", "op-selective")
@@ -51,6 +54,18 @@ ZERO_STAGES = (0, 1, 2, 3)
 def divisors(n: int) -> list[int]:
     """All positive divisors of ``n`` in ascending order."""
     return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def stage_slots(layers: int, pp: ArrayLike, embedding_loss: ArrayLike = False) -> NDArray[np.float64]:
+    """Layer slots of the fullest pipeline stage: ``ceil(L / pp)``; with the embedding and the loss counted as one slot
+    each (``pipeline_split_embedding_loss``, pp > 1), ``ceil((L + 2) / pp)``, of which the first and the last stage
+    give one to the embedding / the loss (module docstring)."""
+    pp = np.asarray(pp, dtype=float)
+    off = np.ceil(layers / pp)
+    on = np.asarray(embedding_loss, dtype=bool) & (pp > 1)
+    if not np.any(on):
+        return off
+    return np.where(on, np.ceil((layers + 2) / pp), off)[()]
 
 
 @dataclass(frozen=True)

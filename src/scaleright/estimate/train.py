@@ -80,7 +80,7 @@ from scaleright.estimate.layer import (
     peak_flops,
     roofline,
 )
-from scaleright.estimate.layout import Layout, divisors
+from scaleright.estimate.layout import Layout, divisors, stage_slots
 from scaleright.estimate.memory import (
     GB,
     LoraConfig,
@@ -229,8 +229,7 @@ def stage_layers(layers: int, pp: ArrayLike, embedding_loss: ArrayLike = False
     stage ``n - 1`` layers, the middle ones ``n`` (pp = 2: both ends, ``n - 1``)."""
     pp = np.asarray(pp, dtype=float)
     on = np.asarray(embedding_loss, dtype=bool) & (pp > 1)
-    off = np.ceil(layers / pp)
-    slots = np.ceil((layers + 2) / pp)
+    off, slots = stage_slots(layers, pp), stage_slots(layers, pp, on)
     busiest = np.where(on, np.where(pp > 2, slots, slots - 1), off)
     return busiest, np.where(on, slots - 1, off)
 

@@ -8,7 +8,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from scaleright.errors import InputError
-from scaleright.estimate.layout import Layout
+from scaleright.estimate.layout import Layout, stage_slots
 from scaleright.estimate.memory.breakdown import GB, MemoryBreakdown, _breakdown, fold_overheads, overhead_details
 from scaleright.estimate.memory.overheads import Overheads, allocator_reserve_bytes, nccl_buffer_bytes
 from scaleright.estimate.memory.states import _end_params, _ends, _stage_params
@@ -42,7 +42,7 @@ def kv_cache_bytes(
         per_token_layer = 2 * np.maximum(spec.kv_heads / tp, 1.0) * spec.head_dim
     if spec.sparse:  # DeepSeek-V3.2's DSA indexer caches its own keys per token and layer, on every tp rank
         per_token_layer = per_token_layer + spec.sparse.indexer_head_dim
-    stage_share = np.ceil(spec.layers / np.asarray(pp, dtype=float)) / spec.layers  # the fullest stage's layers
+    stage_share = stage_slots(spec.layers, pp) / spec.layers  # the fullest stage's layers
     out = np.asarray(batch, dtype=float) * eff_tokens * per_token_layer * bpe * stage_share
     return cast("float | NDArray[np.float64]", out)
 
@@ -56,7 +56,7 @@ def _inference_weight_bytes(
     if is_gguf(precision):
         w = gguf_weight_bytes(spec, precision)
         t, p, e = (np.asarray(x, dtype=float) for x in (tp, pp, ep))
-        stage = np.ceil(c.layers / p) / c.layers
+        stage = stage_slots(c.layers, p) / c.layers
         ends = _ends(w.embedding, w.positions, w.lm_head, w.final_norm, p, tied=spec.tied_embeddings)
         blocks = w.attention + w.ffn - w.routed_experts + w.vectors
         return cast("float | NDArray[np.float64]", (stage * blocks + ends) / t + stage * w.routed_experts / (t * e))

@@ -63,6 +63,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from scaleright.errors import InputError
+from scaleright.estimate.layout import stage_slots
 from scaleright.workload.params import ParamCounts, count_params
 from scaleright.workload.spec import TransformerSpec
 
@@ -170,11 +171,11 @@ def _stage_params(
     layer_dense = (c.attn_per_layer + c.norms_per_layer + dense_ffn) / tp  # every layer has attention
     layer_expert = moe_frac * c.num_experts * c.expert_ffn / (etp * ep)
     ends = _end_params(c, pp, tied=tied) / tp
-    layers_stage = np.ceil(c.layers / pp)
+    layers_stage = stage_slots(c.layers, pp)
     dense, expert = layers_stage * layer_dense + ends, layers_stage * layer_expert
     on = np.asarray(embedding_loss, dtype=bool) & (pp > 1)
     if np.any(on):
-        slots = np.ceil((c.layers + 2) / pp)
+        slots = stage_slots(c.layers, pp, on)
         end_d, end_e = (slots - 1) * layer_dense + ends, (slots - 1) * layer_expert
         mid_d, mid_e = slots * layer_dense, slots * layer_expert
         mid = (pp > 2) & (mid_d + mid_e > end_d + end_e)

@@ -9,7 +9,7 @@ from numpy.typing import ArrayLike
 
 from scaleright.errors import InputError
 from scaleright.estimate.framework import Framework
-from scaleright.estimate.layout import ZERO_STAGES, Layout
+from scaleright.estimate.layout import ZERO_STAGES, Layout, stage_slots
 from scaleright.estimate.memory.activations import (
     GEMM_INPUT_BYTES,
     _inflight_first_chunk,
@@ -117,7 +117,7 @@ def _training_parts(
         recompute=recompute, flash_attention=flash_attention, bytes_per_value=bpv, compile_blocks=compile_blocks,
         gemm_input_bytes=gemm_input_bytes,
     )  # fmt: skip
-    layers_stage = np.ceil(spec.layers / np.asarray(pp, dtype=float))
+    layers_stage = stage_slots(spec.layers, pp)
     inflight = _inflight_microbatches(pp, virtual_stages, n_micro)
     first = per_layer * layers_stage * inflight
     stage_acts = per_layer * layers_stage
@@ -127,7 +127,7 @@ def _training_parts(
         # slots a stage; stage 0's first chunk and the last stage's last chunk hold one transformer layer fewer, so
         # of stage 0's in-flight chunk forwards those of its first chunk save one layer fewer
         # (``_inflight_first_chunk``), and the last stage holds slots - 1 layers
-        slots = np.ceil((spec.layers + 2) / np.asarray(pp, dtype=float))
+        slots = stage_slots(spec.layers, pp, split_on)
         held = inflight * slots - _inflight_first_chunk(pp, virtual_stages, n_micro)
         first = np.where(split_on, per_layer * held, first)
         stage_acts = np.where(split_on, per_layer * (slots - 1), stage_acts)
