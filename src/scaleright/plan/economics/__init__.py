@@ -29,6 +29,9 @@ from typing import TYPE_CHECKING
 
 from scaleright._lazy import lazy_exports
 
+# a name that is also its module's (``scaleright._lazy``): imported now, so no later import of the module shadows it
+from scaleright.plan.economics.utilisation_curve import utilisation_curve
+
 if TYPE_CHECKING:  # what ``__getattr__`` gives, for type checkers
     from scaleright.plan.economics.batch import (
         batch_costs_usd,
@@ -71,7 +74,6 @@ if TYPE_CHECKING:  # what ``__getattr__`` gives, for type checkers
         training_cost_usd_per_1m_tokens,
         utilisation_needed_for_api_parity,
     )
-    from scaleright.plan.economics.utilisation_curve import utilisation_curve
 
 __all__ = [
     # job
@@ -140,6 +142,5 @@ _MODULE_OF, __getattr__, __dir__ = lazy_exports(__name__, {
     "spot": ("optimal_checkpoint_interval_h", "spot_expected_time_h", "spot_expected_preemptions"),
     "batch": ("batch_run_h", "batch_costs_usd", "serverless_cost_usd", "serverless_service_gpu_hours"),
     "decision": ("deployment_decision",),
-    "utilisation_curve": ("utilisation_curve",),
     "fleet": ("fleet_reduction_fraction", "gpus_needed"),
 })  # fmt: skip
