@@ -9,8 +9,6 @@ Numbers: JSON has no Infinity or NaN, so a non-finite float is written as null (
 from JSON null is NaN. ``OptReal`` is a number that may also be absent in meaning (None: not applicable).
 """
 
-from __future__ import annotations
-
 import math
 from typing import Annotated, Any, Self
 
