@@ -10,7 +10,7 @@ from JSON null is NaN. ``OptReal`` is a number that may also be absent in meanin
 """
 
 import math
-from typing import Annotated, Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
 from pydantic import BaseModel, ConfigDict
 
@@ -46,28 +46,44 @@ class _Number:
     stays an int), ``json_schema`` is the JSON Schema. The same validation, serialisation and JSON Schema as
     ``PlainValidator(read)``, ``PlainSerializer(..., when_used="json")`` and ``WithJsonSchema(json_schema)``, made as
     one core schema directly: those three are re-derived for each of the few hundred fields, about a third of what
-    building the result models costs at start-up."""
+    building the result models costs at start-up. ``Real`` and ``OptReal`` are classes rather than ``Annotated``
+    aliases because pydantic checks every ``Annotated`` metadata object against a ``typing.Protocol``
+    (``annotated_types.GroupedMetadata``), which Python 3.11 makes slow; a class it asks for its schema directly.
+    Type checkers see ``float`` and ``float | None``."""
 
-    def __init__(self, read: Any, json_schema: dict[str, Any]) -> None:
-        self.read, self.schema = read, json_schema
+    read: Any
+    json_schema: dict[str, Any]
 
-    def __get_pydantic_core_schema__(self, source: Any, handler: Any) -> Any:
+    @classmethod
+    def __get_pydantic_core_schema__(cls, source: Any, handler: Any) -> Any:
         from pydantic_core import core_schema as cs
 
         ser = cs.plain_serializer_function_ser_schema(_json_number, return_schema=cs.any_schema(), when_used="json")
-        return cs.no_info_plain_validator_function(self.read, serialization=ser)
+        return cs.no_info_plain_validator_function(cls.read, serialization=ser)
 
-    def __get_pydantic_json_schema__(self, core: Any, handler: Any) -> dict[str, Any]:
+    @classmethod
+    def __get_pydantic_json_schema__(cls, core: Any, handler: Any) -> dict[str, Any]:
         import copy
 
-        return copy.deepcopy(self.schema)
+        return copy.deepcopy(cls.json_schema)
 
 
-# a float; null in JSON where it is not finite (JSON has no Infinity or NaN), read back as NaN
-Real = Annotated[float, _Number(_real, _NUMBER_OR_NULL | {"description": "a number; null where it is not finite"})]
-# a float or None (not applicable); null in JSON for None and for a non-finite value
-OptReal = Annotated[float | None, _Number(_opt_real, _NUMBER_OR_NULL | {
-    "description": "a number; null where it does not apply or is not finite"})]
+if TYPE_CHECKING:
+    Real = float
+    OptReal = float | None
+else:
+
+    class Real(_Number):
+        """A float; null in JSON where it is not finite (JSON has no Infinity or NaN), read back as NaN."""
+
+        read = staticmethod(_real)
+        json_schema = _NUMBER_OR_NULL | {"description": "a number; null where it is not finite"}
+
+    class OptReal(_Number):
+        """A float or None (not applicable); null in JSON for None and for a non-finite value."""
+
+        read = staticmethod(_opt_real)
+        json_schema = _NUMBER_OR_NULL | {"description": "a number; null where it does not apply or is not finite"}
 
 
 def plain(o: Any) -> Any:
