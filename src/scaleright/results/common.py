@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Any, Self
 
 from pydantic import BaseModel, ConfigDict
 
+from scaleright.pydantic_plugins import no_plugins
+
 __all__ = ["Real", "OptReal", "Result", "Part", "plain", "CalibrationRecord", "CalibrationProvenance",
            "MemoryBreakdownGb", "TimeBreakdownS", "FrameworkRecord"]  # fmt: skip
 
@@ -117,11 +119,21 @@ class Result(Part):
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Self:
         """Validate ``d`` (a result's dict, numpy values allowed): every declared key, nothing else."""
+        cls._build()
         return cls.model_validate(plain(d))
 
     @classmethod
     def json_schema(cls) -> dict[str, Any]:
-        return cls.model_json_schema(mode="serialization")
+        with no_plugins():  # builds the model, and pydantic encodes defaults with TypeAdapters it builds
+            return cls.model_json_schema(mode="serialization")
+
+    @classmethod
+    def _build(cls) -> None:
+        """Build the validator and serializer (deferred to first use) without pydantic plugins
+        (``scaleright.pydantic_plugins``)."""
+        if not cls.__pydantic_complete__:
+            with no_plugins():
+                cls.model_rebuild()
 
 
 class CalibrationProvenance(Part):
