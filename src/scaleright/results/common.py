@@ -88,9 +88,14 @@ else:
         json_schema = _NUMBER_OR_NULL | {"description": "a number; null where it does not apply or is not finite"}
 
 
+_SCALARS = frozenset((str, int, float, bool, type(None)))
+
+
 def plain(o: Any) -> Any:
     """``o`` with Python containers and scalars only (numpy arrays and scalars, tuples converted; non-finite
     floats kept: ``Real`` says how JSON writes them)."""
+    if type(o) in _SCALARS:  # most of a result; exact types, so numpy's float64 (a float subclass) is converted
+        return o
     if isinstance(o, dict):
         return {str(k): plain(v) for k, v in o.items()}
     if isinstance(o, (list, tuple)):
