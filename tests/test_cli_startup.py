@@ -148,3 +148,26 @@ def test_the_program_loads_numpy_with_one_blas_thread_unless_the_user_sets_one(u
     threads, left = json.loads(proc.stderr.strip().splitlines()[-1])
     assert left == user  # unset again (no child inherits it), or the user's own
     assert threads == (1 if user is None else int(user))
+
+
+@pytest.mark.parametrize("user", [None, "logfire"])
+def test_the_program_looks_for_no_pydantic_plugin_and_restores_the_setting(user, tmp_path):
+    """As the program, plan and estimate build only scaleright's models: pydantic does not read every installed
+    distribution's entry points for plugins (its cache stays unfilled), and ``PYDANTIC_DISABLE_PLUGINS`` is the
+    user's again at exit."""
+    code = ("import atexit, json, os, sys\n"
+            "def report():\n"
+            "    from pydantic.plugin import _loader\n"
+            "    sys.stderr.write(json.dumps([_loader._plugins is None, os.environ.get('PYDANTIC_DISABLE_PLUGINS')]))\n"
+            "atexit.register(report)\n"
+            f"sys.argv = ['scaleright', 'plan', {_PLAN!r}, '--json']\n"
+            "from scaleright.cli.main import main\n"
+            "main()")  # fmt: skip
+    env = {k: v for k, v in os.environ.items() if k != "PYDANTIC_DISABLE_PLUGINS"}
+    env["SCALERIGHT_CACHE_DIR"] = str(tmp_path / "cache")
+    if user is not None:
+        env["PYDANTIC_DISABLE_PLUGINS"] = user
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=False)
+    assert proc.returncode == 0, proc.stderr
+    never_searched, left = json.loads(proc.stderr.strip().splitlines()[-1])
+    assert never_searched and left == user

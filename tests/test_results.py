@@ -217,3 +217,17 @@ def test_validating_keeps_the_bytes_the_planner_printed_before(scenario):
     before = json.dumps(_clean(res.as_dict() | {"calibration": record}), indent=2, allow_nan=False)
     after = json.dumps(PlanResult.of(res, calibration=record).to_dict(), indent=2, allow_nan=False)
     assert after == before
+
+
+def test_plain_converts_numpy_and_tuples_to_exact_python_types():
+    """numpy's float64 is a float subclass and bool_ / int64 are not Python types: each comes out as the exact
+    Python type (strict validation refuses the numpy ones), tuples and arrays as lists; plain values unchanged."""
+    import numpy as np
+
+    from scaleright.results.common import plain
+
+    got = plain({"a": np.float64(1.5), "b": (np.int64(2), np.bool_(True)), "c": np.array([0.25, 4.0]),
+                 3: [None, "x", True, 7, math.inf]})  # fmt: skip
+    assert got == {"a": 1.5, "b": [2, True], "c": [0.25, 4.0], "3": [None, "x", True, 7, math.inf]}
+    assert [type(v) for v in (got["a"], *got["b"], *got["c"])] == [float, int, bool, float, float]
+    assert [type(v) for v in got["3"]] == [type(None), str, bool, int, float]

@@ -19,7 +19,7 @@ import math
 import os
 import sys
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -68,6 +68,7 @@ STARTUP_COMMANDS = ("estimate", "plan")
 # Where OpenBLAS (numpy's BLAS) reads its thread count, once, when numpy loads; a user's setting is kept.
 BLAS_THREAD_VARS = ("OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS")
 _begun: dict[str, bool] = {}
+_program = ExitStack()  # what begin_startup keeps open until end_program
 
 
 def begin_startup() -> None:
@@ -80,11 +81,23 @@ def begin_startup() -> None:
     numpy loads with one BLAS thread (``OPENBLAS_NUM_THREADS=1`` while it loads, unless the user set one of
     ``BLAS_THREAD_VARS``; no child process inherits it): OpenBLAS starts a thread per CPU, and each spins about
     0.1 s of CPU waiting for work that these commands never give it. Their numpy is elementwise (no matrix products,
-    no linear algebra), which OpenBLAS's threads do not run."""
+    no linear algebra), which OpenBLAS's threads do not run.
+
+    pydantic neither looks for nor applies plugins until ``end_program`` (``scaleright.pydantic_plugins``): every
+    model the command builds is scaleright's own, and the search reads the metadata of every installed
+    distribution."""
     gc.disable()
     if "numpy" not in sys.modules and not any(v in os.environ for v in BLAS_THREAD_VARS):
         os.environ["OPENBLAS_NUM_THREADS"] = "1"
         _begun["blas_threads"] = True
+    from scaleright.pydantic_plugins import no_plugins
+
+    _program.enter_context(no_plugins())
+
+
+def end_program() -> None:
+    """The end of what ``begin_startup`` began for the whole command (``PYDANTIC_DISABLE_PLUGINS`` as it was)."""
+    _program.close()
 
 
 @contextmanager

@@ -4,7 +4,8 @@ Each command group lives in its own module and registers itself via ``register(a
 command to its module); ``main`` imports only the module of the command it runs, and the modules import their heavy
 dependencies (numpy models, rich, torch) inside the commands, so start-up stays fast. As the program, ``plan`` and
 ``estimate`` also start without the cyclic garbage collector and with one BLAS thread (``cli.common.begin_startup``,
-ended by the command's ``startup_imports``), and the run's objects are frozen before exit. Errors
+ended by the command's ``startup_imports``), pydantic looks for no plugin until ``end_program``, and the run's
+objects are frozen before exit. Errors
 rooted at ``ScalerightError`` and the argument parser's usage errors become one line on stderr and exit code 2
 (control characters in them made visible); nothing else is caught.
 """
@@ -19,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from scaleright.cli.coercion import install as install_direct_coercion
-from scaleright.cli.common import STARTUP_COMMANDS, begin_startup, running_as_program, visible
+from scaleright.cli.common import STARTUP_COMMANDS, begin_startup, end_program, running_as_program, visible
 from scaleright.errors import InputError, ScalerightError
 
 
@@ -158,6 +159,7 @@ def main() -> None:
         # handlers, the flush of stdout and stderr and the teardown of modules still run. Only as the program: a
         # caller's objects stay collectable.
         if program:
+            end_program()
             gc.freeze()
 
 

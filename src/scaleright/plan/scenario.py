@@ -2,13 +2,14 @@
 
 Every field is validated; unknown keys are rejected with their name. Defaults are documented per field and are
 printed with every plan (``Scenario.defaults_used``) so a reader sees what was assumed.
-"""
 
-from __future__ import annotations
+No ``from __future__ import annotations`` here: pydantic would compile and evaluate each field's annotation string
+when it builds the models, at import.
+"""
 
 import datetime
 from pathlib import Path
-from typing import Annotated, Literal, cast
+from typing import Annotated, Literal, Self, cast
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError, field_validator, model_validator
 
@@ -106,7 +107,7 @@ class Training(_Strict):
         return v
 
     @model_validator(mode="after")
-    def _tokens(self) -> Training:
+    def _tokens(self) -> Self:
         if self.tokens is None and self.dataset_tokens is None:
             raise ValueError("give training.tokens, or training.dataset_tokens with training.epochs")
         if self.tokens is not None and self.dataset_tokens is not None:
@@ -199,7 +200,7 @@ class Inference(_Strict):
         return check_engine_name(v)
 
     @model_validator(mode="after")
-    def _gguf_engine(self) -> Inference:
+    def _gguf_engine(self) -> Self:
         from scaleright.errors import InputError
         from scaleright.workload.precision import check_gguf_engine
 
@@ -210,7 +211,7 @@ class Inference(_Strict):
         return self
 
     @model_validator(mode="after")
-    def _rate(self) -> Inference:
+    def _rate(self) -> Self:
         if self.batch_job is not None:
             given = [k for k in ("requests_per_s", "requests_per_day", "trace", "services", "tiers")
                      if getattr(self, k) is not None]  # fmt: skip
@@ -350,7 +351,7 @@ class Pricing(_Strict):
         return v
 
     @model_validator(mode="after")
-    def _hybrid_profile(self) -> Pricing:
+    def _hybrid_profile(self) -> Self:
         given = [k for k in ("demand_gpus_by_hour", "monthly_jobs") if getattr(self, k) is not None]
         if self.mode == "hybrid" and len(given) != 1:
             raise ValueError("pricing.mode hybrid needs exactly one demand profile: pricing.demand_gpus_by_hour "
@@ -377,7 +378,7 @@ class Scenario(_Strict):
     pricing: Pricing = Pricing()
 
     @model_validator(mode="after")
-    def _task_section(self) -> Scenario:
+    def _task_section(self) -> Self:
         if self.task == "inference":
             if self.constraints.deadline_h is not None:
                 raise ValueError("constraints.deadline_h applies to training; for serving use inference.ttft_slo_s "

@@ -3,6 +3,9 @@
 ``RESULTS`` maps each name of ``scaleright schema NAME`` to its model; ``Model.to_dict()`` is the ``--json``
 object, ``Model.json_schema()`` its JSON Schema. The models import lazily (PEP 562), so ``scaleright schema
 memory`` does not load the planner.
+
+The models' modules do not use ``from __future__ import annotations``: with it every field's annotation is a string
+that pydantic compiles and evaluates when it builds the class (a fifth of importing ``results.plan``).
 """
 
 from __future__ import annotations

@@ -6,10 +6,8 @@ The metrics at the rate are the keys of ``serve simulate --json`` (``SimulateRes
 cache), so each is optional here.
 """
 
-from __future__ import annotations
-
 import dataclasses
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, Self
 
 from scaleright.results.common import OptReal, Part, Real, Result
 from scaleright.results.simulate import Percentiles, SimulateLayout
@@ -76,8 +74,8 @@ class CapacityResult(Result):
     engine: str | None = None
 
     @classmethod
-    def of(cls, c: Capacity, *, model: str, gpu: str, price_usd_per_gpu_hour: float | None,
-           price_source: str | None, engine_status: str) -> CapacityResult:  # fmt: skip
+    def of(cls, c: "Capacity", *, model: str, gpu: str, price_usd_per_gpu_hour: float | None,
+           price_source: str | None, engine_status: str) -> Self:  # fmt: skip
         """The result of the search ``c`` for ``model`` on ``gpu``, with the price its costs use."""
         d = {"max_rate_per_s": c.max_rate_per_s, "binding": c.binding, "saturated_rate_per_s": c.saturated_rate_per_s,
              "slo_ttft_p99_ms": c.slo_ttft_p99_ms, "slo_tpot_p99_ms": c.slo_tpot_p99_ms,

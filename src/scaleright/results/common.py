@@ -9,12 +9,12 @@ Numbers: JSON has no Infinity or NaN, so a non-finite float is written as null (
 from JSON null is NaN. ``OptReal`` is a number that may also be absent in meaning (None: not applicable).
 """
 
-from __future__ import annotations
-
 import math
-from typing import Annotated, Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
 from pydantic import BaseModel, ConfigDict
+
+from scaleright.pydantic_plugins import no_plugins
 
 __all__ = ["Real", "OptReal", "Result", "Part", "plain", "CalibrationRecord", "CalibrationProvenance",
            "MemoryBreakdownGb", "TimeBreakdownS", "FrameworkRecord"]  # fmt: skip
@@ -48,33 +48,54 @@ class _Number:
     stays an int), ``json_schema`` is the JSON Schema. The same validation, serialisation and JSON Schema as
     ``PlainValidator(read)``, ``PlainSerializer(..., when_used="json")`` and ``WithJsonSchema(json_schema)``, made as
     one core schema directly: those three are re-derived for each of the few hundred fields, about a third of what
-    building the result models costs at start-up."""
+    building the result models costs at start-up. ``Real`` and ``OptReal`` are classes rather than ``Annotated``
+    aliases because pydantic checks every ``Annotated`` metadata object against a ``typing.Protocol``
+    (``annotated_types.GroupedMetadata``), which Python 3.11 makes slow; a class it asks for its schema directly.
+    Type checkers see ``float`` and ``float | None``."""
 
-    def __init__(self, read: Any, json_schema: dict[str, Any]) -> None:
-        self.read, self.schema = read, json_schema
+    read: Any
+    json_schema: dict[str, Any]
 
-    def __get_pydantic_core_schema__(self, source: Any, handler: Any) -> Any:
+    @classmethod
+    def __get_pydantic_core_schema__(cls, source: Any, handler: Any) -> Any:
         from pydantic_core import core_schema as cs
 
         ser = cs.plain_serializer_function_ser_schema(_json_number, return_schema=cs.any_schema(), when_used="json")
-        return cs.no_info_plain_validator_function(self.read, serialization=ser)
+        return cs.no_info_plain_validator_function(cls.read, serialization=ser)
 
-    def __get_pydantic_json_schema__(self, core: Any, handler: Any) -> dict[str, Any]:
+    @classmethod
+    def __get_pydantic_json_schema__(cls, core: Any, handler: Any) -> dict[str, Any]:
         import copy
 
-        return copy.deepcopy(self.schema)
+        return copy.deepcopy(cls.json_schema)
 
 
-# a float; null in JSON where it is not finite (JSON has no Infinity or NaN), read back as NaN
-Real = Annotated[float, _Number(_real, _NUMBER_OR_NULL | {"description": "a number; null where it is not finite"})]
-# a float or None (not applicable); null in JSON for None and for a non-finite value
-OptReal = Annotated[float | None, _Number(_opt_real, _NUMBER_OR_NULL | {
-    "description": "a number; null where it does not apply or is not finite"})]
+if TYPE_CHECKING:
+    Real = float
+    OptReal = float | None
+else:
+
+    class Real(_Number):
+        """A float; null in JSON where it is not finite (JSON has no Infinity or NaN), read back as NaN."""
+
+        read = staticmethod(_real)
+        json_schema = _NUMBER_OR_NULL | {"description": "a number; null where it is not finite"}
+
+    class OptReal(_Number):
+        """A float or None (not applicable); null in JSON for None and for a non-finite value."""
+
+        read = staticmethod(_opt_real)
+        json_schema = _NUMBER_OR_NULL | {"description": "a number; null where it does not apply or is not finite"}
+
+
+_SCALARS = frozenset((str, int, float, bool, type(None)))
 
 
 def plain(o: Any) -> Any:
     """``o`` with Python containers and scalars only (numpy arrays and scalars, tuples converted; non-finite
     floats kept: ``Real`` says how JSON writes them)."""
+    if type(o) in _SCALARS:  # most of a result; exact types, so numpy's float64 (a float subclass) is converted
+        return o
     if isinstance(o, dict):
         return {str(k): plain(v) for k, v in o.items()}
     if isinstance(o, (list, tuple)):
@@ -103,11 +124,21 @@ class Result(Part):
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Self:
         """Validate ``d`` (a result's dict, numpy values allowed): every declared key, nothing else."""
+        cls._build()
         return cls.model_validate(plain(d))
 
     @classmethod
     def json_schema(cls) -> dict[str, Any]:
-        return cls.model_json_schema(mode="serialization")
+        with no_plugins():  # builds the model, and pydantic encodes defaults with TypeAdapters it builds
+            return cls.model_json_schema(mode="serialization")
+
+    @classmethod
+    def _build(cls) -> None:
+        """Build the validator and serializer (deferred to first use) without pydantic plugins
+        (``scaleright.pydantic_plugins``)."""
+        if not cls.__pydantic_complete__:
+            with no_plugins():
+                cls.model_rebuild()
 
 
 class CalibrationProvenance(Part):

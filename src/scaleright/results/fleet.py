@@ -1,9 +1,7 @@
 """``scaleright serve simulate --fleet FILE --json``: every service's latency and goodput, every pool's replicas,
 use and cost (``serve.fleet.FleetResult``; latencies in ms, money in USD over the simulated span)."""
 
-from __future__ import annotations
-
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, Self
 
 from scaleright.results.common import OptReal, Part, Real, Result
 from scaleright.results.simulate import Percentiles
@@ -64,6 +62,6 @@ class FleetResult(Result):
     seed: int
 
     @classmethod
-    def of(cls, res: FleetRun, *, fleet: str, seed: int) -> FleetResult:
+    def of(cls, res: "FleetRun", *, fleet: str, seed: int) -> Self:
         """The result of the run ``res`` of fleet file ``fleet`` with ``seed``."""
         return cls.from_dict(res.as_dict() | {"fleet": fleet, "seed": seed})

@@ -1,9 +1,7 @@
 """``scaleright estimate infer --json``: latency and throughput of serving on a number of GPUs, and the
 replicas-vs-tensor-parallel alternatives."""
 
-from __future__ import annotations
-
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Self
 
 from scaleright.results.common import CalibrationRecord, MemoryBreakdownGb, Part, Real, Result
 
@@ -56,7 +54,7 @@ class InferResult(Result):
     calibration: CalibrationRecord
 
     @classmethod
-    def of(cls, est: InferEstimate, *, model: str, gpu: Accelerator, calibration: dict[str, Any]) -> InferResult:
+    def of(cls, est: "InferEstimate", *, model: str, gpu: "Accelerator", calibration: dict[str, Any]) -> Self:
         """The result of ``est`` for ``model`` on ``gpu``: whether its architecture has measured ceilings, and the
         calibration record (``Profile.record()``) behind it."""
         from scaleright.estimate.calibration import arch_factors

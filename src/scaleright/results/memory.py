@@ -1,9 +1,7 @@
 """``scaleright estimate memory --json``: memory per GPU by component for one layout, and what would make it fit."""
 
-from __future__ import annotations
-
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, Self
 
 from scaleright.results.common import MemoryBreakdownGb, OptReal, Part, Real, Result
 
@@ -65,8 +63,8 @@ class MemoryResult(Result):
     memory_accounting: MemoryAccounting | None = None  # training only: the framework inputs assumed
 
     @classmethod
-    def of(cls, mem: MemoryBreakdown, *, model: str, gpu: Accelerator, task: str,
-           hints: Sequence[Hint] = (), accounting: MemoryProfile | None = None) -> MemoryResult:  # fmt: skip
+    def of(cls, mem: "MemoryBreakdown", *, model: str, gpu: "Accelerator", task: str,
+           hints: "Sequence[Hint]" = (), accounting: "MemoryProfile | None" = None) -> Self:  # fmt: skip
         """The result of ``mem`` (``estimate.memory``, computed with ``gpu_memory_gb=gpu.memory_gb``) for
         ``model`` on ``gpu``, with the single changes that would make it fit (``estimate.memory.hints``) and, for
         training, the framework inputs it assumed (``estimate.memory.profiles``)."""

@@ -5,9 +5,7 @@ Both carry the offer they are priced at (``PriceOffer``); a hybrid, owned, spot 
 keys. Explanations hold per-topic chart data (``plan.explain``), an open-ended mapping by design.
 """
 
-from __future__ import annotations
-
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Self
 
 from pydantic import Discriminator, Tag
 
@@ -371,6 +369,6 @@ class PlanResult(Result):
     calibration: CalibrationRecord
 
     @classmethod
-    def of(cls, res: planner.PlanResult, *, calibration: dict[str, Any]) -> PlanResult:
+    def of(cls, res: "planner.PlanResult", *, calibration: dict[str, Any]) -> Self:
         """The result of the planner's ``res``, with the calibration record (``Profile.record()``) behind it."""
         return cls.from_dict(res.as_dict() | {"calibration": calibration})

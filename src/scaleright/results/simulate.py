@@ -1,9 +1,7 @@
 """``scaleright serve simulate --json`` (one pool): latency percentiles, throughput and utilisation under a
 request stream (``serve.simulate.SimulationResult``; latencies in ms)."""
 
-from __future__ import annotations
-
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Self
 
 from scaleright.results.common import OptReal, Part, Real, Result
 
@@ -66,8 +64,8 @@ class SimulateResult(Result):
     engine_status: str  # the engine profile's status: fitted, or a scenario without measured rows
 
     @classmethod
-    def of(cls, res: SimulationResult, *, model: str, gpu: str, price_usd_per_gpu_hour: float | None,
-           price_source: str | None, engine_status: str) -> SimulateResult:  # fmt: skip
+    def of(cls, res: "SimulationResult", *, model: str, gpu: str, price_usd_per_gpu_hour: float | None,
+           price_source: str | None, engine_status: str) -> Self:  # fmt: skip
         """The result of ``res`` for ``model`` on ``gpu``, with the price its costs use and where it came from."""
         return cls.from_dict(res.as_dict() | {"model": model, "gpu": gpu,
                                               "price_usd_per_gpu_hour": price_usd_per_gpu_hour,

@@ -1,8 +1,6 @@
 """``scaleright estimate train --json``: step time, throughput, MFU, memory and scaling of one training layout."""
 
-from __future__ import annotations
-
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Self
 
 from scaleright.results.common import (
     CalibrationRecord,
@@ -84,6 +82,6 @@ class TrainResult(Result):
     calibration: CalibrationRecord
 
     @classmethod
-    def of(cls, est: TrainEstimate, *, model: str, calibration: dict[str, Any]) -> TrainResult:
+    def of(cls, est: "TrainEstimate", *, model: str, calibration: dict[str, Any]) -> Self:
         """The result of ``est`` for ``model``, with the calibration record (``Profile.record()``) behind it."""
         return cls.from_dict(est.as_dict() | {"model": model, "calibration": calibration})
