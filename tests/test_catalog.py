@@ -28,6 +28,7 @@ from scaleright.catalog import (
     list_prices,
     load_model_config,
 )
+from scaleright.catalog.store import price_rows_merged
 from scaleright.errors import CatalogFileError, InputError, UnknownNameError
 from validation import reference_dir
 
@@ -591,6 +592,14 @@ def test_a_regionless_row_stands_for_every_region_of_its_provider(tmp_path, buil
     assert aws["east"] == [("AWS us-east-1", 3.33)]  # same region, and the rows naming none
     assert aws["west"] == [("AWS us-east-1", 6.88), ("AWS us-west-2", 4.44)]  # another region: us-east-1 stays
     assert aws["anywhere"] == [("AWS", 5.55)]
+
+
+def test_with_no_user_row_every_builtin_row_stays_in_order(builtin):
+    rows = list(builtin.prices)
+    assert price_rows_merged(rows, []) == list(range(len(rows)))
+    assert price_rows_merged(iter(rows), iter([])) == list(range(len(rows)))  # iterables, read once
+    assert price_rows_merged(rows, [], mode="only") == []
+    assert price_rows_merged([], rows) == []  # the first layer: nothing before it
 
 
 def test_catalog_yaml_prices_only_drops_every_builtin_price(tmp_path, builtin):

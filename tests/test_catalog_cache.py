@@ -186,3 +186,28 @@ def test_a_cache_hit_parses_no_yaml_and_builds_no_validator(cache):
     runs = [subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
             for _ in range(2)]  # fmt: skip
     assert runs == ["True\n", "False\n"], runs
+
+
+def test_a_cache_hit_loads_no_openssl_and_a_built_in_system_builds_no_validator(cache):
+    """The keys are hashed by CPython's own SHA-256 (``cache.sha256``), so hashlib (and OpenSSL's libcrypto) is not
+    imported; a built-in system without overrides is the validated entry, not validated again."""
+    code = ("import sys; from scaleright.catalog import Catalog; from scaleright.catalog.systems import System, "
+            "HostMemory, system_for; Catalog.load(); system_for('h100-sxm'); system_for('tpu-v5p'); "
+            "print('hashlib' in sys.modules, System.__pydantic_complete__, HostMemory.__pydantic_complete__)")
+    env = {**os.environ, CACHE_ENV: str(cache)}
+    runs = [subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
+            for _ in range(2)]  # fmt: skip
+    assert runs[1] == "False False False\n", runs
+
+
+@pytest.mark.parametrize("data", [b"", b"abc", bytes(range(256)) * 1000])
+def test_the_cache_sha256_is_hashlibs(data):
+    import hashlib
+
+    from scaleright.catalog.cache import sha256
+
+    assert sha256(data).hexdigest() == hashlib.sha256(data).hexdigest()
+    h = sha256()
+    h.update(data[:7])
+    h.update(data[7:])
+    assert h.digest() == hashlib.sha256(data).digest()

@@ -240,3 +240,15 @@ def test_prices_as_of_an_earlier_day_replay_the_offers_known_then(tmp_path):
     rec = res.recommendation
     assert rec is not None and rec["price_date"] <= "2026-04-01" and rec["price_age_days"] >= 0
     assert res.scenario["pricing"]["prices_as_of"] == "2026-04-01"
+
+
+def test_each_catalog_has_its_own_data_errors_however_many_are_loaded(tmp_path):
+    """More catalogs than the kept tables, each read twice: every one reports its own flagged row."""
+    cats = [_cat(tmp_path / f"c{i}", [
+        ("a100-80gb", "on-demand", 2.0, "", "", "usd_per_gpu_hour", "GCP A2-Ultra", "", "2026-10-01"),
+        ("a100-80gb", "spot", 3.0 + i, "", "", "usd_per_gpu_hour", "GCP us-central1", "", "2026-11-01"),
+    ]) for i in range(10)]  # fmt: skip
+    for _ in range(2):
+        for i, cat in enumerate(cats):
+            errors = [e for e in price_data_errors(catalog=cat) if e.startswith("a100-80gb")]
+            assert len(errors) == 1 and f"${3 + i}/h" in errors[0], (i, errors)

@@ -128,3 +128,28 @@ def test_overrides_and_their_errors():
         system_for("h100-sxm", system="dgx-a100")
     with pytest.raises(InputError, match="p2p=True: the innermost tier of hgx-h100 is nvswitch"):
         system_for("h100-sxm", p2p=True)
+
+
+SYSTEMS_YAML = yaml.safe_load(
+    (__import__("pathlib").Path(scaleright.__file__).parent / "catalog" / "data" / "systems.yaml").read_text()
+)
+
+
+@pytest.mark.parametrize("entry", SYSTEMS_YAML, ids=[d["id"] for d in SYSTEMS_YAML])
+def test_a_system_without_overrides_is_its_file_entry_validated_and_a_copy_of_its_own(entry):
+    """No override: the entry as systems.yaml states it (read with the yaml module, validated here), every field
+    set as validation sets it; a copy, so a caller that edits its lists leaves the catalog untouched."""
+    want = System.model_validate(entry)
+    got = system_for(entry["accelerators"][0], system=entry["id"])
+    assert got == want and got.model_dump() == want.model_dump()
+    got.tiers.clear()
+    got.accelerators.clear()
+    assert system_for(entry["accelerators"][0], system=entry["id"]) == want
+
+
+def test_the_default_host_memory_is_what_validation_makes_of_it():
+    """DEFAULT_HOST_MEMORY is built without validation (no validator at import): its values pass every bound."""
+    from scaleright.catalog.systems import DEFAULT_HOST_MEMORY, HostMemory
+
+    assert HostMemory.model_validate(DEFAULT_HOST_MEMORY.model_dump()) == DEFAULT_HOST_MEMORY
+    assert HostMemory.model_validate(DEFAULT_HOST_MEMORY.model_dump(exclude_unset=True)) == DEFAULT_HOST_MEMORY

@@ -25,7 +25,6 @@ a serverless GPU-hour above a VM's is how serverless is priced (it bills no idle
 from __future__ import annotations
 
 import datetime
-import functools
 import re
 from typing import TYPE_CHECKING, Annotated, Literal, cast
 
@@ -52,7 +51,8 @@ RENT_KINDS = tuple(k for k in KINDS if k not in ("serverless", "purchase"))
 # *Multi-GPU vs Single-GPU Scaling Economics: The 2026 Guide* reports H100 rent "dropped from $8/h" to $2.85-3.50),
 # so a half-year-old price can be off by a quarter or more. Override per scenario (pricing.max_price_age_days).
 MAX_PRICE_AGE_DAYS = 180
-_REGION = re.compile(
+# compiled on first use (``re``'s cache): a plan over the built-in catalog alone reads no row's region
+_REGION = (
     r"\b(?:(?:us|eu|ap|sa|ca|me|af|il|mx)-[a-z]+-\d|[a-z]+-[a-z]+\d(?=\b)|(?:east|west|north|south|central)us\d?"
     r"|(?:East|West|North|South|Central) US(?: \d)?|Iowa)\b"
 )
@@ -136,7 +136,7 @@ class PriceRow(BaseModel):
     @property
     def region(self) -> str:
         """The cloud region named in ``provider`` or ``sku`` (us-east-1, us-central1, eastus, Iowa, ...), or ''."""
-        m = _REGION.search(f"{self.provider} {self.sku}")
+        m = re.search(_REGION, f"{self.provider} {self.sku}")
         return m.group(0) if m else ""
 
     def age_on(self, today: datetime.date) -> int | None:
@@ -187,8 +187,25 @@ def _usable(r: PriceRow) -> bool:
     return r.unit == USABLE_UNIT[r.kind] and r.price is not None
 
 
-@functools.lru_cache(maxsize=8)
+_ERRORS_KEEP = 8  # price tables whose data errors are kept (``_data_errors``)
+_errors_of: dict[int, tuple[tuple[PriceRow, ...], dict[int, str]]] = {}
+
+
 def _data_errors(rows: tuple[PriceRow, ...]) -> dict[int, str]:
+    """``_find_data_errors(rows)``, kept for the last ``_ERRORS_KEEP`` tables by identity: a catalog's ``prices``
+    tuple and its frozen rows never change, and the entry holds the tuple, so its ``id`` is not reused while kept
+    (hashing the ~200 rows of the tuple on every ``find_price`` cost more than the lookup saves)."""
+    hit = _errors_of.get(id(rows))
+    if hit is not None and hit[0] is rows:
+        return hit[1]
+    errors = _find_data_errors(rows)
+    if len(_errors_of) >= _ERRORS_KEEP:
+        del _errors_of[next(iter(_errors_of))]  # the oldest
+    _errors_of[id(rows)] = (rows, errors)
+    return errors
+
+
+def _find_data_errors(rows: tuple[PriceRow, ...]) -> dict[int, str]:
     cheapest_od: dict[tuple[str, str], PriceRow] = {}
     for r in rows:
         if r.kind == "on-demand" and _usable(r) and provider_key(r.provider):

@@ -204,16 +204,18 @@ def price_rows_merged(builtin: Iterable[PriceRow], user: Iterable[PriceRow], *, 
     """The indices of the ``builtin`` rows that stay beside the ``user`` rows: with ``mode`` "merge", those that no
     user row overrides (same GPU, kind, provider by ``provider_key``, and region, where a row that names no region
     matches every region of its provider); with "only", none."""
-    if mode == "only":
+    rows = list(builtin)
+    if mode == "only" or not rows:  # (the first layer: nothing before it to override)
         return []
     regions: dict[tuple[str, str, str], set[str]] = {}
     for r in user:
         regions.setdefault((r.gpu_id, r.kind, provider_key(r.provider)), set()).add(_region_key(r.region))
+    if not regions:  # no user row: every built-in row stays
+        return list(range(len(rows)))
     keep = []
-    for i, r in enumerate(builtin):
+    for i, r in enumerate(rows):
         got = regions.get((r.gpu_id, r.kind, provider_key(r.provider)))
-        region = _region_key(r.region)
-        if got is None or not (region == "" or "" in got or region in got):
+        if got is None or not ((region := _region_key(r.region)) == "" or "" in got or region in got):
             keep.append(i)
     return keep
 

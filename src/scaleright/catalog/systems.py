@@ -144,8 +144,10 @@ def peak_gb_per_s(sockets: int, channels_per_socket: int, mt_per_s: int) -> floa
 
 
 # The host memory of a system that states none: two sockets of eight DDR5-4800 channels, the host of a DGX H100
-# (two Xeon Platinum 8480C), the figure every host was given before host memory became system data.
-DEFAULT_HOST_MEMORY = HostMemory(
+# (two Xeon Platinum 8480C), the figure every host was given before host memory became system data. Constructed
+# without validation, so that importing this module builds no validator (``defer_build``): the values are constants
+# that satisfy every field's bounds, and tests/test_systems.py validates them.
+DEFAULT_HOST_MEMORY = HostMemory.model_construct(
     gb_per_s=614.4, basis="default", memory="DDR5-4800", sockets=2, channels_per_socket=8, mt_per_s=4800,
     assumed=True, source="scaleright default (the system states no host memory): 2 x 8 x DDR5-4800 x 8 B, "
     "a DGX H100's two Xeon Platinum 8480C; override: system_for(..., host_memory_gb_per_s=...)")  # fmt: skip
@@ -226,6 +228,8 @@ def system_for(gpu_id: str, *, system: str | None = None, gpus_per_node: int | N
     NICs are sold); ``p2p`` switches a PCIe innermost tier between peer-to-peer and host-staged;
     ``host_memory_gb_per_s`` the DRAM bandwidth of one host (``basis: override``).
     """
+    overridden = any(x is not None for x in (gpus_per_node, intra_node_gb_per_s, nic_gbps_per_gpu, p2p,
+                                               host_memory_gb_per_s))  # fmt: skip
     systems = _builtin()
     if system is not None:
         found = [s for s in systems if s.id == system]
@@ -271,5 +275,7 @@ def system_for(gpu_id: str, *, system: str | None = None, gpus_per_node: int | N
                                            source=f"override: {host_memory_gb_per_s} GB/s per host")  # fmt: skip
     if gpus_per_node is not None:
         update["gpus_per_node"] = gpus_per_node
+    if not overridden:  # the built-in entry, validated when it was parsed: a copy of its own, checked as it was
+        return sysm.model_copy(deep=True)
     out = sysm.model_copy(update=update)
     return System.model_validate(out.model_dump())  # re-check the ordering rules after the overrides

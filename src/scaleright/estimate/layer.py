@@ -42,7 +42,6 @@ from numpy.typing import ArrayLike, NDArray
 
 from scaleright.errors import InputError
 from scaleright.estimate.calibration import ArchFactors, Calibration, arch_factors
-from scaleright.estimate.moe import busiest_rank_experts, busiest_rank_rows, dispatch_bytes
 from scaleright.workload.params import ParamCounts
 from scaleright.workload.spec import TransformerSpec
 
@@ -179,6 +178,8 @@ def layer_gemm_times(
     dense = ffn(t, spec.ffn_hidden)
     if not spec.moe:
         return attn, dense
+    from scaleright.estimate.moe import busiest_rank_experts, busiest_rank_rows, dispatch_bytes  # MoE models only
+
     m = spec.moe
     frac = c.moe_layers / c.layers
     e_tp = etp if etp is not None else (tp if expert_tp is None else expert_tp)

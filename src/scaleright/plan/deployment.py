@@ -19,8 +19,6 @@ import numpy as np
 from scaleright.catalog.prices import RENT_KINDS as _RENTED  # not serverless (catalog.prices says why)
 from scaleright.plan import economics as econ
 from scaleright.plan.economics._units import DAYS_PER_MONTH
-from scaleright.plan.economics.decision import deployment_decision
-from scaleright.plan.serving import hourly_rates
 
 __all__ = ["decide"]
 
@@ -34,6 +32,8 @@ def _profile(scn, rec: dict, use_h: float, rate: float | None) -> tuple[np.ndarr
         return (np.asarray([j.gpus for j in p.monthly_jobs], dtype=float),
                 np.asarray([j.hours for j in p.monthly_jobs], dtype=float))  # fmt: skip
     if inf is not None and inf.batch_job is None and inf.arrival == "diurnal" and rate:
+        from scaleright.plan.serving import hourly_rates  # a serving plan's: a training plan never loads it
+
         lay = rec["layout"]
         cap = rec["capacity_requests_per_s"] / lay["replicas"]
         replicas = [max(1, math.ceil(r * (1 + inf.headroom) / cap - 1e-9)) for r in hourly_rates(inf, rate)]
@@ -87,7 +87,7 @@ def decide(res, scn, cat) -> dict | None:
         a_offer, _ = _offer(pscn, gpu, cat, kind)
         home = None if h_offer is None else h_offer["price"]
         away = None if a_offer is None else a_offer["price"]
-    out = deployment_decision(
+    out = econ.deployment_decision(
         hours_per_day=use, horizon_months=p.horizon_months, gpus=n, rent_usd_per_gpu_hour=rent,
         owned_usd_per_gpu_hour=float(econ.owned_cost_per_gpu_hour_usd(costs=costs)),
         owned_running_usd_per_gpu_hour=running,

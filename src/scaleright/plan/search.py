@@ -40,7 +40,6 @@ from scaleright.estimate.memory import (
     GB,
     STATE_FORMATS,
     LoraConfig,
-    inference_memory_arrays,
     model_state_bytes,
     resolve_profile,
     training_memory_arrays,
@@ -563,6 +562,7 @@ def evaluate_inference(spec: TransformerSpec, *, gpu, tp: int, rate_rps: float, 
     """Largest SLO-meeting batch per replica (at most ``batch_limit``), then replicas = ceil(rate / capacity);
     ``system`` is the network (default: ``system_of(gpu, cluster=...)``)."""
     from scaleright.estimate.infer import max_batch  # serving only: a training plan never loads it
+    from scaleright.estimate.memory import inference_memory_arrays
 
     system = system_of(gpu, system=system, cluster=cluster)
     try:
