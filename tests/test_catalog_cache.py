@@ -178,13 +178,18 @@ def test_the_collective_fits_are_cached_and_a_hit_is_the_parsed_file(cache, monk
     CollectiveFits.builtin.cache_clear()
 
 
+def _twice_fresh(code: str, cache) -> list[str]:
+    """What ``code`` prints in two fresh interpreters in turn, with the cache in ``cache``: a miss, then a hit."""
+    env = {**os.environ, CACHE_ENV: str(cache)}
+    return [subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
+            for _ in range(2)]  # fmt: skip
+
+
 def test_a_cache_hit_parses_no_yaml_and_builds_no_validator(cache):
     code = ("import sys; from scaleright.catalog import Catalog; from scaleright.catalog.systems import list_systems; "
             "from scaleright.catalog.gpus import Accelerator; Catalog.load(); list_systems(); "
             "print('yaml' in sys.modules or Accelerator.__pydantic_complete__)")
-    env = {**os.environ, CACHE_ENV: str(cache)}
-    runs = [subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
-            for _ in range(2)]  # fmt: skip
+    runs = _twice_fresh(code, cache)
     assert runs == ["True\n", "False\n"], runs
 
 
@@ -194,9 +199,7 @@ def test_a_cache_hit_loads_no_openssl_and_a_built_in_system_builds_no_validator(
     code = ("import sys; from scaleright.catalog import Catalog; from scaleright.catalog.systems import System, "
             "HostMemory, system_for; Catalog.load(); system_for('h100-sxm'); system_for('tpu-v5p'); "
             "print('hashlib' in sys.modules, System.__pydantic_complete__, HostMemory.__pydantic_complete__)")
-    env = {**os.environ, CACHE_ENV: str(cache)}
-    runs = [subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
-            for _ in range(2)]  # fmt: skip
+    runs = _twice_fresh(code, cache)
     assert runs[1] == "False False False\n", runs
 
 

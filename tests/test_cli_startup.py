@@ -124,6 +124,17 @@ def _numpy_blas() -> str:
         return "unknown"
 
 
+def _program_reports(code: str, tmp_path: Path, *, unset: tuple[str, ...], user: dict[str, str | None]) -> list:
+    """The JSON list ``code`` (the program run in a fresh interpreter) writes last on stderr; the variables in
+    ``unset`` are removed from its environment and those of ``user`` with a value set."""
+    env = {k: v for k, v in os.environ.items() if k not in unset}
+    env["SCALERIGHT_CACHE_DIR"] = str(tmp_path / "cache")
+    env |= {k: v for k, v in user.items() if v is not None}
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=False)
+    assert proc.returncode == 0, proc.stderr
+    return list(json.loads(proc.stderr.strip().splitlines()[-1]))
+
+
 @pytest.mark.skipif(not Path("/proc/self/task").is_dir() or (os.cpu_count() or 1) < 2 or
                     "openblas" not in _numpy_blas(), reason="counts OpenBLAS's threads in /proc/self/task: Linux, "
                     "2+ CPUs, numpy built with OpenBLAS")  # fmt: skip
@@ -139,13 +150,7 @@ def test_the_program_loads_numpy_with_one_blas_thread_unless_the_user_sets_one(u
             f"sys.argv = ['scaleright', 'plan', {_PLAN!r}, '--json']\n"
             "from scaleright.cli.main import main\n"
             "main()")  # fmt: skip
-    env = {k: v for k, v in os.environ.items() if k not in BLAS_THREAD_VARS}
-    env["SCALERIGHT_CACHE_DIR"] = str(tmp_path / "cache")
-    if user is not None:
-        env["OPENBLAS_NUM_THREADS"] = user
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=False)
-    assert proc.returncode == 0, proc.stderr
-    threads, left = json.loads(proc.stderr.strip().splitlines()[-1])
+    threads, left = _program_reports(code, tmp_path, unset=BLAS_THREAD_VARS, user={"OPENBLAS_NUM_THREADS": user})
     assert left == user  # unset again (no child inherits it), or the user's own
     assert threads == (1 if user is None else int(user))
 
@@ -163,11 +168,6 @@ def test_the_program_looks_for_no_pydantic_plugin_and_restores_the_setting(user,
             f"sys.argv = ['scaleright', 'plan', {_PLAN!r}, '--json']\n"
             "from scaleright.cli.main import main\n"
             "main()")  # fmt: skip
-    env = {k: v for k, v in os.environ.items() if k != "PYDANTIC_DISABLE_PLUGINS"}
-    env["SCALERIGHT_CACHE_DIR"] = str(tmp_path / "cache")
-    if user is not None:
-        env["PYDANTIC_DISABLE_PLUGINS"] = user
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=False)
-    assert proc.returncode == 0, proc.stderr
-    never_searched, left = json.loads(proc.stderr.strip().splitlines()[-1])
+    never_searched, left = _program_reports(code, tmp_path, unset=("PYDANTIC_DISABLE_PLUGINS",),
+                                            user={"PYDANTIC_DISABLE_PLUGINS": user})  # fmt: skip
     assert never_searched and left == user
