@@ -20,7 +20,7 @@ Location: ``$SCALERIGHT_CACHE_DIR`` if set, else ``platformdirs.user_cache_dir("
 from __future__ import annotations
 
 import functools
-import importlib
+import hashlib
 import os
 import pickle
 import sys
@@ -39,7 +39,7 @@ if TYPE_CHECKING:
 M = TypeVar("M", bound="BaseModel")
 
 __all__ = ["CACHE_ENV", "KEEP", "NO_CACHE_ENV", "cache_dir", "cached", "cached_data", "cached_entries", "layer_key",
-           "read_layer", "sha256", "write_layer"]
+           "read_layer", "write_layer"]
 
 CACHE_ENV = "SCALERIGHT_CACHE_DIR"
 NO_CACHE_ENV = "SCALERIGHT_NO_CACHE"
@@ -49,23 +49,6 @@ FORMAT = 2  # 1: JSON, re-validated on read; 2: pickle, type-checked on read (``
 # The code whose behaviour is baked into a cached layer: the validators and the loader.
 _CODE = ("catalog/gpus.py", "catalog/models.py", "catalog/prices.py", "catalog/store.py", "catalog/systems.py",
          "catalog/cache.py", "limits.py", "userdata.py", "workload/spec.py")  # fmt: skip
-
-
-def _sha256_type() -> Callable[..., Any]:
-    """SHA-256 from CPython's own module (``_sha2``; ``_sha256`` before 3.12) where it has one, else hashlib's.
-    The digest is the same; importing hashlib loads OpenSSL's libcrypto (~2 ms of a command's start-up), more than
-    the built-in code takes longer to hash the ~0.3 MB a command keys its caches on."""
-    for name in ("_sha2", "_sha256"):
-        try:
-            return importlib.import_module(name).sha256  # type: ignore[no-any-return]
-        except (ImportError, AttributeError):
-            continue
-    import hashlib
-
-    return hashlib.sha256
-
-
-sha256 = _sha256_type()  # sha256(data=b"") -> a hash object (``update``, ``digest``, ``hexdigest``)
 
 
 def cache_dir() -> Path | None:
@@ -86,7 +69,7 @@ def _code_digest() -> bytes:
 
     from scaleright import __version__
 
-    h = sha256(f"{FORMAT}|{__version__}|{sys.version_info[:2]}|{pydantic.VERSION}".encode())
+    h = hashlib.sha256(f"{FORMAT}|{__version__}|{sys.version_info[:2]}|{pydantic.VERSION}".encode())
     root = files("scaleright")
     for rel in _CODE:
         data = (root / rel).read_bytes()
@@ -98,7 +81,7 @@ def _code_digest() -> bytes:
 def _key(tag: str, paths: list[tuple[str, Traversable]]) -> str | None:
     """SHA-256 over the code (``_code_digest``), ``tag`` and each named file's bytes; None if one cannot be read."""
     try:
-        h = sha256(_code_digest())
+        h = hashlib.sha256(_code_digest())
         h.update(tag.encode())
         for name, p in paths:
             data = p.read_bytes()

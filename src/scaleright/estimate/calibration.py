@@ -308,9 +308,9 @@ _ERROR_KEYS = ("rows", "median_abs_pct", "p90_abs_pct", "rms_log")
 
 def parameters_sha256(cal: Calibration) -> str:
     """SHA-256 of the calibration's values (canonical JSON): which numbers produced an estimate."""
-    from scaleright.catalog.cache import sha256  # hashlib's digest without loading OpenSSL
+    import hashlib
 
-    return str(sha256(json.dumps(cal.as_dict(), sort_keys=True).encode()).hexdigest())
+    return hashlib.sha256(json.dumps(cal.as_dict(), sort_keys=True).encode()).hexdigest()
 
 
 @dataclass(frozen=True)
