@@ -618,4 +618,3 @@ def test_public_api_is_explicit_and_resolves():
     assert {n for n in dir(econ) if not n.startswith("_") and callable(getattr(econ, n))} >= set(econ.__all__) - {
         "OwnershipCosts"
     }
-

@@ -6,6 +6,8 @@ rows it describes) or from gpus.yaml read with the yaml module, never from syste
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import yaml
 from pydantic import ValidationError
@@ -14,9 +16,13 @@ import scaleright
 from scaleright.catalog.systems import FABRIC_OF_KIND, TIER_KINDS, System, Tier, list_systems, system_for
 from scaleright.errors import InputError, UnknownNameError
 
-GPUS_YAML = yaml.safe_load(
-    (__import__("pathlib").Path(scaleright.__file__).parent / "catalog" / "data" / "gpus.yaml").read_text()
-)
+
+def _catalog_yaml(name: str) -> list[dict]:
+    """A built-in catalog file read with the yaml module, not through the code under test."""
+    return yaml.safe_load((Path(scaleright.__file__).parent / "catalog" / "data" / name).read_text())
+
+
+GPUS_YAML = _catalog_yaml("gpus.yaml")
 GPU_BY_ID = {g["id"]: g for g in GPUS_YAML}
 
 
@@ -130,9 +136,7 @@ def test_overrides_and_their_errors():
         system_for("h100-sxm", p2p=True)
 
 
-SYSTEMS_YAML = yaml.safe_load(
-    (__import__("pathlib").Path(scaleright.__file__).parent / "catalog" / "data" / "systems.yaml").read_text()
-)
+SYSTEMS_YAML = _catalog_yaml("systems.yaml")
 
 
 @pytest.mark.parametrize("entry", SYSTEMS_YAML, ids=[d["id"] for d in SYSTEMS_YAML])

@@ -228,8 +228,6 @@ def system_for(gpu_id: str, *, system: str | None = None, gpus_per_node: int | N
     NICs are sold); ``p2p`` switches a PCIe innermost tier between peer-to-peer and host-staged;
     ``host_memory_gb_per_s`` the DRAM bandwidth of one host (``basis: override``).
     """
-    overridden = any(x is not None for x in (gpus_per_node, intra_node_gb_per_s, nic_gbps_per_gpu, p2p,
-                                               host_memory_gb_per_s))  # fmt: skip
     systems = _builtin()
     if system is not None:
         found = [s for s in systems if s.id == system]
@@ -243,6 +241,8 @@ def system_for(gpu_id: str, *, system: str | None = None, gpus_per_node: int | N
         if not found:
             raise UnknownNameError("GPU with a system", gpu_id, sorted({a for s in systems for a in s.accelerators}))
         sysm = found[0]
+    if all(x is None for x in (gpus_per_node, intra_node_gb_per_s, nic_gbps_per_gpu, p2p, host_memory_gb_per_s)):
+        return sysm.model_copy(deep=True)  # the built-in entry, validated when it was parsed: a copy of its own
     tiers = list(sysm.tiers)
     inner = tiers[0]
     if gpus_per_node is not None:
@@ -275,7 +275,5 @@ def system_for(gpu_id: str, *, system: str | None = None, gpus_per_node: int | N
                                            source=f"override: {host_memory_gb_per_s} GB/s per host")  # fmt: skip
     if gpus_per_node is not None:
         update["gpus_per_node"] = gpus_per_node
-    if not overridden:  # the built-in entry, validated when it was parsed: a copy of its own, checked as it was
-        return sysm.model_copy(deep=True)
     out = sysm.model_copy(update=update)
     return System.model_validate(out.model_dump())  # re-check the ordering rules after the overrides

@@ -107,7 +107,6 @@ def _ownership(scn: Scenario, gpu, purchase_usd: float, gpus) -> econ.OwnershipC
     )  # fmt: skip
 
 
-
 def _offer(scn: Scenario, gpu, cat: Catalog, kind: str, provider: str | None = None) -> tuple[dict | None, str]:
     """The offer for ``gpu`` and ``kind`` (a rent kind or purchase) as the plan's price fields, overrides first:
     (``{price, price_provider, price_region, price_date, price_age_days, price_stale, price_source}``, a one-line
@@ -225,7 +224,8 @@ def _hybrid(scn: Scenario, gpu, cat: Catalog, gpus) -> tuple[_Priced | None, str
 
 def _pricings(scn: Scenario, gpu, cat: Catalog, gpus) -> tuple[list[_Priced], str]:
     """Every way the scenario lets the buyer pay for ``gpu``: its mode, or (mode ``cheapest``) each rent kind with
-    an offer and owning; ordered by price per GPU-hour at the first count. (list, why empty)."""
+    an offer (not serverless: plan.serving weighs it; catalog.prices says why) and owning; ordered by price per
+    GPU-hour at the first count. (list, why empty)."""
     kinds = [*RENT_KINDS, "own"] if scn.pricing.mode == "cheapest" else [scn.pricing.mode]
     found, why = [], []
     for k in kinds:

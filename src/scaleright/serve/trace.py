@@ -16,7 +16,7 @@ __all__ = ["chrome_trace_events", "write_chrome_trace"]
 
 def chrome_trace_events(fleet, *, max_requests: int = 20_000) -> dict:
     ev: list[dict] = []
-    k = getattr(fleet, "micro_batches", 1)  # schedulers per replica (pipelined stages): one process each
+    k = fleet.micro_batches  # schedulers per replica (pipelined stages): one process each
     for i, rows in enumerate(fleet.trace_rows or []):
         label = f"replica {i // k} micro-batch {i % k}" if k > 1 else f"replica {i}"
         ev.append({"ph": "M", "name": "process_name", "pid": i, "args": {"name": label}})
