@@ -25,7 +25,9 @@ callgrind, its "Collected" count, BLAS on one thread; valgrind must be installed
 
 It also times the floor under every command, a fresh interpreter that only imports what the command stands on
 (numpy, pydantic with its first validator, typer, and PyYAML for ``plan``): scaleright's own share is the command
-minus its floor.
+minus its floor. The floor's validator pays pydantic's plugin search, which the commands skip (``begin_startup``), so
+the floor sits that search (a few ms: 6.6 ms in 11 interleaved runs here) above what they can reach and their own
+share reads that much low.
 
 Last line: ``help_s=<median> estimate_s=<median of train and infer> plan_s=<median> llm_analysis_s=<median of its
 train and infer, or nan> floor_estimate_s=<median> floor_plan_s=<median>`` (wall seconds). Target (issue #12):
@@ -68,9 +70,9 @@ LLM_ANALYSIS = {
 }  # fmt: skip
 # What no change to scaleright's own code can go below: a fresh interpreter that only imports the libraries each
 # command stands on (numpy for the physics, pydantic for the typed results and scenario, typer for the command line,
-# PyYAML for a scenario file) and builds one pydantic validator (its first costs the plugin lookup), timed like the
-# commands, with the same bytecode cache, and loaded as ``plan`` and ``estimate`` load them
-# (``cli.common.begin_startup``: no cyclic garbage collector, one BLAS thread).
+# PyYAML for a scenario file) and builds one pydantic validator (its first costs the plugin lookup, which the
+# commands skip: see the docstring), timed like the commands, with the same bytecode cache, and loaded as ``plan`` and
+# ``estimate`` load them (``cli.common.begin_startup``: no cyclic garbage collector, one BLAS thread).
 _AS_STARTUP = "import gc, os\ngc.disable()\nos.environ.setdefault('OPENBLAS_NUM_THREADS', '1')\n"
 _PYDANTIC = "from pydantic import BaseModel, TypeAdapter\nTypeAdapter(int)"
 FLOORS = {

@@ -3,6 +3,7 @@ the state of a file, to check a command left it alone; code run in a fresh inter
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import re
 import subprocess
@@ -17,6 +18,18 @@ def fresh_lines(code: str) -> list[str]:
     """The stdout lines of ``code`` run in a fresh interpreter: what a new process imports, not what this one has."""
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     return out.stdout.strip().splitlines()
+
+
+# the CLI's libraries and modules: the typed API and the dashboard run (with the same errors) without any of them
+CLI_ONLY = ("typer", "rich", "click", "scaleright.cli")
+
+
+def fresh_modules(code: str, prefixes: tuple[str, ...]) -> tuple[list[str], list[str]]:
+    """(the stdout lines of ``code`` run in a fresh interpreter, the modules whose names start with one of
+    ``prefixes`` that the interpreter holds after it)."""
+    lines = fresh_lines(f"{code}\nimport sys as _sys\n"
+                        f"print(sorted(m for m in _sys.modules if m.startswith({prefixes!r})))")  # fmt: skip
+    return lines[:-1], ast.literal_eval(lines[-1])
 
 
 def run_main(

@@ -6,14 +6,12 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 import scaleright
-from tests.cli_helpers import fresh_lines, run_main
+from tests.cli_helpers import CLI_ONLY, fresh_modules, run_main
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "api.md"
@@ -52,21 +50,14 @@ def test_each_result_function_is_documented_with_its_result_type():
 
 
 def test_import_scaleright_loads_no_model_code():
-    out = subprocess.run([sys.executable, "-c", "import sys, scaleright; print(sorted(m for m in sys.modules if "
-                          "m.startswith(('numpy', 'pydantic', 'scaleright.estimate', 'scaleright.plan', "
-                          "'scaleright.results', 'scaleright.api'))))"],
-                         capture_output=True, text=True, check=True)  # fmt: skip
-    assert out.stdout.strip() == "[]"
-
-
-# the CLI's libraries and modules: the typed API is usable (and its errors the same) without any of them
-CLI_ONLY = ("typer", "rich", "click", "scaleright.cli")
+    model_code = ("numpy", "pydantic", "scaleright.estimate", "scaleright.plan", "scaleright.results", "scaleright.api")
+    assert fresh_modules("import scaleright", model_code) == ([], [])
 
 
 def test_the_api_imports_no_cli_library():
     """Each result function, its catalog and calibration resolution included, and the scenario parser, run in a
     fresh interpreter that then holds none of the CLI's modules (typer, its click, rich, scaleright.cli)."""
-    code = ("import sys, scaleright as sr\n"
+    code = ("import scaleright as sr\n"
             "import scaleright.api, scaleright.results, scaleright.plan.scenario\n"
             f"sr.plan_scenario({str(ROOT / 'examples' / 'full-finetune-13b.yaml')!r}, calibration='default')\n"
             "sr.estimate_memory('llama-2-7b', gpu='h100-sxm')\n"
@@ -74,11 +65,10 @@ def test_the_api_imports_no_cli_library():
             "sr.estimate_infer('llama-2-7b', gpu='h100-sxm', input_len=64, output_len=8)\n"
             "sr.simulate('llama-2-7b', gpu='h100-sxm', rate=2.0, requests=16)\n"
             "try:\n    sr.estimate_train('llama-2-7b', catalog='/nonexistent-catalog-dir')\n"
-            "except sr.InputError as exc:\n    print(exc)\n"
-            f"print(sorted(m for m in sys.modules if m.startswith({CLI_ONLY!r})))")  # fmt: skip
-    lines = fresh_lines(code)
+            "except sr.InputError as exc:\n    print(exc)\n")  # fmt: skip
+    lines, held = fresh_modules(code, CLI_ONLY)
     assert lines[0] == "catalog=/nonexistent-catalog-dir: directory not found", lines[0]
-    assert lines[-1] == "[]", lines[-1]
+    assert held == [], held
 
 
 @pytest.mark.parametrize("block", re.findall(r"```python\n(.*?)```", DOC.read_text(), re.S),

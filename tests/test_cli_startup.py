@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import typer
@@ -16,15 +17,26 @@ import typer
 from scaleright.cli.main import COMMANDS, make_app
 
 
+def _program_reports(code: str, tmp_path: Path, *, args: list[str] | None = None, unset: tuple[str, ...] = (),
+                     user: dict[str, str | None] | None = None) -> Any:
+    """The JSON ``code`` (the program run in a fresh interpreter, ``args`` JSON-encoded as its ``sys.argv[1]``)
+    writes last on stderr, once it exited 0; the variables in ``unset`` are removed from its environment and those
+    of ``user`` with a value set."""
+    env = {k: v for k, v in os.environ.items() if k not in unset}
+    env["SCALERIGHT_CACHE_DIR"] = str(tmp_path / "cache")
+    env |= {k: v for k, v in (user or {}).items() if v is not None}
+    argv = [sys.executable, "-c", code, *([] if args is None else [json.dumps(args)])]
+    proc = subprocess.run(argv, capture_output=True, text=True, env=env, check=False)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stderr.strip().splitlines()[-1])
+
+
 def _modules_after(args: list[str], tmp_path) -> dict:
     code = ("import sys, json; sys.argv = ['scaleright', *json.loads(sys.argv[1])]\n"
             "from scaleright.cli.main import main\n"
             "try:\n    main()\nexcept SystemExit as e:\n    code = e.code\n"
             "sys.stderr.write(json.dumps({'code': code, 'modules': sorted(sys.modules)}))")  # fmt: skip
-    env = {**os.environ, "SCALERIGHT_CACHE_DIR": str(tmp_path / "cache")}
-    proc = subprocess.run([sys.executable, "-c", code, json.dumps(args)], capture_output=True, text=True, env=env,
-                          check=False)  # fmt: skip
-    return json.loads(proc.stderr.strip().splitlines()[-1])
+    return dict(_program_reports(code, tmp_path, args=args))
 
 
 @pytest.mark.parametrize("args, own", [
@@ -104,12 +116,8 @@ def test_only_the_program_changes_the_collector(args, tmp_path):
             "CALL")  # fmt: skip
     as_program = "from scaleright.cli.main import main\nmain()"  # what the scaleright script does
     inside = "try:\n    cli.main()\nexcept SystemExit:\n    pass"  # a caller that holds no ``main`` of ours
-    env = {**os.environ, "SCALERIGHT_CACHE_DIR": str(tmp_path / "cache")}
     for call, program in ((as_program, True), (inside, False)):
-        proc = subprocess.run([sys.executable, "-c", code.replace("CALL", call), json.dumps(args)],
-                              capture_output=True, text=True, env=env, check=False)  # fmt: skip
-        assert proc.returncode == 0, proc.stderr
-        enabled, frozen, on_in_work = json.loads(proc.stderr.strip().splitlines()[-1])
+        enabled, frozen, on_in_work = _program_reports(code.replace("CALL", call), tmp_path, args=args)
         assert enabled and (frozen > 0) is program, (call, enabled, frozen)
         if args[0] != "--version":  # the command's work ran with the collector on
             assert on_in_work is True, (call, on_in_work)
@@ -122,17 +130,6 @@ def _numpy_blas() -> str:
         return str(np.show_config(mode="dicts")["Build Dependencies"]["blas"]["name"])  # type: ignore[index]
     except Exception:  # an older numpy without mode="dicts"
         return "unknown"
-
-
-def _program_reports(code: str, tmp_path: Path, *, unset: tuple[str, ...], user: dict[str, str | None]) -> list:
-    """The JSON list ``code`` (the program run in a fresh interpreter) writes last on stderr; the variables in
-    ``unset`` are removed from its environment and those of ``user`` with a value set."""
-    env = {k: v for k, v in os.environ.items() if k not in unset}
-    env["SCALERIGHT_CACHE_DIR"] = str(tmp_path / "cache")
-    env |= {k: v for k, v in user.items() if v is not None}
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=False)
-    assert proc.returncode == 0, proc.stderr
-    return list(json.loads(proc.stderr.strip().splitlines()[-1]))
 
 
 @pytest.mark.skipif(not Path("/proc/self/task").is_dir() or (os.cpu_count() or 1) < 2 or

@@ -18,8 +18,7 @@ pytest.importorskip("fastapi", reason="the dashboard extra is not installed (pip
 from fastapi.testclient import TestClient
 
 from scaleright.dashboard.app import MAX_BODY_BYTES, create_app
-from tests.cli_helpers import fresh_lines, run_main
-from tests.test_api import CLI_ONLY
+from tests.cli_helpers import CLI_ONLY, fresh_modules, run_main
 
 ROOT = Path(__file__).resolve().parents[2]
 BASE = "http://127.0.0.1:8765"
@@ -172,17 +171,15 @@ def test_the_dashboard_imports_no_cli_library(tmp_path):
     """The dashboard sits on the typed API, not on the CLI: in a fresh interpreter, the app serving a plan (JSON API),
     the editor, the catalog and the run store holds none of the CLI's modules (typer, its click, rich,
     scaleright.cli) — its text and JSON helpers are the API's (``visible``, ``json_safe``)."""
-    code = ("import sys\n"
-            "from fastapi.testclient import TestClient\n"
+    code = ("from fastapi.testclient import TestClient\n"
             "from scaleright.dashboard.app import create_app\n"
             f"c = TestClient(create_app(db={str(tmp_path / 'runs.sqlite')!r}), base_url={BASE!r})\n"
             f"text = open({str(ROOT / 'examples' / 'lora-7b-one-gpu.yaml')!r}).read()\n"
             "print(c.post('/api/plan', content=text, headers={'content-type': 'application/yaml'}).status_code,\n"
-            "      *(c.get(p).status_code for p in ('/', '/catalog', '/runs')))\n"
-            f"print(sorted(m for m in sys.modules if m.startswith({CLI_ONLY!r})))")  # fmt: skip
-    lines = fresh_lines(code)
+            "      *(c.get(p).status_code for p in ('/', '/catalog', '/runs')))")  # fmt: skip
+    lines, held = fresh_modules(code, CLI_ONLY)
     assert lines[0] == "200 200 200 200", lines[0]
-    assert lines[-1] == "[]", lines[-1]
+    assert held == [], held
 
 
 def test_the_bundled_examples_are_the_repository_examples():
