@@ -53,6 +53,8 @@ import re
 import sys
 import time
 from collections import Counter, defaultdict
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -278,6 +280,22 @@ def _predict_star(args: tuple[Calibration, frozenset[str]]) -> np.ndarray:
     return predict(_POOL_DATA, cal, groups)
 
 
+@contextmanager
+def fit_pool(data: Data) -> Iterator:
+    """The worker pool ``fit`` predicts its Jacobian columns with: forked processes that read ``data``
+    (``_predict_star``), two at most (the machine's cores are shared)."""
+    global _POOL_DATA
+    _POOL_DATA = data
+    with multiprocessing.get_context("fork").Pool(max(1, min(2, os.cpu_count() or 1))) as pool:
+        yield pool
+
+
+def table_errors(data: Data, cal: Calibration, group: str, meas: np.ndarray) -> tuple[list[int], np.ndarray]:
+    """(the rows of table ``group``, their errors predicted / measured − 1 under ``cal``), predicting only them."""
+    idx = [i for i, c in enumerate(data.cases) if c.group == group]
+    return idx, predict(data, cal, frozenset({group}))[idx] / meas[idx] - 1
+
+
 def fit(data: Data, base: Calibration, groups: frozenset[str], pool) -> tuple[Calibration, dict]:
     """The one fitter (``scaleright.estimate.fit``) on the weighted log errors of the rows in ``groups``; the
     Jacobian's columns are predicted in parallel by ``pool``."""
@@ -370,8 +388,8 @@ def leave_one_source_out(data: Data, base: Calibration, pool, full: Calibration 
             print(f"  held out: {_KIND_LABEL[kind]} tables")
         t = time.time()
         cal, info = fit(data, base, all_groups - {g}, pool)
-        idx = rows_of[g]
-        err[idx] = predict(data, cal, frozenset({g}))[idx] / meas[idx] - 1
+        idx, e = table_errors(data, cal, g, meas)
+        err[idx] = e
         out["train_s" if kind == "train" else "infer_s"] += time.time() - t
         med, p90, bias = _stats(err[idx])
         bound = at_bound(cal)
@@ -457,10 +475,7 @@ def main(argv: list[str] | None = None) -> int:
     report_skipped(data)
     report_conventions(data)
     if args.fit:
-        global _POOL_DATA
-        _POOL_DATA = data
-        ctx = multiprocessing.get_context("fork")
-        with ctx.Pool(max(1, min(2, os.cpu_count() or 1))) as pool:
+        with fit_pool(data) as pool:
             all_groups = frozenset(c.group for c in data.cases if c.group not in data.not_fitted)
             print("\nNot fitted (reported only): " + "; ".join(f"{g}: {why}" for g, why in data.not_fitted.items()))
             cal, info = fit(data, DEFAULT_CALIBRATION, all_groups, pool)

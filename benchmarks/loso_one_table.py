@@ -6,16 +6,15 @@
     python benchmarks/loso_one_table.py --exclude-model qwen3-30b-a3b     # a diagnosis: those rows out of the fit
 
 ``--exclude-model`` drops a catalog model's inference rows from the data before the fit (diagnosis only: which rows
-pull a parameter). Everything else is ``accuracy.py``'s own functions (``load_data``, ``fit``, ``predict``,
-``at_bound``). Last line, machine-readable: ``fold_median_pct=… fold_p90_pct=… fold_bias_pct=… params_at_bound=…``.
+pull a parameter). Everything else is ``accuracy.py``'s own functions (``load_data``, ``fit_pool``, ``fit``,
+``table_errors``, ``at_bound``). Last line, machine-readable: ``fold_median_pct=… fold_p90_pct=… fold_bias_pct=…
+params_at_bound=…``.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib.util
-import multiprocessing
-import os
 import sys
 import time
 from pathlib import Path
@@ -42,8 +41,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.table not in tables:
         ap.error(f"--table {args.table!r} is not a fitted table; fitted: {', '.join(tables)}")
     t0 = time.time()
-    accuracy._POOL_DATA = data  # read by the forked workers (``accuracy._predict_star``)
-    with multiprocessing.get_context("fork").Pool(max(1, min(2, os.cpu_count() or 1))) as pool:
+    with accuracy.fit_pool(data) as pool:
         cal, info = accuracy.fit(data, DEFAULT_CALIBRATION, frozenset(tables) - {args.table}, pool)
     meas = accuracy.measured(data)
     out = (float("nan"),) * 3
@@ -53,8 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     bound = accuracy.at_bound(cal)
     kind_of = {c.group: accuracy._kind(c) for c in data.cases}  # the inference tables in the fit, for context
     for g in [args.table, *(t for t in tables if t != args.table and kind_of[t] != "train")]:
-        idx = [i for i, c in enumerate(data.cases) if c.group == g]
-        err = accuracy.predict(data, cal, frozenset({g}))[idx] / meas[idx] - 1
+        idx, err = accuracy.table_errors(data, cal, g, meas)
         med, p90, bias = accuracy._stats(err)
         tag = "held out" if g == args.table else "in fit  "
         print(f"  {tag} {g:40s} {len(idx):4d} rows  med|e| {accuracy._pct(med)}  p90 {accuracy._pct(p90)}  "

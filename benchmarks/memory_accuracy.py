@@ -39,14 +39,17 @@ its sweep's optimizer states (``load_ran_rows``); then:
   fc2 its input: the 6f of the gated-MLP term; Megatron-Bridge's recipes reduce gradients in fp32
   (``grad_reduce_in_fp32 = True``), so the 4 B main gradient stays.
 - Not modelled, the rows do not say which applies: the FP8 presets of Megatron-Bridge (``mixed_precision.py``)
-  set ``fp8_param_gather`` (FP8 weights, less), its NVFP4 preset does not (TE's cached quantised weights, more);
-  Megatron-Bridge's 405B recipe counts the embedding and the loss as pipeline layers, so VP=8 on PP=16 holds 7
-  transformer layers on stage 0 in 8 chunks, which the training-row mapping runs as 7 chunks (about 145 against
-  112 layer-micro-batches in flight).
+  set ``fp8_param_gather`` (FP8 weights, less), its NVFP4 preset does not (TE's cached quantised weights, more).
+- Modelled since: Megatron-Bridge's 405B recipe counts the embedding and the loss as pipeline layers
+  (``Layout.pipeline_split_embedding_loss``, set by ``validation.train_cases`` where L + 2 slots split into pp·v
+  chunks and L layers do not): VP=8 on PP=16 holds 7 transformer layers on stage 0 in 8 chunks, 112
+  layer-micro-batches in flight. NeMo Automodel rows that state no checkpointing get the least that fits
+  (``train_cases._checkpointing_that_fits``): their verdict here follows from that choice and checks nothing.
 
-The 68 still refused: 31 Megatron-Bridge / NeMo layouts whose states and activations alone exceed the device as
-stated (no recompute), so the run did something the row does not state (recompute, offload, FP8 weights); 21
-Megatron ones and 16 llm-foundry boundary micro-batches that the allocator's reserve tips over by under 11 %
+The 48 still refused (``ran_fit=433/481``): 25 Megatron-Bridge / NeMo layouts whose states and activations alone
+exceed the device as stated (no recompute), so the run did something the row does not state (recompute, offload,
+FP8 weights); 7 Megatron ones and 16 llm-foundry boundary micro-batches that the allocator's reserve tips over by
+under 10 % and 5 %
 (``tests/test_memory_ran_fit.py`` marks each with its reason).
 
     python benchmarks/memory_accuracy.py

@@ -46,8 +46,9 @@ chunked prefills. On one replica of ``tp · pp`` GPUs it costs
   its upper bound 1 when the TPOT table (steps ~98 % weight reads) was held out: 7-8B KV-bound throughput rows
   under-predicted by ~20 %. With KV at the streaming rate, the fit on the dense rows of the throughput tables
   alone puts the weight share at 0.74 (in-sample 0.68; it was 1, on the bound) and predicts the held-out TPOT
-  table to 10.7 % median (17.2 % before). With the MoE rows in that fit, their missing cost (predicted too fast)
-  still drags ``decode_overhead_s`` to ~10 ms (``benchmarks/loso_one_table.py``).
+  table to 10.7 % median (17.2 % before): a diagnostic fold, the MoE rows left out of the fit. With them in it
+  (the leave-one-source-out fold itself, ``benchmarks/loso_one_table.py``), their missing cost (predicted too
+  fast) drags ``decode_overhead_s`` to ~10 ms and the held-out TPOT table is 29.5 % median (p90 121 %).
   An engine profile that names ``hbm_fraction`` (a grid fit of one fraction) reads both at that fraction.
 - MoE layers read only the experts the batch touches, E·(1 − (1 − k/E)^m) of E, and pay the dispatch / combine
   copies that group rows by expert around the grouped GEMMs, the bytes the engine's MoE kernels move

@@ -44,7 +44,8 @@ from scaleright.workload.spec import TransformerSpec
 if TYPE_CHECKING:
     from numpy.typing import ArrayLike, NDArray
 
-__all__ = ["Layout", "LayoutArrays", "RECOMPUTE", "ZERO_STAGES", "divisors", "stage_slots", "layout_text"]
+__all__ = ["Layout", "LayoutArrays", "RECOMPUTE", "ZERO_STAGES", "divisors", "stage_layers", "stage_slots",
+           "layout_text"]
 
 # "op-selective": torchtitan's per-op selective activation checkpointing (estimate.memory.activations)
 RECOMPUTE = ("none", "selective", "full", "op-selective")
@@ -66,6 +67,19 @@ def stage_slots(layers: int, pp: ArrayLike, embedding_loss: ArrayLike = False) -
     if not np.any(on):
         return off
     return np.where(on, np.ceil((layers + 2) / pp), off)[()]
+
+
+def stage_layers(layers: int, pp: ArrayLike, embedding_loss: ArrayLike = False
+                 ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:  # fmt: skip
+    """(the most transformer layers a pipeline stage holds, those of the last stage). Off: ``ceil(L / pp)`` both.
+    With the embedding and the loss counted as slots (Megatron-Core ``account_for_embedding_in_pipeline_split``,
+    ``account_for_loss_in_pipeline_split``; pp > 1): ``n = ceil((L + 2) / pp)`` slots a stage, the first and the last
+    stage ``n - 1`` layers, the middle ones ``n`` (pp = 2: both ends, ``n - 1``)."""
+    pp = np.asarray(pp, dtype=float)
+    on = np.asarray(embedding_loss, dtype=bool) & (pp > 1)
+    off, slots = stage_slots(layers, pp), stage_slots(layers, pp, on)
+    busiest = np.where(on, np.where(pp > 2, slots, slots - 1), off)
+    return busiest, np.where(on, slots - 1, off)
 
 
 @dataclass(frozen=True)

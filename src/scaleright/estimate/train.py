@@ -80,7 +80,7 @@ from scaleright.estimate.layer import (
     peak_flops,
     roofline,
 )
-from scaleright.estimate.layout import Layout, divisors, stage_slots
+from scaleright.estimate.layout import Layout, divisors, stage_layers
 from scaleright.estimate.memory import (
     GB,
     LoraConfig,
@@ -219,19 +219,6 @@ def zero1_exposed_s(rs_s: ArrayLike, ag_s: ArrayLike, rs_bucket_s: ArrayLike, ag
     ag_exposed = (streamed_exposed_s(ag_c, np.minimum(ag_bucket_s, ag_c), f_c, n_buckets)
                   + (v - 1.0) * np.maximum(ag_c - rounds * f_c, 0.0))  # fmt: skip
     return np.asarray(rs_exposed + ag_exposed, dtype=float)
-
-
-def stage_layers(layers: int, pp: ArrayLike, embedding_loss: ArrayLike = False
-                 ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:  # fmt: skip
-    """(the most transformer layers a pipeline stage holds, those of the last stage). Off: ``ceil(L / pp)`` both.
-    With the embedding and the loss counted as slots (Megatron-Core ``account_for_embedding_in_pipeline_split``,
-    ``account_for_loss_in_pipeline_split``; pp > 1): ``n = ceil((L + 2) / pp)`` slots a stage, the first and the last
-    stage ``n - 1`` layers, the middle ones ``n`` (pp = 2: both ends, ``n - 1``)."""
-    pp = np.asarray(pp, dtype=float)
-    on = np.asarray(embedding_loss, dtype=bool) & (pp > 1)
-    off, slots = stage_slots(layers, pp), stage_slots(layers, pp, on)
-    busiest = np.where(on, np.where(pp > 2, slots, slots - 1), off)
-    return busiest, np.where(on, slots - 1, off)
 
 
 def train_step_arrays(

@@ -63,7 +63,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from scaleright.errors import InputError
-from scaleright.estimate.layout import stage_slots
+from scaleright.estimate.layout import stage_layers, stage_slots
 from scaleright.workload.params import ParamCounts, count_params
 from scaleright.workload.spec import TransformerSpec
 
@@ -175,9 +175,9 @@ def _stage_params(
     dense, expert = layers_stage * layer_dense + ends, layers_stage * layer_expert
     on = np.asarray(embedding_loss, dtype=bool) & (pp > 1)
     if np.any(on):
-        slots = stage_slots(c.layers, pp, on)
-        end_d, end_e = (slots - 1) * layer_dense + ends, (slots - 1) * layer_expert
-        mid_d, mid_e = slots * layer_dense, slots * layer_expert
+        busiest, last = stage_layers(c.layers, pp, on)  # a middle stage's layers (pp > 2), an end stage's
+        end_d, end_e = last * layer_dense + ends, last * layer_expert
+        mid_d, mid_e = busiest * layer_dense, busiest * layer_expert
         mid = (pp > 2) & (mid_d + mid_e > end_d + end_e)
         dense = np.where(on, np.where(mid, mid_d, end_d), dense)
         expert = np.where(on, np.where(mid, mid_e, end_e), expert)

@@ -9,7 +9,7 @@ from numpy.typing import ArrayLike
 
 from scaleright.errors import InputError
 from scaleright.estimate.framework import Framework
-from scaleright.estimate.layout import ZERO_STAGES, Layout, stage_slots
+from scaleright.estimate.layout import ZERO_STAGES, Layout, stage_layers, stage_slots
 from scaleright.estimate.memory.activations import (
     GEMM_INPUT_BYTES,
     _inflight_first_chunk,
@@ -130,7 +130,7 @@ def _training_parts(
         slots = stage_slots(spec.layers, pp, split_on)
         held = inflight * slots - _inflight_first_chunk(pp, virtual_stages, n_micro)
         first = np.where(split_on, per_layer * held, first)
-        stage_acts = np.where(split_on, per_layer * (slots - 1), stage_acts)
+        stage_acts = np.where(split_on, per_layer * stage_layers(spec.layers, pp, split_on)[1], stage_acts)
     if np.any(offload_activations):  # saved activations in host memory but a double buffer (``offload``)
         first = resident_activations(first, per_layer, offload_activations)
         stage_acts = resident_activations(stage_acts, per_layer, offload_activations)
